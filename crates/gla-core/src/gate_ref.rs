@@ -1,0 +1,1 @@
+//! CPU reference driven by a [`crate::Gate`] and raw logits (owned by the gate/macro work; see issue 3).

@@ -1,0 +1,1 @@
+//! CPU reference (issue 2).

@@ -1,0 +1,1 @@
+//! proc macro (issue 3)

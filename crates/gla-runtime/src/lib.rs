@@ -1,0 +1,1 @@
+//! runtime (issue 4)
