@@ -1,1 +1,11 @@
-//! codegen (issue 4)
+//! gla-codegen: a validated [`KernelSpec`] → CUDA C++ source + [`LaunchPlan`].
+//!
+//! Pure Rust and deterministic: no GPU, no NVRTC, no I/O. The emitted source is self-contained (no `#include`),
+//! so NVRTC needs no CUDA headers. Every stage of the emitted kernel carries the paper's equation as a comment.
+#![forbid(unsafe_code)]
+
+pub mod plan;
+pub mod spec;
+
+pub use plan::{ForwardArgs, GridAxis, KernelLaunch, LaunchPlan};
+pub use spec::{generate, specialised_dim, Generated, KernelSpec, Pass, Tiles};

@@ -1,0 +1,77 @@
+//! What the runtime needs to launch a generated kernel: kernel names, grid, block, dynamic shared memory, and
+//! the argument struct shared with the emitted C (`struct FwdArgs`).
+
+use serde::{Deserialize, Serialize};
+
+/// How one grid dimension is sized from the problem at launch time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GridAxis {
+    /// `ceil(d_v / block_v)`: tiles of the value dimension.
+    VTiles { block_v: u32 },
+    /// `H`.
+    Heads,
+    /// `N`: number of sequences (B, or `cu_seqlens.len() - 1`).
+    Sequences,
+    /// Total number of chunks over all sequences (Σ ceil(len_n / C)).
+    Chunks { chunk: u32 },
+}
+
+/// One kernel launch of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelLaunch {
+    /// `extern "C"` name in the source.
+    pub name: String,
+    /// Grid `(x, y, z)`.
+    pub grid: [GridAxis; 3],
+    /// Threads per block.
+    pub block: u32,
+    /// Dynamic shared memory in bytes.
+    pub smem_bytes: u32,
+}
+
+/// The kernels of one variant, launched in order on one stream, all taking one [`ForwardArgs`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchPlan {
+    pub kernels: Vec<KernelLaunch>,
+    /// Whether the plan needs the per-chunk state buffer `states` (`[total_chunks, H, d_k, d_v]` f32).
+    pub needs_state_buffer: bool,
+}
+
+/// The single argument of every generated forward kernel (`const __grid_constant__ FwdArgs`). Layout matches the
+/// C struct emitted by [`crate::spec`]'s writer field for field (`#[repr(C)]`, 8-byte pointers first).
+/// Pointers are device addresses; 0 means absent.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ForwardArgs {
+    /// `[B,T,H,d_k]` in the spec's dtype.
+    pub q: u64,
+    pub k: u64,
+    /// `[B,T,H,d_v]`.
+    pub v: u64,
+    /// Raw gate logits, f32: `[B,T,H,d_k]` (per key), `[B,T,H]` (per head), `[B,T,H,d_v]` (per value), 0 (fixed).
+    pub g: u64,
+    /// Gate parameters, f32 `[H, P]`; 0 when the gate has none.
+    pub params: u64,
+    /// Initial state, f32 `[N,H,d_k,d_v]`, or 0.
+    pub h0: u64,
+    /// Final state out, f32 `[N,H,d_k,d_v]`, or 0.
+    pub ht: u64,
+    /// Output `[B,T,H,d_v]` in the spec's dtype.
+    pub o: u64,
+    /// Chunk-start states, f32 `[total_chunks,H,d_k,d_v]` (materialize on), or 0.
+    pub states: u64,
+    /// `i64[N+1]` token offsets of the sequences (always given; `n*T` for fixed-length batches).
+    pub cu_seqlens: u64,
+    /// `i64[N+1]` chunk offsets: Σ_{m<n} ceil(len_m / C).
+    pub chunk_offsets: u64,
+    /// `i32[2 * total_chunks]`: (sequence, chunk-in-sequence) of each global chunk (materialize on), or 0.
+    pub chunk_index: u64,
+    /// Number of sequences N.
+    pub n_seqs: i32,
+    pub h: i32,
+    /// Actual head dims (≤ the spec's specialised sizes; smaller ones go through the masked path).
+    pub dk: i32,
+    pub dv: i32,
+    pub scale: f32,
+    pub _pad: i32,
+}

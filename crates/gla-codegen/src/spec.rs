@@ -1,0 +1,149 @@
+//! Kernel variant specification: which kernel to generate for which gate.
+
+use crate::plan::LaunchPlan;
+use gla_core::{DType, Gate, GateShape, GlaError};
+use std::fmt;
+
+/// Which pass a kernel computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pass {
+    Forward,
+}
+
+/// Tile and warp choices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tiles {
+    /// Width of the value tile one CTA owns (the state is `d_k × block_v`).
+    pub block_v: u32,
+    /// Warps per CTA.
+    pub warps: u32,
+}
+
+/// One kernel variant. Construct with [`KernelSpec::new`], which validates it.
+#[derive(Clone, Copy)]
+pub struct KernelSpec {
+    pub gate: &'static dyn Gate,
+    pub pass: Pass,
+    /// Chunk size C ∈ {32, 64, 128}.
+    pub chunk: u32,
+    /// Sub-chunk size c ∈ {16, 32}, c | C (§4.3 secondary chunking; unused by scalar gates).
+    pub sub_chunk: u32,
+    /// Specialised key dim (64, 128, 256); smaller actual d_k run masked.
+    pub dk: u32,
+    /// Specialised value dim (64, 128, 256); smaller actual d_v run masked.
+    pub dv: u32,
+    /// Alg. 1 left (materialize chunk states, then all chunks in parallel) vs right (one fused sequential kernel).
+    pub materialize: bool,
+    pub dtype: DType,
+    pub tiles: Tiles,
+}
+
+impl fmt::Debug for KernelSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.id())
+    }
+}
+
+impl PartialEq for KernelSpec {
+    fn eq(&self, o: &Self) -> bool {
+        self.id() == o.id()
+    }
+}
+
+/// Source and launch plan of one variant.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub source: String,
+    pub plan: LaunchPlan,
+}
+
+impl KernelSpec {
+    /// Stable identifier, e.g. `gla.fwd.bf16.C64.c16.k128.v128.bv64.w4.fused`.
+    pub fn id(&self) -> String {
+        format!(
+            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}.{}",
+            self.gate.name(),
+            match self.pass {
+                Pass::Forward => "fwd",
+            },
+            self.dtype,
+            self.chunk,
+            self.sub_chunk,
+            self.dk,
+            self.dv,
+            self.tiles.block_v,
+            self.tiles.warps,
+            if self.materialize { "mat" } else { "fused" }
+        )
+    }
+
+    /// The gate's shape (convenience).
+    pub fn shape(&self) -> GateShape {
+        self.gate.shape()
+    }
+}
+
+impl KernelSpec {
+    /// Validate and build a spec. Errors name the bad field and the allowed values.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gate: &'static dyn Gate,
+        dtype: DType,
+        chunk: u32,
+        sub_chunk: u32,
+        dk: u32,
+        dv: u32,
+        materialize: bool,
+        tiles: Tiles,
+    ) -> Result<Self, GlaError> {
+        let s = KernelSpec { gate, pass: Pass::Forward, chunk, sub_chunk, dk, dv, materialize, dtype, tiles };
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// The default variant for actual head dims `(dk, dv)`: the smallest specialised sizes covering them.
+    pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
+        let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
+        let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
+        KernelSpec::new(gate, dtype, 64, 16, kd, vd, false, Tiles { block_v: vd.min(64), warps: 4 })
+    }
+
+    /// Check the spec against the supported space.
+    pub fn validate(&self) -> Result<(), GlaError> {
+        let bad = |msg: String| Err(GlaError::Unsupported { variant: self.id(), msg });
+        if ![32, 64, 128].contains(&self.chunk) {
+            return bad(format!("chunk size C must be 32, 64 or 128, got {}", self.chunk));
+        }
+        if ![16, 32].contains(&self.sub_chunk) || self.chunk % self.sub_chunk != 0 {
+            return bad(format!("sub-chunk c must be 16 or 32 and divide C = {}, got {}", self.chunk, self.sub_chunk));
+        }
+        for (n, d) in [("d_k", self.dk), ("d_v", self.dv)] {
+            if ![64, 128, 256].contains(&d) {
+                return bad(format!("specialised {n} must be 64, 128 or 256, got {d}"));
+            }
+        }
+        if ![16, 32, 64, 128].contains(&self.tiles.block_v) || self.tiles.block_v > self.dv {
+            return bad(format!("block_v must be 16, 32, 64 or 128 and <= d_v = {}, got {}", self.dv, self.tiles.block_v));
+        }
+        if ![4, 8].contains(&self.tiles.warps) {
+            return bad(format!("warps must be 4 or 8, got {}", self.tiles.warps));
+        }
+        Ok(())
+    }
+}
+
+/// Smallest specialised head dim (64, 128, 256) that holds `d`, or `None` if `d` is 0 or > 256.
+pub fn specialised_dim(d: usize) -> Option<u32> {
+    match d {
+        1..=64 => Some(64),
+        65..=128 => Some(128),
+        129..=256 => Some(256),
+        _ => None,
+    }
+}
+
+/// Generate CUDA source and launch plan for a validated spec.
+pub fn generate(spec: &KernelSpec) -> Result<Generated, GlaError> {
+    spec.validate()?;
+    Err(GlaError::Unsupported { variant: spec.id(), msg: "generator not written yet".into() })
+}
