@@ -6,6 +6,8 @@
 
 pub mod plan;
 pub mod spec;
+pub mod writer;
+pub mod fixtures;
 
 pub use plan::{ForwardArgs, GridAxis, KernelLaunch, LaunchPlan};
-pub use spec::{generate, specialised_dim, Generated, KernelSpec, Pass, Tiles};
+pub use spec::{all_variants, generate, specialised_dim, Generated, KernelSpec, Pass, Tiles};

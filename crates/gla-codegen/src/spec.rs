@@ -128,9 +128,22 @@ impl KernelSpec {
         if ![4, 8].contains(&self.tiles.warps) {
             return bad(format!("warps must be 4 or 8, got {}", self.tiles.warps));
         }
+        if self.gate.shape() == GateShape::PerValue {
+            return bad("value-side (per_value) gates run on the CPU reference only; no GPU kernel yet".into());
+        }
+        let smem = crate::writer::SmemLayout::of(self).total;
+        if smem > MAX_SMEM_BYTES {
+            return bad(format!(
+                "needs {} B of shared memory, over the {} B an sm_90 CTA can have: use a smaller chunk or block_v",
+                smem, MAX_SMEM_BYTES
+            ));
+        }
         Ok(())
     }
 }
+
+/// Largest dynamic shared memory of one CTA on sm_90 (227 KB).
+pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
 
 /// Smallest specialised head dim (64, 128, 256) that holds `d`, or `None` if `d` is 0 or > 256.
 pub fn specialised_dim(d: usize) -> Option<u32> {
@@ -145,5 +158,37 @@ pub fn specialised_dim(d: usize) -> Option<u32> {
 /// Generate CUDA source and launch plan for a validated spec.
 pub fn generate(spec: &KernelSpec) -> Result<Generated, GlaError> {
     spec.validate()?;
-    Err(GlaError::Unsupported { variant: spec.id(), msg: "generator not written yet".into() })
+    Ok(crate::writer::write_forward(spec))
+}
+
+/// Every supported forward variant of `gate` (the autotuner's search space), in a deterministic order.
+/// Combinations that do not fit in shared memory are left out. Scalar and fixed gates do not use sub-chunks, so
+/// they get one sub-chunk size only.
+pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
+    let scalar = gate.shape() != GateShape::PerKey;
+    let mut out = Vec::new();
+    if gate.shape() == GateShape::PerValue {
+        return out;
+    }
+    for dtype in DType::ALL {
+        for d in [64u32, 128, 256] {
+            for chunk in [32u32, 64, 128] {
+                for sub_chunk in [16u32, 32] {
+                    if chunk % sub_chunk != 0 || (scalar && sub_chunk != 16) {
+                        continue;
+                    }
+                    for materialize in [false, true] {
+                        for block_v in [32u32, 64] {
+                            let warps = if d == 256 { 8 } else { 4 };
+                            let tiles = Tiles { block_v, warps };
+                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
+                                out.push(s);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,24 @@
+//! Print the CUDA source of one variant: `cargo run -p gla-codegen --example dump -- per_key bf16 64 16 128 64 fused`
+use gla_codegen::{fixtures, generate, KernelSpec, Tiles};
+use gla_core::{DType, Gate};
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let get = |i: usize, d: &str| a.get(i).cloned().unwrap_or_else(|| d.to_string());
+    let gate: &'static dyn Gate = match get(0, "per_key").as_str() {
+        "per_head" => &fixtures::PER_HEAD,
+        "fixed" => &fixtures::FIXED,
+        _ => &fixtures::PER_KEY,
+    };
+    let dtype = match get(1, "bf16").as_str() {
+        "f32" => DType::F32,
+        "f16" => DType::F16,
+        _ => DType::BF16,
+    };
+    let n = |i, d| get(i, d).parse::<u32>().unwrap();
+    let spec = KernelSpec::new(gate, dtype, n(2, "64"), n(3, "16"), n(4, "128"), n(4, "128"), get(6, "fused") == "mat", Tiles { block_v: n(5, "64"), warps: 4 });
+    match spec.and_then(|s| generate(&s)) {
+        Ok(g) => print!("{}", g.source),
+        Err(e) => eprintln!("{e}"),
+    }
+}

@@ -1,0 +1,73 @@
+// ---------------------------------------------------------------------------------------------------------------
+// gla prelude: element types, conversions and the warp-level tensor-core tile product. Self-contained: no includes.
+// ---------------------------------------------------------------------------------------------------------------
+typedef long long i64;
+
+struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
+    const elem_t* q;           // [B*T, H, dk]
+    const elem_t* k;           // [B*T, H, dk]
+    const elem_t* v;           // [B*T, H, dv]
+    const float* g;            // raw gate logits (per key [B*T,H,dk] / per head [B*T,H]); null for fixed gates
+    const float* params;       // [H, P] gate parameters, or null
+    const float* h0;           // [N, H, dk, dv] initial state, or null
+    float* ht;                 // [N, H, dk, dv] final state, or null
+    elem_t* o;                 // [B*T, H, dv]
+    float* states;             // [chunks, H, dk, dv] chunk-start states (materialize on), or null
+    const i64* cu_seqlens;     // [N+1] token offsets
+    const i64* chunk_offsets;  // [N+1] chunk offsets
+    const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs (materialize on), or null
+    int n_seqs, h, dk, dv;
+    float scale;
+    int _pad;
+};
+
+__device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
+
+// exp of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later - Γ_earlier).
+__device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP(x); }
+
+// c[16x8] += A[r0:r0+16, 0:K] · B[c0:c0+8, 0:K]^T.  A is row-major (lda), B is stored n-major (ldb): both have the
+// reduction index contiguous. c uses the mma.sync m16n8 accumulator layout: c0,c1 -> (row g, cols 2t, 2t+1),
+// c2,c3 -> (row g+8, same cols), g = lane/4, t = lane%4.
+template <int K>
+__device__ __forceinline__ void tile_mma(float c[4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#if GLA_TENSOR_CORES
+    const elem_t* a_lo = A + (r0 + g) * lda + 2 * t;
+    const elem_t* a_hi = a_lo + 8 * lda;
+    const elem_t* b = B + (c0 + g) * ldb + 2 * t;
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(ld_u32(a_lo + kk)), "r"(ld_u32(a_hi + kk)), "r"(ld_u32(a_lo + kk + 8)), "r"(ld_u32(a_hi + kk + 8)),
+              "r"(ld_u32(b + kk)), "r"(ld_u32(b + kk + 8)));
+    }
+#else
+    // Exact f32 path (no tf32): same output mapping as the tensor-core path.
+    const elem_t* a_lo = A + (r0 + g) * lda;
+    const elem_t* a_hi = a_lo + 8 * lda;
+    const elem_t* b0 = B + (c0 + 2 * t) * ldb;
+    const elem_t* b1 = b0 + ldb;
+#pragma unroll 4
+    for (int kk = 0; kk < K; ++kk) {
+        const float al = to_f32(a_lo[kk]), ah = to_f32(a_hi[kk]), x0 = to_f32(b0[kk]), x1 = to_f32(b1[kk]);
+        c[0] = fmaf(al, x0, c[0]);
+        c[1] = fmaf(al, x1, c[1]);
+        c[2] = fmaf(ah, x0, c[2]);
+        c[3] = fmaf(ah, x1, c[3]);
+    }
+#endif
+}
+
+// Store a 16x8 accumulator tile (rows r0.., cols c0..) into a row-major elem_t matrix.
+__device__ __forceinline__ void tile_store(const float c[4], elem_t* M, int ld, int r0, int c0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    elem_t* p = M + (r0 + g) * ld + c0 + 2 * t;
+    p[0] = to_elem(c[0]);
+    p[1] = to_elem(c[1]);
+    p[8 * ld] = to_elem(c[2]);
+    p[8 * ld + 1] = to_elem(c[3]);
+}

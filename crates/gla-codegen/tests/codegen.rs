@@ -1,0 +1,90 @@
+//! Generator tests: validation errors, determinism, launch plans, the variant space, and committed snapshots of
+//! the emitted source (`GLA_UPDATE_SNAPSHOTS=1 cargo test -p gla-codegen` rewrites them; CI fails on a diff).
+use gla_codegen::{all_variants, fixtures, generate, KernelSpec, Tiles};
+use gla_core::{DType, GlaError};
+
+fn spec(c: u32, sc: u32, d: u32, bv: u32, mat: bool) -> Result<KernelSpec, GlaError> {
+    KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, sc, d, d, mat, Tiles { block_v: bv, warps: 4 })
+}
+
+#[test]
+fn rejects_bad_variants_with_a_reason() {
+    for (c, sc, d, bv, why) in [
+        (48, 16, 128, 64, "chunk size C must be 32, 64 or 128"),
+        (32, 64, 128, 64, "sub-chunk c must be 16 or 32 and divide C"),
+        (64, 16, 96, 64, "specialised d_k must be 64, 128 or 256"),
+        (64, 16, 64, 128, "block_v must be"),
+        (128, 32, 256, 64, "shared memory"),
+    ] {
+        let e = spec(c, sc, d, bv, false).unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+    }
+}
+
+#[test]
+fn generation_is_deterministic_and_self_contained() {
+    let s = spec(64, 16, 128, 64, false).unwrap();
+    let a = generate(&s).unwrap();
+    let b = generate(&s).unwrap();
+    assert_eq!(a.source, b.source);
+    assert!(!a.source.contains("#include"), "emitted source must need no headers");
+    assert!(a.source.contains("extern \"C\" __global__ void __launch_bounds__(NT) gla_fwd_fused"));
+    assert_eq!(a.plan.kernels.len(), 1);
+    assert!(!a.plan.needs_state_buffer);
+    let m = generate(&spec(64, 16, 128, 64, true).unwrap()).unwrap();
+    assert_eq!(m.plan.kernels.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["gla_fwd_states", "gla_fwd_output"]);
+    assert!(m.plan.needs_state_buffer);
+    assert!(m.plan.kernels.iter().all(|k| k.smem_bytes <= gla_codegen::spec::MAX_SMEM_BYTES && k.block == 128));
+}
+
+#[test]
+fn variant_space_is_complete_and_valid() {
+    let v = all_variants(&fixtures::PER_KEY);
+    // every chunk size, sub-chunk size, head dim, dtype, and both materialize settings appear
+    for c in [32, 64, 128] {
+        assert!(v.iter().any(|s| s.chunk == c), "C = {c} missing");
+    }
+    for sc in [16, 32] {
+        assert!(v.iter().any(|s| s.sub_chunk == sc));
+    }
+    for d in [64, 128, 256] {
+        assert!(v.iter().any(|s| s.dk == d));
+    }
+    for dt in DType::ALL {
+        assert!(v.iter().any(|s| s.dtype == dt && s.materialize) && v.iter().any(|s| s.dtype == dt && !s.materialize));
+    }
+    assert!(v.iter().all(|s| s.validate().is_ok()));
+    let ids: std::collections::BTreeSet<_> = v.iter().map(|s| s.id()).collect();
+    assert_eq!(ids.len(), v.len(), "ids must be unique");
+    let scalar = all_variants(&fixtures::PER_HEAD);
+    assert!(scalar.iter().all(|s| s.sub_chunk == 16));
+}
+
+fn check_snapshot(name: &str, got: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
+    if std::env::var_os("GLA_UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing snapshot {}; run with GLA_UPDATE_SNAPSHOTS=1", path.display()));
+    assert!(want == got, "snapshot {name} differs from the generated source; review and run with GLA_UPDATE_SNAPSHOTS=1");
+}
+
+#[test]
+fn snapshots_of_emitted_source() {
+    let cases: [(&str, KernelSpec); 3] = [
+        ("per_key.bf16.C64.c16.k128.bv64.fused.cu", spec(64, 16, 128, 64, false).unwrap()),
+        (
+            "per_head.f32.C64.k64.bv32.mat.cu",
+            KernelSpec::new(&fixtures::PER_HEAD, DType::F32, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4 }).unwrap(),
+        ),
+        (
+            "fixed.f16.C32.k128.bv64.fused.cu",
+            KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4 }).unwrap(),
+        ),
+    ];
+    for (name, s) in cases {
+        check_snapshot(name, &generate(&s).unwrap().source);
+    }
+}
