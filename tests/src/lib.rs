@@ -1,1 +1,145 @@
-//! Shared helpers of the integration tests.
+//! Shared helpers of the integration tests: random problems, the f64 reference driven by a gate, error metrics.
+//!
+//! Inputs are drawn fresh from a seeded RNG (never zeros) and rounded to the kernel dtype *before* the reference
+//! sees them, so the comparison measures the kernel's arithmetic, not input rounding.
+
+use gla_core::reference::{self, KeyGate, Problem};
+use gla_core::{DType, Dims, Gate, GateShape, HostTensor};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// One random problem on the host.
+pub struct Case {
+    pub dims: Dims,
+    pub dtype: DType,
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    /// Raw gate logits (empty for fixed gates).
+    pub logits: Vec<f32>,
+    /// `[H, P]` gate parameters.
+    pub params: Vec<f32>,
+    pub initial_state: Option<Vec<f32>>,
+    pub cu_seqlens: Option<Vec<usize>>,
+}
+
+fn normal(rng: &mut SmallRng) -> f32 {
+    // Box–Muller; never exactly zero in practice, and q/k/v are re-drawn if they are.
+    let u1: f32 = rng.random_range(1e-7f32..1.0);
+    let u2: f32 = rng.random::<f32>();
+    (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
+}
+
+fn randn(rng: &mut SmallRng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n)
+        .map(|_| loop {
+            let x = normal(rng) * scale;
+            if x != 0.0 {
+                break x;
+            }
+        })
+        .collect()
+}
+
+impl Case {
+    /// A random case for `gate`: q, k ~ N(0,1) (rounded to `dtype`), v ~ N(0,1), logits ~ N(0,1) (for RWKV-6's
+    /// −exp(x) that spans decays from ~0.01 to ~e^−7 per step), params inside their declared ranges.
+    pub fn random(gate: &dyn Gate, dims: Dims, dtype: DType, seed: u64, with_state: bool, cu: Option<Vec<usize>>) -> Case {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let (nq, nv) = (dims.b * dims.t * dims.h * dims.dk, dims.b * dims.t * dims.h * dims.dv);
+        let round = |v: Vec<f32>| v.into_iter().map(|x| dtype.round(x)).collect::<Vec<_>>();
+        let q = round(randn(&mut rng, nq, 1.0));
+        let k = round(randn(&mut rng, nq, 1.0));
+        let v = round(randn(&mut rng, nv, 1.0));
+        let nl = dims.b * dims.t * dims.h * gate.shape().logits_per_token(dims.dk, dims.dv);
+        let logits = randn(&mut rng, nl, 1.0);
+        let mut params = Vec::new();
+        for _ in 0..dims.h {
+            for p in gate.params() {
+                let (lo, hi) = p.range.unwrap_or((-1.0, 1.0));
+                let (lo, hi) = (lo.max(-1.0) as f32, hi.min(1.0) as f32);
+                params.push(rng.random_range(lo + 0.01 * (hi - lo)..hi - 0.01 * (hi - lo)));
+            }
+        }
+        let n = cu.as_ref().map(|c| c.len() - 1).unwrap_or(dims.b);
+        let initial_state = with_state.then(|| randn(&mut rng, n * dims.h * dims.dk * dims.dv, 0.5));
+        Case { dims, dtype, q, k, v, logits, params, initial_state, cu_seqlens: cu }
+    }
+
+    pub fn n_seqs(&self) -> usize {
+        self.cu_seqlens.as_ref().map(|c| c.len() - 1).unwrap_or(self.dims.b)
+    }
+
+    /// log α for the reference, from the gate's f64 function applied to the (f32) logits.
+    pub fn log_gates(&self, gate: &dyn Gate) -> Vec<f64> {
+        let p = gate.params().len();
+        let d = self.dims;
+        match gate.shape() {
+            GateShape::Fixed => (0..d.h).map(|h| gate.log_alpha(h as f64, &self.params_f64(h, p))).collect(),
+            shape => {
+                let per = shape.logits_per_token(d.dk, d.dv);
+                self.logits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &x)| {
+                        let h = (i / per) % d.h;
+                        gate.log_alpha(x as f64, &self.params_f64(h, p))
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    fn params_f64(&self, h: usize, p: usize) -> Vec<f64> {
+        self.params[h * p..(h + 1) * p].iter().map(|&x| x as f64).collect()
+    }
+
+    /// f64 recurrent reference: (o [B,T,H,dv], final state [N,H,dk,dv]).
+    pub fn reference(&self, gate: &dyn Gate, scale: Option<f64>) -> (Vec<f64>, Vec<f64>) {
+        let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let (q, k, v) = (f(&self.q), f(&self.k), f(&self.v));
+        let lg = self.log_gates(gate);
+        let h0 = self.initial_state.as_deref().map(f);
+        let key_gate = match gate.shape() {
+            GateShape::PerKey => KeyGate::PerKey(&lg),
+            GateShape::PerHead => KeyGate::PerHead(&lg),
+            GateShape::Fixed => KeyGate::Fixed(&lg),
+            GateShape::PerValue => KeyGate::None,
+        };
+        let value_gate = (gate.shape() == GateShape::PerValue).then_some(lg.as_slice());
+        let p = Problem {
+            dims: self.dims,
+            q: &q,
+            k: &k,
+            v: &v,
+            key_gate,
+            value_gate,
+            scale,
+            initial_state: h0.as_deref(),
+            cu_seqlens: self.cu_seqlens.as_deref(),
+        };
+        let out = reference::recurrent_forward(&p, true).expect("reference forward");
+        (out.o, out.final_state.expect("final state"))
+    }
+
+    pub fn host(&self, what: &[f32], shape: &[usize], dtype: DType) -> HostTensor {
+        HostTensor::from_f32(dtype, shape, what).expect("host tensor")
+    }
+}
+
+/// Relative RMS error sqrt(Σ(got − want)² / Σ want²); NaN/Inf in `got` give +∞.
+pub fn rel_rms(got: &[f64], want: &[f64]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    if got.iter().any(|x| !x.is_finite()) {
+        return f64::INFINITY;
+    }
+    reference::rel_rms(got, want)
+}
+
+/// The tolerance of issue 4, as relative RMS error vs the f64 reference.
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::BF16 | DType::F16 => 3e-3,
+    }
+}

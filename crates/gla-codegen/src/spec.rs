@@ -179,10 +179,14 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                     }
                     for materialize in [false, true] {
                         for block_v in [32u32, 64] {
-                            let warps = if d == 256 { 8 } else { 4 };
-                            let tiles = Tiles { block_v, warps };
-                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
-                                out.push(s);
+                            for warps in [4u32, 8] {
+                                if d == 256 && warps == 4 {
+                                    continue; // the d_k x block_v state would not fit in 4 warps' registers
+                                }
+                                let tiles = Tiles { block_v, warps };
+                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
+                                    out.push(s);
+                                }
                             }
                         }
                     }

@@ -88,3 +88,4 @@ fn snapshots_of_emitted_source() {
         check_snapshot(name, &generate(&s).unwrap().source);
     }
 }
+

@@ -150,34 +150,70 @@ struct Seq {
 };
 
 // Stage load: q, k (optional), v^T, and log α for chunk rows [i0, i0 + C).
+// Full rows of specialised width (d_k == DK, d_v covering the tile) move in 16-byte vectors; the rest (masked head
+// dims, padding rows past the sequence end) element by element with zeros.
+constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
 __device__ __forceinline__ void load_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, bool with_q, float fixed_log_alpha) {
     const int tid = threadIdx.x;
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
-    for (int idx = tid; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - (idx / DK) * DK;
-        const bool ok = (i0 + i < sq.len) && (d < a.dk);
-        const i64 row = sq.bos + i0 + i;
-        const i64 off = (row * a.h + sq.head) * (i64)a.dk + d;
-        if (with_q) s.q[i * LDK + d] = ok ? a.q[off] : elem_t(0);
-        s.k[i * LDK + d] = ok ? a.k[off] : elem_t(0);
+    const int rows = min(C, sq.len - i0);
+    if (a.dk == DK) {
+        for (int idx = tid; idx < C * (DK / VEC); idx += NT) {
+            const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
+            const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d;
+            const uint4 zero = make_uint4(0, 0, 0, 0);
+            if (with_q) *reinterpret_cast<uint4*>(s.q + i * LDK + d) = i < rows ? *reinterpret_cast<const uint4*>(a.q + off) : zero;
+            *reinterpret_cast<uint4*>(s.k + i * LDK + d) = i < rows ? *reinterpret_cast<const uint4*>(a.k + off) : zero;
+        }
+    } else {
+        for (int idx = tid; idx < C * DK; idx += NT) {
+            const int i = idx / DK, d = idx - (idx / DK) * DK;
+            const bool ok = (i < rows) && (d < a.dk);
+            const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d;
+            if (with_q) s.q[i * LDK + d] = ok ? a.q[off] : elem_t(0);
+            s.k[i * LDK + d] = ok ? a.k[off] : elem_t(0);
+        }
+    }
 #if KEY_GATE == GATE_PER_KEY
-        s.G[i * DK + d] = ok ? gate_log_alpha(a.g[off], p) : 0.f;
-#endif
+    if (a.dk == DK) {
+        for (int idx = tid; idx < C * (DK / 4); idx += NT) {
+            const int i = idx / (DK / 4), d = (idx - i * (DK / 4)) * 4;
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (i < rows) {
+                x = *reinterpret_cast<const float4*>(a.g + ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d);
+                x = make_float4(gate_log_alpha(x.x, p), gate_log_alpha(x.y, p), gate_log_alpha(x.z, p), gate_log_alpha(x.w, p));
+            }
+            *reinterpret_cast<float4*>(s.G + i * DK + d) = x;
+        }
+    } else {
+        for (int idx = tid; idx < C * DK; idx += NT) {
+            const int i = idx / DK, d = idx - (idx / DK) * DK;
+            const bool ok = (i < rows) && (d < a.dk);
+            s.G[i * DK + d] = ok ? gate_log_alpha(a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d], p) : 0.f;
+        }
     }
-    for (int idx = tid; idx < C * BV; idx += NT) {
-        const int i = idx / BV, e = idx - (idx / BV) * BV;
-        const bool ok = (i0 + i < sq.len) && (sq.v0 + e < a.dv);
-        const i64 row = sq.bos + i0 + i;
-        s.vt[e * LDC + i] = ok ? a.v[(row * a.h + sq.head) * (i64)a.dv + sq.v0 + e] : elem_t(0);
-    }
-#if KEY_GATE == GATE_PER_HEAD
-    for (int i = tid; i < C; i += NT) {
-        const i64 row = sq.bos + i0 + i;
-        s.G[i] = (i0 + i < sq.len) ? gate_log_alpha(a.g[row * a.h + sq.head], p) : 0.f;
-    }
+#elif KEY_GATE == GATE_PER_HEAD
+    for (int i = tid; i < C; i += NT)
+        s.G[i] = (i < rows) ? gate_log_alpha(a.g[(sq.bos + i0 + i) * a.h + sq.head], p) : 0.f;
 #elif KEY_GATE == GATE_FIXED
-    for (int i = tid; i < C; i += NT) s.G[i] = (i0 + i < sq.len) ? fixed_log_alpha : 0.f;
+    for (int i = tid; i < C; i += NT) s.G[i] = (i < rows) ? fixed_log_alpha : 0.f;
 #endif
+    if (a.dv % VEC == 0 && sq.v0 + BV <= a.dv) {
+        for (int idx = tid; idx < C * (BV / VEC); idx += NT) {
+            const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
+            union { uint4 u; elem_t x[VEC]; } buf;
+            buf.u = make_uint4(0, 0, 0, 0);
+            if (i < rows) buf.u = *reinterpret_cast<const uint4*>(a.v + ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e);
+#pragma unroll
+            for (int u = 0; u < VEC; ++u) s.vt[(e + u) * LDC + i] = buf.x[u];
+        }
+    } else {
+        for (int idx = tid; idx < C * BV; idx += NT) {
+            const int i = idx / BV, e = idx - (idx / BV) * BV;
+            const bool ok = (i < rows) && (sq.v0 + e < a.dv);
+            s.vt[e * LDC + i] = ok ? a.v[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e] : elem_t(0);
+        }
+    }
 }
 
 // Stage cumsum: Γ_i = Σ_{m<=i} log α_m  (f32, sequential per column: the same order as the CPU reference).
