@@ -52,7 +52,7 @@ impl Case {
         let k = round(randn(&mut rng, nq, 1.0));
         let v = round(randn(&mut rng, nv, 1.0));
         let nl = dims.b * dims.t * dims.h * gate.shape().logits_per_token(dims.dk, dims.dv);
-        let logits = randn(&mut rng, nl, 1.0);
+        let logits = round(randn(&mut rng, nl, 1.0)); // logits are stored in the kernel dtype, like q
         let mut params = Vec::new();
         for _ in 0..dims.h {
             for p in gate.params() {

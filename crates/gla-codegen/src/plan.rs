@@ -48,7 +48,7 @@ pub struct ForwardArgs {
     pub k: u64,
     /// `[B,T,H,d_v]`.
     pub v: u64,
-    /// Raw gate logits, f32: `[B,T,H,d_k]` (per key), `[B,T,H]` (per head), `[B,T,H,d_v]` (per value), 0 (fixed).
+    /// Raw gate logits, in the spec's dtype (like q): `[B,T,H,d_k]` (per key), `[B,T,H]` (per head), `[B,T,H,d_v]` (per value), 0 (fixed).
     pub g: u64,
     /// Gate parameters, f32 `[H, P]`; 0 when the gate has none.
     pub params: u64,

@@ -7,7 +7,7 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const elem_t* q;           // [B*T, H, dk]
     const elem_t* k;           // [B*T, H, dk]
     const elem_t* v;           // [B*T, H, dv]
-    const float* g;            // raw gate logits (per key [B*T,H,dk] / per head [B*T,H]); null for fixed gates
+    const elem_t* g;           // raw gate logits, same dtype as q (per key [B*T,H,dk] / per head [B*T,H]); null for fixed gates
     const float* params;       // [H, P] gate parameters, or null
     const float* h0;           // [N, H, dk, dv] initial state, or null
     float* ht;                 // [N, H, dk, dv] final state, or null

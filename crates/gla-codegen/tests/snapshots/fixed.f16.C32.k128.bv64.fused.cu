@@ -48,7 +48,7 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const elem_t* q;           // [B*T, H, dk]
     const elem_t* k;           // [B*T, H, dk]
     const elem_t* v;           // [B*T, H, dv]
-    const float* g;            // raw gate logits (per key [B*T,H,dk] / per head [B*T,H]); null for fixed gates
+    const elem_t* g;           // raw gate logits, same dtype as q (per key [B*T,H,dk] / per head [B*T,H]); null for fixed gates
     const float* params;       // [H, P] gate parameters, or null
     const float* h0;           // [N, H, dk, dv] initial state, or null
     float* ht;                 // [N, H, dk, dv] final state, or null
@@ -176,25 +176,23 @@ __device__ __forceinline__ void load_chunk(const FwdArgs& a, const Tiles& s, con
     }
 #if KEY_GATE == GATE_PER_KEY
     if (a.dk == DK) {
-        for (int idx = tid; idx < C * (DK / 4); idx += NT) {
-            const int i = idx / (DK / 4), d = (idx - i * (DK / 4)) * 4;
-            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (i < rows) {
-                x = *reinterpret_cast<const float4*>(a.g + ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d);
-                x = make_float4(gate_log_alpha(x.x, p), gate_log_alpha(x.y, p), gate_log_alpha(x.z, p), gate_log_alpha(x.w, p));
-            }
-            *reinterpret_cast<float4*>(s.G + i * DK + d) = x;
+        for (int idx = tid; idx < C * (DK / VEC); idx += NT) {
+            const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
+            union { uint4 u; elem_t x[VEC]; } buf;
+            if (i < rows) buf.u = *reinterpret_cast<const uint4*>(a.g + ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d);
+#pragma unroll
+            for (int u = 0; u < VEC; ++u) s.G[i * DK + d + u] = i < rows ? gate_log_alpha(to_f32(buf.x[u]), p) : 0.f;
         }
     } else {
         for (int idx = tid; idx < C * DK; idx += NT) {
             const int i = idx / DK, d = idx - (idx / DK) * DK;
             const bool ok = (i < rows) && (d < a.dk);
-            s.G[i * DK + d] = ok ? gate_log_alpha(a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d], p) : 0.f;
+            s.G[i * DK + d] = ok ? gate_log_alpha(to_f32(a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d]), p) : 0.f;
         }
     }
 #elif KEY_GATE == GATE_PER_HEAD
     for (int i = tid; i < C; i += NT)
-        s.G[i] = (i < rows) ? gate_log_alpha(a.g[(sq.bos + i0 + i) * a.h + sq.head], p) : 0.f;
+        s.G[i] = (i < rows) ? gate_log_alpha(to_f32(a.g[(sq.bos + i0 + i) * a.h + sq.head]), p) : 0.f;
 #elif KEY_GATE == GATE_FIXED
     for (int i = tid; i < C; i += NT) s.G[i] = (i < rows) ? fixed_log_alpha : 0.f;
 #endif
