@@ -106,7 +106,7 @@ fn plan() -> bool {
 }
 
 fn main() -> ExitCode {
-    let _ = &gla::gates::GLA; // link the built-in gates
+    let _ = &gla::gates::Gla; // link the built-in gates
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("usage: autotune [--plan]\n  --plan   compile every variant of every registered gate (no GPU needed) and report resources");

@@ -1,0 +1,500 @@
+//! Launching a generated variant: grid resolution, the per-problem sequence arrays, and the one `unsafe` launch.
+//!
+//! Soundness in one paragraph: a kernel launch is memory-safe when (a) the kernel is the one generated for the
+//! variant, so its single parameter is the C mirror of [`ForwardArgs`]; (b) every pointer in the arguments is a
+//! live allocation of the context, at least as large as the extents the kernel derives from the arguments and its
+//! grid; (c) the allocations outlive the kernel. [`Variant`] guarantees (a) (private fields, built only from
+//! `gla_codegen::generate`); [`Bound::new`] checks (b) from the tensors' own byte sizes, and the sequence arrays
+//! it points the kernel at are built here from validated `(start, len)` pairs; (c) holds because every buffer is
+//! allocated on, and freed stream-ordered on, the same stream the kernels run on. What no host code can check is
+//! that the generated kernel stays inside the extents it is given: that is gla-codegen's contract, exercised by
+//! the GPU tests (poisoned outputs, odd sizes).
+
+use crate::device::{cuda_err, Gpu, LoadedModule};
+use crate::ffi;
+use crate::nvrtc::{CompileOptions, KernelResources};
+use crate::tensor::DeviceTensor;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig, PushKernelArg};
+use gla_codegen::{ForwardArgs, GridAxis, KernelSpec, LaunchPlan};
+use gla_core::error::Result;
+use gla_core::{DType, GateShape, GlaError};
+use std::sync::Arc;
+
+// The C struct `FwdArgs` is 12 pointers then 6 four-byte fields: 120 bytes, 8-byte aligned.
+const _: () = assert!(std::mem::size_of::<ForwardArgs>() == 120 && std::mem::align_of::<ForwardArgs>() == 8);
+
+/// [`ForwardArgs`] as a kernel parameter. A newtype because the orphan rule forbids implementing cudarc's
+/// `DeviceRepr` for gla-codegen's type here.
+#[repr(transparent)]
+struct ArgsRepr(ForwardArgs);
+
+// SAFETY: `ForwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
+// mirrors the emitted C `struct FwdArgs` field for field; `#[repr(transparent)]` gives `ArgsRepr` the same layout.
+// Passed by value (`const __grid_constant__ FwdArgs`), its bytes are copied into the launch's parameter buffer.
+#[allow(unsafe_code)]
+unsafe impl DeviceRepr for ArgsRepr {}
+
+/// Launch one forward kernel with `args` as its single by-value parameter.
+///
+/// # Safety
+/// 1. `func` is an entry function of a module compiled from `gla_codegen::generate` output, declared
+///    `extern "C" __global__ void f(const __grid_constant__ FwdArgs a)`, where `FwdArgs` mirrors [`ForwardArgs`].
+/// 2. Every non-zero pointer in `args` is a live device allocation of `stream`'s context, at least as large as the
+///    extents the kernel derives from `args` (shapes from `n_seqs`, `h`, `dk`, `dv`, the contents of
+///    `cu_seqlens` / `chunk_offsets` / `chunk_index`) and from `cfg.grid_dim`; pointers the variant requires
+///    (q, k, v, o, cu_seqlens, chunk_offsets; g unless the gate is fixed; states and chunk_index when the plan
+///    materializes) are non-zero.
+/// 3. The allocations stay alive until the kernel has finished: freed only stream-ordered on `stream` or after a
+///    synchronisation.
+/// 4. Outputs (`o`, `ht`, `states`) overlap no other buffer of `args`.
+/// 5. `cfg.shared_mem_bytes` is at most what `func` may use (its `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute).
+#[allow(unsafe_code)]
+unsafe fn launch(stream: &CudaStream, func: &CudaFunction, cfg: LaunchConfig, args: &ForwardArgs) -> Result<(), DriverError> {
+    let repr = ArgsRepr(*args);
+    let mut b = stream.launch_builder(func);
+    b.arg(&repr);
+    // SAFETY: forwarded to the caller (points 1–5 above); `repr` outlives the call, which copies it.
+    unsafe { b.launch(cfg) }.map(|_| ())
+}
+
+/// Problem sizes the grid axes are resolved from.
+#[derive(Clone, Copy, Debug)]
+pub struct GridSizes<'a> {
+    pub h: usize,
+    pub dv: usize,
+    /// Length of each sequence, in tokens.
+    pub seq_lens: &'a [usize],
+}
+
+/// `Σ ceil(len / chunk)` over the sequences.
+pub fn total_chunks(seq_lens: &[usize], chunk: u32) -> usize {
+    seq_lens.iter().map(|&l| l.div_ceil(chunk as usize)).sum()
+}
+
+/// The size of one grid axis: `VTiles{bv}` → ceil(d_v / bv), `Heads` → H, `Sequences` → N, `Chunks{C}` → total
+/// chunks.
+pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
+    match axis {
+        GridAxis::VTiles { block_v } => s.dv.div_ceil(block_v as usize),
+        GridAxis::Heads => s.h,
+        GridAxis::Sequences => s.seq_lens.len(),
+        GridAxis::Chunks { chunk } => total_chunks(s.seq_lens, chunk),
+    }
+}
+
+/// Device limits on grid dimensions (x, y, z).
+pub const MAX_GRID: [usize; 3] = [i32::MAX as usize, 65535, 65535];
+
+/// Resolve a kernel's grid. A zero-sized axis is allowed (the launch is then skipped); an axis over the device
+/// limit is an error naming the axis.
+pub fn resolve_grid(kernel: &str, grid: &[GridAxis; 3], s: &GridSizes) -> Result<(u32, u32, u32)> {
+    let mut g = [0u32; 3];
+    for (i, axis) in grid.iter().enumerate() {
+        let n = resolve_axis(*axis, s);
+        if n > MAX_GRID[i] {
+            return Err(GlaError::invalid(
+                "problem size",
+                format!(
+                    "kernel `{kernel}` would need {n} blocks along grid axis {} ({axis:?}), over the limit of {}",
+                    ["x", "y", "z"][i],
+                    MAX_GRID[i]
+                ),
+            ));
+        }
+        g[i] = n as u32;
+    }
+    Ok((g[0], g[1], g[2]))
+}
+
+/// The host side of the sequence arrays of [`ForwardArgs`]: `cu_seqlens` (i64[N+1] token offsets),
+/// `chunk_offsets` (i64[N+1], Σ_{m<n} ceil(len_m / C)) and `chunk_index` (i32[2·chunks], (sequence,
+/// chunk-in-sequence) of each global chunk). `seqs` are `(start, len)` pairs, contiguous and in order.
+pub fn seq_arrays(seqs: &[(usize, usize)], chunk: u32) -> (Vec<i64>, Vec<i64>, Vec<i32>) {
+    let mut cu = Vec::with_capacity(seqs.len() + 1);
+    let mut co = Vec::with_capacity(seqs.len() + 1);
+    let mut idx = Vec::new();
+    let mut chunks = 0i64;
+    for (n, &(start, len)) in seqs.iter().enumerate() {
+        cu.push(start as i64);
+        co.push(chunks);
+        let nc = len.div_ceil(chunk as usize);
+        for c in 0..nc {
+            idx.push(n as i32);
+            idx.push(c as i32);
+        }
+        chunks += nc as i64;
+    }
+    cu.push(seqs.last().map_or(0, |&(s, l)| (s + l) as i64));
+    co.push(chunks);
+    (cu, co, idx)
+}
+
+fn upload_bytes(gpu: &Gpu, bytes: Vec<u8>) -> Result<CudaSlice<u8>> {
+    // Never allocate 0 bytes (an empty chunk_index): pad to 8.
+    let mut bytes = bytes;
+    if bytes.is_empty() {
+        bytes.resize(8, 0);
+    }
+    gpu.stream().clone_htod(&bytes).map_err(cuda_err("cuMemcpyHtoD"))
+}
+
+/// The sequence arrays of one problem on the device (immutable once built).
+pub struct SeqMeta {
+    seqs: Vec<(usize, usize)>,
+    chunk: u32,
+    total_chunks: usize,
+    cu_seqlens: CudaSlice<u8>,
+    chunk_offsets: CudaSlice<u8>,
+    chunk_index: Option<CudaSlice<u8>>,
+}
+
+impl SeqMeta {
+    /// Build and upload the arrays for validated sequences `seqs` (contiguous `(start, len)` pairs) and chunk size.
+    pub fn new(gpu: &Gpu, seqs: &[(usize, usize)], chunk: u32, with_index: bool) -> Result<Self> {
+        if let Some(w) = seqs.windows(2).find(|w| w[0].0 + w[0].1 != w[1].0) {
+            return Err(GlaError::invalid("sequences", format!("not contiguous: {:?} then {:?}", w[0], w[1])));
+        }
+        let (cu, co, idx) = seq_arrays(seqs, chunk);
+        let le8 = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        Ok(SeqMeta {
+            seqs: seqs.to_vec(),
+            chunk,
+            total_chunks: idx.len() / 2,
+            cu_seqlens: upload_bytes(gpu, le8(&cu))?,
+            chunk_offsets: upload_bytes(gpu, le8(&co))?,
+            chunk_index: if with_index {
+                Some(upload_bytes(gpu, idx.iter().flat_map(|x| x.to_le_bytes()).collect())?)
+            } else {
+                None
+            },
+        })
+    }
+    pub fn seqs(&self) -> &[(usize, usize)] {
+        &self.seqs
+    }
+    pub fn chunk(&self) -> u32 {
+        self.chunk
+    }
+    pub fn total_chunks(&self) -> usize {
+        self.total_chunks
+    }
+    pub fn has_index(&self) -> bool {
+        self.chunk_index.is_some()
+    }
+}
+
+/// A compiled, loaded variant: its spec, launch plan, module and one function per plan kernel.
+pub struct Variant {
+    spec: KernelSpec,
+    plan: LaunchPlan,
+    module: Arc<LoadedModule>,
+    functions: Vec<CudaFunction>,
+    /// One per plan kernel, in plan order.
+    resources: Vec<KernelResources>,
+    resources_from_log: bool,
+}
+
+impl std::fmt::Debug for Variant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Variant").field("spec", &self.spec.id()).field("plan", &self.plan).finish_non_exhaustive()
+    }
+}
+
+impl Variant {
+    /// Generate (`gla_codegen::generate`), compile (sm_90a cubin, module cache), load, and prepare each kernel of
+    /// the plan (dynamic shared memory opt-in).
+    pub fn load(gpu: &Gpu, spec: &KernelSpec, opts: &CompileOptions) -> Result<Variant> {
+        let generated = gla_codegen::generate(spec)?;
+        let module = gpu.load_source(&spec.id(), &generated.source, opts)?;
+        let functions = generated
+            .plan
+            .kernels
+            .iter()
+            .map(|k| {
+                if k.block == 0 || k.block > 1024 {
+                    return Err(GlaError::Unsupported { variant: spec.id(), msg: format!("kernel `{}` has block size {}", k.name, k.block) });
+                }
+                gpu.function(&module, &k.name, k.smem_bytes)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let from_log = generated.plan.kernels.iter().all(|k| module.resources.iter().any(|r| r.name == k.name));
+        let resources = if from_log {
+            generated.plan.kernels.iter().filter_map(|k| module.resources.iter().find(|r| r.name == k.name).cloned()).collect()
+        } else {
+            generated
+                .plan
+                .kernels
+                .iter()
+                .zip(&functions)
+                .map(|(k, f)| crate::device::function_resources(&k.name, f))
+                .collect::<Result<Vec<_>>>()?
+        };
+        Ok(Variant { spec: *spec, plan: generated.plan, module, functions, resources, resources_from_log: from_log })
+    }
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+    pub fn plan(&self) -> &LaunchPlan {
+        &self.plan
+    }
+    /// Resources of each kernel of the plan, in plan order: ptxas's report, or (when the cubin came from the
+    /// driver's compute cache and the log is empty) the driver's function attributes, without spill sizes.
+    pub fn resources(&self) -> &[KernelResources] {
+        &self.resources
+    }
+    /// Whether [`Variant::resources`] come from ptxas's report (with spill sizes).
+    pub fn resources_from_log(&self) -> bool {
+        self.resources_from_log
+    }
+    /// NVRTC's log.
+    pub fn log(&self) -> &str {
+        &self.module.log
+    }
+    pub fn compile_ms(&self) -> f64 {
+        self.module.compile_ms
+    }
+    /// Key of the module in the [`Gpu`]'s cache (hash of source and options).
+    pub fn source_key(&self) -> u64 {
+        self.module.key
+    }
+}
+
+/// The buffers of one forward call.
+pub struct Buffers<'a> {
+    pub q: &'a DeviceTensor,
+    pub k: &'a DeviceTensor,
+    pub v: &'a DeviceTensor,
+    pub g: Option<&'a DeviceTensor>,
+    pub params: Option<&'a DeviceTensor>,
+    pub h0: Option<&'a DeviceTensor>,
+    pub ht: Option<&'a mut DeviceTensor>,
+    pub o: &'a mut DeviceTensor,
+    /// Chunk-state workspace (at least `total_chunks·H·d_k·d_v·4` bytes) when the plan materializes.
+    pub states: Option<&'a mut CudaSlice<u8>>,
+    pub meta: &'a SeqMeta,
+}
+
+/// Launch arguments checked against the variant and the buffers; borrows the buffers while it lives.
+pub struct Bound<'a> {
+    args: ForwardArgs,
+    grids: Vec<(u32, u32, u32)>,
+    stream: &'a Arc<CudaStream>,
+}
+
+/// The product of `dims`, or an error if it overflows (a wrapped product could pass a size check).
+fn prod(dims: &[usize]) -> Result<usize> {
+    dims.iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| GlaError::invalid("problem size", format!("{dims:?} overflows usize")))
+}
+
+fn need(what: &'static str, t: &DeviceTensor, gpu: &Gpu, elems: usize, dtype: DType) -> Result<u64> {
+    if !t.is_on(gpu) {
+        return Err(GlaError::invalid(what, "lives on another device/context than this Gla"));
+    }
+    if t.dtype() != dtype {
+        return Err(GlaError::DType { what, expected: dtype.to_string(), got: t.dtype().to_string() });
+    }
+    if t.len() != elems {
+        return Err(GlaError::shape(what, format!("{elems} elements"), t.shape()));
+    }
+    Ok(t.device_ptr())
+}
+
+impl<'a> Bound<'a> {
+    /// Check every buffer against the variant and the problem (`n_seqs` from `meta`, `h`, `dk`, `dv`), build the
+    /// argument struct and resolve the grids. This is the check that makes [`launch_plan`] sound.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(gpu: &'a Gpu, variant: &Variant, b: Buffers<'a>, h: usize, dk: usize, dv: usize, scale: f32) -> Result<Bound<'a>> {
+        let spec = &variant.spec;
+        let meta = b.meta;
+        if dk == 0 || dv == 0 || h == 0 || dk > spec.dk as usize || dv > spec.dv as usize {
+            return Err(GlaError::invalid("dims", format!("H = {h}, d_k = {dk}, d_v = {dv} do not fit variant {}", spec.id())));
+        }
+        if meta.chunk != spec.chunk {
+            return Err(GlaError::invalid("sequence arrays", format!("built for C = {}, variant has C = {}", meta.chunk, spec.chunk)));
+        }
+        let n = meta.seqs.len();
+        let tokens = meta.seqs.last().map_or(0, |&(s, l)| s + l);
+        for (what, v) in [("H", h), ("d_k", dk), ("d_v", dv), ("sequences", n), ("tokens", tokens), ("chunks", meta.total_chunks)] {
+            if v > i32::MAX as usize {
+                return Err(GlaError::invalid("problem size", format!("{what} = {v} does not fit the kernels' 32-bit indices")));
+            }
+        }
+        let dt = spec.dtype;
+        let q = need("q", b.q, gpu, prod(&[tokens, h, dk])?, dt)?;
+        let k = need("k", b.k, gpu, prod(&[tokens, h, dk])?, dt)?;
+        let v = need("v", b.v, gpu, prod(&[tokens, h, dv])?, dt)?;
+        let per_token = match spec.gate.shape() {
+            GateShape::PerKey => Some(dk),
+            GateShape::PerHead => Some(1),
+            GateShape::PerValue => Some(dv),
+            GateShape::Fixed => None,
+        };
+        let g = match (per_token, b.g) {
+            // Logits are stored in the element dtype, like q (gla_codegen::ForwardArgs::g).
+            (Some(p), Some(t)) => need("gate logits", t, gpu, prod(&[tokens, h, p])?, dt)?,
+            (None, None) => 0,
+            (Some(_), None) => return Err(GlaError::invalid("gate logits", format!("gate `{}` needs logits", spec.gate.name()))),
+            (None, Some(_)) => return Err(GlaError::invalid("gate logits", format!("gate `{}` is fixed and takes none", spec.gate.name()))),
+        };
+        let np = spec.gate.params().len();
+        let params = match (np, b.params) {
+            (0, None) => 0,
+            (0, Some(_)) => return Err(GlaError::invalid("gate params", format!("gate `{}` has no parameters", spec.gate.name()))),
+            (_, None) => return Err(GlaError::invalid("gate params", format!("gate `{}` needs [H, {np}] parameters", spec.gate.name()))),
+            (p, Some(t)) => need("gate params", t, gpu, prod(&[h, p])?, DType::F32)?,
+        };
+        let state_elems = prod(&[n, h, dk, dv])?;
+        let h0 = b.h0.map(|t| need("initial_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
+        let ht = b.ht.map(|t| need("final_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
+        let o = need("o", b.o, gpu, prod(&[tokens, h, dv])?, dt)?;
+        let (states, chunk_index) = if variant.plan.needs_state_buffer {
+            let ws = b.states.ok_or_else(|| GlaError::invalid("states", "the variant materializes chunk states and needs a workspace"))?;
+            let bytes = prod(&[meta.total_chunks, h, dk, dv, 4])?;
+            if ws.len() < bytes {
+                return Err(GlaError::invalid("states", format!("workspace has {} bytes, needs {bytes}", ws.len())));
+            }
+            let idx = meta.chunk_index.as_ref().ok_or_else(|| GlaError::invalid("sequence arrays", "built without chunk_index"))?;
+            (ws.device_ptr(gpu.stream()).0, idx.device_ptr(gpu.stream()).0)
+        } else {
+            (0, 0)
+        };
+        let args = ForwardArgs {
+            q,
+            k,
+            v,
+            g,
+            params,
+            h0,
+            ht,
+            o,
+            states,
+            cu_seqlens: meta.cu_seqlens.device_ptr(gpu.stream()).0,
+            chunk_offsets: meta.chunk_offsets.device_ptr(gpu.stream()).0,
+            chunk_index,
+            n_seqs: n as i32,
+            h: h as i32,
+            dk: dk as i32,
+            dv: dv as i32,
+            scale,
+            _pad: 0,
+        };
+        let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();
+        let sizes = GridSizes { h, dv, seq_lens: &lens };
+        let grids = variant
+            .plan
+            .kernels
+            .iter()
+            .map(|k| resolve_grid(&k.name, &k.grid, &sizes))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Bound { args, grids, stream: gpu.stream() })
+    }
+
+    /// The argument struct (for inspection and tests).
+    pub fn args(&self) -> &ForwardArgs {
+        &self.args
+    }
+    pub fn grids(&self) -> &[(u32, u32, u32)] {
+        &self.grids
+    }
+}
+
+/// Launch the kernels of `variant`'s plan in order on the stream. Kernels with an empty grid are skipped.
+pub fn launch_plan(variant: &Variant, bound: &Bound<'_>) -> Result<()> {
+    for ((k, f), &grid) in variant.plan.kernels.iter().zip(&variant.functions).zip(&bound.grids) {
+        if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
+            continue;
+        }
+        let cfg = LaunchConfig { grid_dim: grid, block_dim: (k.block, 1, 1), shared_mem_bytes: k.smem_bytes };
+        // SAFETY: (1) `f` was loaded by `Variant::load` from the module generated for `variant.spec`, with this
+        // plan; (2) `Bound::new` checked every pointer's tensor against the sizes the kernel derives from the
+        // arguments (tokens and sequences from the `SeqMeta` whose arrays it points at, H, d_k, d_v ≤ the spec's),
+        // that the tensors live in this context, and that required pointers are present; (3) `bound` borrows the
+        // buffers until after this enqueue, and all of them are freed stream-ordered on this same stream;
+        // (4) `o`, `ht` and `states` come from `&mut` borrows, so they alias nothing else; (5) `Gpu::function`
+        // set the dynamic shared memory attribute to `k.smem_bytes` (or it is ≤ 48 KB).
+        #[allow(unsafe_code)]
+        unsafe { launch(bound.stream, f, cfg, &bound.args) }.map_err(|e| GlaError::Cuda {
+            op: "cuLaunchKernel",
+            msg: format!("{} of {} with grid {grid:?}, block {}, {} B smem: {e:?}", k.name, variant.spec.id(), k.block, k.smem_bytes),
+        })?;
+    }
+    Ok(())
+}
+
+/// An uninitialised workspace of `bytes` bytes (the chunk-state buffer).
+pub fn alloc_workspace(gpu: &Gpu, bytes: usize) -> Result<CudaSlice<u8>> {
+    ffi::alloc_uninit(gpu.stream(), bytes.max(8)).map_err(cuda_err("cuMemAlloc"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_axes() {
+        let lens = [100, 0, 64, 65];
+        let s = GridSizes { h: 16, dv: 100, seq_lens: &lens };
+        assert_eq!(resolve_axis(GridAxis::VTiles { block_v: 64 }, &s), 2);
+        assert_eq!(resolve_axis(GridAxis::VTiles { block_v: 32 }, &s), 4);
+        assert_eq!(resolve_axis(GridAxis::Heads, &s), 16);
+        assert_eq!(resolve_axis(GridAxis::Sequences, &s), 4);
+        // 100 -> 2, 0 -> 0, 64 -> 1, 65 -> 2
+        assert_eq!(resolve_axis(GridAxis::Chunks { chunk: 64 }, &s), 5);
+        assert_eq!(resolve_axis(GridAxis::Chunks { chunk: 32 }, &s), 9, "4 + 0 + 2 + 3");
+        let g = resolve_grid("k", &[GridAxis::Chunks { chunk: 64 }, GridAxis::Heads, GridAxis::VTiles { block_v: 64 }], &s).unwrap();
+        assert_eq!(g, (5, 16, 2));
+    }
+
+    #[test]
+    fn grid_limits_name_the_axis() {
+        let lens = vec![1usize; 70_000];
+        let s = GridSizes { h: 4, dv: 64, seq_lens: &lens };
+        let e = resolve_grid("gla_fwd_fused", &[GridAxis::VTiles { block_v: 64 }, GridAxis::Heads, GridAxis::Sequences], &s)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("70000") && e.contains("axis z") && e.contains("65535"), "{e}");
+        // The same problem as chunks along x is fine.
+        assert!(resolve_grid("o", &[GridAxis::Chunks { chunk: 64 }, GridAxis::Heads, GridAxis::VTiles { block_v: 64 }], &s).is_ok());
+    }
+
+    #[test]
+    fn empty_grids_resolve_to_zero() {
+        let s = GridSizes { h: 2, dv: 64, seq_lens: &[0, 0] };
+        assert_eq!(resolve_grid("k", &[GridAxis::Chunks { chunk: 64 }, GridAxis::Heads, GridAxis::Sequences], &s).unwrap(), (0, 2, 2));
+    }
+
+    #[test]
+    fn seq_arrays_fixed_length() {
+        // B = 3, T = 100, C = 64: cu = n*T, 2 chunks each.
+        let seqs: Vec<_> = (0..3).map(|b| (b * 100, 100)).collect();
+        let (cu, co, idx) = seq_arrays(&seqs, 64);
+        assert_eq!(cu, vec![0, 100, 200, 300]);
+        assert_eq!(co, vec![0, 2, 4, 6]);
+        assert_eq!(idx, vec![0, 0, 0, 1, 1, 0, 1, 1, 2, 0, 2, 1]);
+    }
+
+    #[test]
+    fn seq_arrays_varlen_with_empty_sequences() {
+        let seqs = [(0, 0), (0, 65), (65, 0), (65, 32)];
+        let (cu, co, idx) = seq_arrays(&seqs, 32);
+        assert_eq!(cu, vec![0, 0, 65, 65, 97]);
+        assert_eq!(co, vec![0, 0, 3, 3, 4]);
+        assert_eq!(idx, vec![1, 0, 1, 1, 1, 2, 3, 0]);
+        assert_eq!(total_chunks(&[0, 65, 0, 32], 32), 4);
+        let (cu, co, idx) = seq_arrays(&[], 64);
+        assert_eq!((cu, co, idx.len()), (vec![0], vec![0], 0));
+    }
+
+    #[test]
+    fn args_struct_layout_matches_c() {
+        // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, _pad.
+        let a = ForwardArgs { n_seqs: 1, h: 2, dk: 3, dv: 4, scale: 0.5, ..Default::default() };
+        let base = &a as *const ForwardArgs as usize;
+        assert_eq!(&a.chunk_index as *const u64 as usize - base, 88);
+        assert_eq!(&a.n_seqs as *const i32 as usize - base, 96);
+        assert_eq!(&a.scale as *const f32 as usize - base, 112);
+        assert_eq!(std::mem::size_of::<ArgsRepr>(), 120);
+    }
+}
