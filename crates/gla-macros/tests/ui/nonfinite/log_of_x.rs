@@ -1,0 +1,8 @@
+use gla::prelude::*;
+
+#[gated_linear_attention(gate = per_key)]
+fn g(x: f32) -> f32 {
+    log(x)
+}
+
+fn main() {}
