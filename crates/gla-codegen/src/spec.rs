@@ -101,11 +101,23 @@ impl KernelSpec {
         Ok(s)
     }
 
-    /// The default variant for actual head dims `(dk, dv)`: the smallest specialised sizes covering them.
+    /// The default variant for actual head dims `(dk, dv)`: the smallest specialised sizes covering them, C = 64,
+    /// c = 16, fused, 64-wide value tiles, 8 warps — or, where that does not fit in shared memory (f32 at
+    /// d = 256), the first smaller configuration that does.
     pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
         let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
         let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
-        KernelSpec::new(gate, dtype, 64, 16, kd, vd, false, Tiles { block_v: vd.min(64), warps: 4 })
+        let mut first_err = None;
+        for (chunk, block_v) in [(64, 64), (64, 32), (32, 32)] {
+            let tiles = Tiles { block_v: block_v.min(vd), warps: 8 };
+            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles) {
+                Ok(s) => return Ok(s),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_err.expect("at least one candidate"))
     }
 
     /// Check the spec against the supported space.

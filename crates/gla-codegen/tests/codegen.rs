@@ -89,3 +89,16 @@ fn snapshots_of_emitted_source() {
     }
 }
 
+
+#[test]
+fn default_variant_exists_for_every_dtype_and_head_dim() {
+    for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
+        for dt in DType::ALL {
+            for d in [1usize, 63, 64, 100, 128, 129, 200, 256] {
+                let s = KernelSpec::default_for(g, dt, d, d).unwrap_or_else(|e| panic!("{dt} d={d}: {e}"));
+                assert!(s.dk as usize >= d && s.validate().is_ok());
+            }
+        }
+    }
+    assert!(KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 257, 64).is_err());
+}
