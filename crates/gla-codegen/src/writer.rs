@@ -13,39 +13,67 @@ const PRELUDE: &str = include_str!("cuda/prelude.cuh");
 const STAGES: &str = include_str!("cuda/stages.cuh");
 const KERNELS: &str = include_str!("cuda/kernels.cuh");
 
-/// Byte offsets of the shared-memory tiles of one CTA.
+/// Byte offsets of the shared-memory tiles of one CTA. The inputs of a chunk (q, k, v, raw gate logits) live in a
+/// stage buffer; two stages (double buffering) when they fit, one otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SmemLayout {
-    pub q: u32,
-    pub k: u32,
+    pub stages: u32,
+    pub stage_bytes: u32,
+    pub stage_q: u32,
+    pub stage_k: u32,
+    pub stage_v: u32,
+    pub stage_x: u32,
     pub g: u32,
-    pub vt: u32,
     pub kt: u32,
     pub st: u32,
     pub a: u32,
     pub total: u32,
 }
 
+fn carve(sizes: &[u32]) -> (Vec<u32>, u32) {
+    let mut off = Vec::with_capacity(sizes.len());
+    let mut at = 0;
+    for s in sizes {
+        off.push(at);
+        at += s.div_ceil(128) * 128;
+    }
+    (off, at)
+}
+
 impl SmemLayout {
     pub fn of(spec: &KernelSpec) -> Self {
         let e = spec.dtype.size_bytes() as u32;
         let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
-        let (ldk, ldc) = (dk + 8, c + 8);
-        let per_key = spec.gate.shape() == GateShape::PerKey;
-        let sizes = [
-            c * ldk * e,                                                   // q
-            c * ldk * e,                                                   // k
-            if per_key { c * dk * 4 } else { c * 4 },                      // Γ
-            bv * ldc * e,                                                  // v^T
+        let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
+        let shape = spec.gate.shape();
+        let per_key = shape == GateShape::PerKey;
+        let x = match shape {
+            GateShape::PerKey => c * ldk * e,
+            GateShape::PerHead => c * e,
+            _ => 0,
+        };
+        let (so, stage_bytes) = carve(&[c * ldk * e, c * ldk * e, c * ldv * e, x]);
+        let (ro, rest) = carve(&[
+            if per_key { c * dk * 4 } else { c * 4 },                       // Γ
             if per_key { (dk * ldc).max(c * ldk) * e } else { dk * ldc * e }, // K̂^T / scratch
-            bv * ldk * e,                                                  // S^T
-            c * ldc * e,                                                   // A
-        ];
-        let mut off = [0u32; 8];
-        for (i, s) in sizes.iter().enumerate() {
-            off[i + 1] = off[i] + s.div_ceil(16) * 16;
+            bv * ldk * e,                                                    // S^T
+            c * ldc * e,                                                     // A
+        ]);
+        let stages = if 2 * stage_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 2 } else { 1 };
+        let base = stages * stage_bytes;
+        SmemLayout {
+            stages,
+            stage_bytes,
+            stage_q: so[0],
+            stage_k: so[1],
+            stage_v: so[2],
+            stage_x: so[3],
+            g: base + ro[0],
+            kt: base + ro[1],
+            st: base + ro[2],
+            a: base + ro[3],
+            total: base + rest,
         }
-        SmemLayout { q: off[0], k: off[1], g: off[2], vt: off[3], kt: off[4], st: off[5], a: off[6], total: off[7] }
     }
 }
 
@@ -53,19 +81,21 @@ fn elem_section(dtype: DType) -> &'static str {
     match dtype {
         DType::BF16 => {
             "typedef unsigned short elem_t;  // bf16 bits\n\
-             #define GLA_TENSOR_CORES 1\n#define GLA_MMA_TYPE \"bf16\"\n#define GLA_EXP(x) __expf(x)\n\
+             #define GLA_TENSOR_CORES 1\n#define GLA_MMA_TYPE \"bf16\"\n#define GLA_EXP2(x) exp2f_approx(x)\n\
+             __device__ __forceinline__ float exp2f_approx(float x) { float r; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
              __device__ __forceinline__ float to_f32(elem_t x) { return __uint_as_float(((unsigned)x) << 16); }\n\
              __device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n"
         }
         DType::F16 => {
             "typedef unsigned short elem_t;  // f16 bits\n\
-             #define GLA_TENSOR_CORES 1\n#define GLA_MMA_TYPE \"f16\"\n#define GLA_EXP(x) __expf(x)\n\
+             #define GLA_TENSOR_CORES 1\n#define GLA_MMA_TYPE \"f16\"\n#define GLA_EXP2(x) exp2f_approx(x)\n\
+             __device__ __forceinline__ float exp2f_approx(float x) { float r; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
              __device__ __forceinline__ float to_f32(elem_t x) { float r; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(r) : \"h\"(x)); return r; }\n\
              __device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n"
         }
         DType::F32 => {
             "typedef float elem_t;  // exact f32: CUDA-core FMAs, no tf32\n\
-             #define GLA_TENSOR_CORES 0\n#define GLA_MMA_TYPE \"none\"\n#define GLA_EXP(x) expf(x)\n\
+             #define GLA_TENSOR_CORES 0\n#define GLA_MMA_TYPE \"none\"\n#define GLA_EXP2(x) exp2f(x)\n\
              __device__ __forceinline__ float to_f32(elem_t x) { return x; }\n\
              __device__ __forceinline__ elem_t to_elem(float x) { return x; }\n"
         }
@@ -110,8 +140,18 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "#define GLA_FUSED {}", if spec.materialize { 0 } else { 1 });
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_Q = {}, OFF_K = {}, OFF_G = {}, OFF_VT = {}, OFF_KT = {}, OFF_ST = {}, OFF_A = {};  // {} B",
-        lay.q, lay.k, lay.g, lay.vt, lay.kt, lay.st, lay.a, lay.total
+        "constexpr int STAGES = {};   // input stage buffers (2: chunk n+1 loads while chunk n computes)",
+        lay.stages
+    );
+    let _ = writeln!(
+        w,
+        "constexpr unsigned STAGE_BYTES = {}, STAGE_Q = {}, STAGE_K = {}, STAGE_V = {}, STAGE_X = {};",
+        lay.stage_bytes, lay.stage_q, lay.stage_k, lay.stage_v, lay.stage_x
+    );
+    let _ = writeln!(
+        w,
+        "constexpr unsigned OFF_G = {}, OFF_KT = {}, OFF_ST = {}, OFF_A = {};  // {} B of shared memory",
+        lay.g, lay.kt, lay.st, lay.a, lay.total
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);

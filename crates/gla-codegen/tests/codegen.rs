@@ -28,7 +28,7 @@ fn generation_is_deterministic_and_self_contained() {
     let b = generate(&s).unwrap();
     assert_eq!(a.source, b.source);
     assert!(!a.source.contains("#include"), "emitted source must need no headers");
-    assert!(a.source.contains("extern \"C\" __global__ void __launch_bounds__(NT) gla_fwd_fused"));
+    assert!(a.source.contains("extern \"C\" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused"));
     assert_eq!(a.plan.kernels.len(), 1);
     assert!(!a.plan.needs_state_buffer);
     let m = generate(&spec(64, 16, 128, 64, true).unwrap()).unwrap();

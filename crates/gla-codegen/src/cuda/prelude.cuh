@@ -23,8 +23,23 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
 
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
 
-// exp of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later - Γ_earlier).
-__device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP(x); }
+// 2^x of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later − Γ_earlier). Γ is kept
+// in log2 units (log α · log2 e), so one ex2 per decay factor.
+__device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP2(x); }
+constexpr float LOG2E = 1.4426950408889634f;
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    unsigned r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+// 16-byte asynchronous copy global -> shared (zero-filled when !ok: src-size 0 reads nothing).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // c[16x8] += A[r0:r0+16, 0:K] · B[c0:c0+8, 0:K]^T.  A is row-major (lda), B is stored n-major (ldb): both have the
 // reduction index contiguous. c uses the mma.sync m16n8 accumulator layout: c0,c1 -> (row g, cols 2t, 2t+1),
@@ -54,6 +69,42 @@ __device__ __forceinline__ void tile_mma(float c[4], const elem_t* A, int lda, i
 #pragma unroll 4
     for (int kk = 0; kk < K; ++kk) {
         const float al = to_f32(a_lo[kk]), ah = to_f32(a_hi[kk]), x0 = to_f32(b0[kk]), x1 = to_f32(b1[kk]);
+        c[0] = fmaf(al, x0, c[0]);
+        c[1] = fmaf(al, x1, c[1]);
+        c[2] = fmaf(ah, x0, c[2]);
+        c[3] = fmaf(ah, x1, c[3]);
+    }
+#endif
+}
+
+// c[16x8] += A[r0:r0+16, 0:K] · B[0:K, c0:c0+8] with B stored row-major [k][n] (ldb): the B fragments come from
+// ldmatrix.trans (tensor-core path) or direct reads (f32 path).
+template <int K>
+__device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#if GLA_TENSOR_CORES
+    const elem_t* a_lo = A + (r0 + g) * lda + 2 * t;
+    const elem_t* a_hi = a_lo + 8 * lda;
+    const unsigned b_addr = smem_u32(B + (lane & 15) * ldb + c0);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        unsigned b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(ld_u32(a_lo + kk)), "r"(ld_u32(a_hi + kk)), "r"(ld_u32(a_lo + kk + 8)), "r"(ld_u32(a_hi + kk + 8)),
+              "r"(b0), "r"(b1));
+    }
+#else
+    const elem_t* a_lo = A + (r0 + g) * lda;
+    const elem_t* a_hi = a_lo + 8 * lda;
+    const elem_t* b = B + c0 + 2 * t;
+#pragma unroll 4
+    for (int kk = 0; kk < K; ++kk) {
+        const float al = to_f32(a_lo[kk]), ah = to_f32(a_hi[kk]), x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
         c[0] = fmaf(al, x0, c[0]);
         c[1] = fmaf(al, x1, c[1]);
         c[2] = fmaf(ah, x0, c[2]);

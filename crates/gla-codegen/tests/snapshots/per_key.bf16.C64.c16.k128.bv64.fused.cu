@@ -22,13 +22,16 @@ constexpr int NPARAM = 0;
 #define GATE_FIXED 3
 #define KEY_GATE GATE_PER_KEY
 #define GLA_FUSED 1
-constexpr unsigned OFF_Q = 0, OFF_K = 17408, OFF_G = 34816, OFF_VT = 67584, OFF_KT = 76800, OFF_ST = 95232, OFF_A = 112640;  // 121856 B
+constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chunk n computes)
+constexpr unsigned STAGE_BYTES = 61440, STAGE_Q = 0, STAGE_K = 17408, STAGE_V = 34816, STAGE_X = 44032;
+constexpr unsigned OFF_G = 122880, OFF_KT = 155648, OFF_ST = 174080, OFF_A = 191488;  // 200704 B of shared memory
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
 #define GLA_TENSOR_CORES 1
 #define GLA_MMA_TYPE "bf16"
-#define GLA_EXP(x) __expf(x)
+#define GLA_EXP2(x) exp2f_approx(x)
+__device__ __forceinline__ float exp2f_approx(float x) { float r; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x)); return r; }
 __device__ __forceinline__ float to_f32(elem_t x) { return __uint_as_float(((unsigned)x) << 16); }
 __device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(x)); return r; }
 
@@ -64,8 +67,23 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
 
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
 
-// exp of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later - Γ_earlier).
-__device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP(x); }
+// 2^x of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later − Γ_earlier). Γ is kept
+// in log2 units (log α · log2 e), so one ex2 per decay factor.
+__device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP2(x); }
+constexpr float LOG2E = 1.4426950408889634f;
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    unsigned r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+// 16-byte asynchronous copy global -> shared (zero-filled when !ok: src-size 0 reads nothing).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // c[16x8] += A[r0:r0+16, 0:K] · B[c0:c0+8, 0:K]^T.  A is row-major (lda), B is stored n-major (ldb): both have the
 // reduction index contiguous. c uses the mma.sync m16n8 accumulator layout: c0,c1 -> (row g, cols 2t, 2t+1),
@@ -103,6 +121,42 @@ __device__ __forceinline__ void tile_mma(float c[4], const elem_t* A, int lda, i
 #endif
 }
 
+// c[16x8] += A[r0:r0+16, 0:K] · B[0:K, c0:c0+8] with B stored row-major [k][n] (ldb): the B fragments come from
+// ldmatrix.trans (tensor-core path) or direct reads (f32 path).
+template <int K>
+__device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#if GLA_TENSOR_CORES
+    const elem_t* a_lo = A + (r0 + g) * lda + 2 * t;
+    const elem_t* a_hi = a_lo + 8 * lda;
+    const unsigned b_addr = smem_u32(B + (lane & 15) * ldb + c0);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        unsigned b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(ld_u32(a_lo + kk)), "r"(ld_u32(a_hi + kk)), "r"(ld_u32(a_lo + kk + 8)), "r"(ld_u32(a_hi + kk + 8)),
+              "r"(b0), "r"(b1));
+    }
+#else
+    const elem_t* a_lo = A + (r0 + g) * lda;
+    const elem_t* a_hi = a_lo + 8 * lda;
+    const elem_t* b = B + c0 + 2 * t;
+#pragma unroll 4
+    for (int kk = 0; kk < K; ++kk) {
+        const float al = to_f32(a_lo[kk]), ah = to_f32(a_hi[kk]), x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
+        c[0] = fmaf(al, x0, c[0]);
+        c[1] = fmaf(al, x1, c[1]);
+        c[2] = fmaf(ah, x0, c[2]);
+        c[3] = fmaf(ah, x1, c[3]);
+    }
+#endif
+}
+
 // Store a 16x8 accumulator tile (rows r0.., cols c0..) into a row-major elem_t matrix.
 __device__ __forceinline__ void tile_store(const float c[4], elem_t* M, int ld, int r0, int c0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -115,26 +169,35 @@ __device__ __forceinline__ void tile_store(const float c[4], elem_t* M, int ld, 
 
 // ---------------------------------------------------------------------------------------------------------------
 // Stages of the chunkwise GLA forward (paper §2.2 / §4, Alg. 1). Notation, per (sequence, head, value tile):
-//   chunk [n] of C tokens, rows i, j in 0..C;  log α_i = gate(x_i);  Γ_i = Σ_{m<=i} log α_m (in-chunk, f32);
-//   S = state entering the chunk (d_k x BV, f32);  Γ_L = Γ of the last row (padding rows have log α = 0).
+//   chunk [n] of C tokens, rows i, j in 0..C;  log α_i = gate(x_i);  Γ_i = log2(e) · Σ_{m<=i} log α_m (in-chunk,
+//   f32, log2 units);  S = state entering the chunk (d_k x BV, f32);  Γ_L = Γ of the last row (padding rows have
+//   log α = 0, so Γ_L is the last valid row's).
+// Inputs of chunk n+1 are copied (cp.async) into the other stage buffer while chunk n computes (STAGES == 2).
 // ---------------------------------------------------------------------------------------------------------------
 
+constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
+constexpr int LDV = BV + 8;
+
 struct Tiles {
-    elem_t* q;    // [C][LDK]  raw q, later q ⊙ exp(Γ)
-    elem_t* k;    // [C][LDK]  raw k
-    float* G;     // [C][DK] (per key) or [C] (scalar): log α, then Γ
-    elem_t* vt;   // [BV][LDC] v transposed
-    elem_t* kt;   // [DK][LDC] (k ⊙ exp(Γ_L − Γ))^T; also the scratch of the off-diagonal blocks
-    elem_t* st;   // [BV][LDK] S^T (state entering the chunk)
-    elem_t* A;    // [C][LDC] masked decayed scores
+    unsigned char* base;  // stage buffers, STAGE_BYTES each
+    float* G;         // [C][DK] (per key) or [C] (scalar): Γ
+    elem_t* kt;       // [DK][LDC] (k ⊙ exp(Γ_L − Γ))^T; also the scratch of the off-diagonal blocks
+    elem_t* st;       // [BV][LDK] S^T (state entering the chunk)
+    elem_t* A;        // [C][LDC] masked decayed scores
+    // Stage buffer b holds one chunk's inputs:
+    __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
+        return reinterpret_cast<elem_t*>(base + (STAGES == 2 ? b : 0) * STAGE_BYTES + off);
+    }
+    __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
+    __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k
+    __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
+    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }  // raw gate logits
 };
 
 __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     Tiles s;
-    s.q = reinterpret_cast<elem_t*>(smem + OFF_Q);
-    s.k = reinterpret_cast<elem_t*>(smem + OFF_K);
+    s.base = smem;
     s.G = reinterpret_cast<float*>(smem + OFF_G);
-    s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
     s.kt = reinterpret_cast<elem_t*>(smem + OFF_KT);
     s.st = reinterpret_cast<elem_t*>(smem + OFF_ST);
     s.A = reinterpret_cast<elem_t*>(smem + OFF_A);
@@ -149,83 +212,107 @@ struct Seq {
     int v0;    // first value column of this tile
 };
 
-// Stage load: q, k (optional), v^T, and log α for chunk rows [i0, i0 + C).
-// Full rows of specialised width (d_k == DK, d_v covering the tile) move in 16-byte vectors; the rest (masked head
-// dims, padding rows past the sequence end) element by element with zeros.
-constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
-__device__ __forceinline__ void load_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, bool with_q, float fixed_log_alpha) {
+// Stage load (issue): start copying chunk rows [i0, i0 + C) of q (optional), k, v and the gate logits into stage
+// buffer b. Full-width rows move as 16-byte cp.async (zero-filled past the sequence end); masked head dims go
+// element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
+__device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q) {
     const int tid = threadIdx.x;
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
         for (int idx = tid; idx < C * (DK / VEC); idx += NT) {
             const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
-            const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d;
-            const uint4 zero = make_uint4(0, 0, 0, 0);
-            if (with_q) *reinterpret_cast<uint4*>(s.q + i * LDK + d) = i < rows ? *reinterpret_cast<const uint4*>(a.q + off) : zero;
-            *reinterpret_cast<uint4*>(s.k + i * LDK + d) = i < rows ? *reinterpret_cast<const uint4*>(a.k + off) : zero;
+            const bool ok = i < rows;
+            const i64 off = ok ? ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d : 0;
+            if (with_q) cp_async16(s.q(b) + i * LDK + d, a.q + off, ok);
+            cp_async16(s.k(b) + i * LDK + d, a.k + off, ok);
+#if KEY_GATE == GATE_PER_KEY
+            cp_async16(s.x(b) + i * LDK + d, a.g + off, ok);
+#endif
         }
     } else {
         for (int idx = tid; idx < C * DK; idx += NT) {
             const int i = idx / DK, d = idx - (idx / DK) * DK;
             const bool ok = (i < rows) && (d < a.dk);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d;
-            if (with_q) s.q[i * LDK + d] = ok ? a.q[off] : elem_t(0);
-            s.k[i * LDK + d] = ok ? a.k[off] : elem_t(0);
-        }
-    }
+            if (with_q) s.q(b)[i * LDK + d] = ok ? a.q[off] : elem_t(0);
+            s.k(b)[i * LDK + d] = ok ? a.k[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_KEY
-    if (a.dk == DK) {
-        for (int idx = tid; idx < C * (DK / VEC); idx += NT) {
-            const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
-            union { uint4 u; elem_t x[VEC]; } buf;
-            if (i < rows) buf.u = *reinterpret_cast<const uint4*>(a.g + ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d);
-#pragma unroll
-            for (int u = 0; u < VEC; ++u) s.G[i * DK + d + u] = i < rows ? gate_log_alpha(to_f32(buf.x[u]), p) : 0.f;
-        }
-    } else {
-        for (int idx = tid; idx < C * DK; idx += NT) {
-            const int i = idx / DK, d = idx - (idx / DK) * DK;
-            const bool ok = (i < rows) && (d < a.dk);
-            s.G[i * DK + d] = ok ? gate_log_alpha(to_f32(a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d]), p) : 0.f;
+            s.x(b)[i * LDK + d] = ok ? a.g[off] : elem_t(0);
+#endif
         }
     }
-#elif KEY_GATE == GATE_PER_HEAD
-    for (int i = tid; i < C; i += NT)
-        s.G[i] = (i < rows) ? gate_log_alpha(to_f32(a.g[(sq.bos + i0 + i) * a.h + sq.head]), p) : 0.f;
-#elif KEY_GATE == GATE_FIXED
-    for (int i = tid; i < C; i += NT) s.G[i] = (i < rows) ? fixed_log_alpha : 0.f;
-#endif
     if (a.dv % VEC == 0 && sq.v0 + BV <= a.dv) {
         for (int idx = tid; idx < C * (BV / VEC); idx += NT) {
             const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
-            union { uint4 u; elem_t x[VEC]; } buf;
-            buf.u = make_uint4(0, 0, 0, 0);
-            if (i < rows) buf.u = *reinterpret_cast<const uint4*>(a.v + ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e);
-#pragma unroll
-            for (int u = 0; u < VEC; ++u) s.vt[(e + u) * LDC + i] = buf.x[u];
+            const bool ok = i < rows;
+            const i64 off = ok ? ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e : 0;
+            cp_async16(s.v(b) + i * LDV + e, a.v + off, ok);
         }
     } else {
         for (int idx = tid; idx < C * BV; idx += NT) {
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
-            s.vt[e * LDC + i] = ok ? a.v[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e] : elem_t(0);
+            s.v(b)[i * LDV + e] = ok ? a.v[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e] : elem_t(0);
         }
     }
+    cp_async_commit();
+    elem_t x = elem_t(0);
+#if KEY_GATE == GATE_PER_HEAD
+    if (tid < rows) x = a.g[(sq.bos + i0 + tid) * a.h + sq.head];
+#endif
+    return x;
 }
 
-// Stage cumsum: Γ_i = Σ_{m<=i} log α_m  (f32, sequential per column: the same order as the CPU reference).
-__device__ __forceinline__ void cumsum_gate(const Tiles& s) {
+// Land the per-head logit loaded by issue_chunk into stage buffer b.
+__device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
+#if KEY_GATE == GATE_PER_HEAD
+    if (threadIdx.x < C) s.x(b)[threadIdx.x] = x;
+#else
+    (void)s; (void)b; (void)x;
+#endif
+}
+
+// Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
+__device__ __forceinline__ void gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
+    const int tid = threadIdx.x;
+    const int rows = min(C, sq.len - i0);
+    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    for (int d = threadIdx.x; d < DK; d += NT) {
+    for (int idx = tid; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - (idx / DK) * DK;
+        s.G[i * DK + d] = (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
+    }
+    __syncthreads();
+    for (int d = tid; d < DK; d += NT) {
         float acc = 0.f;
         for (int i = 0; i < C; ++i) { acc += s.G[i * DK + d]; s.G[i * DK + d] = acc; }
     }
 #else
-    if (threadIdx.x == 0) {
-        float acc = 0.f;
-        for (int i = 0; i < C; ++i) { acc += s.G[i]; s.G[i] = acc; }
+    // Scalar gate: warp 0 scans the C values (C/32 per lane, then a shuffle scan across lanes).
+    if (tid < 32) {
+        constexpr int PER = C / 32;
+        float v[PER], sum = 0.f;
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int i = tid * PER + u;
+#if KEY_GATE == GATE_PER_HEAD
+            v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
+#else
+            v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
+#endif
+            sum += v[u];
+        }
+        float incl = sum;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const float n = __shfl_up_sync(0xffffffffu, incl, off);
+            if (tid >= off) incl += n;
+        }
+        float run = incl - sum;
+#pragma unroll
+        for (int u = 0; u < PER; ++u) { run += v[u]; s.G[tid * PER + u] = run; }
     }
+    (void)b; (void)fixed_log_alpha;
 #endif
 }
 
@@ -280,33 +367,64 @@ __device__ __forceinline__ void state_global_to_smem(const float* base, const Ti
     }
 }
 
+union Vec16 {
+    uint4 u;
+    elem_t x[VEC];
+};
+
 #if KEY_GATE == GATE_PER_KEY
 // Stage intra_scores, per-key gate (§4.3 secondary chunking), A_ij for j <= i:
 //   diagonal sub-chunk blocks, exact pairwise:   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)
 //   off-diagonal blocks (sub-chunk s > s'), reference r = first row of s, on tensor cores:
 //                                                A_ij = Σ_d [q_id exp(Γ_id − Γ_rd)] [k_jd exp(Γ_rd − Γ_jd)]
-__device__ __forceinline__ void intra_scores(const Tiles& s) {
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    for (int idx = tid; idx < C * C; idx += NT) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const elem_t* q = s.q(b);
+    const elem_t* k = s.k(b);
+    for (int idx = tid; idx < C * C; idx += NT) {  // causal mask: zero above the diagonal
         const int i = idx / C, j = idx - (idx / C) * C;
-        if (j > i) { s.A[i * LDC + j] = elem_t(0); continue; }
-        if (j / SC != i / SC) continue;  // off-diagonal block: below
+        if (j > i) s.A[i * LDC + j] = elem_t(0);
+    }
+    constexpr int PAIRS = SC * (SC + 1) / 2;  // pairs (i, j <= i) in one diagonal block
+    for (int pidx = tid; pidx < NSUB * PAIRS; pidx += NT) {
+        const int sb = pidx / PAIRS, r = pidx - sb * PAIRS;
+        int ii = (int)((sqrtf(8.f * r + 1.f) - 1.f) * 0.5f);
+        while ((ii + 1) * (ii + 2) / 2 <= r) ++ii;
+        while (ii * (ii + 1) / 2 > r) --ii;
+        const int i = sb * SC + ii, j = sb * SC + (r - ii * (ii + 1) / 2);
         float acc = 0.f;
-        for (int d = 0; d < DK; ++d)
-            acc += to_f32(s.q[i * LDK + d]) * to_f32(s.k[j * LDK + d]) * exp_nonpos(s.G[i * DK + d] - s.G[j * DK + d]);
+#pragma unroll 2
+        for (int d = 0; d < DK; d += VEC) {
+            Vec16 qa, ka;
+            qa.u = *reinterpret_cast<const uint4*>(q + i * LDK + d);
+            ka.u = *reinterpret_cast<const uint4*>(k + j * LDK + d);
+#pragma unroll
+            for (int u = 0; u < VEC; ++u)
+                acc += to_f32(qa.x[u]) * to_f32(ka.x[u]) * exp_nonpos(s.G[i * DK + d + u] - s.G[j * DK + d + u]);
+        }
         s.A[i * LDC + j] = to_elem(acc);
     }
     elem_t* qs = s.kt;              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)
     elem_t* ks = s.kt + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
     for (int sb = 1; sb < NSUB; ++sb) {
         const int r = sb * SC;
-        for (int idx = tid; idx < SC * DK; idx += NT) {
-            const int i = idx / DK, d = idx - (idx / DK) * DK;
-            qs[i * LDK + d] = to_elem(to_f32(s.q[(r + i) * LDK + d]) * exp_nonpos(s.G[(r + i) * DK + d] - s.G[r * DK + d]));
-        }
-        for (int idx = tid; idx < r * DK; idx += NT) {
-            const int j = idx / DK, d = idx - (idx / DK) * DK;
-            ks[j * LDK + d] = to_elem(to_f32(s.k[j * LDK + d]) * exp_nonpos(s.G[r * DK + d] - s.G[j * DK + d]));
+        for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += NT) {
+            const int row = idx / (DK / VEC), d = (idx - row * (DK / VEC)) * VEC;
+            Vec16 in, out;
+            if (row < SC) {  // query rows r + row
+                in.u = *reinterpret_cast<const uint4*>(q + (r + row) * LDK + d);
+#pragma unroll
+                for (int u = 0; u < VEC; ++u)
+                    out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(s.G[(r + row) * DK + d + u] - s.G[r * DK + d + u]));
+                *reinterpret_cast<uint4*>(qs + row * LDK + d) = out.u;
+            } else {         // key rows j = row − SC < r
+                const int j = row - SC;
+                in.u = *reinterpret_cast<const uint4*>(k + j * LDK + d);
+#pragma unroll
+                for (int u = 0; u < VEC; ++u)
+                    out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(s.G[r * DK + d + u] - s.G[j * DK + d + u]));
+                *reinterpret_cast<uint4*>(ks + j * LDK + d) = out.u;
+            }
         }
         __syncthreads();
         const int ncol = r / 8, ntiles = (SC / 16) * ncol;
@@ -319,17 +437,16 @@ __device__ __forceinline__ void intra_scores(const Tiles& s) {
         __syncthreads();
     }
     __syncthreads();  // also when C == c (no off-diagonal blocks)
-    (void)g; (void)t;
 }
 #else
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
-__device__ __forceinline__ void intra_scores(const Tiles& s) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     constexpr int NCOL = C / 8, NTILES = (C / 16) * NCOL;
     for (int tile = warp; tile < NTILES; tile += NW) {
         const int tm = tile / NCOL, tn = tile % NCOL;
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        if (tn * 8 <= tm * 16 + 15) tile_mma<DK>(c, s.q, LDK, tm * 16, s.k, LDK, tn * 8);
+        if (tn * 8 <= tm * 16 + 15) tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.k(b), LDK, tn * 8);
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const int i = tm * 16 + g + (r >= 2 ? 8 : 0), j = tn * 8 + 2 * t + (r & 1);
@@ -341,30 +458,44 @@ __device__ __forceinline__ void intra_scores(const Tiles& s) {
 }
 #endif
 
-__device__ __forceinline__ float gamma_at(const Tiles& s, int i, int d) {
-#if KEY_GATE == GATE_PER_KEY
-    return s.G[i * DK + d];
-#else
-    return s.G[i];
-#endif
-}
-
 // Stage decay_operands:  q ← q ⊙ exp(Γ)  (per key; scalar gates scale O's rows instead)
 //                        kt ← (k ⊙ exp(Γ_L − Γ))^T   (the K̂ of the state update)
-__device__ __forceinline__ void decay_operands(const Tiles& s, bool with_q) {
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - (idx / DK) * DK;
-        const float gi = gamma_at(s, i, d);
+__device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q) {
+    for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
+        const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
+        Vec16 kin;
+        kin.u = *reinterpret_cast<const uint4*>(s.k(b) + i * LDK + d);
 #if KEY_GATE == GATE_PER_KEY
-        if (with_q) s.q[i * LDK + d] = to_elem(to_f32(s.q[i * LDK + d]) * exp_nonpos(gi));
+        if (with_q) {
+            Vec16 qv;
+            qv.u = *reinterpret_cast<const uint4*>(s.q(b) + i * LDK + d);
+#pragma unroll
+            for (int u = 0; u < VEC; ++u) qv.x[u] = to_elem(to_f32(qv.x[u]) * exp_nonpos(s.G[i * DK + d + u]));
+            *reinterpret_cast<uint4*>(s.q(b) + i * LDK + d) = qv.u;
+        }
+#pragma unroll
+        for (int u = 0; u < VEC; ++u)
+            s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * exp_nonpos(s.G[(C - 1) * DK + d + u] - s.G[i * DK + d + u]));
+#else
+        const float f = exp_nonpos(s.G[C - 1] - s.G[i]);
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * f);
 #endif
-        s.kt[d * LDC + i] = to_elem(to_f32(s.k[i * LDK + d]) * exp_nonpos(gamma_at(s, C - 1, d) - gi));
     }
     (void)with_q;
 }
 
+__device__ __forceinline__ float gamma_last(const Tiles& s, int d) {
+#if KEY_GATE == GATE_PER_KEY
+    return s.G[(C - 1) * DK + d];
+#else
+    (void)d;
+    return s.G[C - 1];
+#endif
+}
+
 // Stage output:  O = scale · ( (Q ⊙ exp(Γ)) S  +  A V )   (inter-chunk + intra-chunk), stored masked.
-__device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0) {
+__device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < O_PER_WARP; ++u) {
@@ -372,33 +503,36 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         if (tile >= O_TILES) continue;
         const int tm = tile / (BV / 8), tn = tile % (BV / 8);
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        tile_mma<DK>(c, s.q, LDK, tm * 16, s.st, LDK, tn * 8);          // inter: Q̃ S
+        tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.st, LDK, tn * 8);       // inter: Q̃ S
 #if KEY_GATE != GATE_PER_KEY
         const float e_lo = exp_nonpos(s.G[tm * 16 + g]), e_hi = exp_nonpos(s.G[tm * 16 + g + 8]);
         c[0] *= e_lo; c[1] *= e_lo; c[2] *= e_hi; c[3] *= e_hi;        // scalar gate: diag(exp(Γ)) Q S
 #endif
-        tile_mma<C>(c, s.A, LDC, tm * 16, s.vt, LDC, tn * 8);           // intra: A V
+        tile_mma_kn<C>(c, s.A, LDC, tm * 16, s.v(b), LDV, tn * 8);      // intra: A V
+        const int i = tm * 16 + g, e = sq.v0 + tn * 8 + 2 * t;
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int i = tm * 16 + g + (r >= 2 ? 8 : 0), e = sq.v0 + tn * 8 + 2 * t + (r & 1);
-            if (i0 + i < sq.len && e < a.dv)
-                a.o[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + e] = to_elem(a.scale * c[r]);
+        for (int h = 0; h < 2; ++h) {
+            const int row = i + 8 * h;
+            if (i0 + row >= sq.len) continue;
+            elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + e;
+            if (e < a.dv) dst[0] = to_elem(a.scale * c[2 * h]);
+            if (e + 1 < a.dv) dst[1] = to_elem(a.scale * c[2 * h + 1]);
         }
     }
 }
 
 // Stage state_update:  S ← diag(exp(Γ_L)) S + K̂^T V.
-__device__ __forceinline__ void state_update(float S[S_PER_WARP][4], const Tiles& s) {
+__device__ __forceinline__ void state_update(float S[S_PER_WARP][4], const Tiles& s, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
 #pragma unroll
     for (int u = 0; u < S_PER_WARP; ++u) {
         const int tile = warp + u * NW;
         if (tile >= S_TILES) continue;
         const int tm = tile / (BV / 8), tn = tile % (BV / 8);
-        const float f_lo = exp_nonpos(gamma_at(s, C - 1, tm * 16 + g));
-        const float f_hi = exp_nonpos(gamma_at(s, C - 1, tm * 16 + g + 8));
+        const float f_lo = exp_nonpos(gamma_last(s, tm * 16 + g));
+        const float f_hi = exp_nonpos(gamma_last(s, tm * 16 + g + 8));
         S[u][0] *= f_lo; S[u][1] *= f_lo; S[u][2] *= f_hi; S[u][3] *= f_hi;
-        tile_mma<C>(S[u], s.kt, LDC, tm * 16, s.vt, LDC, tn * 8);
+        tile_mma_kn<C>(S[u], s.kt, LDC, tm * 16, s.v(b), LDV, tn * 8);
     }
 }
 
@@ -427,73 +561,98 @@ __device__ __forceinline__ float fixed_gate(const FwdArgs& a, int head) {
 
 #if GLA_FUSED
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence) walks the chunks in order; the state S
-// stays in registers; only q, k, v, gate logits are read and o written.
-extern "C" __global__ void __launch_bounds__(NT) gla_fwd_fused(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(16) unsigned char smem[];
+// stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n computes.
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
     const Tiles s = carve_smem(smem);
     const int head = blockIdx.y, n = blockIdx.z;
     const Seq sq = locate(a, n, head, blockIdx.x);
     const float fixed_log_alpha = fixed_gate(a, head);
     const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
+    const int nchunks = (sq.len + C - 1) / C;
     float S[S_PER_WARP][4] = {};
     if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);   // S_0
-    for (int i0 = 0; i0 < sq.len; i0 += C) {
-        load_chunk(a, s, sq, i0, true, fixed_log_alpha);  // q, k, v^T, log α = gate(x)
+    if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, true));
+    for (int c = 0; c < nchunks; ++c) {
+        const int b = STAGES == 2 ? (c & 1) : 0, i0 = c * C;
+        const bool next = c + 1 < nchunks;
+        elem_t x_next = elem_t(0);
+        if (STAGES == 2 && next) {
+            x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, true);  // prefetch chunk c+1
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        cumsum_gate(s);                                   // Γ = cumsum(log α)
-        state_to_smem(S, s);                              // S^T for the inter-chunk product
+        gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ = log2e · cumsum(gate(x))
+        state_to_smem(S, s);                                 // S^T for the inter-chunk product
         __syncthreads();
-        intra_scores(s);                                  // A = (Q K^T) ⊙ D  (decay-masked)
-        decay_operands(s, true);                          // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+        intra_scores(s, b);                                  // A = (Q K^T) ⊙ D  (decay-masked)
+        decay_operands(s, b, true);                          // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
-        output_chunk(a, s, sq, i0);                       // O = Q̃ S + A V
-        state_update(S, s);                               // S ← diag(exp(Γ_L)) S + K̂^T V
+        output_chunk(a, s, sq, i0, b);                       // O = Q̃ S + A V
+        state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
+        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
+        if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, true));
     }
     if (a.ht) state_global<true>(S, a.ht + slab, a, sq.v0);
 }
 #else
 // Alg. 1 (left), materialize on, kernel 1: walk the chunks in order and write S_[n] (the state entering each chunk).
-extern "C" __global__ void __launch_bounds__(NT) gla_fwd_states(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(16) unsigned char smem[];
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
     const Tiles s = carve_smem(smem);
     const int head = blockIdx.y, n = blockIdx.z;
     const Seq sq = locate(a, n, head, blockIdx.x);
     const float fixed_log_alpha = fixed_gate(a, head);
     const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
     const i64 c0 = a.chunk_offsets[n];
+    const int nchunks = (sq.len + C - 1) / C;
     float S[S_PER_WARP][4] = {};
     if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
-    for (int i0 = 0, ci = 0; i0 < sq.len; i0 += C, ++ci) {
-        load_chunk(a, s, sq, i0, false, fixed_log_alpha); // k, v^T, log α
+    if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, false));
+    for (int c = 0; c < nchunks; ++c) {
+        const int b = STAGES == 2 ? (c & 1) : 0, i0 = c * C;
+        const bool next = c + 1 < nchunks;
+        elem_t x_next = elem_t(0);
+        if (STAGES == 2 && next) {
+            x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         __syncthreads();
-        cumsum_gate(s);                                   // Γ
-        state_global<true>(S, a.states + ((c0 + ci) * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // S_[n]
+        gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
+        state_global<true>(S, a.states + ((c0 + c) * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // S_[n]
         __syncthreads();
-        decay_operands(s, false);                         // K̂ = K ⊙ exp(Γ_L − Γ)
+        decay_operands(s, b, false);                         // K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
-        state_update(S, s);                               // S ← diag(exp(Γ_L)) S + K̂^T V
+        state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
+        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
+        if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }
     if (a.ht) state_global<true>(S, a.ht + slab, a, sq.v0);
 }
 
 // Kernel 2: every chunk in parallel, from its stored state:  O_[n] = Q̃_[n] S_[n] + A_[n] V_[n].
-extern "C" __global__ void __launch_bounds__(NT) gla_fwd_output(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(16) unsigned char smem[];
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
     const Tiles s = carve_smem(smem);
     const int gc = blockIdx.x, head = blockIdx.y;
     const int n = a.chunk_index[2 * gc], ci = a.chunk_index[2 * gc + 1];
     const Seq sq = locate(a, n, head, blockIdx.z);
     const int i0 = ci * C;
-    load_chunk(a, s, sq, i0, true, fixed_gate(a, head));  // q, k, v^T, log α
+    land_logit(s, 0, issue_chunk(a, s, sq, i0, 0, true));   // q, k, v, x
+    cp_async_wait<0>();
     __syncthreads();
-    cumsum_gate(s);                                       // Γ
+    gate_cumsum(a, s, sq, i0, 0, fixed_gate(a, head));      // Γ
     state_global_to_smem(a.states + ((i64)gc * a.h + head) * a.dk * (i64)a.dv, s, a, sq.v0);  // S_[n]^T
     __syncthreads();
-    intra_scores(s);                                      // A
-    decay_operands(s, true);                              // Q̃
+    intra_scores(s, 0);                                     // A
+    decay_operands(s, 0, true);                             // Q̃
     __syncthreads();
-    output_chunk(a, s, sq, i0);                           // O = Q̃ S + A V
+    output_chunk(a, s, sq, i0, 0);                          // O = Q̃ S + A V
 }
 #endif
