@@ -54,7 +54,7 @@ impl SmemLayout {
         };
         let (so, stage_bytes) = carve(&[c * ldk * e, c * ldk * e, c * ldv * e, x]);
         let (ro, rest) = carve(&[
-            if per_key { c * dk * 4 } else { c * 4 },                       // Γ
+            if per_key { c * (dk + 4) * 4 } else { c * 4 },                 // Γ (padded rows)
             if per_key { (dk * ldc).max(c * ldk) * e } else { dk * ldc * e }, // K̂^T / scratch
             bv * ldk * e,                                                    // S^T
             c * ldc * e,                                                     // A

@@ -48,17 +48,22 @@ template <int K>
 __device__ __forceinline__ void tile_mma(float c[4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #if GLA_TENSOR_CORES
-    const elem_t* a_lo = A + (r0 + g) * lda + 2 * t;
-    const elem_t* a_hi = a_lo + 8 * lda;
-    const elem_t* b = B + (c0 + g) * ldb + 2 * t;
+    // ldmatrix: lanes 0-15 address A rows r0..r0+15 at k, lanes 16-31 the same rows at k+8 (x4 -> a0..a3);
+    // lanes 0-7 address B rows c0..c0+7 at k, lanes 8-15 at k+8 (x2 -> b0, b1).
+    const unsigned a_addr = smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
+    const unsigned b_addr = smem_u32(B + (c0 + (lane & 7)) * ldb + ((lane >> 3) & 1) * 8);
+    (void)g; (void)t;
 #pragma unroll
     for (int kk = 0; kk < K; kk += 16) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+        unsigned a0, a1, a2, a3, b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * (int)sizeof(elem_t)));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * (int)sizeof(elem_t)));
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(ld_u32(a_lo + kk)), "r"(ld_u32(a_hi + kk)), "r"(ld_u32(a_lo + kk + 8)), "r"(ld_u32(a_hi + kk + 8)),
-              "r"(ld_u32(b + kk)), "r"(ld_u32(b + kk + 8)));
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     }
 #else
     // Exact f32 path (no tf32): same output mapping as the tensor-core path.
@@ -83,20 +88,20 @@ template <int K>
 __device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #if GLA_TENSOR_CORES
-    const elem_t* a_lo = A + (r0 + g) * lda + 2 * t;
-    const elem_t* a_hi = a_lo + 8 * lda;
+    const unsigned a_addr = smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
     const unsigned b_addr = smem_u32(B + (lane & 15) * ldb + c0);
+    (void)g; (void)t;
 #pragma unroll
     for (int kk = 0; kk < K; kk += 16) {
-        unsigned b0, b1;
+        unsigned a0, a1, a2, a3, b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * (int)sizeof(elem_t)));
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                      : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(ld_u32(a_lo + kk)), "r"(ld_u32(a_hi + kk)), "r"(ld_u32(a_lo + kk + 8)), "r"(ld_u32(a_hi + kk + 8)),
-              "r"(b0), "r"(b1));
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     }
 #else
     const elem_t* a_lo = A + (r0 + g) * lda;

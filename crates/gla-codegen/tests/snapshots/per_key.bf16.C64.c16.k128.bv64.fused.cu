@@ -24,7 +24,7 @@ constexpr int NPARAM = 0;
 #define GLA_FUSED 1
 constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chunk n computes)
 constexpr unsigned STAGE_BYTES = 61440, STAGE_Q = 0, STAGE_K = 17408, STAGE_V = 34816, STAGE_X = 44032;
-constexpr unsigned OFF_G = 122880, OFF_KT = 155648, OFF_ST = 174080, OFF_A = 191488;  // 200704 B of shared memory
+constexpr unsigned OFF_G = 122880, OFF_KT = 156672, OFF_ST = 175104, OFF_A = 192512;  // 201728 B of shared memory
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -92,17 +92,22 @@ template <int K>
 __device__ __forceinline__ void tile_mma(float c[4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #if GLA_TENSOR_CORES
-    const elem_t* a_lo = A + (r0 + g) * lda + 2 * t;
-    const elem_t* a_hi = a_lo + 8 * lda;
-    const elem_t* b = B + (c0 + g) * ldb + 2 * t;
+    // ldmatrix: lanes 0-15 address A rows r0..r0+15 at k, lanes 16-31 the same rows at k+8 (x4 -> a0..a3);
+    // lanes 0-7 address B rows c0..c0+7 at k, lanes 8-15 at k+8 (x2 -> b0, b1).
+    const unsigned a_addr = smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
+    const unsigned b_addr = smem_u32(B + (c0 + (lane & 7)) * ldb + ((lane >> 3) & 1) * 8);
+    (void)g; (void)t;
 #pragma unroll
     for (int kk = 0; kk < K; kk += 16) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+        unsigned a0, a1, a2, a3, b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * (int)sizeof(elem_t)));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * (int)sizeof(elem_t)));
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(ld_u32(a_lo + kk)), "r"(ld_u32(a_hi + kk)), "r"(ld_u32(a_lo + kk + 8)), "r"(ld_u32(a_hi + kk + 8)),
-              "r"(ld_u32(b + kk)), "r"(ld_u32(b + kk + 8)));
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     }
 #else
     // Exact f32 path (no tf32): same output mapping as the tensor-core path.
@@ -127,20 +132,20 @@ template <int K>
 __device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #if GLA_TENSOR_CORES
-    const elem_t* a_lo = A + (r0 + g) * lda + 2 * t;
-    const elem_t* a_hi = a_lo + 8 * lda;
+    const unsigned a_addr = smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
     const unsigned b_addr = smem_u32(B + (lane & 15) * ldb + c0);
+    (void)g; (void)t;
 #pragma unroll
     for (int kk = 0; kk < K; kk += 16) {
-        unsigned b0, b1;
+        unsigned a0, a1, a2, a3, b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * (int)sizeof(elem_t)));
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                      : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
             "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(ld_u32(a_lo + kk)), "r"(ld_u32(a_hi + kk)), "r"(ld_u32(a_lo + kk + 8)), "r"(ld_u32(a_hi + kk + 8)),
-              "r"(b0), "r"(b1));
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     }
 #else
     const elem_t* a_lo = A + (r0 + g) * lda;
@@ -177,10 +182,13 @@ __device__ __forceinline__ void tile_store(const float c[4], elem_t* M, int ld, 
 
 constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
 constexpr int LDV = BV + 8;
+#if KEY_GATE == GATE_PER_KEY
+constexpr int LDG = DK + 4;  // padded Γ row: rows land 4 banks apart, so row-parallel float4 reads do not conflict
+#endif
 
 struct Tiles {
     unsigned char* base;  // stage buffers, STAGE_BYTES each
-    float* G;         // [C][DK] (per key) or [C] (scalar): Γ
+    float* G;         // [C][LDG] (per key) or [C] (scalar): Γ
     elem_t* kt;       // [DK][LDC] (k ⊙ exp(Γ_L − Γ))^T; also the scratch of the off-diagonal blocks
     elem_t* st;       // [BV][LDK] S^T (state entering the chunk)
     elem_t* A;        // [C][LDC] masked decayed scores
@@ -280,12 +288,12 @@ __device__ __forceinline__ void gate_cumsum(const FwdArgs& a, const Tiles& s, co
 #if KEY_GATE == GATE_PER_KEY
     for (int idx = tid; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - (idx / DK) * DK;
-        s.G[i * DK + d] = (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
+        s.G[i * LDG + d] = (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
     }
     __syncthreads();
     for (int d = tid; d < DK; d += NT) {
         float acc = 0.f;
-        for (int i = 0; i < C; ++i) { acc += s.G[i * DK + d]; s.G[i * DK + d] = acc; }
+        for (int i = 0; i < C; ++i) { acc += s.G[i * LDG + d]; s.G[i * LDG + d] = acc; }
     }
 #else
     // Scalar gate: warp 0 scans the C values (C/32 per lane, then a shuffle scan across lanes).
@@ -372,6 +380,15 @@ union Vec16 {
     elem_t x[VEC];
 };
 
+// VEC consecutive Γ values as float4 loads (16-byte aligned: d is a multiple of VEC, LDG of 4).
+__device__ __forceinline__ void load_g(const float* p, float out[VEC]) {
+#pragma unroll
+    for (int u = 0; u < VEC; u += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(p + u);
+        out[u] = f.x; out[u + 1] = f.y; out[u + 2] = f.z; out[u + 3] = f.w;
+    }
+}
+
 #if KEY_GATE == GATE_PER_KEY
 // Stage intra_scores, per-key gate (§4.3 secondary chunking), A_ij for j <= i:
 //   diagonal sub-chunk blocks, exact pairwise:   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)
@@ -385,24 +402,25 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         const int i = idx / C, j = idx - (idx / C) * C;
         if (j > i) s.A[i * LDC + j] = elem_t(0);
     }
-    constexpr int PAIRS = SC * (SC + 1) / 2;  // pairs (i, j <= i) in one diagonal block
-    for (int pidx = tid; pidx < NSUB * PAIRS; pidx += NT) {
-        const int sb = pidx / PAIRS, r = pidx - sb * PAIRS;
-        int ii = (int)((sqrtf(8.f * r + 1.f) - 1.f) * 0.5f);
-        while ((ii + 1) * (ii + 2) / 2 <= r) ++ii;
-        while (ii * (ii + 1) / 2 > r) --ii;
-        const int i = sb * SC + ii, j = sb * SC + (r - ii * (ii + 1) / 2);
-        float acc = 0.f;
-#pragma unroll 2
-        for (int d = 0; d < DK; d += VEC) {
-            Vec16 qa, ka;
-            qa.u = *reinterpret_cast<const uint4*>(q + i * LDK + d);
-            ka.u = *reinterpret_cast<const uint4*>(k + j * LDK + d);
+    // Diagonal blocks: one warp per query row i, lanes split d (conflict-free row reads), warp-sum per pair.
+    constexpr int DPL = DK / 32;
+    const int lane = tid & 31;
+    for (int i = warp; i < C; i += NW) {
+        float qi[DPL], gi[DPL];
 #pragma unroll
-            for (int u = 0; u < VEC; ++u)
-                acc += to_f32(qa.x[u]) * to_f32(ka.x[u]) * exp_nonpos(s.G[i * DK + d + u] - s.G[j * DK + d + u]);
+        for (int u = 0; u < DPL; ++u) {
+            qi[u] = to_f32(q[i * LDK + lane + 32 * u]);
+            gi[u] = s.G[i * LDG + lane + 32 * u];
         }
-        s.A[i * LDC + j] = to_elem(acc);
+        for (int j = (i / SC) * SC; j <= i; ++j) {
+            float acc = 0.f;
+#pragma unroll
+            for (int u = 0; u < DPL; ++u)
+                acc += qi[u] * to_f32(k[j * LDK + lane + 32 * u]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+            if (lane == 0) s.A[i * LDC + j] = to_elem(acc);
+        }
     }
     elem_t* qs = s.kt;              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)
     elem_t* ks = s.kt + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
@@ -413,16 +431,20 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             Vec16 in, out;
             if (row < SC) {  // query rows r + row
                 in.u = *reinterpret_cast<const uint4*>(q + (r + row) * LDK + d);
+                float gi[VEC], gr[VEC];
+                load_g(s.G + (r + row) * LDG + d, gi);
+                load_g(s.G + r * LDG + d, gr);
 #pragma unroll
-                for (int u = 0; u < VEC; ++u)
-                    out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(s.G[(r + row) * DK + d + u] - s.G[r * DK + d + u]));
+                for (int u = 0; u < VEC; ++u) out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gi[u] - gr[u]));
                 *reinterpret_cast<uint4*>(qs + row * LDK + d) = out.u;
             } else {         // key rows j = row − SC < r
                 const int j = row - SC;
                 in.u = *reinterpret_cast<const uint4*>(k + j * LDK + d);
+                float gj[VEC], gr[VEC];
+                load_g(s.G + j * LDG + d, gj);
+                load_g(s.G + r * LDG + d, gr);
 #pragma unroll
-                for (int u = 0; u < VEC; ++u)
-                    out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(s.G[r * DK + d + u] - s.G[j * DK + d + u]));
+                for (int u = 0; u < VEC; ++u) out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gr[u] - gj[u]));
                 *reinterpret_cast<uint4*>(ks + j * LDK + d) = out.u;
             }
         }
@@ -461,21 +483,24 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // Stage decay_operands:  q ← q ⊙ exp(Γ)  (per key; scalar gates scale O's rows instead)
 //                        kt ← (k ⊙ exp(Γ_L − Γ))^T   (the K̂ of the state update)
 __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q) {
+    // Token index fastest across lanes: the transposed stores into kt hit consecutive addresses.
     for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
-        const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
+        const int i = idx % C, d = (idx / C) * VEC;
         Vec16 kin;
         kin.u = *reinterpret_cast<const uint4*>(s.k(b) + i * LDK + d);
 #if KEY_GATE == GATE_PER_KEY
+        float gi[VEC], gl[VEC];
+        load_g(s.G + i * LDG + d, gi);
+        load_g(s.G + (C - 1) * LDG + d, gl);
         if (with_q) {
             Vec16 qv;
             qv.u = *reinterpret_cast<const uint4*>(s.q(b) + i * LDK + d);
 #pragma unroll
-            for (int u = 0; u < VEC; ++u) qv.x[u] = to_elem(to_f32(qv.x[u]) * exp_nonpos(s.G[i * DK + d + u]));
+            for (int u = 0; u < VEC; ++u) qv.x[u] = to_elem(to_f32(qv.x[u]) * exp_nonpos(gi[u]));
             *reinterpret_cast<uint4*>(s.q(b) + i * LDK + d) = qv.u;
         }
 #pragma unroll
-        for (int u = 0; u < VEC; ++u)
-            s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * exp_nonpos(s.G[(C - 1) * DK + d + u] - s.G[i * DK + d + u]));
+        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
 #else
         const float f = exp_nonpos(s.G[C - 1] - s.G[i]);
 #pragma unroll
@@ -487,7 +512,7 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 
 __device__ __forceinline__ float gamma_last(const Tiles& s, int d) {
 #if KEY_GATE == GATE_PER_KEY
-    return s.G[(C - 1) * DK + d];
+    return s.G[(C - 1) * LDG + d];
 #else
     (void)d;
     return s.G[C - 1];
