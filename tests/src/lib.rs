@@ -30,15 +30,25 @@ fn normal(rng: &mut SmallRng) -> f32 {
     (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
 }
 
+/// `n` N(0, scale²) values, never exactly zero; generated in parallel blocks, each with its own RNG seeded from
+/// `(seed, block)`, so the result depends only on the arguments.
 fn randn(rng: &mut SmallRng, n: usize, scale: f32) -> Vec<f32> {
-    (0..n)
-        .map(|_| loop {
-            let x = normal(rng) * scale;
-            if x != 0.0 {
-                break x;
-            }
-        })
-        .collect()
+    use rayon::prelude::*;
+    const BLOCK: usize = 1 << 16;
+    let seed: u64 = rng.random();
+    let mut out = vec![0f32; n];
+    out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, chunk)| {
+        let mut r = SmallRng::seed_from_u64(seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for x in chunk {
+            *x = loop {
+                let y = normal(&mut r) * scale;
+                if y != 0.0 {
+                    break y;
+                }
+            };
+        }
+    });
+    out
 }
 
 impl Case {
@@ -47,7 +57,10 @@ impl Case {
     pub fn random(gate: &dyn Gate, dims: Dims, dtype: DType, seed: u64, with_state: bool, cu: Option<Vec<usize>>) -> Case {
         let mut rng = SmallRng::seed_from_u64(seed);
         let (nq, nv) = (dims.b * dims.t * dims.h * dims.dk, dims.b * dims.t * dims.h * dims.dv);
-        let round = |v: Vec<f32>| v.into_iter().map(|x| dtype.round(x)).collect::<Vec<_>>();
+        let round = |v: Vec<f32>| {
+            use rayon::prelude::*;
+            v.into_par_iter().map(|x| dtype.round(x)).collect::<Vec<_>>()
+        };
         let q = round(randn(&mut rng, nq, 1.0));
         let k = round(randn(&mut rng, nq, 1.0));
         let v = round(randn(&mut rng, nv, 1.0));
