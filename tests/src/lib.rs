@@ -3,8 +3,9 @@
 //! Inputs are drawn fresh from a seeded RNG (never zeros) and rounded to the kernel dtype *before* the reference
 //! sees them, so the comparison measures the kernel's arithmetic, not input rounding.
 
-use gla_core::reference::{self, KeyGate, Problem};
-use gla_core::{DType, Dims, Gate, GateShape, HostTensor};
+use gla_core::gate_ref::{gate_forward, GateProblem};
+use gla_core::reference;
+use gla_core::{DType, Dims, Gate, HostTensor};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -83,55 +84,24 @@ impl Case {
         self.cu_seqlens.as_ref().map(|c| c.len() - 1).unwrap_or(self.dims.b)
     }
 
-    /// log α for the reference, from the gate's f64 function applied to the (f32) logits.
-    pub fn log_gates(&self, gate: &dyn Gate) -> Vec<f64> {
-        let p = gate.params().len();
-        let d = self.dims;
-        match gate.shape() {
-            GateShape::Fixed => (0..d.h).map(|h| gate.log_alpha(h as f64, &self.params_f64(h, p))).collect(),
-            shape => {
-                let per = shape.logits_per_token(d.dk, d.dv);
-                self.logits
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &x)| {
-                        let h = (i / per) % d.h;
-                        gate.log_alpha(x as f64, &self.params_f64(h, p))
-                    })
-                    .collect()
-            }
-        }
-    }
-
-    fn params_f64(&self, h: usize, p: usize) -> Vec<f64> {
-        self.params[h * p..(h + 1) * p].iter().map(|&x| x as f64).collect()
-    }
-
-    /// f64 recurrent reference: (o [B,T,H,dv], final state [N,H,dk,dv]).
+    /// f64 recurrent reference driven by the gate (`gla_core::gate_ref`): (o [B,T,H,dv], final state [N,H,dk,dv]).
     pub fn reference(&self, gate: &dyn Gate, scale: Option<f64>) -> (Vec<f64>, Vec<f64>) {
         let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
-        let (q, k, v) = (f(&self.q), f(&self.k), f(&self.v));
-        let lg = self.log_gates(gate);
+        let (q, k, v, logits, params) = (f(&self.q), f(&self.k), f(&self.v), f(&self.logits), f(&self.params));
         let h0 = self.initial_state.as_deref().map(f);
-        let key_gate = match gate.shape() {
-            GateShape::PerKey => KeyGate::PerKey(&lg),
-            GateShape::PerHead => KeyGate::PerHead(&lg),
-            GateShape::Fixed => KeyGate::Fixed(&lg),
-            GateShape::PerValue => KeyGate::None,
-        };
-        let value_gate = (gate.shape() == GateShape::PerValue).then_some(lg.as_slice());
-        let p = Problem {
+        let p = GateProblem {
             dims: self.dims,
             q: &q,
             k: &k,
             v: &v,
-            key_gate,
-            value_gate,
+            gate,
+            logits: &logits,
+            params: &params,
             scale,
             initial_state: h0.as_deref(),
             cu_seqlens: self.cu_seqlens.as_deref(),
         };
-        let out = reference::recurrent_forward(&p, true).expect("reference forward");
+        let out = gate_forward(&p, true).expect("reference forward");
         (out.o, out.final_state.expect("final state"))
     }
 
