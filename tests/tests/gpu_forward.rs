@@ -165,3 +165,46 @@ fn bad_shapes_are_typed_errors() {
     let err = gla.forward(gate, &q, &q, &v_wrong, None, None, &ForwardOptions::default()).unwrap_err();
     assert!(matches!(err, gla_core::GlaError::InvalidArgument { .. } | gla_core::GlaError::Shape { .. }), "{err}");
 }
+
+/// 64-bit offsets (fla bug #1080): q, k, v and the logits hold more than 2^31 elements, and the second sequence of
+/// a varlen batch starts past element 2^31. The kernel's output is checked against the f64 reference on the first
+/// 64 tokens of sequence 0 and on the whole of sequence 1 (both computed on their own, from the same inputs).
+#[test]
+fn offsets_beyond_2_pow_31_elements() {
+    let Some(gla) = gpu_or_skip("offsets_beyond_2_pow_31_elements") else { return };
+    let gate: &'static dyn Gate = &gla::gates::Gla;
+    let (h, d, tail) = (16usize, 128usize, 80usize);
+    let t = (1usize << 31) / (h * d) + 200; // B·T·H·D = 2^31 + 409600 elements
+    let dims = Dims::new(1, t, h, d, d);
+    let cu = vec![0, t - tail, t];
+    let case = Case::random(gate, dims, DType::BF16, 2031, false, Some(cu.clone()));
+    assert!((t - tail) * h * d > 1usize << 31, "sequence 1 must start past element 2^31");
+    let q = gla.upload(&case.host(&case.q, &dims.q_shape(), DType::BF16)).unwrap();
+    let k = gla.upload(&case.host(&case.k, &dims.q_shape(), DType::BF16)).unwrap();
+    let v = gla.upload(&case.host(&case.v, &dims.v_shape(), DType::BF16)).unwrap();
+    let lg = gla.upload(&case.host(&case.logits, &dims.q_shape(), DType::BF16)).unwrap();
+    let mut o = gla.poisoned(DType::BF16, &dims.v_shape()).unwrap();
+    let opts = ForwardOptions { cu_seqlens: Some(&cu), ..Default::default() };
+    gla.forward_into(gate, &q, &k, &v, Some(&lg), None, &opts, &mut o, None).expect("forward");
+    let got = o.to_f32().unwrap();
+    let row = h * d;
+    for (name, start, len) in [("sequence 0, first 64 tokens", 0usize, 64usize), ("sequence 1 (past 2^31)", t - tail, tail)] {
+        let sub = |x: &[f32]| x[start * row..(start + len) * row].to_vec();
+        let part = Case {
+            dims: Dims::new(1, len, h, d, d),
+            dtype: DType::BF16,
+            q: sub(&case.q),
+            k: sub(&case.k),
+            v: sub(&case.v),
+            logits: sub(&case.logits),
+            params: Vec::new(),
+            initial_state: None,
+            cu_seqlens: None,
+        };
+        let want = part.reference(gate, None).0;
+        let got_part: Vec<f64> = got[start * row..(start + len) * row].iter().map(|&x| x as f64).collect();
+        let e = rel_rms(&got_part, &want);
+        println!("{name}: rel RMS {e:.2e}");
+        assert!(e <= tolerance(DType::BF16), "{name}: rel RMS {e:.2e} > {:.0e}", tolerance(DType::BF16));
+    }
+}
