@@ -9,6 +9,18 @@ use gla_core::{DType, Dims, Gate, HostTensor};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+/// Gates declared here for the tests only (none of the seven built-ins gates the value side).
+pub mod gates {
+    use gla::prelude::*;
+
+    /// A value-side gate: S_t = S_(t−1) diag(β_t) + k_tᵀ v_t with log β = log_sigmoid(x) · (1/16 + w), one logit
+    /// per value channel, w a per-head parameter in (0, 1).
+    #[gated_linear_attention(gate = per_value)]
+    pub fn value_gla(x: f32, #[param(range = 0.0..1.0)] w: f32) -> f32 {
+        log_sigmoid(x) * (0.0625 + w)
+    }
+}
+
 /// One random problem on the host.
 pub struct Case {
     pub dims: Dims,

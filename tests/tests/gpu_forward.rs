@@ -13,9 +13,14 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use tests::{rel_rms, tolerance, Case};
 
+/// The 7 built-in gates and the tests' value gate (all four gate shapes).
 fn kernel_gates() -> Vec<&'static dyn Gate> {
-    let _ = &gla::gates::Gla; // link the built-in gates
-    registered_gates().into_iter().filter(|g| g.shape() != GateShape::PerValue).collect()
+    let _ = (&gla::gates::Gla, &tests::gates::ValueGla); // link the gates' registrations
+    let g = registered_gates();
+    for shape in [GateShape::PerKey, GateShape::PerHead, GateShape::PerValue, GateShape::Fixed] {
+        assert!(g.iter().any(|g| g.shape() == shape), "no registered {shape} gate");
+    }
+    g
 }
 
 /// Run one case with one variant; returns (rel RMS of o, rel RMS of the final state).
@@ -54,7 +59,7 @@ fn run_case(gla: &Gla, gate: &'static dyn Gate, case: &Case, spec: Option<Kernel
 fn every_variant_matches_the_f64_reference() {
     let Some(gla) = gpu_or_skip("every_variant_matches_the_f64_reference") else { return };
     let gates = kernel_gates();
-    assert!(gates.len() >= 7, "expected the 7 built-in gates, found {}", gates.len());
+    assert!(gates.len() >= 8, "expected the 7 built-in gates + the value gate, found {}", gates.len());
     let specs: Vec<KernelSpec> = gates.iter().flat_map(|g| all_variants(*g)).collect();
     let t0 = std::time::Instant::now();
     specs.par_iter().for_each(|s| {

@@ -19,7 +19,8 @@ impl Gate for LogSigmoid16 {
         match self.0 {
             GateShape::PerKey => "fixture_per_key",
             GateShape::PerHead => "fixture_per_head",
-            _ => "fixture_other",
+            GateShape::PerValue => "fixture_per_value",
+            GateShape::Fixed => "fixture_other",
         }
     }
     fn shape(&self) -> GateShape {
@@ -90,4 +91,5 @@ impl Gate for FixedRetNet {
 
 pub static PER_KEY: LogSigmoid16 = LogSigmoid16(GateShape::PerKey);
 pub static PER_HEAD: LogSigmoid16 = LogSigmoid16(GateShape::PerHead);
+pub static PER_VALUE: LogSigmoid16 = LogSigmoid16(GateShape::PerValue);
 pub static FIXED: FixedRetNet = FixedRetNet;

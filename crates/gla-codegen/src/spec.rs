@@ -140,9 +140,6 @@ impl KernelSpec {
         if ![4, 8].contains(&self.tiles.warps) {
             return bad(format!("warps must be 4 or 8, got {}", self.tiles.warps));
         }
-        if self.gate.shape() == GateShape::PerValue {
-            return bad("value-side (per_value) gates run on the CPU reference only; no GPU kernel yet".into());
-        }
         let smem = crate::writer::SmemLayout::of(self).total;
         if smem > MAX_SMEM_BYTES {
             return bad(format!(
@@ -177,11 +174,9 @@ pub fn generate(spec: &KernelSpec) -> Result<Generated, GlaError> {
 /// Combinations that do not fit in shared memory are left out. Scalar and fixed gates do not use sub-chunks, so
 /// they get one sub-chunk size only.
 pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
-    let scalar = gate.shape() != GateShape::PerKey;
+    // Per-key and per-value gates decompose with sub-chunks (§4.3); scalar and fixed gates do not.
+    let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
     let mut out = Vec::new();
-    if gate.shape() == GateShape::PerValue {
-        return out;
-    }
     for dtype in DType::ALL {
         for d in [64u32, 128, 256] {
             for chunk in [32u32, 64, 128] {

@@ -27,6 +27,8 @@ pub struct SmemLayout {
     pub kt: u32,
     pub st: u32,
     pub a: u32,
+    /// Value gate only: V ⊙ exp(Γ_p − Γ) (0 bytes otherwise).
+    pub vt: u32,
     pub total: u32,
 }
 
@@ -47,17 +49,24 @@ impl SmemLayout {
         let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
         let shape = spec.gate.shape();
         let per_key = shape == GateShape::PerKey;
+        let per_value = shape == GateShape::PerValue;
         let x = match shape {
             GateShape::PerKey => c * ldk * e,
             GateShape::PerHead => c * e,
-            _ => 0,
+            GateShape::PerValue => c * ldv * e,
+            GateShape::Fixed => 0,
         };
         let (so, stage_bytes) = carve(&[c * ldk * e, c * ldk * e, c * ldv * e, x]);
         let (ro, rest) = carve(&[
-            if per_key { c * (dk + 4) * 4 } else { c * 4 },                 // Γ (padded rows)
+            match shape {                                                    // Γ (padded rows)
+                GateShape::PerKey => c * (dk + 4) * 4,
+                GateShape::PerValue => c * (bv + 4) * 4,
+                _ => c * 4,
+            },
             if per_key { (dk * ldc).max(c * ldk) * e } else { dk * ldc * e }, // K̂^T / scratch
             bv * ldk * e,                                                    // S^T
             c * ldc * e,                                                     // A
+            if per_value { c * ldv * e } else { 0 },                         // Ṽ (value gate)
         ]);
         let stages = if 2 * stage_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 2 } else { 1 };
         let base = stages * stage_bytes;
@@ -72,6 +81,7 @@ impl SmemLayout {
             kt: base + ro[1],
             st: base + ro[2],
             a: base + ro[3],
+            vt: base + ro[4],
             total: base + rest,
         }
     }
@@ -129,12 +139,12 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)");
     let _ = writeln!(w, "constexpr int LDC = C + 8;");
     let _ = writeln!(w, "constexpr int NPARAM = {};", gate.params().len());
-    let _ = writeln!(w, "#define GATE_PER_KEY 1\n#define GATE_PER_HEAD 2\n#define GATE_FIXED 3");
+    let _ = writeln!(w, "#define GATE_PER_KEY 1\n#define GATE_PER_HEAD 2\n#define GATE_FIXED 3\n#define GATE_PER_VALUE 4");
     let kg = match gate.shape() {
         GateShape::PerKey => "GATE_PER_KEY",
         GateShape::PerHead => "GATE_PER_HEAD",
         GateShape::Fixed => "GATE_FIXED",
-        GateShape::PerValue => unreachable!("rejected by KernelSpec::validate"),
+        GateShape::PerValue => "GATE_PER_VALUE",
     };
     let _ = writeln!(w, "#define KEY_GATE {kg}");
     let _ = writeln!(w, "#define GLA_FUSED {}", if spec.materialize { 0 } else { 1 });
@@ -150,8 +160,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_G = {}, OFF_KT = {}, OFF_ST = {}, OFF_A = {};  // {} B of shared memory",
-        lay.g, lay.kt, lay.st, lay.a, lay.total
+        "constexpr unsigned OFF_G = {}, OFF_KT = {}, OFF_ST = {}, OFF_A = {}, OFF_VT = {};  // {} B of shared memory",
+        lay.g, lay.kt, lay.st, lay.a, lay.vt, lay.total
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);

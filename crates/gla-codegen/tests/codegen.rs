@@ -58,6 +58,9 @@ fn variant_space_is_complete_and_valid() {
     assert_eq!(ids.len(), v.len(), "ids must be unique");
     let scalar = all_variants(&fixtures::PER_HEAD);
     assert!(scalar.iter().all(|s| s.sub_chunk == 16));
+    // value gates decompose with sub-chunks like per-key gates
+    let pv = all_variants(&fixtures::PER_VALUE);
+    assert!(pv.iter().any(|s| s.sub_chunk == 32) && pv.iter().any(|s| s.materialize) && pv.iter().all(|s| s.validate().is_ok()));
 }
 
 fn check_snapshot(name: &str, got: &str) {
@@ -73,7 +76,7 @@ fn check_snapshot(name: &str, got: &str) {
 
 #[test]
 fn snapshots_of_emitted_source() {
-    let cases: [(&str, KernelSpec); 3] = [
+    let cases: [(&str, KernelSpec); 4] = [
         ("per_key.bf16.C64.c16.k128.bv64.fused.cu", spec(64, 16, 128, 64, false).unwrap()),
         (
             "per_head.f32.C64.k64.bv32.mat.cu",
@@ -82,6 +85,10 @@ fn snapshots_of_emitted_source() {
         (
             "fixed.f16.C32.k128.bv64.fused.cu",
             KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4 }).unwrap(),
+        ),
+        (
+            "per_value.bf16.C64.c16.k128.bv64.fused.cu",
+            KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 64, 16, 128, 128, false, Tiles { block_v: 64, warps: 8 }).unwrap(),
         ),
     ];
     for (name, s) in cases {
@@ -92,7 +99,7 @@ fn snapshots_of_emitted_source() {
 
 #[test]
 fn default_variant_exists_for_every_dtype_and_head_dim() {
-    for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
+    for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE] {
         for dt in DType::ALL {
             for d in [1usize, 63, 64, 100, 128, 129, 200, 256] {
                 let s = KernelSpec::default_for(g, dt, d, d).unwrap_or_else(|e| panic!("{dt} d={d}: {e}"));

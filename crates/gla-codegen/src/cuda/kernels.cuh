@@ -34,6 +34,11 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
         decay_operands(s, b, true);                          // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
         output_chunk(a, s, sq, i0, b);                       // O = Q̃ S + A V
+#if KEY_GATE == GATE_PER_VALUE
+        __syncthreads();
+        decay_values_for_state(s, b);                        // V̂ = V ⊙ exp(Γ_L − Γ)  (value gate)
+        __syncthreads();
+#endif
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
         if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();

@@ -10,6 +10,8 @@ constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
 constexpr int LDV = BV + 8;
 #if KEY_GATE == GATE_PER_KEY
 constexpr int LDG = DK + 4;  // padded Γ row: rows land 4 banks apart, so row-parallel float4 reads do not conflict
+#elif KEY_GATE == GATE_PER_VALUE
+constexpr int LDG = BV + 4;  // value gate: Γ is C x BV (this CTA's value columns), rows padded as above
 #endif
 
 struct Tiles {
@@ -18,6 +20,7 @@ struct Tiles {
     elem_t* kt;       // [DK][LDC] (k ⊙ exp(Γ_L − Γ))^T; also the scratch of the off-diagonal blocks
     elem_t* st;       // [BV][LDK] S^T (state entering the chunk)
     elem_t* A;        // [C][LDC] masked decayed scores
+    elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES == 2 ? b : 0) * STAGE_BYTES + off);
@@ -25,7 +28,7 @@ struct Tiles {
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
     __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
-    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }  // raw gate logits
+    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }  // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head)
 };
 
 __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
@@ -35,6 +38,7 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.kt = reinterpret_cast<elem_t*>(smem + OFF_KT);
     s.st = reinterpret_cast<elem_t*>(smem + OFF_ST);
     s.A = reinterpret_cast<elem_t*>(smem + OFF_A);
+    s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
     return s;
 }
 
@@ -81,12 +85,19 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const bool ok = i < rows;
             const i64 off = ok ? ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e : 0;
             cp_async16(s.v(b) + i * LDV + e, a.v + off, ok);
+#if KEY_GATE == GATE_PER_VALUE
+            cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
+#endif
         }
     } else {
         for (int idx = tid; idx < C * BV; idx += NT) {
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
-            s.v(b)[i * LDV + e] = ok ? a.v[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e] : elem_t(0);
+            const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
+            s.v(b)[i * LDV + e] = ok ? a.v[off] : elem_t(0);
+#if KEY_GATE == GATE_PER_VALUE
+            s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
+#endif
         }
     }
     cp_async_commit();
@@ -121,6 +132,18 @@ __device__ __forceinline__ void gate_cumsum(const FwdArgs& a, const Tiles& s, co
         float acc = 0.f;
         for (int i = 0; i < C; ++i) { acc += s.G[i * LDG + d]; s.G[i * LDG + d] = acc; }
     }
+#elif KEY_GATE == GATE_PER_VALUE
+    // Value gate: Γ over this CTA's BV value columns (columns past d_v contribute 0).
+    for (int idx = tid; idx < C * BV; idx += NT) {
+        const int i = idx / BV, e = idx - (idx / BV) * BV;
+        s.G[i * LDG + e] = (i < rows && sq.v0 + e < a.dv) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDV + e]), p) : 0.f;
+    }
+    __syncthreads();
+    for (int e = tid; e < BV; e += NT) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) { acc += s.G[i * LDG + e]; s.G[i * LDG + e] = acc; }
+    }
+    (void)fixed_log_alpha;
 #else
     // Scalar gate: warp 0 scans the C values (C/32 per lane, then a shuffle scan across lanes).
     if (tid < 32) {
@@ -288,6 +311,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 }
 #else
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
+// Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
 __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     constexpr int NCOL = C / 8, NTILES = (C / 16) * NCOL;
@@ -298,7 +322,11 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const int i = tm * 16 + g + (r >= 2 ? 8 : 0), j = tn * 8 + 2 * t + (r & 1);
+#if KEY_GATE == GATE_PER_VALUE
+            c[r] = (j <= i) ? c[r] : 0.f;
+#else
             c[r] = (j <= i) ? c[r] * exp_nonpos(s.G[i] - s.G[j]) : 0.f;
+#endif
         }
         tile_store(c, s.A, LDC, tm * 16, tn * 8);
     }
@@ -306,8 +334,28 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 }
 #endif
 
+#if KEY_GATE == GATE_PER_VALUE
+// Value gate, V ← V ⊙ exp(Γ_L − Γ) in place (the V̂ of the state update; after the output stage has read V).
+__device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
+    elem_t* v = s.v(b);
+    for (int idx = threadIdx.x; idx < C * (BV / VEC); idx += NT) {
+        const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
+        Vec16 in;
+        in.u = *reinterpret_cast<const uint4*>(v + i * LDV + e);
+        float gi[VEC], gl[VEC];
+        load_g(s.G + i * LDG + e, gi);
+        load_g(s.G + (C - 1) * LDG + e, gl);
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) in.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gl[u] - gi[u]));
+        *reinterpret_cast<uint4*>(v + i * LDV + e) = in.u;
+    }
+}
+#endif
+
 // Stage decay_operands:  q ← q ⊙ exp(Γ)  (per key; scalar gates scale O's rows instead)
-//                        kt ← (k ⊙ exp(Γ_L − Γ))^T   (the K̂ of the state update)
+//                        kt ← (k ⊙ exp(Γ_L − Γ))^T   (the K̂ of the state update; value gate: kt ← k^T)
+//   value gate only:     vt ← V ⊙ exp(Γ_p − Γ), p = last row of the key sub-chunk (with_q: the output's operand);
+//                        without q (state kernel) V ← V ⊙ exp(Γ_L − Γ) in place instead.
 __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q) {
     // Token index fastest across lanes: the transposed stores into kt hit consecutive addresses.
     for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
@@ -327,12 +375,33 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
         }
 #pragma unroll
         for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
+#elif KEY_GATE == GATE_PER_VALUE
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = kin.x[u];
 #else
         const float f = exp_nonpos(s.G[C - 1] - s.G[i]);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * f);
 #endif
     }
+#if KEY_GATE == GATE_PER_VALUE
+    if (!with_q) {
+        decay_values_for_state(s, b);
+        return;
+    }
+    for (int idx = threadIdx.x; idx < C * (BV / VEC); idx += NT) {
+        const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
+        const int p = (i / SC) * SC + SC - 1;  // reference: last row of the key sub-chunk
+        Vec16 in;
+        in.u = *reinterpret_cast<const uint4*>(s.v(b) + i * LDV + e);
+        float gi[VEC], gp[VEC];
+        load_g(s.G + i * LDG + e, gi);
+        load_g(s.G + p * LDG + e, gp);
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) in.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gp[u] - gi[u]));
+        *reinterpret_cast<uint4*>(s.vt + i * LDV + e) = in.u;
+    }
+#endif
     (void)with_q;
 }
 
@@ -345,6 +414,50 @@ __device__ __forceinline__ float gamma_last(const Tiles& s, int d) {
 #endif
 }
 
+#if KEY_GATE == GATE_PER_VALUE
+// Value gate (decay on V's columns, Γ is C x BV):  O_ie = exp(Γ_ie) (Q S)_ie + Σ_{j<=i} A_ij exp(Γ_ie − Γ_je) v_je.
+//   key sub-chunk m below the query's (reference p = its last row, j <= p < i), on tensor cores:
+//                                  exp(Γ_ie − Γ_pe) · Σ_{j∈m} A_ij [v_je exp(Γ_pe − Γ_je)]   (vt holds the bracket)
+//   the query's own sub-chunk, exact pairwise in f32:  Σ_{j<=i} A_ij exp(Γ_ie − Γ_je) v_je
+// c holds Q S for the 16x8 tile (tm, tn) on entry and the whole of O's tile (before scale) on return.
+__device__ __forceinline__ void value_gate_intra(float c[4], const Tiles& s, int b, int tm, int tn) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int row[2] = {tm * 16 + g, tm * 16 + g + 8}, col = tn * 8 + 2 * t;
+    float gi[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        gi[h][0] = s.G[row[h] * LDG + col];
+        gi[h][1] = s.G[row[h] * LDG + col + 1];
+        c[2 * h] *= exp_nonpos(gi[h][0]);                               // inter: exp(Γ_i) ⊙ (Q S)
+        c[2 * h + 1] *= exp_nonpos(gi[h][1]);
+    }
+    const int sb = (tm * 16) / SC;
+    for (int m = 0; m < sb; ++m) {                                      // off-diagonal key sub-chunks
+        float cm[4] = {0.f, 0.f, 0.f, 0.f};
+        tile_mma_kn<SC>(cm, s.A + m * SC, LDC, tm * 16, s.vt + m * SC * LDV, LDV, tn * 8);
+        const int p = m * SC + SC - 1;
+        const float gp0 = s.G[p * LDG + col], gp1 = s.G[p * LDG + col + 1];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            c[2 * h] += exp_nonpos(gi[h][0] - gp0) * cm[2 * h];
+            c[2 * h + 1] += exp_nonpos(gi[h][1] - gp1) * cm[2 * h + 1];
+        }
+    }
+    const elem_t* v = s.v(b);
+    for (int j = sb * SC; j <= row[1]; ++j) {                           // diagonal sub-chunk, pairwise
+        const float gj0 = s.G[j * LDG + col], gj1 = s.G[j * LDG + col + 1];
+        const float v0 = to_f32(v[j * LDV + col]), v1 = to_f32(v[j * LDV + col + 1]);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (j > row[h]) continue;
+            const float aij = to_f32(s.A[row[h] * LDC + j]);
+            c[2 * h] += aij * exp_nonpos(gi[h][0] - gj0) * v0;
+            c[2 * h + 1] += aij * exp_nonpos(gi[h][1] - gj1) * v1;
+        }
+    }
+}
+#endif
+
 // Stage output:  O = scale · ( (Q ⊙ exp(Γ)) S  +  A V )   (inter-chunk + intra-chunk), stored masked.
 __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -355,11 +468,15 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         const int tm = tile / (BV / 8), tn = tile % (BV / 8);
         float c[4] = {0.f, 0.f, 0.f, 0.f};
         tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.st, LDK, tn * 8);       // inter: Q̃ S
+#if KEY_GATE == GATE_PER_VALUE
+        value_gate_intra(c, s, b, tm, tn);                              // exp(Γ) ⊙ (Q S) + intra, value-decayed
+#else
 #if KEY_GATE != GATE_PER_KEY
         const float e_lo = exp_nonpos(s.G[tm * 16 + g]), e_hi = exp_nonpos(s.G[tm * 16 + g + 8]);
         c[0] *= e_lo; c[1] *= e_lo; c[2] *= e_hi; c[3] *= e_hi;        // scalar gate: diag(exp(Γ)) Q S
 #endif
         tile_mma_kn<C>(c, s.A, LDC, tm * 16, s.v(b), LDV, tn * 8);      // intra: A V
+#endif
         const int i = tm * 16 + g, e = sq.v0 + tn * 8 + 2 * t;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -372,7 +489,7 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
     }
 }
 
-// Stage state_update:  S ← diag(exp(Γ_L)) S + K̂^T V.
+// Stage state_update:  S ← diag(exp(Γ_L)) S + K̂^T V   (value gate: S ← S diag(exp(Γ_L)) + K^T V̂).
 __device__ __forceinline__ void state_update(float S[S_PER_WARP][4], const Tiles& s, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
 #pragma unroll
@@ -380,9 +497,16 @@ __device__ __forceinline__ void state_update(float S[S_PER_WARP][4], const Tiles
         const int tile = warp + u * NW;
         if (tile >= S_TILES) continue;
         const int tm = tile / (BV / 8), tn = tile % (BV / 8);
+#if KEY_GATE == GATE_PER_VALUE
+        const int col = tn * 8 + 2 * (lane & 3);                        // S ← S diag(exp(Γ_L)) (columns)
+        const float f0 = exp_nonpos(s.G[(C - 1) * LDG + col]), f1 = exp_nonpos(s.G[(C - 1) * LDG + col + 1]);
+        S[u][0] *= f0; S[u][1] *= f1; S[u][2] *= f0; S[u][3] *= f1;
+        (void)g;
+#else
         const float f_lo = exp_nonpos(gamma_last(s, tm * 16 + g));
         const float f_hi = exp_nonpos(gamma_last(s, tm * 16 + g + 8));
         S[u][0] *= f_lo; S[u][1] *= f_lo; S[u][2] *= f_hi; S[u][3] *= f_hi;
+#endif
         tile_mma_kn<C>(S[u], s.kt, LDC, tm * 16, s.v(b), LDV, tn * 8);
     }
 }

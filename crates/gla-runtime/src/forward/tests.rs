@@ -296,7 +296,7 @@ fn empty_problems_validate() {
 }
 
 #[test]
-fn per_value_gates_have_no_kernel() {
+fn per_value_gates_take_one_logit_per_value_channel() {
     use gla_core::GateShape::PerValue;
     struct PV;
     impl Gate for PV {
@@ -331,7 +331,9 @@ fn per_value_gates_have_no_kernel() {
     }
     static G: PV = PV;
     let mut c = base();
-    c.g = Some((vec![2, 100, 4, 96], BF));
-    check_err(&G, &c, &["per_value"]);
+    c.g = Some((vec![2, 100, 4, 96], BF)); // one logit per value channel
+    assert!(run(&G, &c).is_ok());
+    c.g = Some((vec![2, 100, 4, 128], BF)); // per-key shaped logits for a value gate
+    check_err(&G, &c, &["logits"]);
     assert_eq!(logits_shape(PerValue, &Dims::new(2, 100, 4, 128, 96)), vec![2, 100, 4, 96]);
 }
