@@ -2,7 +2,7 @@
 //! shapes on the GPU, with the memory floor measured in the same run. Writes JSON in the schema of
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
-//!   bench [--out ours.json] [--reps 50] [--shapes all|quick] [--variants all|default]
+//!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default] [--gates gla,mamba2]
 //!
 //! Timing: CUDA events around each run, 3 warm-ups, median of `--reps` runs, L2 flushed (256 MB write) before each
 //! run; inputs are fresh random values (never zeros). Accuracy: each shape's best variant is re-run at a smaller
@@ -64,15 +64,29 @@ fn main() {
     let copy_gbps = bw.tb_per_s * 1000.0;
     println!("device-to-device copy: {:.0} GB/s (read + write)", copy_gbps);
     let mut flush = L2Flush::new(gpu).expect("L2 flush buffer");
-    let gates: [(&str, &'static dyn Gate); 2] = [("gla", &gla::gates::Gla), ("mamba2", &gla::gates::Mamba2)];
+    let which = opt("--gates", "gla,mamba2");
+    let gates: Vec<(&str, &'static dyn Gate)> = [("gla", &gla::gates::Gla as &'static dyn Gate), ("mamba2", &gla::gates::Mamba2)]
+        .into_iter()
+        .filter(|(n, _)| which.split(',').any(|w| w == *n))
+        .collect();
     let mut shapes = vec![(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128)];
     shapes.extend([(8, 1024, 16, 128), (8, 2048, 16, 128), (8, 8192, 16, 128)]); // for the time-vs-T plot
+    let shape_arg = opt("--shapes", "all");
     if quick {
         shapes.truncate(1);
+    } else if shape_arg != "all" {
+        shapes = shape_arg
+            .split(';')
+            .map(|s| {
+                let v: Vec<usize> = s.split(',').map(|x| x.trim().parse().expect("--shapes B,T,H,D;...")).collect();
+                assert!(v.len() == 4, "--shapes takes B,T,H,D;...");
+                (v[0], v[1], v[2], v[3])
+            })
+            .collect();
     }
     let mut records = Vec::new();
     for &(b, t, h, d) in &shapes {
-        for (gname, gate) in gates {
+        for &(gname, gate) in &gates {
             let dims = Dims::new(b, t, h, d, d);
             let case = Case::random(gate, dims, DType::BF16, 42, false, None);
             let mut x = upload(&gla, gate, &case);

@@ -8,6 +8,7 @@ fn main() {
     let gate: &'static dyn Gate = match get(0, "per_key").as_str() {
         "per_head" => &fixtures::PER_HEAD,
         "fixed" => &fixtures::FIXED,
+        "per_value" => &fixtures::PER_VALUE,
         _ => &fixtures::PER_KEY,
     };
     let dtype = match get(1, "bf16").as_str() {

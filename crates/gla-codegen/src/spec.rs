@@ -185,10 +185,15 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                         continue;
                     }
                     for materialize in [false, true] {
-                        for block_v in [32u32, 64] {
+                        for block_v in [32u32, 64, 128] {
                             for warps in [4u32, 8] {
                                 if d == 256 && warps == 4 {
                                     continue; // the d_k x block_v state would not fit in 4 warps' registers
+                                }
+                                // One 128-wide value tile per head (no per-tile repeat of the gate, scores and
+                                // decays) only at d = 128 with 8 warps: the 128 x 128 state is 64 registers a thread.
+                                if block_v == 128 && (d != 128 || warps != 8) {
+                                    continue;
                                 }
                                 let tiles = Tiles { block_v, warps };
                                 if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {

@@ -24,7 +24,6 @@ pub struct SmemLayout {
     pub stage_v: u32,
     pub stage_x: u32,
     pub g: u32,
-    pub kt: u32,
     pub st: u32,
     pub a: u32,
     /// Value gate only: V ⊙ exp(Γ_p − Γ) (0 bytes otherwise).
@@ -48,7 +47,6 @@ impl SmemLayout {
         let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
         let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
         let shape = spec.gate.shape();
-        let per_key = shape == GateShape::PerKey;
         let per_value = shape == GateShape::PerValue;
         let x = match shape {
             GateShape::PerKey => c * ldk * e,
@@ -63,8 +61,7 @@ impl SmemLayout {
                 GateShape::PerValue => c * (bv + 4) * 4,
                 _ => c * 4,
             },
-            if per_key { (dk * ldc).max(c * ldk) * e } else { dk * ldc * e }, // K̂^T / scratch
-            bv * ldk * e,                                                    // S^T
+            dk * ldv * e,                                                    // S
             c * ldc * e,                                                     // A
             if per_value { c * ldv * e } else { 0 },                         // Ṽ (value gate)
         ]);
@@ -78,10 +75,9 @@ impl SmemLayout {
             stage_v: so[2],
             stage_x: so[3],
             g: base + ro[0],
-            kt: base + ro[1],
-            st: base + ro[2],
-            a: base + ro[3],
-            vt: base + ro[4],
+            st: base + ro[1],
+            a: base + ro[2],
+            vt: base + ro[3],
             total: base + rest,
         }
     }
@@ -112,6 +108,17 @@ fn elem_section(dtype: DType) -> &'static str {
     }
 }
 
+/// Largest decay span −min_d Γ_L (log2 units) of a chunk for which the per-key kernels use the factorised
+/// intra-chunk product (Q ⊙ 2^Γ)(K ⊙ 2^−Γ)^T: its operands then stay within 2^±SPAN_MAX of q and k. bf16 and f32
+/// share f32's exponent range; f16 (normal range 2^−14..2^15) gets a small span so K̃ cannot overflow and Q̃
+/// keeps its precision.
+pub fn span_max(dtype: DType) -> f32 {
+    match dtype {
+        DType::F16 => 8.0,
+        DType::BF16 | DType::F32 => 32.0,
+    }
+}
+
 /// Emit the forward kernels of `spec` (already validated).
 pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let gate = spec.gate;
@@ -139,6 +146,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)");
     let _ = writeln!(w, "constexpr int LDC = C + 8;");
     let _ = writeln!(w, "constexpr int NPARAM = {};", gate.params().len());
+    let _ = writeln!(
+        w,
+        "constexpr float SPAN_MAX = {:.1}f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form",
+        span_max(spec.dtype)
+    );
     let _ = writeln!(w, "#define GATE_PER_KEY 1\n#define GATE_PER_HEAD 2\n#define GATE_FIXED 3\n#define GATE_PER_VALUE 4");
     let kg = match gate.shape() {
         GateShape::PerKey => "GATE_PER_KEY",
@@ -160,8 +172,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_G = {}, OFF_KT = {}, OFF_ST = {}, OFF_A = {}, OFF_VT = {};  // {} B of shared memory",
-        lay.g, lay.kt, lay.st, lay.a, lay.vt, lay.total
+        "constexpr unsigned OFF_G = {}, OFF_ST = {}, OFF_A = {}, OFF_VT = {};  // {} B of shared memory",
+        lay.g, lay.st, lay.a, lay.vt, lay.total
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);

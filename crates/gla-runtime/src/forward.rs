@@ -270,7 +270,9 @@ impl Gla {
     pub fn on_device(ordinal: usize) -> Result<Gla> {
         let gpu = Gpu::new(ordinal)?;
         crate::nvrtc::probe()?;
-        Ok(Self::with_gpu(gpu, CompileOptions { driver_cache: true, ..CompileOptions::default() }))
+        // GLA_LINEINFO=1 compiles with -lineinfo, so profilers (ncu's source page) map SASS to the kernel source.
+        let lineinfo = std::env::var("GLA_LINEINFO").is_ok_and(|v| v == "1");
+        Ok(Self::with_gpu(gpu, CompileOptions { driver_cache: true, lineinfo, ..CompileOptions::default() }))
     }
 
     /// Wrap an opened GPU with the given compile options.

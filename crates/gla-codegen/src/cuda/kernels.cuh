@@ -2,6 +2,22 @@
 // Entry points. Each is a short tile program over the stages above.
 // ---------------------------------------------------------------------------------------------------------------
 
+// The chunk's scores A and decayed operands. Per-key gates take the one-matmul factorised form on mild chunks
+// (decay span <= SPAN_MAX: intra_scores_factored) and the exact sub-chunk form (§4.3) otherwise.
+__device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool mild) {
+#if KEY_GATE == GATE_PER_KEY
+    if (mild) {
+        decay_operands(s, b, true, true);                    // Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂
+        __syncthreads();
+        intra_scores_factored(s, b);                         // A = (Q̃ K̃^T) ⊙ M
+        return;
+    }
+#endif
+    (void)mild;
+    intra_scores(s, b);                                      // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+    decay_operands(s, b, true, false);                       // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+}
+
 #if GLA_FUSED
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence) walks the chunks in order; the state S
 // stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n computes.
@@ -27,11 +43,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
             cp_async_wait<0>();
         }
         __syncthreads();
-        gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ = log2e · cumsum(gate(x))
+        const bool mild = gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
         state_to_smem(S, s);                                 // S^T for the inter-chunk product
         __syncthreads();
-        intra_scores(s, b);                                  // A = (Q K^T) ⊙ D  (decay-masked)
-        decay_operands(s, b, true);                          // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+        intra_and_operands(s, b, mild);                      // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
         output_chunk(a, s, sq, i0, b);                       // O = Q̃ S + A V
 #if KEY_GATE == GATE_PER_VALUE
@@ -74,7 +89,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_
         gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
         state_global<true>(S, a.states + ((c0 + c) * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // S_[n]
         __syncthreads();
-        decay_operands(s, b, false);                         // K̂ = K ⊙ exp(Γ_L − Γ)
+        decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
         if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
@@ -95,11 +110,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_
     land_logit(s, 0, issue_chunk(a, s, sq, i0, 0, true));   // q, k, v, x
     cp_async_wait<0>();
     __syncthreads();
-    gate_cumsum(a, s, sq, i0, 0, fixed_gate(a, head));      // Γ
+    const bool mild = gate_cumsum(a, s, sq, i0, 0, fixed_gate(a, head));  // Γ
     state_global_to_smem(a.states + ((i64)gc * a.h + head) * a.dk * (i64)a.dv, s, a, sq.v0);  // S_[n]^T
     __syncthreads();
-    intra_scores(s, 0);                                     // A
-    decay_operands(s, 0, true);                             // Q̃
+    intra_and_operands(s, 0, mild);                         // A, Q̃
     __syncthreads();
     output_chunk(a, s, sq, i0, 0);                          // O = Q̃ S + A V
 }

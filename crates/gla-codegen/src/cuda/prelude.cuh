@@ -26,6 +26,9 @@ __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpre
 // 2^x of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later − Γ_earlier). Γ is kept
 // in log2 units (log α · log2 e), so one ex2 per decay factor.
 __device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP2(x); }
+// 2^x for the one factor of the chunk-level factorisation (see intra_scores_factored) whose argument is positive:
+// only called when the chunk's decay span, checked at run time, is at most SPAN_MAX, so 2^x <= 2^SPAN_MAX.
+__device__ __forceinline__ float exp_span(float x) { return GLA_EXP2(x); }
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -110,6 +113,45 @@ __device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda
 #pragma unroll 4
     for (int kk = 0; kk < K; ++kk) {
         const float al = to_f32(a_lo[kk]), ah = to_f32(a_hi[kk]), x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
+        c[0] = fmaf(al, x0, c[0]);
+        c[1] = fmaf(al, x1, c[1]);
+        c[2] = fmaf(ah, x0, c[2]);
+        c[3] = fmaf(ah, x1, c[3]);
+    }
+#endif
+}
+
+// c[16x8] += A[r0:r0+16, 0:K] · B[0:K, c0:c0+8] with A given TRANSPOSED, row-major [k][m] (lda), and B row-major
+// [k][n] (ldb): both operands come from ldmatrix.trans, so a k-major tile (e.g. K̂ stored [token][d] for K̂^T V)
+// needs no transposed copy.
+template <int K>
+__device__ __forceinline__ void tile_mma_tn(float c[4], const elem_t* At, int lda, int r0, const elem_t* B, int ldb, int c0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#if GLA_TENSOR_CORES
+    // x4.trans: lanes 8q..8q+7 address the rows (k) of 8x8 block q: q=0 (m 0-7, k 0-7), 1 (m 8-15, k 0-7),
+    // 2 (m 0-7, k 8-15), 3 (m 8-15, k 8-15)  ->  a0..a3 in the mma fragment order.
+    const int q = lane >> 3;
+    const unsigned a_addr = smem_u32(At + ((lane & 7) + (q >> 1) * 8) * lda + r0 + (q & 1) * 8);
+    const unsigned b_addr = smem_u32(B + (lane & 15) * ldb + c0);
+    (void)g; (void)t;
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        unsigned a0, a1, a2, a3, b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * lda * (int)sizeof(elem_t)));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+#else
+    const elem_t* b = B + c0 + 2 * t;
+#pragma unroll 4
+    for (int kk = 0; kk < K; ++kk) {
+        const float al = to_f32(At[kk * lda + r0 + g]), ah = to_f32(At[kk * lda + r0 + g + 8]);
+        const float x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
         c[0] = fmaf(al, x0, c[0]);
         c[1] = fmaf(al, x1, c[1]);
         c[2] = fmaf(ah, x0, c[2]);

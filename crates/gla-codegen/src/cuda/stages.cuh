@@ -17,8 +17,7 @@ constexpr int LDG = BV + 4;  // value gate: Γ is C x BV (this CTA's value colum
 struct Tiles {
     unsigned char* base;  // stage buffers, STAGE_BYTES each
     float* G;         // [C][LDG] (per key) or [C] (scalar): Γ
-    elem_t* kt;       // [DK][LDC] (k ⊙ exp(Γ_L − Γ))^T; also the scratch of the off-diagonal blocks
-    elem_t* st;       // [BV][LDK] S^T (state entering the chunk)
+    elem_t* st;       // [DK][LDV] S (state entering the chunk), row-major: the k-major B operand of Q̃ S
     elem_t* A;        // [C][LDC] masked decayed scores
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     // Stage buffer b holds one chunk's inputs:
@@ -26,16 +25,17 @@ struct Tiles {
         return reinterpret_cast<elem_t*>(base + (STAGES == 2 ? b : 0) * STAGE_BYTES + off);
     }
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
-    __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k
+    __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k, later K̂ = k ⊙ exp(Γ_L − Γ)
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
-    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }  // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head)
+    // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
+    // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
+    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }
 };
 
 __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     Tiles s;
     s.base = smem;
     s.G = reinterpret_cast<float*>(smem + OFF_G);
-    s.kt = reinterpret_cast<elem_t*>(smem + OFF_KT);
     s.st = reinterpret_cast<elem_t*>(smem + OFF_ST);
     s.A = reinterpret_cast<elem_t*>(smem + OFF_A);
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
@@ -118,20 +118,27 @@ __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
 }
 
 // Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
-__device__ __forceinline__ void gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
+// Returns (CTA-uniform) whether the chunk is "mild": its decay span −min_d Γ_L,d is at most SPAN_MAX, so the
+// chunk-level factorisation of intra_scores_factored is safe (per-key gates only; always false otherwise).
+__device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
     const int tid = threadIdx.x;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    for (int idx = tid; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - (idx / DK) * DK;
-        s.G[i * LDG + d] = (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
-    }
-    __syncthreads();
+    // One thread per key column: gate and running sum in one pass (column reads are conflict-free).
+    float lowest = 0.f;
     for (int d = tid; d < DK; d += NT) {
         float acc = 0.f;
-        for (int i = 0; i < C; ++i) { acc += s.G[i * LDG + d]; s.G[i * LDG + d] = acc; }
+        const bool col = d < a.dk;
+#pragma unroll 8
+        for (int i = 0; i < C; ++i) {
+            acc += (i < rows && col) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
+            s.G[i * LDG + d] = acc;
+        }
+        lowest = fminf(lowest, acc);
     }
+    (void)fixed_log_alpha;
+    return __syncthreads_and(lowest >= -SPAN_MAX) != 0;  // NaN logits fail the test: the exact path handles them
 #elif KEY_GATE == GATE_PER_VALUE
     // Value gate: Γ over this CTA's BV value columns (columns past d_v contribute 0).
     for (int idx = tid; idx < C * BV; idx += NT) {
@@ -171,6 +178,7 @@ __device__ __forceinline__ void gate_cumsum(const FwdArgs& a, const Tiles& s, co
     }
     (void)b; (void)fixed_log_alpha;
 #endif
+    return false;
 }
 
 // Per-warp ownership of the 16x8 tiles of the state S (d_k x BV) and of the output O (C x BV).
@@ -179,7 +187,7 @@ constexpr int S_PER_WARP = (S_TILES + NW - 1) / NW;
 constexpr int O_TILES = (C / 16) * (BV / 8);
 constexpr int O_PER_WARP = (O_TILES + NW - 1) / NW;
 
-// Stage state_to_smem: st = S^T in elem_t (the B operand of Q̃ S).
+// Stage state_to_smem: st = S in elem_t (the B operand of Q̃ S); pairs of columns as one 32-bit store.
 __device__ __forceinline__ void state_to_smem(const float S[S_PER_WARP][4], const Tiles& s) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -187,10 +195,10 @@ __device__ __forceinline__ void state_to_smem(const float S[S_PER_WARP][4], cons
         const int tile = warp + u * NW;
         if (tile < S_TILES) {
             const int d = (tile / (BV / 8)) * 16 + g, e = (tile % (BV / 8)) * 8 + 2 * t;
-            s.st[e * LDK + d] = to_elem(S[u][0]);
-            s.st[(e + 1) * LDK + d] = to_elem(S[u][1]);
-            s.st[e * LDK + d + 8] = to_elem(S[u][2]);
-            s.st[(e + 1) * LDK + d + 8] = to_elem(S[u][3]);
+            s.st[d * LDV + e] = to_elem(S[u][0]);
+            s.st[d * LDV + e + 1] = to_elem(S[u][1]);
+            s.st[(d + 8) * LDV + e] = to_elem(S[u][2]);
+            s.st[(d + 8) * LDV + e + 1] = to_elem(S[u][3]);
         }
     }
 }
@@ -215,12 +223,12 @@ __device__ __forceinline__ void state_global(float S[S_PER_WARP][4], float* base
     }
 }
 
-// Stage chunk_state_from_global (materialize on): st = S_[n]^T read from the states buffer.
+// Stage chunk_state_from_global (materialize on): st = S_[n] read from the states buffer (coalesced rows).
 __device__ __forceinline__ void state_global_to_smem(const float* base, const Tiles& s, const FwdArgs& a, int v0) {
     for (int idx = threadIdx.x; idx < BV * DK; idx += NT) {
-        const int e = idx / DK, d = idx - (idx / DK) * DK;
+        const int d = idx / BV, e = idx - (idx / BV) * BV;
         const bool ok = d < a.dk && v0 + e < a.dv;
-        s.st[e * LDK + d] = ok ? to_elem(base[(i64)d * a.dv + v0 + e]) : elem_t(0);
+        s.st[d * LDV + e] = ok ? to_elem(base[(i64)d * a.dv + v0 + e]) : elem_t(0);
     }
 }
 
@@ -271,8 +279,8 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             if (lane == 0) s.A[i * LDC + j] = to_elem(acc);
         }
     }
-    elem_t* qs = s.kt;              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)
-    elem_t* ks = s.kt + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
+    elem_t* qs = s.x(b);              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)   (the logits are dead)
+    elem_t* ks = s.x(b) + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
     for (int sb = 1; sb < NSUB; ++sb) {
         const int r = sb * SC;
         for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += NT) {
@@ -352,15 +360,17 @@ __device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
 }
 #endif
 
-// Stage decay_operands:  q ← q ⊙ exp(Γ)  (per key; scalar gates scale O's rows instead)
-//                        kt ← (k ⊙ exp(Γ_L − Γ))^T   (the K̂ of the state update; value gate: kt ← k^T)
-//   value gate only:     vt ← V ⊙ exp(Γ_p − Γ), p = last row of the key sub-chunk (with_q: the output's operand);
-//                        without q (state kernel) V ← V ⊙ exp(Γ_L − Γ) in place instead.
-__device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q) {
-    // Token index fastest across lanes: the transposed stores into kt hit consecutive addresses.
+// Stage decay_operands (row-major, 16-byte vectors; no transposed copies):
+//   k ← K̂ = k ⊙ exp(Γ_L − Γ)                   (in place: the state update's K̂; value gates use k itself)
+//   with_q, per key:  q ← Q̃ = q ⊙ exp(Γ)        (in place; scalar gates scale O's rows instead)
+//   mild (per key):   x ← K̃ = k ⊙ exp(−Γ)       (into the dead logit buffer; for intra_scores_factored)
+//   value gate:       vt ← V ⊙ exp(Γ_p − Γ), p = last row of the key sub-chunk (with_q: the output's operand);
+//                     without q (state kernel) V ← V ⊙ exp(Γ_L − Γ) in place instead.
+__device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q, bool mild) {
+#if KEY_GATE != GATE_PER_VALUE
     for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
-        const int i = idx % C, d = (idx / C) * VEC;
-        Vec16 kin;
+        const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
+        Vec16 kin, kh;
         kin.u = *reinterpret_cast<const uint4*>(s.k(b) + i * LDK + d);
 #if KEY_GATE == GATE_PER_KEY
         float gi[VEC], gl[VEC];
@@ -373,18 +383,22 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
             for (int u = 0; u < VEC; ++u) qv.x[u] = to_elem(to_f32(qv.x[u]) * exp_nonpos(gi[u]));
             *reinterpret_cast<uint4*>(s.q(b) + i * LDK + d) = qv.u;
         }
+        if (mild) {
+            Vec16 kw;
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
-#elif KEY_GATE == GATE_PER_VALUE
+            for (int u = 0; u < VEC; ++u) kw.x[u] = to_elem(to_f32(kin.x[u]) * exp_span(-gi[u]));
+            *reinterpret_cast<uint4*>(s.x(b) + i * LDK + d) = kw.u;
+        }
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = kin.x[u];
+        for (int u = 0; u < VEC; ++u) kh.x[u] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
 #else
         const float f = exp_nonpos(s.G[C - 1] - s.G[i]);
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * f);
+        for (int u = 0; u < VEC; ++u) kh.x[u] = to_elem(to_f32(kin.x[u]) * f);
 #endif
+        *reinterpret_cast<uint4*>(s.k(b) + i * LDK + d) = kh.u;  // in place: this thread read k here above
     }
-#if KEY_GATE == GATE_PER_VALUE
+#else
     if (!with_q) {
         decay_values_for_state(s, b);
         return;
@@ -402,8 +416,30 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
         *reinterpret_cast<uint4*>(s.vt + i * LDV + e) = in.u;
     }
 #endif
-    (void)with_q;
+    (void)with_q; (void)mild;
 }
+
+#if KEY_GATE == GATE_PER_KEY
+// Stage intra_scores_factored, per-key gate, mild chunks only (decay span <= SPAN_MAX, checked by gate_cumsum):
+//   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd) = Σ_d [q_id exp(Γ_id)] [k_jd exp(−Γ_jd)] = (Q̃ K̃^T)_ij   for j <= i
+// one C x C x d_k product on tensor cores instead of the sub-chunk decomposition. Every factor stays within
+// [2^−SPAN_MAX, 2^SPAN_MAX] of its input, so nothing over- or underflows; the result is masked causally.
+__device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    constexpr int NCOL = C / 8, NTILES = (C / 16) * NCOL;
+    for (int tile = warp; tile < NTILES; tile += NW) {
+        const int tm = tile / NCOL, tn = tile % NCOL;
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        if (tn * 8 <= tm * 16 + 15) tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.x(b), LDK, tn * 8);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int i = tm * 16 + g + (r >= 2 ? 8 : 0), j = tn * 8 + 2 * t + (r & 1);
+            if (j > i) c[r] = 0.f;
+        }
+        tile_store(c, s.A, LDC, tm * 16, tn * 8);
+    }
+}
+#endif
 
 __device__ __forceinline__ float gamma_last(const Tiles& s, int d) {
 #if KEY_GATE == GATE_PER_KEY
@@ -467,7 +503,7 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         if (tile >= O_TILES) continue;
         const int tm = tile / (BV / 8), tn = tile % (BV / 8);
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.st, LDK, tn * 8);       // inter: Q̃ S
+        tile_mma_kn<DK>(c, s.q(b), LDK, tm * 16, s.st, LDV, tn * 8);    // inter: Q̃ S
 #if KEY_GATE == GATE_PER_VALUE
         value_gate_intra(c, s, b, tm, tn);                              // exp(Γ) ⊙ (Q S) + intra, value-decayed
 #else
@@ -507,7 +543,7 @@ __device__ __forceinline__ void state_update(float S[S_PER_WARP][4], const Tiles
         const float f_hi = exp_nonpos(gamma_last(s, tm * 16 + g + 8));
         S[u][0] *= f_lo; S[u][1] *= f_lo; S[u][2] *= f_hi; S[u][3] *= f_hi;
 #endif
-        tile_mma_kn<C>(S[u], s.kt, LDC, tm * 16, s.v(b), LDV, tn * 8);
+        tile_mma_tn<C>(S[u], s.k(b), LDK, tm * 16, s.v(b), LDV, tn * 8);   // K̂^T V  (value gate: K^T V̂)
     }
 }
 

@@ -17,6 +17,7 @@ constexpr int NT = 128;
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
 constexpr int NPARAM = 0;
+constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form
 #define GATE_PER_KEY 1
 #define GATE_PER_HEAD 2
 #define GATE_FIXED 3
@@ -25,7 +26,7 @@ constexpr int NPARAM = 0;
 #define GLA_FUSED 0
 constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chunk n computes)
 constexpr unsigned STAGE_BYTES = 47360, STAGE_Q = 0, STAGE_K = 18432, STAGE_V = 36864, STAGE_X = 47104;
-constexpr unsigned OFF_G = 94720, OFF_KT = 94976, OFF_ST = 113408, OFF_A = 122624, OFF_VT = 141056;  // 141056 B of shared memory
+constexpr unsigned OFF_G = 94720, OFF_ST = 94976, OFF_A = 105216, OFF_VT = 123648;  // 123648 B of shared memory
 
 // ---- element type (f32) ----
 typedef float elem_t;  // exact f32: CUDA-core FMAs, no tf32
@@ -70,6 +71,9 @@ __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpre
 // 2^x of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later − Γ_earlier). Γ is kept
 // in log2 units (log α · log2 e), so one ex2 per decay factor.
 __device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP2(x); }
+// 2^x for the one factor of the chunk-level factorisation (see intra_scores_factored) whose argument is positive:
+// only called when the chunk's decay span, checked at run time, is at most SPAN_MAX, so 2^x <= 2^SPAN_MAX.
+__device__ __forceinline__ float exp_span(float x) { return GLA_EXP2(x); }
 constexpr float LOG2E = 1.4426950408889634f;
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -162,6 +166,45 @@ __device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda
 #endif
 }
 
+// c[16x8] += A[r0:r0+16, 0:K] · B[0:K, c0:c0+8] with A given TRANSPOSED, row-major [k][m] (lda), and B row-major
+// [k][n] (ldb): both operands come from ldmatrix.trans, so a k-major tile (e.g. K̂ stored [token][d] for K̂^T V)
+// needs no transposed copy.
+template <int K>
+__device__ __forceinline__ void tile_mma_tn(float c[4], const elem_t* At, int lda, int r0, const elem_t* B, int ldb, int c0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#if GLA_TENSOR_CORES
+    // x4.trans: lanes 8q..8q+7 address the rows (k) of 8x8 block q: q=0 (m 0-7, k 0-7), 1 (m 8-15, k 0-7),
+    // 2 (m 0-7, k 8-15), 3 (m 8-15, k 8-15)  ->  a0..a3 in the mma fragment order.
+    const int q = lane >> 3;
+    const unsigned a_addr = smem_u32(At + ((lane & 7) + (q >> 1) * 8) * lda + r0 + (q & 1) * 8);
+    const unsigned b_addr = smem_u32(B + (lane & 15) * ldb + c0);
+    (void)g; (void)t;
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        unsigned a0, a1, a2, a3, b0, b1;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * lda * (int)sizeof(elem_t)));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
+        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+#else
+    const elem_t* b = B + c0 + 2 * t;
+#pragma unroll 4
+    for (int kk = 0; kk < K; ++kk) {
+        const float al = to_f32(At[kk * lda + r0 + g]), ah = to_f32(At[kk * lda + r0 + g + 8]);
+        const float x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
+        c[0] = fmaf(al, x0, c[0]);
+        c[1] = fmaf(al, x1, c[1]);
+        c[2] = fmaf(ah, x0, c[2]);
+        c[3] = fmaf(ah, x1, c[3]);
+    }
+#endif
+}
+
 // Store a 16x8 accumulator tile (rows r0.., cols c0..) into a row-major elem_t matrix.
 __device__ __forceinline__ void tile_store(const float c[4], elem_t* M, int ld, int r0, int c0) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -191,8 +234,7 @@ constexpr int LDG = BV + 4;  // value gate: Γ is C x BV (this CTA's value colum
 struct Tiles {
     unsigned char* base;  // stage buffers, STAGE_BYTES each
     float* G;         // [C][LDG] (per key) or [C] (scalar): Γ
-    elem_t* kt;       // [DK][LDC] (k ⊙ exp(Γ_L − Γ))^T; also the scratch of the off-diagonal blocks
-    elem_t* st;       // [BV][LDK] S^T (state entering the chunk)
+    elem_t* st;       // [DK][LDV] S (state entering the chunk), row-major: the k-major B operand of Q̃ S
     elem_t* A;        // [C][LDC] masked decayed scores
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     // Stage buffer b holds one chunk's inputs:
@@ -200,16 +242,17 @@ struct Tiles {
         return reinterpret_cast<elem_t*>(base + (STAGES == 2 ? b : 0) * STAGE_BYTES + off);
     }
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
-    __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k
+    __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k, later K̂ = k ⊙ exp(Γ_L − Γ)
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
-    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }  // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head)
+    // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
+    // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
+    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }
 };
 
 __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     Tiles s;
     s.base = smem;
     s.G = reinterpret_cast<float*>(smem + OFF_G);
-    s.kt = reinterpret_cast<elem_t*>(smem + OFF_KT);
     s.st = reinterpret_cast<elem_t*>(smem + OFF_ST);
     s.A = reinterpret_cast<elem_t*>(smem + OFF_A);
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
@@ -292,20 +335,27 @@ __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
 }
 
 // Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
-__device__ __forceinline__ void gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
+// Returns (CTA-uniform) whether the chunk is "mild": its decay span −min_d Γ_L,d is at most SPAN_MAX, so the
+// chunk-level factorisation of intra_scores_factored is safe (per-key gates only; always false otherwise).
+__device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
     const int tid = threadIdx.x;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    for (int idx = tid; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - (idx / DK) * DK;
-        s.G[i * LDG + d] = (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
-    }
-    __syncthreads();
+    // One thread per key column: gate and running sum in one pass (column reads are conflict-free).
+    float lowest = 0.f;
     for (int d = tid; d < DK; d += NT) {
         float acc = 0.f;
-        for (int i = 0; i < C; ++i) { acc += s.G[i * LDG + d]; s.G[i * LDG + d] = acc; }
+        const bool col = d < a.dk;
+#pragma unroll 8
+        for (int i = 0; i < C; ++i) {
+            acc += (i < rows && col) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
+            s.G[i * LDG + d] = acc;
+        }
+        lowest = fminf(lowest, acc);
     }
+    (void)fixed_log_alpha;
+    return __syncthreads_and(lowest >= -SPAN_MAX) != 0;  // NaN logits fail the test: the exact path handles them
 #elif KEY_GATE == GATE_PER_VALUE
     // Value gate: Γ over this CTA's BV value columns (columns past d_v contribute 0).
     for (int idx = tid; idx < C * BV; idx += NT) {
@@ -345,6 +395,7 @@ __device__ __forceinline__ void gate_cumsum(const FwdArgs& a, const Tiles& s, co
     }
     (void)b; (void)fixed_log_alpha;
 #endif
+    return false;
 }
 
 // Per-warp ownership of the 16x8 tiles of the state S (d_k x BV) and of the output O (C x BV).
@@ -353,7 +404,7 @@ constexpr int S_PER_WARP = (S_TILES + NW - 1) / NW;
 constexpr int O_TILES = (C / 16) * (BV / 8);
 constexpr int O_PER_WARP = (O_TILES + NW - 1) / NW;
 
-// Stage state_to_smem: st = S^T in elem_t (the B operand of Q̃ S).
+// Stage state_to_smem: st = S in elem_t (the B operand of Q̃ S); pairs of columns as one 32-bit store.
 __device__ __forceinline__ void state_to_smem(const float S[S_PER_WARP][4], const Tiles& s) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -361,10 +412,10 @@ __device__ __forceinline__ void state_to_smem(const float S[S_PER_WARP][4], cons
         const int tile = warp + u * NW;
         if (tile < S_TILES) {
             const int d = (tile / (BV / 8)) * 16 + g, e = (tile % (BV / 8)) * 8 + 2 * t;
-            s.st[e * LDK + d] = to_elem(S[u][0]);
-            s.st[(e + 1) * LDK + d] = to_elem(S[u][1]);
-            s.st[e * LDK + d + 8] = to_elem(S[u][2]);
-            s.st[(e + 1) * LDK + d + 8] = to_elem(S[u][3]);
+            s.st[d * LDV + e] = to_elem(S[u][0]);
+            s.st[d * LDV + e + 1] = to_elem(S[u][1]);
+            s.st[(d + 8) * LDV + e] = to_elem(S[u][2]);
+            s.st[(d + 8) * LDV + e + 1] = to_elem(S[u][3]);
         }
     }
 }
@@ -389,12 +440,12 @@ __device__ __forceinline__ void state_global(float S[S_PER_WARP][4], float* base
     }
 }
 
-// Stage chunk_state_from_global (materialize on): st = S_[n]^T read from the states buffer.
+// Stage chunk_state_from_global (materialize on): st = S_[n] read from the states buffer (coalesced rows).
 __device__ __forceinline__ void state_global_to_smem(const float* base, const Tiles& s, const FwdArgs& a, int v0) {
     for (int idx = threadIdx.x; idx < BV * DK; idx += NT) {
-        const int e = idx / DK, d = idx - (idx / DK) * DK;
+        const int d = idx / BV, e = idx - (idx / BV) * BV;
         const bool ok = d < a.dk && v0 + e < a.dv;
-        s.st[e * LDK + d] = ok ? to_elem(base[(i64)d * a.dv + v0 + e]) : elem_t(0);
+        s.st[d * LDV + e] = ok ? to_elem(base[(i64)d * a.dv + v0 + e]) : elem_t(0);
     }
 }
 
@@ -445,8 +496,8 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             if (lane == 0) s.A[i * LDC + j] = to_elem(acc);
         }
     }
-    elem_t* qs = s.kt;              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)
-    elem_t* ks = s.kt + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
+    elem_t* qs = s.x(b);              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)   (the logits are dead)
+    elem_t* ks = s.x(b) + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
     for (int sb = 1; sb < NSUB; ++sb) {
         const int r = sb * SC;
         for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += NT) {
@@ -526,15 +577,17 @@ __device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
 }
 #endif
 
-// Stage decay_operands:  q ← q ⊙ exp(Γ)  (per key; scalar gates scale O's rows instead)
-//                        kt ← (k ⊙ exp(Γ_L − Γ))^T   (the K̂ of the state update; value gate: kt ← k^T)
-//   value gate only:     vt ← V ⊙ exp(Γ_p − Γ), p = last row of the key sub-chunk (with_q: the output's operand);
-//                        without q (state kernel) V ← V ⊙ exp(Γ_L − Γ) in place instead.
-__device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q) {
-    // Token index fastest across lanes: the transposed stores into kt hit consecutive addresses.
+// Stage decay_operands (row-major, 16-byte vectors; no transposed copies):
+//   k ← K̂ = k ⊙ exp(Γ_L − Γ)                   (in place: the state update's K̂; value gates use k itself)
+//   with_q, per key:  q ← Q̃ = q ⊙ exp(Γ)        (in place; scalar gates scale O's rows instead)
+//   mild (per key):   x ← K̃ = k ⊙ exp(−Γ)       (into the dead logit buffer; for intra_scores_factored)
+//   value gate:       vt ← V ⊙ exp(Γ_p − Γ), p = last row of the key sub-chunk (with_q: the output's operand);
+//                     without q (state kernel) V ← V ⊙ exp(Γ_L − Γ) in place instead.
+__device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q, bool mild) {
+#if KEY_GATE != GATE_PER_VALUE
     for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
-        const int i = idx % C, d = (idx / C) * VEC;
-        Vec16 kin;
+        const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
+        Vec16 kin, kh;
         kin.u = *reinterpret_cast<const uint4*>(s.k(b) + i * LDK + d);
 #if KEY_GATE == GATE_PER_KEY
         float gi[VEC], gl[VEC];
@@ -547,18 +600,22 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
             for (int u = 0; u < VEC; ++u) qv.x[u] = to_elem(to_f32(qv.x[u]) * exp_nonpos(gi[u]));
             *reinterpret_cast<uint4*>(s.q(b) + i * LDK + d) = qv.u;
         }
+        if (mild) {
+            Vec16 kw;
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
-#elif KEY_GATE == GATE_PER_VALUE
+            for (int u = 0; u < VEC; ++u) kw.x[u] = to_elem(to_f32(kin.x[u]) * exp_span(-gi[u]));
+            *reinterpret_cast<uint4*>(s.x(b) + i * LDK + d) = kw.u;
+        }
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = kin.x[u];
+        for (int u = 0; u < VEC; ++u) kh.x[u] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
 #else
         const float f = exp_nonpos(s.G[C - 1] - s.G[i]);
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) s.kt[(d + u) * LDC + i] = to_elem(to_f32(kin.x[u]) * f);
+        for (int u = 0; u < VEC; ++u) kh.x[u] = to_elem(to_f32(kin.x[u]) * f);
 #endif
+        *reinterpret_cast<uint4*>(s.k(b) + i * LDK + d) = kh.u;  // in place: this thread read k here above
     }
-#if KEY_GATE == GATE_PER_VALUE
+#else
     if (!with_q) {
         decay_values_for_state(s, b);
         return;
@@ -576,8 +633,30 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
         *reinterpret_cast<uint4*>(s.vt + i * LDV + e) = in.u;
     }
 #endif
-    (void)with_q;
+    (void)with_q; (void)mild;
 }
+
+#if KEY_GATE == GATE_PER_KEY
+// Stage intra_scores_factored, per-key gate, mild chunks only (decay span <= SPAN_MAX, checked by gate_cumsum):
+//   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd) = Σ_d [q_id exp(Γ_id)] [k_jd exp(−Γ_jd)] = (Q̃ K̃^T)_ij   for j <= i
+// one C x C x d_k product on tensor cores instead of the sub-chunk decomposition. Every factor stays within
+// [2^−SPAN_MAX, 2^SPAN_MAX] of its input, so nothing over- or underflows; the result is masked causally.
+__device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    constexpr int NCOL = C / 8, NTILES = (C / 16) * NCOL;
+    for (int tile = warp; tile < NTILES; tile += NW) {
+        const int tm = tile / NCOL, tn = tile % NCOL;
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        if (tn * 8 <= tm * 16 + 15) tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.x(b), LDK, tn * 8);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int i = tm * 16 + g + (r >= 2 ? 8 : 0), j = tn * 8 + 2 * t + (r & 1);
+            if (j > i) c[r] = 0.f;
+        }
+        tile_store(c, s.A, LDC, tm * 16, tn * 8);
+    }
+}
+#endif
 
 __device__ __forceinline__ float gamma_last(const Tiles& s, int d) {
 #if KEY_GATE == GATE_PER_KEY
@@ -641,7 +720,7 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         if (tile >= O_TILES) continue;
         const int tm = tile / (BV / 8), tn = tile % (BV / 8);
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.st, LDK, tn * 8);       // inter: Q̃ S
+        tile_mma_kn<DK>(c, s.q(b), LDK, tm * 16, s.st, LDV, tn * 8);    // inter: Q̃ S
 #if KEY_GATE == GATE_PER_VALUE
         value_gate_intra(c, s, b, tm, tn);                              // exp(Γ) ⊙ (Q S) + intra, value-decayed
 #else
@@ -681,7 +760,7 @@ __device__ __forceinline__ void state_update(float S[S_PER_WARP][4], const Tiles
         const float f_hi = exp_nonpos(gamma_last(s, tm * 16 + g + 8));
         S[u][0] *= f_lo; S[u][1] *= f_lo; S[u][2] *= f_hi; S[u][3] *= f_hi;
 #endif
-        tile_mma_kn<C>(S[u], s.kt, LDC, tm * 16, s.v(b), LDV, tn * 8);
+        tile_mma_tn<C>(S[u], s.k(b), LDK, tm * 16, s.v(b), LDV, tn * 8);   // K̂^T V  (value gate: K^T V̂)
     }
 }
 
@@ -708,6 +787,22 @@ __device__ __forceinline__ float fixed_gate(const FwdArgs& a, int head) {
 // Entry points. Each is a short tile program over the stages above.
 // ---------------------------------------------------------------------------------------------------------------
 
+// The chunk's scores A and decayed operands. Per-key gates take the one-matmul factorised form on mild chunks
+// (decay span <= SPAN_MAX: intra_scores_factored) and the exact sub-chunk form (§4.3) otherwise.
+__device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool mild) {
+#if KEY_GATE == GATE_PER_KEY
+    if (mild) {
+        decay_operands(s, b, true, true);                    // Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂
+        __syncthreads();
+        intra_scores_factored(s, b);                         // A = (Q̃ K̃^T) ⊙ M
+        return;
+    }
+#endif
+    (void)mild;
+    intra_scores(s, b);                                      // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+    decay_operands(s, b, true, false);                       // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+}
+
 #if GLA_FUSED
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence) walks the chunks in order; the state S
 // stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n computes.
@@ -733,11 +828,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
             cp_async_wait<0>();
         }
         __syncthreads();
-        gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ = log2e · cumsum(gate(x))
+        const bool mild = gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
         state_to_smem(S, s);                                 // S^T for the inter-chunk product
         __syncthreads();
-        intra_scores(s, b);                                  // A = (Q K^T) ⊙ D  (decay-masked)
-        decay_operands(s, b, true);                          // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+        intra_and_operands(s, b, mild);                      // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
         output_chunk(a, s, sq, i0, b);                       // O = Q̃ S + A V
 #if KEY_GATE == GATE_PER_VALUE
@@ -780,7 +874,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_
         gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
         state_global<true>(S, a.states + ((c0 + c) * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // S_[n]
         __syncthreads();
-        decay_operands(s, b, false);                         // K̂ = K ⊙ exp(Γ_L − Γ)
+        decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
         if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
@@ -801,11 +895,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_
     land_logit(s, 0, issue_chunk(a, s, sq, i0, 0, true));   // q, k, v, x
     cp_async_wait<0>();
     __syncthreads();
-    gate_cumsum(a, s, sq, i0, 0, fixed_gate(a, head));      // Γ
+    const bool mild = gate_cumsum(a, s, sq, i0, 0, fixed_gate(a, head));  // Γ
     state_global_to_smem(a.states + ((i64)gc * a.h + head) * a.dk * (i64)a.dv, s, a, sq.v0);  // S_[n]^T
     __syncthreads();
-    intra_scores(s, 0);                                     // A
-    decay_operands(s, 0, true);                             // Q̃
+    intra_and_operands(s, 0, mild);                         // A, Q̃
     __syncthreads();
     output_chunk(a, s, sq, i0, 0);                          // O = Q̃ S + A V
 }
