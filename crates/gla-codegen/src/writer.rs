@@ -28,6 +28,10 @@ pub struct SmemLayout {
     pub a: u32,
     /// Value gate only: V ⊙ exp(Γ_p − Γ) (0 bytes otherwise).
     pub vt: u32,
+    /// Low halves of the scores A (bf16/f16 with per-key, per-head or fixed gates; 0 bytes otherwise).
+    pub a_lo: u32,
+    /// Per-key: Γ of the chunk's last row (0 bytes otherwise).
+    pub gl: u32,
     pub total: u32,
 }
 
@@ -57,13 +61,15 @@ impl SmemLayout {
         let (so, stage_bytes) = carve(&[c * ldk * e, c * ldk * e, c * ldv * e, x]);
         let (ro, rest) = carve(&[
             match shape {                                                    // Γ (padded rows)
-                GateShape::PerKey => c * (dk + 4) * 4,
+                GateShape::PerKey => c * (dk + 12) * 4,
                 GateShape::PerValue => c * (bv + 4) * 4,
                 _ => c * 4,
             },
             dk * ldv * e,                                                    // S
             c * ldc * e,                                                     // A
             if per_value { c * ldv * e } else { 0 },                         // Ṽ (value gate)
+            if split_a(spec) { c * ldc * e } else { 0 },                     // A_lo
+            if shape == GateShape::PerKey { dk * 4 } else { 0 },             // Γ_L
         ]);
         let stages = if 2 * stage_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 2 } else { 1 };
         let base = stages * stage_bytes;
@@ -78,9 +84,18 @@ impl SmemLayout {
             st: base + ro[1],
             a: base + ro[2],
             vt: base + ro[3],
+            a_lo: base + ro[4],
+            gl: base + ro[5],
             total: base + rest,
         }
     }
+}
+
+/// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates
+/// whose A feeds that product (per-key, per-head, fixed). Rounding A once to bf16 alone costs ~1.5e-3 relative
+/// RMS at the output (tests/examples/rounding_budget.rs).
+pub fn split_a(spec: &KernelSpec) -> bool {
+    spec.dtype != DType::F32 && spec.gate.shape() != GateShape::PerValue
 }
 
 fn elem_section(dtype: DType) -> &'static str {
@@ -159,6 +174,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         GateShape::PerValue => "GATE_PER_VALUE",
     };
     let _ = writeln!(w, "#define KEY_GATE {kg}");
+    let _ = writeln!(w, "#define SPLIT_A {}      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)", split_a(spec) as u32);
     let _ = writeln!(w, "#define GLA_FUSED {}", if spec.materialize { 0 } else { 1 });
     let _ = writeln!(
         w,
@@ -172,8 +188,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_G = {}, OFF_ST = {}, OFF_A = {}, OFF_VT = {};  // {} B of shared memory",
-        lay.g, lay.st, lay.a, lay.vt, lay.total
+        "constexpr unsigned OFF_G = {}, OFF_ST = {}, OFF_A = {}, OFF_VT = {}, OFF_ALO = {}, OFF_GL = {};  // {} B of shared memory",
+        lay.g, lay.st, lay.a, lay.vt, lay.a_lo, lay.gl, lay.total
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);

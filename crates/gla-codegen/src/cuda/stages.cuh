@@ -9,7 +9,10 @@
 constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
 constexpr int LDV = BV + 8;
 #if KEY_GATE == GATE_PER_KEY
-constexpr int LDG = DK + 4;  // padded Γ row: rows land 4 banks apart, so row-parallel float4 reads do not conflict
+// Padded Γ row. Rows land 12 banks apart (row-parallel float4 reads do not conflict), and one row holds two
+// bf16/f16 rows of LDK: on mild chunks decay_operands overlays row i of Γ with the low halves Q̃_lo, K̃_lo of row i.
+constexpr int LDG = DK + 12;
+constexpr int LDLO = 2 * LDG;  // row stride (elements) of the Q̃_lo / K̃_lo overlay
 #elif KEY_GATE == GATE_PER_VALUE
 constexpr int LDG = BV + 4;  // value gate: Γ is C x BV (this CTA's value columns), rows padded as above
 #endif
@@ -17,6 +20,8 @@ constexpr int LDG = BV + 4;  // value gate: Γ is C x BV (this CTA's value colum
 struct Tiles {
     unsigned char* base;  // stage buffers, STAGE_BYTES each
     float* G;         // [C][LDG] (per key) or [C] (scalar): Γ
+    float* GL;        // [DK] per key: Γ_L (the last row), kept apart from G's overlay
+    elem_t* A_lo;     // [C][LDC] SPLIT_A: A − A_hi, so A V = A_hi V + A_lo V carries A to ~f32 precision
     elem_t* st;       // [DK][LDV] S (state entering the chunk), row-major: the k-major B operand of Q̃ S
     elem_t* A;        // [C][LDC] masked decayed scores
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
@@ -38,6 +43,8 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.G = reinterpret_cast<float*>(smem + OFF_G);
     s.st = reinterpret_cast<elem_t*>(smem + OFF_ST);
     s.A = reinterpret_cast<elem_t*>(smem + OFF_A);
+    s.A_lo = reinterpret_cast<elem_t*>(smem + OFF_ALO);
+    s.GL = reinterpret_cast<float*>(smem + OFF_GL);
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
     return s;
 }
@@ -135,6 +142,7 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
             acc += (i < rows && col) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
             s.G[i * LDG + d] = acc;
         }
+        s.GL[d] = acc;
         lowest = fminf(lowest, acc);
     }
     (void)fixed_log_alpha;
@@ -246,6 +254,21 @@ __device__ __forceinline__ void load_g(const float* p, float out[VEC]) {
     }
 }
 
+// Store A_ij (f32) as bf16/f16 hi + lo halves (SPLIT_A), or rounded once.
+__device__ __forceinline__ void store_split(const Tiles& s, int i, int j, float x) {
+    const elem_t hi = to_elem(x);
+    s.A[i * LDC + j] = hi;
+#if SPLIT_A
+    s.A_lo[i * LDC + j] = to_elem(x - to_f32(hi));
+#endif
+}
+// Store a 16x8 accumulator tile of A (rows r0.., cols c0..), split into hi + lo halves when SPLIT_A.
+__device__ __forceinline__ void tile_store_a(const float c[4], const Tiles& s, int r0, int c0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) store_split(s, r0 + g + (r >= 2 ? 8 : 0), c0 + 2 * t + (r & 1), c[r]);
+}
+
 #if KEY_GATE == GATE_PER_KEY
 // Stage intra_scores, per-key gate (§4.3 secondary chunking), A_ij for j <= i:
 //   diagonal sub-chunk blocks, exact pairwise:   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)
@@ -257,7 +280,12 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const elem_t* k = s.k(b);
     for (int idx = tid; idx < C * C; idx += NT) {  // causal mask: zero above the diagonal
         const int i = idx / C, j = idx - (idx / C) * C;
-        if (j > i) s.A[i * LDC + j] = elem_t(0);
+        if (j > i) {
+            s.A[i * LDC + j] = elem_t(0);
+#if SPLIT_A
+            s.A_lo[i * LDC + j] = elem_t(0);
+#endif
+        }
     }
     // Diagonal blocks: one warp per query row i, lanes split d (conflict-free row reads), warp-sum per pair.
     constexpr int DPL = DK / 32;
@@ -276,7 +304,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
                 acc += qi[u] * to_f32(k[j * LDK + lane + 32 * u]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-            if (lane == 0) s.A[i * LDC + j] = to_elem(acc);
+            if (lane == 0) store_split(s, i, j, acc);
         }
     }
     elem_t* qs = s.x(b);              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)   (the logits are dead)
@@ -311,7 +339,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             float c[4] = {0.f, 0.f, 0.f, 0.f};
             const int tm = tile / ncol, tn = tile - (tile / ncol) * ncol;
             tile_mma<DK>(c, qs, LDK, tm * 16, ks, LDK, tn * 8);
-            tile_store(c, s.A, LDC, r + tm * 16, tn * 8);
+            tile_store_a(c, s, r + tm * 16, tn * 8);
         }
         __syncthreads();
     }
@@ -336,7 +364,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             c[r] = (j <= i) ? c[r] * exp_nonpos(s.G[i] - s.G[j]) : 0.f;
 #endif
         }
-        tile_store(c, s.A, LDC, tm * 16, tn * 8);
+        tile_store_a(c, s, tm * 16, tn * 8);
     }
     __syncthreads();
 }
@@ -360,6 +388,12 @@ __device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
 }
 #endif
 
+#if KEY_GATE == GATE_PER_KEY
+// Rows of the Q̃_lo / K̃_lo overlay of Γ (mild chunks, SPLIT_A).
+__device__ __forceinline__ elem_t* q_lo(const Tiles& s, int i) { return reinterpret_cast<elem_t*>(s.G + i * LDG); }
+__device__ __forceinline__ elem_t* k_lo(const Tiles& s, int i) { return reinterpret_cast<elem_t*>(s.G + i * LDG) + LDK; }
+#endif
+
 // Stage decay_operands (row-major, 16-byte vectors; no transposed copies):
 //   k ← K̂ = k ⊙ exp(Γ_L − Γ)                   (in place: the state update's K̂; value gates use k itself)
 //   with_q, per key:  q ← Q̃ = q ⊙ exp(Γ)        (in place; scalar gates scale O's rows instead)
@@ -375,19 +409,34 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 #if KEY_GATE == GATE_PER_KEY
         float gi[VEC], gl[VEC];
         load_g(s.G + i * LDG + d, gi);
-        load_g(s.G + (C - 1) * LDG + d, gl);
+        load_g(s.GL + d, gl);
         if (with_q) {
-            Vec16 qv;
+            Vec16 qv, qlo;
             qv.u = *reinterpret_cast<const uint4*>(s.q(b) + i * LDK + d);
 #pragma unroll
-            for (int u = 0; u < VEC; ++u) qv.x[u] = to_elem(to_f32(qv.x[u]) * exp_nonpos(gi[u]));
+            for (int u = 0; u < VEC; ++u) {
+                const float x = to_f32(qv.x[u]) * exp_nonpos(gi[u]);
+                qv.x[u] = to_elem(x);
+                qlo.x[u] = to_elem(x - to_f32(qv.x[u]));
+            }
             *reinterpret_cast<uint4*>(s.q(b) + i * LDK + d) = qv.u;
-        }
-        if (mild) {
-            Vec16 kw;
+            if (mild) {
+                Vec16 kw, klo;
 #pragma unroll
-            for (int u = 0; u < VEC; ++u) kw.x[u] = to_elem(to_f32(kin.x[u]) * exp_span(-gi[u]));
-            *reinterpret_cast<uint4*>(s.x(b) + i * LDK + d) = kw.u;
+                for (int u = 0; u < VEC; ++u) {
+                    const float x = to_f32(kin.x[u]) * exp_span(-gi[u]);
+                    kw.x[u] = to_elem(x);
+                    klo.x[u] = to_elem(x - to_f32(kw.x[u]));
+                }
+                *reinterpret_cast<uint4*>(s.x(b) + i * LDK + d) = kw.u;
+#if SPLIT_A
+                // Overlay row i of Γ with Q̃_lo, K̃_lo: a warp owns whole rows (C·d_k/VEC is a multiple of 32 and a
+                // row is at most 32 vectors), so once every lane has read its Γ values the warp may overwrite them.
+                __syncwarp();
+                *reinterpret_cast<uint4*>(q_lo(s, i) + d) = qlo.u;
+                *reinterpret_cast<uint4*>(k_lo(s, i) + d) = klo.u;
+#endif
+            }
         }
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kh.x[u] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
@@ -430,20 +479,26 @@ __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
     for (int tile = warp; tile < NTILES; tile += NW) {
         const int tm = tile / NCOL, tn = tile % NCOL;
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        if (tn * 8 <= tm * 16 + 15) tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.x(b), LDK, tn * 8);
+        if (tn * 8 <= tm * 16 + 15) {
+            tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.x(b), LDK, tn * 8);            // Q̃_hi K̃_hi^T
+#if SPLIT_A
+            tile_mma<DK>(c, q_lo(s, 0), LDLO, tm * 16, s.x(b), LDK, tn * 8);       // + Q̃_lo K̃_hi^T
+            tile_mma<DK>(c, s.q(b), LDK, tm * 16, k_lo(s, 0), LDLO, tn * 8);       // + Q̃_hi K̃_lo^T (bf16x3)
+#endif
+        }
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             const int i = tm * 16 + g + (r >= 2 ? 8 : 0), j = tn * 8 + 2 * t + (r & 1);
             if (j > i) c[r] = 0.f;
         }
-        tile_store(c, s.A, LDC, tm * 16, tn * 8);
+        tile_store_a(c, s, tm * 16, tn * 8);
     }
 }
 #endif
 
 __device__ __forceinline__ float gamma_last(const Tiles& s, int d) {
 #if KEY_GATE == GATE_PER_KEY
-    return s.G[(C - 1) * LDG + d];
+    return s.GL[d];
 #else
     (void)d;
     return s.G[C - 1];
@@ -512,6 +567,9 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         c[0] *= e_lo; c[1] *= e_lo; c[2] *= e_hi; c[3] *= e_hi;        // scalar gate: diag(exp(Γ)) Q S
 #endif
         tile_mma_kn<C>(c, s.A, LDC, tm * 16, s.v(b), LDV, tn * 8);      // intra: A V
+#if SPLIT_A
+        tile_mma_kn<C>(c, s.A_lo, LDC, tm * 16, s.v(b), LDV, tn * 8);   //        + A_lo V
+#endif
 #endif
         const int i = tm * 16 + g, e = sq.v0 + tn * 8 + 2 * t;
 #pragma unroll
