@@ -399,9 +399,18 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
             const float n = __shfl_up_sync(0xffffffffu, incl, off);
             if (tid >= off) incl += n;
         }
-        float run = incl - sum;
+        // Exclusive prefix by shuffle (not incl − sum, which cancels badly once Γ is large).
+        const float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+        float run = tid == 0 ? 0.f : excl;
 #pragma unroll
         for (int u = 0; u < PER; ++u) { run += v[u]; s.G[tid * PER + u] = run; }
+        __syncwarp();
+        // Padding rows repeat the last valid row's Γ bit for bit: the state update's Γ_L = G[C−1] must cancel
+        // exactly against Γ of the last token (different lanes' sums may round differently).
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            if (tid * PER + u >= rows) s.G[tid * PER + u] = s.G[rows - 1];
+        }
     }
     (void)b; (void)fixed_log_alpha;
 #endif
