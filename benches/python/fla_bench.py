@@ -349,6 +349,8 @@ def main(argv=None):
     ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
     ap.add_argument("--gate-dtype", default="bf16", choices=sorted(DTYPES), help="dtype of g in the timed cases")
     ap.add_argument("--acc-gate-dtypes", default="f32,bf16", help="g dtypes for the accuracy cases")
+    ap.add_argument("--acc-shapes", default="default", help="'B,T,H,D;...' for the accuracy cases (default: "
+                    + ";".join(",".join(map(str, s)) for s in ACC_SHAPES) + ")")
     ap.add_argument("--dump-dir", default=None, help="raw dump of one accuracy case (default: <out dir>/fla_dump)")
     ap.add_argument("--no-dump", action="store_true")
     ap.add_argument("--flush-mb", type=int, default=256)
@@ -384,6 +386,8 @@ def main(argv=None):
     fb_default = TINY_FWDBWD_SHAPES if args.dry_run else DEFAULT_FWDBWD_SHAPES
     fwdbwd_shapes = parse_shapes(args.fwdbwd_shapes, fb_default)
     acc_shapes = TINY_ACC_SHAPES if args.dry_run else ACC_SHAPES
+    if args.acc_shapes != "default":
+        acc_shapes = [tuple(int(x) for x in s.split(",")) for s in args.acc_shapes.split(";") if s.strip()]
     dump_shape = TINY_DUMP_SHAPE if args.dry_run else DUMP_SHAPE
     dtype = DTYPES[args.dtype]
     gdtype = DTYPES[args.gate_dtype]

@@ -2,7 +2,7 @@
 //! shapes on the GPU, with the memory floor measured in the same run. Writes JSON in the schema of
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
-//!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default] [--gates gla,mamba2]
+//!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|<id part>] [--gates gla,mamba2]
 //!
 //! Timing: CUDA events around each run, 3 warm-ups, median of `--reps` runs, L2 flushed (256 MB write) before each
 //! run; inputs are fresh random values (never zeros). Accuracy: each shape's best variant is re-run at a smaller
@@ -51,7 +51,8 @@ fn main() {
     let out = opt("--out", "ours.json");
     let reps: usize = opt("--reps", "50").parse().expect("--reps N");
     let quick = opt("--shapes", "all") == "quick";
-    let all_v = opt("--variants", "all") == "all";
+    // --variants all | default | <text>: every bf16 variant, the default one, or those whose id contains <text>
+    let which_v = opt("--variants", "all");
     let gla = match Gla::new() {
         Ok(g) => g,
         Err(e) => {
@@ -90,8 +91,12 @@ fn main() {
             let dims = Dims::new(b, t, h, d, d);
             let case = Case::random(gate, dims, DType::BF16, 42, false, None);
             let mut x = upload(&gla, gate, &case);
-            let specs: Vec<KernelSpec> = if all_v {
-                all_variants(gate).into_iter().filter(|s| s.dtype == DType::BF16 && s.dk as usize == d).collect()
+            let specs: Vec<KernelSpec> = if which_v != "default" {
+                all_variants(gate)
+                    .into_iter()
+                    .filter(|s| s.dtype == DType::BF16 && s.dk as usize == d)
+                    .filter(|s| which_v == "all" || s.id().contains(&which_v))
+                    .collect()
             } else {
                 vec![KernelSpec::default_for(gate, DType::BF16, d, d).unwrap()]
             };
