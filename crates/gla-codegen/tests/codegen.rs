@@ -109,3 +109,48 @@ fn default_variant_exists_for_every_dtype_and_head_dim() {
     }
     assert!(KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 257, 64).is_err());
 }
+
+#[test]
+fn picked_variants_follow_the_measurements_and_fill_the_gpu() {
+    let id = |g: &'static dyn gla_core::Gate, d: usize, sh: usize| KernelSpec::pick(g, DType::BF16, d, d, sh).unwrap().id();
+    // 8 x 16 (sequence, head) pairs at d = 128: one 128-wide value tile per head, 128 CTAs.
+    assert_eq!(id(&fixtures::PER_KEY, 128, 128), "fixture_per_key.fwd.bf16.C64.c16.k128.v128.bv128.w8.fused");
+    // 2 x 16 pairs (2 x 16384 tokens): value tiles narrowed to 32 → 32 x 4 = 128 CTAs.
+    assert_eq!(id(&fixtures::PER_KEY, 128, 32), "fixture_per_key.fwd.bf16.C64.c16.k128.v128.bv32.w8.fused");
+    assert_eq!(id(&fixtures::PER_HEAD, 64, 256), "fixture_per_head.fwd.bf16.C32.c16.k64.v64.bv64.w4.fused");
+    assert_eq!(id(&fixtures::PER_KEY, 256, 64), "fixture_per_key.fwd.bf16.C32.c16.k256.v256.bv64.w8.fused");
+    assert_eq!(id(&fixtures::PER_HEAD, 256, 64), "fixture_per_head.fwd.bf16.C64.c16.k256.v256.bv64.w8.fused");
+    // Every pick is a valid, fused variant of the enumerated space, for every gate shape, dtype and size.
+    for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE] {
+        let space: std::collections::BTreeSet<String> = all_variants(g).iter().map(|s| s.id()).collect();
+        for dt in DType::ALL {
+            for d in [32usize, 64, 100, 128, 256] {
+                for sh in [1usize, 8, 32, 128, 4096] {
+                    let s = KernelSpec::pick(g, dt, d, d, sh).unwrap_or_else(|e| panic!("{dt} d={d} sh={sh}: {e}"));
+                    assert!(space.contains(&s.id()), "{} is not in the variant space", s.id());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mild_chunk_overlay_fits_and_is_warp_owned() {
+    // decay_operands overlays row i of Γ (f32, LDG = d_k + 12) with Q̃_lo and K̃_lo (two rows of LDK = d_k + 8
+    // elements) and orders the overwrite with __syncwarp, which needs every warp to own whole rows of the
+    // vector loop: C·d_k/VEC a multiple of 32 and a row at most 32 vectors (or a multiple of 32).
+    for s in all_variants(&fixtures::PER_KEY) {
+        let e = s.dtype.size_bytes() as u32;
+        if !gla_codegen::writer::split_a(&s) {
+            continue;
+        }
+        assert!(2 * (s.dk + 8) * e <= 4 * (s.dk + 12), "{}: overlay does not fit a Γ row", s.id());
+        let vec = 16 / e;
+        let per_row = s.dk / vec;
+        assert!((s.chunk * per_row) % 32 == 0 && (per_row <= 32 || per_row % 32 == 0), "{}", s.id());
+        // rows of the overlay stay 16-byte aligned for ldmatrix
+        assert_eq!((4 * (s.dk + 12)) % 16, 0);
+    }
+    assert_eq!(gla_codegen::writer::span_max(DType::F16), 8.0);
+    assert!(gla_codegen::writer::span_max(DType::BF16) <= 64.0);
+}
