@@ -28,7 +28,7 @@ use std::time::Instant;
 fn tol(regime: Regime) -> f64 {
     match regime {
         Regime::LongMemory => 3e-6,
-        Regime::Strong | Regime::Moderate => 5e-5,
+        Regime::Strong | Regime::Moderate | Regime::Mild => 5e-5,
     }
 }
 
@@ -107,7 +107,7 @@ impl Sweep {
         for &(chunk, sub_chunk) in pairs {
             let mut results = Vec::new();
             for materialize in [false, true] {
-                let cfg = ChunkConfig { chunk, sub_chunk, materialize };
+                let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None };
                 let case = format!("{label} {cfg:?}");
                 let got = chunkwise_forward(&p, cfg, true).expect("valid problem");
                 self.cases += 1;
@@ -208,7 +208,7 @@ fn chunkwise_matches_recurrent_without_states() {
     let p = owned.problem();
     let want = recurrent_forward(&p, false).unwrap();
     assert!(want.final_state.is_none());
-    let got = chunkwise_forward(&p, ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true }, false).unwrap();
+    let got = chunkwise_forward(&p, ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None }, false).unwrap();
     assert!(got.0.final_state.is_none());
     let e = accept(&got, &want, tol(Regime::Strong), None).unwrap();
     println!("no states: rel RMS {e:.3e}");
@@ -224,7 +224,7 @@ fn chunkwise_matches_recurrent_without_states() {
 /// the same acceptance predicate the sweeps use.
 #[test]
 fn wrong_reference_point_is_detected() {
-    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false };
+    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: None };
     for (kind, vg) in [(Kind::PerKey, false), (Kind::None, true), (Kind::PerKey, true)] {
         for regime in REGIMES {
             let owned = Spec::varlen(&[100, 1, 64], 2, 16, 12).gates(kind, vg, regime).build(11);
@@ -256,7 +256,7 @@ fn wrong_reference_point_is_detected() {
 /// error check, for every gate kind.
 #[test]
 fn exclusive_cumsum_is_detected() {
-    let cfg = ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true };
+    let cfg = ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None };
     for (kind, vg) in [(Kind::PerKey, false), (Kind::PerHead, false), (Kind::Fixed, false), (Kind::None, true)] {
         let mut spec = Spec::varlen(&[50, 1, 40], 1, 8, 8).gates(kind, vg, Regime::Moderate);
         spec.initial_state = true;
@@ -269,6 +269,43 @@ fn exclusive_cumsum_is_detected() {
         assert!(accept(&bad, &want, tol(Regime::Moderate), None).is_err(), "fault not detected");
         assert!(err > 1e-2);
     }
+}
+
+/// The factorised form the kernels take on mild per-key chunks, A = (Q ⊙ e^Γ)(K ⊙ e^−Γ)ᵀ: with the span check it
+/// matches the recurrence, its positive `exp` arguments stay within the bound and every other argument ≤ 0; chunks
+/// over the bound take the exact sub-chunk form. Without the check (fault), strong gates overflow.
+#[test]
+fn factorised_mild_chunks_match_and_the_span_check_is_needed() {
+    let bound = 32.0 * std::f32::consts::LN_2; // the kernels' SPAN_MAX (bf16/f32, log2 units) in nat units
+    let cases = [(Regime::Mild, true), (Regime::LongMemory, true), (Regime::Moderate, false), (Regime::Strong, false)];
+    for (regime, mostly_factorised) in cases {
+        let mut spec = Spec::varlen(&[100, 1, 64, 150], 2, 16, 12).gates(Kind::PerKey, false, regime);
+        spec.initial_state = true;
+        let owned = spec.build(21);
+        let p = owned.problem();
+        let want = recurrent_forward(&p, true).unwrap();
+        for (chunk, sub_chunk, materialize) in [(64, 16, false), (32, 8, true), (128, 32, false)] {
+            let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: Some(bound) };
+            let got = chunkwise_forward(&p, cfg, true).unwrap();
+            let e = accept(&got, &want, tol(regime), None)
+                .unwrap_or_else(|m| panic!("{regime:?} C={chunk}: factorised form rejected: {m}"));
+            let fa = got.1.max_factor_arg;
+            println!("factorised {regime:?} C={chunk} c={sub_chunk} mat={materialize}: rel RMS {e:.2e}, max factor arg {fa:.3}");
+            assert!(fa <= f64::from(bound) || fa == f64::NEG_INFINITY, "factor argument {fa} beyond the span bound");
+            if mostly_factorised {
+                assert!(fa > 0.0 || regime == Regime::LongMemory && fa >= 0.0, "{regime:?}: the factorised form was not taken");
+            }
+        }
+    }
+    let owned = Spec::varlen(&[100, 64], 2, 16, 12).gates(Kind::PerKey, false, Regime::Strong).build(22);
+    let p = owned.problem();
+    let want = recurrent_forward(&p, true).unwrap();
+    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: Some(bound) };
+    let bad = chunkwise_forward_with_fault(&p, cfg, true, Fault::UncheckedFactorisation).unwrap();
+    let err = rel_rms(&bad.0.o, &want.o);
+    println!("unchecked factorisation, strong gates: max factor arg {:.1}, rel RMS {err:.2e}, finite {}", bad.1.max_factor_arg, all_finite(&bad.0.o));
+    assert!(bad.1.max_factor_arg > f64::from(bound));
+    assert!(!all_finite(&bad.0.o) || !(err <= 1e-2), "strong gates without the span check: expected a visibly wrong output");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -423,7 +460,7 @@ fn degenerate_chunkings() {
     let want = recurrent_forward(&p, true).unwrap();
     for (chunk, sub_chunk) in [(1, 1), (2, 1), (3, 3), (6, 2), (512, 64)] {
         for materialize in [false, true] {
-            let got = chunkwise_forward(&p, ChunkConfig { chunk, sub_chunk, materialize }, true).unwrap();
+            let got = chunkwise_forward(&p, ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None }, true).unwrap();
             accept(&got, &want, tol(Regime::Strong), None).unwrap_or_else(|m| panic!("C={chunk} c={sub_chunk}: {m}"));
         }
     }
@@ -467,7 +504,7 @@ mod props {
             let regime = if strong { Regime::Strong } else { Regime::LongMemory };
             let owned = Spec::varlen(&lens, h, dk, dv).gates(kind_of(kind), vg, regime).build(seed);
             let p = owned.problem();
-            let cfg = ChunkConfig { chunk: 1 << clog, sub_chunk: 1 << csub.min(clog), materialize };
+            let cfg = ChunkConfig { chunk: 1 << clog, sub_chunk: 1 << csub.min(clog), materialize, factorise_span: None };
             let want = recurrent_forward(&p, true).unwrap();
             let got = chunkwise_forward(&p, cfg, true).unwrap();
             // Tensors here can have a single element: measure the error against the magnitude of the terms.
@@ -484,7 +521,7 @@ mod props {
         ) {
             let (h, dk, dv) = (2, 3, 5);
             let packed = Spec::varlen(&lens, h, dk, dv).gates(kind_of(kind), vg, Regime::Strong).build(seed);
-            let cfg = ChunkConfig { chunk: 16, sub_chunk: 4, materialize: false };
+            let cfg = ChunkConfig { chunk: 16, sub_chunk: 4, materialize: false, factorise_span: None };
             let want_r = recurrent_forward(&packed.problem(), true).unwrap();
             let want_c = chunkwise_forward(&packed.problem(), cfg, true).unwrap().0;
             let cu = packed.cu_seqlens.clone().unwrap();

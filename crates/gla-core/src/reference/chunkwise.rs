@@ -27,6 +27,18 @@ impl ExpStats {
         }
         x.exp()
     }
+
+    /// `exp(x)` of the factorised form's positive-argument factor (`K ⊙ e^−Γ`), recorded apart from `max_arg`.
+    fn exp_factor(&mut self, x: f32) -> f32 {
+        self.count += 1;
+        let x64 = f64::from(x);
+        if x.is_nan() || self.max_factor_arg.is_nan() {
+            self.max_factor_arg = f64::NAN;
+        } else if x64 > self.max_factor_arg {
+            self.max_factor_arg = x64;
+        }
+        x.exp()
+    }
 }
 
 /// One chunk of one (sequence, head): rows `i0 .. i0 + l` of the sequence, with its cumulative log-decays.
@@ -42,6 +54,8 @@ struct Chunk<'x> {
     beta: Option<Vec<f32>>,
     sub_chunk: usize,
     fault: Fault,
+    /// Per-key chunk taking the factorised form (its decay span passed the check, or the check is faulted away).
+    factorised: bool,
 }
 
 /// In-chunk cumulative sum of the `[l, width]` rows `g` (per column, sequential, f32). Inclusive, or exclusive under
@@ -66,7 +80,8 @@ fn cumsum(g: &[f32], width: usize, fault: Fault) -> Vec<f32> {
 
 impl<'x> Chunk<'x> {
     /// Stage load + cumsum: `Γ_i = Σ_{m≤i} log α_m`, `B_i = Σ_{m≤i} log β_m` relative to the chunk start.
-    fn prepare(x: &'x SeqHead<f32>, i0: usize, chunk: usize, sub_chunk: usize, fault: Fault) -> Self {
+    fn prepare(x: &'x SeqHead<f32>, i0: usize, cfg: ChunkConfig, fault: Fault) -> Self {
+        let (chunk, sub_chunk) = (cfg.chunk, cfg.sub_chunk);
         let l = chunk.min(x.len - i0);
         let (dk, dv) = (x.dk, x.dv);
         let (gamma, per_key) = match &x.key {
@@ -76,7 +91,12 @@ impl<'x> Chunk<'x> {
             RowGate::Scalar(g) => (cumsum(&g[i0..i0 + l], 1, fault), false),
         };
         let beta = x.value.as_ref().map(|g| cumsum(&g[i0 * dv..(i0 + l) * dv], dv, fault));
-        Chunk { x, i0, l, gamma, per_key, beta, sub_chunk, fault }
+        // The kernels' span check: Γ is non-increasing, so the span is −min_d Γ_L,d (NaN fails it).
+        let span = if per_key { gamma[(l - 1) * dk..l * dk].iter().fold(0.0f32, |m, &g| m.max(-g)) } else { 0.0 };
+        let factorised = per_key
+            && (fault == Fault::UncheckedFactorisation
+                || cfg.factorise_span.is_some_and(|bound| span <= bound && !gamma.iter().any(|g| g.is_nan())));
+        Chunk { x, i0, l, gamma, per_key, beta, sub_chunk, fault, factorised }
     }
 
     /// Γ_id (scalar gates ignore `d`).
@@ -133,6 +153,18 @@ impl<'x> Chunk<'x> {
                 for j in 0..=i {
                     let qk = dot(self.q(i), self.k(j));
                     a[i * l + j] = qk * st.exp(self.gamma[i] - self.gamma[j]);
+                }
+            }
+            return a;
+        }
+        if self.factorised {
+            // Factorised form (mild chunks): A_ij = Σ_d [q_id e^{Γ_id}] · [k_jd e^{−Γ_jd}], one product; the second
+            // factor's argument is positive but at most the chunk's checked span.
+            let q_t: Vec<f32> = (0..l * dk).map(|x| self.q(x / dk)[x % dk] * st.exp(self.gamma[x])).collect();
+            let k_t: Vec<f32> = (0..l * dk).map(|x| self.k(x / dk)[x % dk] * st.exp_factor(-self.gamma[x])).collect();
+            for i in 0..l {
+                for j in 0..=i {
+                    a[i * l + j] = dot(&q_t[i * dk..(i + 1) * dk], &k_t[j * dk..(j + 1) * dk]);
                 }
             }
             return a;
@@ -300,7 +332,7 @@ fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
 fn forward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, fault: Fault) -> (Vec<f32>, Vec<f32>, ExpStats) {
     let (len, dv) = (x.len, x.dv);
     let starts: Vec<usize> = (0..len).step_by(cfg.chunk).collect();
-    let prepare = |i0: usize| Chunk::prepare(x, i0, cfg.chunk, cfg.sub_chunk, fault);
+    let prepare = |i0: usize| Chunk::prepare(x, i0, cfg, fault);
     let mut o = vec![0.0f32; len * dv];
     let mut stats = ExpStats::default();
     if cfg.materialize {
@@ -351,6 +383,11 @@ fn check_config(cfg: ChunkConfig) -> Result<()> {
     #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.85.
     if cfg.sub_chunk > cfg.chunk || cfg.chunk % cfg.sub_chunk != 0 {
         return bad(format!("sub-chunk size c = {} must divide chunk size C = {}", cfg.sub_chunk, cfg.chunk));
+    }
+    if let Some(b) = cfg.factorise_span {
+        if !(b.is_finite() && b >= 0.0) {
+            return bad(format!("factorise_span must be a finite bound >= 0 (natural-log units), got {b}"));
+        }
     }
     Ok(())
 }

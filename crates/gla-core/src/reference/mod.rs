@@ -144,7 +144,7 @@ pub struct Forward {
 }
 
 /// Chunk configuration of the chunkwise form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChunkConfig {
     /// Chunk size `C ≥ 1`.
     pub chunk: usize,
@@ -153,12 +153,16 @@ pub struct ChunkConfig {
     /// Alg. 1 left (materialize every chunk-start state, then all chunks in parallel) vs right (one sequential
     /// pass).
     pub materialize: bool,
+    /// Per-key gates: chunks whose decay span `−min_d Γ_L,d` (natural log units) is at most this take the
+    /// factorised one-product form `A = (Q ⊙ e^Γ)(K ⊙ e^−Γ)ᵀ`, as the kernels do on "mild" chunks (their bound
+    /// is `SPAN_MAX` in log2 units, i.e. `SPAN_MAX · ln 2` here); `None`: always the exact sub-chunk form.
+    pub factorise_span: Option<f32>,
 }
 
 impl Default for ChunkConfig {
-    /// The kernels' default variant: `C = 64`, `c = 16`, fused (not materialized).
+    /// The kernels' default variant: `C = 64`, `c = 16`, fused (not materialized), exact sub-chunk form.
     fn default() -> Self {
-        ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false }
+        ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: None }
     }
 }
 
@@ -170,11 +174,14 @@ pub struct ExpStats {
     /// Largest argument (`−∞` if none was evaluated, NaN if any argument was NaN). The decomposition guarantees
     /// `max_arg ≤ 0`.
     pub max_arg: f64,
+    /// Largest argument of the one positive-argument `exp` of the factorised form (`K ⊙ e^−Γ`; `−∞` if none).
+    /// Bounded by [`ChunkConfig::factorise_span`].
+    pub max_factor_arg: f64,
 }
 
 impl Default for ExpStats {
     fn default() -> Self {
-        ExpStats { count: 0, max_arg: f64::NEG_INFINITY }
+        ExpStats { count: 0, max_arg: f64::NEG_INFINITY, max_factor_arg: f64::NEG_INFINITY }
     }
 }
 
@@ -183,7 +190,12 @@ impl ExpStats {
     pub fn merge(self, other: ExpStats) -> ExpStats {
         let max_arg =
             if self.max_arg.is_nan() || other.max_arg.is_nan() { f64::NAN } else { self.max_arg.max(other.max_arg) };
-        ExpStats { count: self.count + other.count, max_arg }
+        let max_factor_arg = if self.max_factor_arg.is_nan() || other.max_factor_arg.is_nan() {
+            f64::NAN
+        } else {
+            self.max_factor_arg.max(other.max_factor_arg)
+        };
+        ExpStats { count: self.count + other.count, max_arg, max_factor_arg }
     }
 }
 
@@ -234,6 +246,8 @@ pub enum Fault {
     WrongReferencePoint,
     /// Exclusive instead of inclusive in-chunk cumulative sums (`Γ_i = Σ_{m<i}`): an off-by-one in the decay.
     ExclusiveCumsum,
+    /// The factorised form on every chunk, without the span check: `K ⊙ e^−Γ` overflows on strong gates.
+    UncheckedFactorisation,
 }
 
 /// Relative RMS error `sqrt(Σ(got−want)² / Σ want²)`; 0 if both are all zeros (or empty), `+∞` if `want` is all

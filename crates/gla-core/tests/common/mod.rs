@@ -26,6 +26,8 @@ pub enum Regime {
     LongMemory,
     /// log α ∈ [−3, −0.01]: for finite differences (a ±1e-5 step stays ≤ 0).
     Moderate,
+    /// log α ∈ [−0.3, 0]: mild decay — chunks of ≤ 64 tokens stay within the kernels' factorisation span.
+    Mild,
 }
 
 impl Regime {
@@ -34,6 +36,7 @@ impl Regime {
             Regime::Strong => -rng.random_range(0.0..=60.0),
             Regime::LongMemory => -rng.random_range(0.0..=1e-6),
             Regime::Moderate => -rng.random_range(0.01..=3.0),
+            Regime::Mild => -rng.random_range(0.0..=0.3),
         }
     }
 }
