@@ -91,6 +91,24 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+#if GLA_TENSOR_CORES
+// One tensor-core step c[16x8] += a[16x16] · b[16x8] (bf16/f16 in, f32 accumulate), fragments in mma.sync layout.
+__device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#else
+// The exact-f32 step of one reduction index: rows (g, g+8) x cols (2t, 2t+1) of the accumulator layout.
+__device__ __forceinline__ void fma_2x2(float c[4], float al, float ah, float x0, float x1) {
+    c[0] = fmaf(al, x0, c[0]);
+    c[1] = fmaf(al, x1, c[1]);
+    c[2] = fmaf(ah, x0, c[2]);
+    c[3] = fmaf(ah, x1, c[3]);
+}
+#endif
+
 // c[16x8] += A[r0:r0+16, 0:K] · B[c0:c0+8, 0:K]^T.  A is row-major (lda), B is stored n-major (ldb): both have the
 // reduction index contiguous. c uses the mma.sync m16n8 accumulator layout: c0,c1 -> (row g, cols 2t, 2t+1),
 // c2,c3 -> (row g+8, same cols), g = lane/4, t = lane%4.
@@ -110,10 +128,7 @@ __device__ __forceinline__ void tile_mma(float c[4], const elem_t* A, int lda, i
                      : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * (int)sizeof(elem_t)));
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
                      : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * (int)sizeof(elem_t)));
-        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        mma_16816(c, a0, a1, a2, a3, b0, b1);
     }
 #else
     // Exact f32 path (no tf32): same output mapping as the tensor-core path.
@@ -124,10 +139,7 @@ __device__ __forceinline__ void tile_mma(float c[4], const elem_t* A, int lda, i
 #pragma unroll 4
     for (int kk = 0; kk < K; ++kk) {
         const float al = to_f32(a_lo[kk]), ah = to_f32(a_hi[kk]), x0 = to_f32(b0[kk]), x1 = to_f32(b1[kk]);
-        c[0] = fmaf(al, x0, c[0]);
-        c[1] = fmaf(al, x1, c[1]);
-        c[2] = fmaf(ah, x0, c[2]);
-        c[3] = fmaf(ah, x1, c[3]);
+        fma_2x2(c, al, ah, x0, x1);
     }
 #endif
 }
@@ -148,10 +160,7 @@ __device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda
                      : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * (int)sizeof(elem_t)));
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                      : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
-        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        mma_16816(c, a0, a1, a2, a3, b0, b1);
     }
 #else
     const elem_t* a_lo = A + (r0 + g) * lda;
@@ -160,10 +169,7 @@ __device__ __forceinline__ void tile_mma_kn(float c[4], const elem_t* A, int lda
 #pragma unroll 4
     for (int kk = 0; kk < K; ++kk) {
         const float al = to_f32(a_lo[kk]), ah = to_f32(a_hi[kk]), x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
-        c[0] = fmaf(al, x0, c[0]);
-        c[1] = fmaf(al, x1, c[1]);
-        c[2] = fmaf(ah, x0, c[2]);
-        c[3] = fmaf(ah, x1, c[3]);
+        fma_2x2(c, al, ah, x0, x1);
     }
 #endif
 }
@@ -188,10 +194,7 @@ __device__ __forceinline__ void tile_mma_tn(float c[4], const elem_t* At, int ld
                      : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(a_addr + kk * lda * (int)sizeof(elem_t)));
         asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                      : "=r"(b0), "=r"(b1) : "r"(b_addr + kk * ldb * (int)sizeof(elem_t)));
-        asm("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
-            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        mma_16816(c, a0, a1, a2, a3, b0, b1);
     }
 #else
     const elem_t* b = B + c0 + 2 * t;
@@ -199,10 +202,7 @@ __device__ __forceinline__ void tile_mma_tn(float c[4], const elem_t* At, int ld
     for (int kk = 0; kk < K; ++kk) {
         const float al = to_f32(At[kk * lda + r0 + g]), ah = to_f32(At[kk * lda + r0 + g + 8]);
         const float x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
-        c[0] = fmaf(al, x0, c[0]);
-        c[1] = fmaf(al, x1, c[1]);
-        c[2] = fmaf(ah, x0, c[2]);
-        c[3] = fmaf(ah, x1, c[3]);
+        fma_2x2(c, al, ah, x0, x1);
     }
 #endif
 }
