@@ -313,40 +313,54 @@ def plot(ours, fla, path):
     for s in shapes:
         hd[(s[2], s[3])] = hd.get((s[2], s[3]), 0) + 1
     h, d = (16, 128) if (16, 128) in hd else max(hd, key=hd.get)
-    sweep = sorted((s for s in shapes if s[2] == h and s[3] == d), key=lambda s: s[1])
-    ts = [s[1] for s in sweep]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-
-    def line(vals, label, style):
-        pts = [(t, v) for t, v in zip(ts, vals) if num(v)]
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
-
-    for gate, col in (("gla", "C0"), ("mamba2", "C1")):
-        best = []
-        for s in sweep:
-            ms = [r["ms"] for r in ours if r["shape"] == s and r.get("gate") == gate and r.get("pass", "fwd") == "fwd"
-                  and num(r.get("ms"))]
-            best.append(min(ms) if ms else None)
-        line(best, f"ours, {gate} (best variant)", f"{col}-o")
-        line([fla_ms(fla, fla_impl(gate), gate, "fwd", s) for s in sweep],
-             f"fla {fla_impl(gate)[4:]} ({gate})", f"{col}--s")
-        copy = fla["copy_gbps"] or next((r["copy_gbps"] for r in ours if num(r.get("copy_gbps"))), None)
-        if copy:
-            line([model_bytes(s, gate) / (copy * 1e9) * 1e3 for s in sweep], f"memory floor ({gate})", f"{col}:")
-    line([fla_ms(fla, "torch.sdpa_flash", None, "fwd", s) for s in sweep], "SDPA flash causal", "k-^")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(ts)
-    ax.set_xticklabels([f"T={s[1]}\nB={s[0]}" for s in sweep])
+    same_hd = [s for s in shapes if s[2] == h and s[3] == d]
+    # Left: the sweep at a constant token count B·T (the most common one), ours vs fla vs SDPA.
+    # Right: a fixed batch (the most common B), T varying — the work grows with T (ours only where fla was not run).
+    bt_count = {}
+    for s in same_hd:
+        bt_count[s[0] * s[1]] = bt_count.get(s[0] * s[1], 0) + 1
+    b_count = {}
+    for s in same_hd:
+        b_count[s[0]] = b_count.get(s[0], 0) + 1
+    bt = max(bt_count, key=lambda k: (bt_count[k], k))
+    b_fixed = max(b_count, key=lambda k: (b_count[k], k))
+    panels = [(sorted((s for s in same_hd if s[0] * s[1] == bt), key=lambda s: s[1]), f"B·T = {bt} tokens"),
+              (sorted((s for s in same_hd if s[0] == b_fixed), key=lambda s: s[1]), f"B = {b_fixed}")]
+    panels = [p for p in panels if len(p[0]) >= 2] or panels[:1]
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.5), squeeze=False)
     from matplotlib.ticker import FormatStrFormatter
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
-    ax.tick_params(axis="y", which="minor", labelsize=7)
-    ax.set_ylabel("forward time (ms)")
-    ax.set_title(f"GLA forward, bf16, H={h}, D={d}, B·T constant")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    for ax, (sweep, what) in zip(axes[0], panels):
+        ts = [s[1] for s in sweep]
+
+        def line(vals, label, style):
+            pts = [(t, v) for t, v in zip(ts, vals) if num(v)]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=label)
+
+        for gate, col in (("gla", "C0"), ("mamba2", "C1")):
+            best = []
+            for s in sweep:
+                ms = [r["ms"] for r in ours if r["shape"] == s and r.get("gate") == gate
+                      and r.get("pass", "fwd") == "fwd" and num(r.get("ms"))]
+                best.append(min(ms) if ms else None)
+            line(best, f"ours, {gate} (best variant)", f"{col}-o")
+            line([fla_ms(fla, fla_impl(gate), gate, "fwd", s) for s in sweep],
+                 f"fla {fla_impl(gate)[4:]} ({gate})", f"{col}--s")
+            copy = fla["copy_gbps"] or next((r["copy_gbps"] for r in ours if num(r.get("copy_gbps"))), None)
+            if copy:
+                line([model_bytes(s, gate) / (copy * 1e9) * 1e3 for s in sweep], f"memory floor ({gate})", f"{col}:")
+        line([fla_ms(fla, "torch.sdpa_flash", None, "fwd", s) for s in sweep], "SDPA flash causal", "k-^")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ts)
+        ax.set_xticklabels([f"T={s[1]}\nB={s[0]}" for s in sweep])
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.set_ylabel("forward time (ms)")
+        ax.set_title(f"GLA forward, bf16, H={h}, D={d}, {what}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
