@@ -158,8 +158,8 @@ impl KernelSpec {
         if ![16, 32, 64, 128].contains(&self.tiles.block_v) || self.tiles.block_v > self.dv {
             return bad(format!("block_v must be 16, 32, 64 or 128 and <= d_v = {}, got {}", self.dv, self.tiles.block_v));
         }
-        if ![4, 8].contains(&self.tiles.warps) {
-            return bad(format!("warps must be 4 or 8, got {}", self.tiles.warps));
+        if ![4, 8, 16].contains(&self.tiles.warps) {
+            return bad(format!("warps must be 4, 8 or 16, got {}", self.tiles.warps));
         }
         let smem = crate::writer::SmemLayout::of(self).total;
         if smem > MAX_SMEM_BYTES {
@@ -207,13 +207,18 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                     }
                     for materialize in [false, true] {
                         for block_v in [32u32, 64, 128] {
-                            for warps in [4u32, 8] {
+                            for warps in [4u32, 8, 16] {
                                 if d == 256 && warps == 4 {
                                     continue; // the d_k x block_v state would not fit in 4 warps' registers
                                 }
+                                // 16 warps (4 per scheduler, at most 128 registers a thread) for the wide tiles only.
+                                if warps == 16 && (d < 128 || block_v < 64) {
+                                    continue;
+                                }
                                 // One 128-wide value tile per head (no per-tile repeat of the gate, scores and
-                                // decays) only at d = 128 with 8 warps: the 128 x 128 state is 64 registers a thread.
-                                if block_v == 128 && (d != 128 || warps != 8) {
+                                // decays) where the d_k x 128 state fits in the registers: d = 128 with 8 or 16
+                                // warps (64 / 32 registers a thread), d = 256 with 16 warps (64).
+                                if block_v == 128 && !((d == 128 && warps >= 8) || (d == 256 && warps == 16)) {
                                     continue;
                                 }
                                 let tiles = Tiles { block_v, warps };

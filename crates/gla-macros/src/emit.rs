@@ -176,7 +176,7 @@ pub fn cuda_block(roots: &[Expr]) -> (String, Vec<String>) {
     let mut exp_neg_abs = |out: &mut String, u: &str, i: usize| -> String {
         e_of.entry(u.to_string())
             .or_insert_with(|| {
-                let _ = writeln!(out, "    const float e{i} = expf(-fabsf({u}));");
+                let _ = writeln!(out, "    const float e{i} = gla_exp(-fabsf({u}));");
                 format!("e{i}")
             })
             .clone()
@@ -190,25 +190,32 @@ pub fn cuda_block(roots: &[Expr]) -> (String, Vec<String>) {
             Op::Add => format!("{} + {}", a[0], a[1]),
             Op::Sub => format!("{} - {}", a[0], a[1]),
             Op::Mul => format!("{} * {}", a[0], a[1]),
-            Op::Div => format!("{} / {}", a[0], a[1]),
-            Op::F(Func::Exp) => format!("expf({})", a[0]),
-            Op::F(Func::Log) => format!("logf({})", a[0]),
-            Op::F(Func::Log1p) => format!("log1pf({})", a[0]),
+            // Division by a power-of-two constant is an exact multiplication; any other goes through gla_div
+            // (IEEE in f32 kernels, the fast reciprocal in bf16/f16 kernels; see the writer's element section).
+            Op::Div => match e.arg(1).op() {
+                Op::Const(c) if c != 0.0 && c.is_finite() && (c.abs().log2().fract() == 0.0) => {
+                    format!("{} * {}", a[0], c_float(1.0 / c))
+                }
+                _ => format!("gla_div({}, {})", a[0], a[1]),
+            },
+            Op::F(Func::Exp) => format!("gla_exp({})", a[0]),
+            Op::F(Func::Log) => format!("gla_log({})", a[0]),
+            Op::F(Func::Log1p) => format!("gla_log1p({})", a[0]),
             Op::F(Func::Sqrt) => format!("sqrtf({})", a[0]),
             Op::F(Func::Tanh) => format!("tanhf({})", a[0]),
             Op::F(Func::LogSigmoid) => {
                 let en = exp_neg_abs(&mut out, &a[0], i);
-                format!("fminf({}, 0.0f) - log1pf({en})", a[0])
+                format!("fminf({}, 0.0f) - gla_log1p({en})", a[0])
             }
             Op::F(Func::Softplus) => {
                 let en = exp_neg_abs(&mut out, &a[0], i);
-                format!("fmaxf({}, 0.0f) + log1pf({en})", a[0])
+                format!("fmaxf({}, 0.0f) + gla_log1p({en})", a[0])
             }
             Op::F(Func::Sigmoid) => {
                 // σ(−u) from u itself: same exp(−|u|), branches swapped.
                 let (u, flip) = if fused { (c_operand(&s, e.arg(0).arg(0)), true) } else { (a[0].clone(), false) };
                 let en = exp_neg_abs(&mut out, &u, i);
-                let (pos, negv) = (format!("1.0f / (1.0f + {en})"), format!("{en} / (1.0f + {en})"));
+                let (pos, negv) = (format!("gla_rcp(1.0f + {en})"), format!("{en} * gla_rcp(1.0f + {en})"));
                 let (pos, negv) = if flip { (negv, pos) } else { (pos, negv) };
                 format!("{u} >= 0.0f ? {pos} : {negv}")
             }

@@ -29,7 +29,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
     const float fixed_log_alpha = fixed_gate(a, head);
     const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
     const int nchunks = (sq.len + C - 1) / C;
-    float S[S_PER_WARP][4] = {};
+    SRegs S = {};
     if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);   // S_0
     if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, true));
     for (int c = 0; c < nchunks; ++c) {
@@ -72,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_
     const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
     const i64 c0 = a.chunk_offsets[n];
     const int nchunks = (sq.len + C - 1) / C;
-    float S[S_PER_WARP][4] = {};
+    SRegs S = {};
     if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
     if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, false));
     for (int c = 0; c < nchunks; ++c) {

@@ -53,6 +53,7 @@ __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, 
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 #else
+__device__ __forceinline__ elem_t At_(const elem_t* A, int lda, int k, int m) { return A[k * lda + m]; }
 // The exact-f32 step of one reduction index: rows (g, g+8) x cols (2t, 2t+1) of the accumulator layout.
 __device__ __forceinline__ void fma_2x2(float c[4], float al, float ah, float x0, float x1) {
     c[0] = fmaf(al, x0, c[0]);
@@ -157,6 +158,92 @@ __device__ __forceinline__ void tile_mma_tn(float c[4], const elem_t* At, int ld
         const float x0 = to_f32(b[kk * ldb]), x1 = to_f32(b[kk * ldb + 1]);
         fma_2x2(c, al, ah, x0, x1);
     }
+#endif
+}
+
+// Warp-tile product: acc[mi][ni] (16x8 tiles) += A[r0 + 16 mi .. +16, k] · B[k, c0 + 8 ni .. +8] for k in [0, kend)
+// (kend a multiple of 16, at most K). Each k-step loads every A fragment once for all NI tiles and every B fragment
+// once for all MI tiles (ldmatrix.x4: two n-tiles of B per load), and the MI·NI accumulators are independent, so the
+// tensor-core steps of one k-step overlap instead of waiting on each other.
+//   A_T  = false: A row-major [m][k] (lda);   true: A stored k-major [k][m], read with ldmatrix.trans.
+//   B_KN = true:  B row-major [k][n] (ldb), read with ldmatrix.trans;   false: B stored n-major [n][k].
+template <int MI, int NI, bool A_T, bool B_KN, int K>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0, int kend) {
+    const int lane = threadIdx.x & 31;
+#if GLA_TENSOR_CORES
+    static_assert(NI == 1 || NI % 2 == 0, "B fragments are loaded for pairs of n-tiles");
+    const unsigned a_addr = A_T ? smem_u32(A + ((lane & 7) + (lane >> 4) * 8) * lda + r0 + ((lane >> 3) & 1) * 8)
+                                : smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
+    const unsigned b_addr = B_KN ? smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb + c0 + (lane >> 4) * 8)
+                                 : smem_u32(B + (c0 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
+    constexpr int ES = (int)sizeof(elem_t);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        if (kk >= kend) break;
+        unsigned a[MI][4], b[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const unsigned addr = a_addr + (A_T ? (kk * lda + mi * 16) : (mi * 16 * lda + kk)) * ES;
+            if (A_T)
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
+            else
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
+        }
+#pragma unroll
+        for (int p = 0; p < (NI + 1) / 2; ++p) {
+            const unsigned addr = b_addr + (B_KN ? (kk * ldb + p * 16) : (p * 16 * ldb + kk)) * ES;
+            if (NI == 1) {
+                if (B_KN)
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                                 : "=r"(b[0][0]), "=r"(b[0][1]) : "r"(addr));
+                else
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                                 : "=r"(b[0][0]), "=r"(b[0][1]) : "r"(addr));
+            } else {
+                if (B_KN)
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
+                else
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
+            }
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) mma_16816(acc[mi][ni], a[mi][0], a[mi][1], a[mi][2], a[mi][3], b[ni][0], b[ni][1]);
+    }
+#else
+    // Exact f32 path (no tf32): same output mapping as the tensor-core path.
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll 2
+    for (int kk = 0; kk < kend; ++kk) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const int m = r0 + mi * 16 + g;
+            const float al = to_f32(A_T ? At_(A, lda, kk, m) : A[m * lda + kk]);
+            const float ah = to_f32(A_T ? At_(A, lda, kk, m + 8) : A[(m + 8) * lda + kk]);
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) {
+                const int n = c0 + ni * 8 + 2 * t;
+                const float x0 = to_f32(B_KN ? B[kk * ldb + n] : B[n * ldb + kk]);
+                const float x1 = to_f32(B_KN ? B[kk * ldb + n + 1] : B[(n + 1) * ldb + kk]);
+                fma_2x2(acc[mi][ni], al, ah, x0, x1);
+            }
+        }
+    }
+#endif
+}
+
+// Store a pair of adjacent elements (e even, so 4-byte aligned for 16-bit types) as one store.
+__device__ __forceinline__ void st_pair(elem_t* p, float x, float y) {
+#if GLA_TENSOR_CORES
+    *reinterpret_cast<unsigned*>(p) = (unsigned)to_elem(x) | ((unsigned)to_elem(y) << 16);
+#else
+    p[0] = to_elem(x);
+    p[1] = to_elem(y);
 #endif
 }
 

@@ -132,18 +132,44 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    // One thread per key column: gate and running sum in one pass (column reads are conflict-free).
+    // Thread (seg, d) runs the gate and a running sum down column d over its segment of C / SEGS rows (all NT
+    // threads busy, column reads conflict-free); then every segment adds the totals of the segments above it.
+    constexpr int SEGS = NT >= DK ? NT / DK : 1, SR = C / SEGS;
     float lowest = 0.f;
-    for (int d = tid; d < DK; d += NT) {
-        float acc = 0.f;
+    for (int idx = tid; idx < SEGS * DK; idx += NT) {
+        const int d = idx % DK, i0s = (idx / DK) * SR;
         const bool col = d < a.dk;
+        float acc = 0.f;
 #pragma unroll 8
-        for (int i = 0; i < C; ++i) {
+        for (int i = i0s; i < i0s + SR; ++i) {
             acc += (i < rows && col) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
             s.G[i * LDG + d] = acc;
         }
-        s.GL[d] = acc;
-        lowest = fminf(lowest, acc);
+    }
+    if (SEGS > 1) {
+        __syncthreads();
+        float off[(SEGS * DK + NT - 1) / NT];
+#pragma unroll
+        for (int u = 0; u < (SEGS * DK + NT - 1) / NT; ++u) {
+            const int idx = tid + u * NT, d = idx % DK, seg = idx / DK;
+            off[u] = 0.f;
+            for (int m = 0; m < seg; ++m) off[u] += s.G[((m + 1) * SR - 1) * LDG + d];  // totals of the segments above
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < (SEGS * DK + NT - 1) / NT; ++u) {
+            const int idx = tid + u * NT, d = idx % DK, seg = idx / DK;
+            if (idx < SEGS * DK && seg > 0) {
+#pragma unroll 8
+                for (int i = seg * SR; i < seg * SR + SR; ++i) s.G[i * LDG + d] += off[u];
+            }
+        }
+        __syncthreads();
+    }
+    for (int d = tid; d < DK; d += NT) {
+        const float gl = s.G[(C - 1) * LDG + d];
+        s.GL[d] = gl;
+        lowest = fminf(lowest, gl);
     }
     (void)fixed_log_alpha;
     return __syncthreads_and(lowest >= -SPAN_MAX) != 0;  // NaN logits fail the test: the exact path handles them
@@ -198,45 +224,60 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     return false;
 }
 
-// Per-warp ownership of the 16x8 tiles of the state S (d_k x BV) and of the output O (C x BV).
-constexpr int S_TILES = (DK / 16) * (BV / 8);
-constexpr int S_PER_WARP = (S_TILES + NW - 1) / NW;
-constexpr int O_TILES = (C / 16) * (BV / 8);
-constexpr int O_PER_WARP = (O_TILES + NW - 1) / NW;
+// Warp tiles of the three products (16x8 mma tiles; the writer picks O_WM x O_WN etc. so that the warp tiles
+// divide evenly over the NW warps): O (C x BV), the state S (d_k x BV, in registers), the scores A (C x C).
+constexpr int S_WCOLS = BV / (8 * S_WN), S_WTILES = (DK / (16 * S_WM)) * S_WCOLS;
+constexpr int S_PER_WARP = (S_WTILES + NW - 1) / NW;
+constexpr int O_WCOLS = BV / (8 * O_WN), O_WTILES = (C / (16 * O_WM)) * O_WCOLS;
+constexpr int O_PER_WARP = (O_WTILES + NW - 1) / NW;
+constexpr int A_WCOLS = C / (8 * A_WN), A_WTILES = (C / (16 * A_WM)) * A_WCOLS;
+constexpr int A_PER_WARP = (A_WTILES + NW - 1) / NW;
+typedef float SRegs[S_PER_WARP][S_WM][S_WN][4];  // this thread's part of S, in mma accumulator layout
+
+// Origin (row, col) of warp tile wt of a product whose warp tiles are WM x WN mma tiles, WCOLS of them per row.
+template <int WM, int WN, int WCOLS>
+__device__ __forceinline__ int2 wtile_origin(int wt) { return make_int2((wt / WCOLS) * 16 * WM, (wt % WCOLS) * 8 * WN); }
 
 // Stage state_to_smem: st = S in elem_t (the B operand of Q̃ S); pairs of columns as one 32-bit store.
-__device__ __forceinline__ void state_to_smem(const float S[S_PER_WARP][4], const Tiles& s) {
+__device__ __forceinline__ void state_to_smem(const SRegs& S, const Tiles& s) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < S_PER_WARP; ++u) {
-        const int tile = warp + u * NW;
-        if (tile < S_TILES) {
-            const int d = (tile / (BV / 8)) * 16 + g, e = (tile % (BV / 8)) * 8 + 2 * t;
-            s.st[d * LDV + e] = to_elem(S[u][0]);
-            s.st[d * LDV + e + 1] = to_elem(S[u][1]);
-            s.st[(d + 8) * LDV + e] = to_elem(S[u][2]);
-            s.st[(d + 8) * LDV + e + 1] = to_elem(S[u][3]);
-        }
+        const int wt = warp + u * NW;
+        if (wt >= S_WTILES) continue;
+        const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
+#pragma unroll
+        for (int mi = 0; mi < S_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < S_WN; ++ni) {
+                const int d = o.x + mi * 16 + g, e = o.y + ni * 8 + 2 * t;
+                st_pair(s.st + d * LDV + e, S[u][mi][ni][0], S[u][mi][ni][1]);
+                st_pair(s.st + (d + 8) * LDV + e, S[u][mi][ni][2], S[u][mi][ni][3]);
+            }
     }
 }
 
 // Move S between registers and a global [.., H, dk, dv] f32 slab (h0, ht, chunk states). Masked to the real dims.
 template <bool STORE>
-__device__ __forceinline__ void state_global(float S[S_PER_WARP][4], float* base, const FwdArgs& a, int v0) {
+__device__ __forceinline__ void state_global(SRegs& S, float* base, const FwdArgs& a, int v0) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < S_PER_WARP; ++u) {
-        const int tile = warp + u * NW;
-        if (tile < S_TILES) {
+        const int wt = warp + u * NW;
+        if (wt >= S_WTILES) continue;
+        const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const int d = (tile / (BV / 8)) * 16 + g + (r >= 2 ? 8 : 0);
-                const int e = v0 + (tile % (BV / 8)) * 8 + 2 * t + (r & 1);
-                const bool ok = d < a.dk && e < a.dv;
-                if (STORE) { if (ok) base[(i64)d * a.dv + e] = S[u][r]; }
-                else S[u][r] = ok ? base[(i64)d * a.dv + e] : 0.f;
-            }
-        }
+        for (int mi = 0; mi < S_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < S_WN; ++ni)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int d = o.x + mi * 16 + g + (r >= 2 ? 8 : 0);
+                    const int e = v0 + o.y + ni * 8 + 2 * t + (r & 1);
+                    const bool ok = d < a.dk && e < a.dv;
+                    if (STORE) { if (ok) base[(i64)d * a.dv + e] = S[u][mi][ni][r]; }
+                    else S[u][mi][ni][r] = ok ? base[(i64)d * a.dv + e] : 0.f;
+                }
     }
 }
 
@@ -359,21 +400,28 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
 __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    constexpr int NCOL = C / 8, NTILES = (C / 16) * NCOL;
-    for (int tile = warp; tile < NTILES; tile += NW) {
-        const int tm = tile / NCOL, tn = tile % NCOL;
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
-        if (tn * 8 <= tm * 16 + 15) tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.k(b), LDK, tn * 8);
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int i = tm * 16 + g + (r >= 2 ? 8 : 0), j = tn * 8 + 2 * t + (r & 1);
+    for (int u = 0; u < A_PER_WARP; ++u) {
+        const int wt = warp + u * NW;
+        if (wt >= A_WTILES) continue;
+        const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
+        float c[A_WM][A_WN][4] = {};
+        if (o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.k(b), LDK, o.y, DK);
+#pragma unroll
+        for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < A_WN; ++ni) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int i = o.x + mi * 16 + g + (r >= 2 ? 8 : 0), j = o.y + ni * 8 + 2 * t + (r & 1);
 #if KEY_GATE == GATE_PER_VALUE
-            c[r] = (j <= i) ? c[r] : 0.f;
+                    c[mi][ni][r] = (j <= i) ? c[mi][ni][r] : 0.f;
 #else
-            c[r] = (j <= i) ? c[r] * exp_nonpos(s.G[i] - s.G[j]) : 0.f;
+                    c[mi][ni][r] = (j <= i) ? c[mi][ni][r] * exp_nonpos(s.G[i] - s.G[j]) : 0.f;
 #endif
-        }
-        tile_store_a(c, s, tm * 16, tn * 8);
+                }
+                tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
+            }
     }
     __syncthreads();
 }
@@ -484,23 +532,30 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 // [2^−SPAN_MAX, 2^SPAN_MAX] of its input, so nothing over- or underflows; the result is masked causally.
 __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    constexpr int NCOL = C / 8, NTILES = (C / 16) * NCOL;
-    for (int tile = warp; tile < NTILES; tile += NW) {
-        const int tm = tile / NCOL, tn = tile % NCOL;
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
-        if (tn * 8 <= tm * 16 + 15) {
-            tile_mma<DK>(c, s.q(b), LDK, tm * 16, s.x(b), LDK, tn * 8);            // Q̃_hi K̃_hi^T
+#pragma unroll
+    for (int u = 0; u < A_PER_WARP; ++u) {
+        const int wt = warp + u * NW;
+        if (wt >= A_WTILES) continue;
+        const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
+        float c[A_WM][A_WN][4] = {};
+        if (o.y <= o.x + 16 * A_WM - 1) {                                                   // not wholly above the diagonal
+            warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.x(b), LDK, o.y, DK);          // Q̃_hi K̃_hi^T
 #if SPLIT_A
-            tile_mma<DK>(c, q_lo(s, 0), LDLO, tm * 16, s.x(b), LDK, tn * 8);       // + Q̃_lo K̃_hi^T
-            tile_mma<DK>(c, s.q(b), LDK, tm * 16, k_lo(s, 0), LDLO, tn * 8);       // + Q̃_hi K̃_lo^T (bf16x3)
+            warp_mma<A_WM, A_WN, false, false, DK>(c, q_lo(s, 0), LDLO, o.x, s.x(b), LDK, o.y, DK);     // + Q̃_lo K̃_hi^T
+            warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, k_lo(s, 0), LDLO, o.y, DK);     // + Q̃_hi K̃_lo^T
 #endif
         }
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int i = tm * 16 + g + (r >= 2 ? 8 : 0), j = tn * 8 + 2 * t + (r & 1);
-            if (j > i) c[r] = 0.f;
-        }
-        tile_store_a(c, s, tm * 16, tn * 8);
+        for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < A_WN; ++ni) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int i = o.x + mi * 16 + g + (r >= 2 ? 8 : 0), j = o.y + ni * 8 + 2 * t + (r & 1);
+                    if (j > i) c[mi][ni][r] = 0.f;
+                }
+                tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
+            }
     }
 }
 #endif
@@ -563,54 +618,87 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < O_PER_WARP; ++u) {
-        const int tile = warp + u * NW;
-        if (tile >= O_TILES) continue;
-        const int tm = tile / (BV / 8), tn = tile % (BV / 8);
-        float c[4] = {0.f, 0.f, 0.f, 0.f};
-        tile_mma_kn<DK>(c, s.q(b), LDK, tm * 16, s.st, LDV, tn * 8);    // inter: Q̃ S
+        const int wt = warp + u * NW;
+        if (wt >= O_WTILES) continue;
+        const int2 o = wtile_origin<O_WM, O_WN, O_WCOLS>(wt);
+        float c[O_WM][O_WN][4] = {};
+        warp_mma<O_WM, O_WN, false, true, DK>(c, s.q(b), LDK, o.x, s.st, LDV, o.y, DK);    // inter: Q̃ S
 #if KEY_GATE == GATE_PER_VALUE
-        value_gate_intra(c, s, b, tm, tn);                              // exp(Γ) ⊙ (Q S) + intra, value-decayed
+#pragma unroll
+        for (int mi = 0; mi < O_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < O_WN; ++ni)
+                value_gate_intra(c[mi][ni], s, b, o.x / 16 + mi, o.y / 8 + ni);         // exp(Γ) ⊙ (Q S) + intra
 #else
 #if KEY_GATE != GATE_PER_KEY
-        const float e_lo = exp_nonpos(s.G[tm * 16 + g]), e_hi = exp_nonpos(s.G[tm * 16 + g + 8]);
-        c[0] *= e_lo; c[1] *= e_lo; c[2] *= e_hi; c[3] *= e_hi;        // scalar gate: diag(exp(Γ)) Q S
-#endif
-        tile_mma_kn<C>(c, s.A, LDC, tm * 16, s.v(b), LDV, tn * 8);      // intra: A V
-#if SPLIT_A
-        tile_mma_kn<C>(c, s.A_lo, LDC, tm * 16, s.v(b), LDV, tn * 8);   //        + A_lo V
-#endif
-#endif
-        const int i = tm * 16 + g, e = sq.v0 + tn * 8 + 2 * t;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = i + 8 * h;
-            if (i0 + row >= sq.len) continue;
-            elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + e;
-            if (e < a.dv) dst[0] = to_elem(a.scale * c[2 * h]);
-            if (e + 1 < a.dv) dst[1] = to_elem(a.scale * c[2 * h + 1]);
+        for (int mi = 0; mi < O_WM; ++mi) {                                              // scalar gate: diag(exp(Γ)) Q S
+            const float e_lo = exp_nonpos(s.G[o.x + mi * 16 + g]), e_hi = exp_nonpos(s.G[o.x + mi * 16 + g + 8]);
+#pragma unroll
+            for (int ni = 0; ni < O_WN; ++ni) {
+                c[mi][ni][0] *= e_lo; c[mi][ni][1] *= e_lo; c[mi][ni][2] *= e_hi; c[mi][ni][3] *= e_hi;
+            }
         }
+#endif
+        const int kend = min(C, o.x + 16 * O_WM);                                       // A_ij = 0 for j > i
+        warp_mma<O_WM, O_WN, false, true, C>(c, s.A, LDC, o.x, s.v(b), LDV, o.y, kend);     // intra: A V
+#if SPLIT_A
+        warp_mma<O_WM, O_WN, false, true, C>(c, s.A_lo, LDC, o.x, s.v(b), LDV, o.y, kend);  //        + A_lo V
+#endif
+#endif
+#pragma unroll
+        for (int mi = 0; mi < O_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < O_WN; ++ni) {
+                const int i = o.x + mi * 16 + g, e = sq.v0 + o.y + ni * 8 + 2 * t;
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int row = i + 8 * h;
+                    if (i0 + row >= sq.len) continue;
+                    elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + e;
+                    const float x0 = a.scale * c[mi][ni][2 * h], x1 = a.scale * c[mi][ni][2 * h + 1];
+                    if (e + 1 < a.dv && (a.dv & 1) == 0) st_pair(dst, x0, x1);
+                    else {
+                        if (e < a.dv) dst[0] = to_elem(x0);
+                        if (e + 1 < a.dv) dst[1] = to_elem(x1);
+                    }
+                }
+            }
     }
 }
 
 // Stage state_update:  S ← diag(exp(Γ_L)) S + K̂^T V   (value gate: S ← S diag(exp(Γ_L)) + K^T V̂).
-__device__ __forceinline__ void state_update(float S[S_PER_WARP][4], const Tiles& s, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+__device__ __forceinline__ void state_update(SRegs& S, const Tiles& s, int b) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < S_PER_WARP; ++u) {
-        const int tile = warp + u * NW;
-        if (tile >= S_TILES) continue;
-        const int tm = tile / (BV / 8), tn = tile % (BV / 8);
+        const int wt = warp + u * NW;
+        if (wt >= S_WTILES) continue;
+        const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #if KEY_GATE == GATE_PER_VALUE
-        const int col = tn * 8 + 2 * (lane & 3);                        // S ← S diag(exp(Γ_L)) (columns)
-        const float f0 = exp_nonpos(s.G[(C - 1) * LDG + col]), f1 = exp_nonpos(s.G[(C - 1) * LDG + col + 1]);
-        S[u][0] *= f0; S[u][1] *= f1; S[u][2] *= f0; S[u][3] *= f1;
+#pragma unroll
+        for (int ni = 0; ni < S_WN; ++ni) {                                             // S ← S diag(exp(Γ_L)) (columns)
+            const int col = o.y + ni * 8 + 2 * t;
+            const float f0 = exp_nonpos(s.G[(C - 1) * LDG + col]), f1 = exp_nonpos(s.G[(C - 1) * LDG + col + 1]);
+#pragma unroll
+            for (int mi = 0; mi < S_WM; ++mi) {
+                S[u][mi][ni][0] *= f0; S[u][mi][ni][1] *= f1; S[u][mi][ni][2] *= f0; S[u][mi][ni][3] *= f1;
+            }
+        }
         (void)g;
 #else
-        const float f_lo = exp_nonpos(gamma_last(s, tm * 16 + g));
-        const float f_hi = exp_nonpos(gamma_last(s, tm * 16 + g + 8));
-        S[u][0] *= f_lo; S[u][1] *= f_lo; S[u][2] *= f_hi; S[u][3] *= f_hi;
+#pragma unroll
+        for (int mi = 0; mi < S_WM; ++mi) {                                             // S ← diag(exp(Γ_L)) S (rows)
+            const float f_lo = exp_nonpos(gamma_last(s, o.x + mi * 16 + g));
+            const float f_hi = exp_nonpos(gamma_last(s, o.x + mi * 16 + g + 8));
+#pragma unroll
+            for (int ni = 0; ni < S_WN; ++ni) {
+                S[u][mi][ni][0] *= f_lo; S[u][mi][ni][1] *= f_lo; S[u][mi][ni][2] *= f_hi; S[u][mi][ni][3] *= f_hi;
+            }
+        }
+        (void)t;
 #endif
-        tile_mma_tn<C>(S[u], s.k(b), LDK, tm * 16, s.v(b), LDV, tn * 8);   // K̂^T V  (value gate: K^T V̂)
+        warp_mma<S_WM, S_WN, true, true, C>(S[u], s.k(b), LDK, o.x, s.v(b), LDV, o.y, C);  // + K̂^T V  (value gate: K^T V̂)
     }
 }
 

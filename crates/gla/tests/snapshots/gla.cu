@@ -2,18 +2,18 @@
 // log alpha = log_sigmoid(x) / 16.0
 __device__ __forceinline__ float gla_gate_gla(float x, const float* p) {
     (void)p;
-    const float e0 = expf(-fabsf(x));
-    const float t0 = fminf(x, 0.0f) - log1pf(e0);
-    const float t1 = t0 / 16.0f;
+    const float e0 = gla_exp(-fabsf(x));
+    const float t0 = fminf(x, 0.0f) - gla_log1p(e0);
+    const float t1 = t0 * 0.0625f;
     // log alpha <= 0 is proved over the reals; f32 rounding near 0 must not lift it above 0 (NaN passes).
     return t1 > 0.0f ? 0.0f : t1;
 }
 
 __device__ __forceinline__ float gla_gate_gla_dx(float x, const float* p) {
     (void)p;
-    const float e0 = expf(-fabsf(x));
-    const float t0 = x >= 0.0f ? e0 / (1.0f + e0) : 1.0f / (1.0f + e0);
-    const float t1 = t0 / 16.0f;
+    const float e0 = gla_exp(-fabsf(x));
+    const float t0 = x >= 0.0f ? e0 * gla_rcp(1.0f + e0) : gla_rcp(1.0f + e0);
+    const float t1 = t0 * 0.0625f;
     return t1;
 }
 

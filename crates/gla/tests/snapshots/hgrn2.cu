@@ -3,35 +3,35 @@
 // p[0] = gamma (range [0, 1])
 __device__ __forceinline__ float gla_gate_hgrn2(float x, const float* p) {
     const float t0 = 1.0f - p[0];
-    const float e1 = expf(-fabsf(x));
-    const float t1 = x >= 0.0f ? 1.0f / (1.0f + e1) : e1 / (1.0f + e1);
+    const float e1 = gla_exp(-fabsf(x));
+    const float t1 = x >= 0.0f ? gla_rcp(1.0f + e1) : e1 * gla_rcp(1.0f + e1);
     const float t2 = t0 * t1;
     const float t3 = p[0] + t2;
-    const float t4 = logf(t3);
+    const float t4 = gla_log(t3);
     // log alpha <= 0 is proved over the reals; f32 rounding near 0 must not lift it above 0 (NaN passes).
     return t4 > 0.0f ? 0.0f : t4;
 }
 
 __device__ __forceinline__ float gla_gate_hgrn2_dx(float x, const float* p) {
     const float t0 = 1.0f - p[0];
-    const float e1 = expf(-fabsf(x));
-    const float t1 = x >= 0.0f ? 1.0f / (1.0f + e1) : e1 / (1.0f + e1);
-    const float t2 = x >= 0.0f ? e1 / (1.0f + e1) : 1.0f / (1.0f + e1);
+    const float e1 = gla_exp(-fabsf(x));
+    const float t1 = x >= 0.0f ? gla_rcp(1.0f + e1) : e1 * gla_rcp(1.0f + e1);
+    const float t2 = x >= 0.0f ? e1 * gla_rcp(1.0f + e1) : gla_rcp(1.0f + e1);
     const float t3 = t1 * t2;
     const float t4 = t0 * t3;
     const float t5 = t0 * t1;
     const float t6 = p[0] + t5;
-    const float t7 = t4 / t6;
+    const float t7 = gla_div(t4, t6);
     return t7;
 }
 
 __device__ __forceinline__ void gla_gate_hgrn2_dp(float x, const float* p, float* dp) {
-    const float e0 = expf(-fabsf(x));
-    const float t0 = x >= 0.0f ? e0 / (1.0f + e0) : 1.0f / (1.0f + e0);
+    const float e0 = gla_exp(-fabsf(x));
+    const float t0 = x >= 0.0f ? e0 * gla_rcp(1.0f + e0) : gla_rcp(1.0f + e0);
     const float t1 = 1.0f - p[0];
-    const float t2 = x >= 0.0f ? 1.0f / (1.0f + e0) : e0 / (1.0f + e0);
+    const float t2 = x >= 0.0f ? gla_rcp(1.0f + e0) : e0 * gla_rcp(1.0f + e0);
     const float t3 = t1 * t2;
     const float t4 = p[0] + t3;
-    const float t5 = t0 / t4;
+    const float t5 = gla_div(t0, t4);
     dp[0] = t5;
 }

@@ -2,9 +2,9 @@
 // log alpha = -softplus(x) * exp(a)
 // p[0] = a (unbounded)
 __device__ __forceinline__ float gla_gate_mamba2(float x, const float* p) {
-    const float e0 = expf(-fabsf(x));
-    const float t0 = fmaxf(x, 0.0f) + log1pf(e0);
-    const float t1 = expf(p[0]);
+    const float e0 = gla_exp(-fabsf(x));
+    const float t0 = fmaxf(x, 0.0f) + gla_log1p(e0);
+    const float t1 = gla_exp(p[0]);
     const float t2 = t0 * t1;
     const float t3 = -t2;
     // log alpha <= 0 is proved over the reals; f32 rounding near 0 must not lift it above 0 (NaN passes).
@@ -12,18 +12,18 @@ __device__ __forceinline__ float gla_gate_mamba2(float x, const float* p) {
 }
 
 __device__ __forceinline__ float gla_gate_mamba2_dx(float x, const float* p) {
-    const float e0 = expf(-fabsf(x));
-    const float t0 = x >= 0.0f ? 1.0f / (1.0f + e0) : e0 / (1.0f + e0);
-    const float t1 = expf(p[0]);
+    const float e0 = gla_exp(-fabsf(x));
+    const float t0 = x >= 0.0f ? gla_rcp(1.0f + e0) : e0 * gla_rcp(1.0f + e0);
+    const float t1 = gla_exp(p[0]);
     const float t2 = t0 * t1;
     const float t3 = -t2;
     return t3;
 }
 
 __device__ __forceinline__ void gla_gate_mamba2_dp(float x, const float* p, float* dp) {
-    const float e0 = expf(-fabsf(x));
-    const float t0 = fmaxf(x, 0.0f) + log1pf(e0);
-    const float t1 = expf(p[0]);
+    const float e0 = gla_exp(-fabsf(x));
+    const float t0 = fmaxf(x, 0.0f) + gla_log1p(e0);
+    const float t1 = gla_exp(p[0]);
     const float t2 = t0 * t1;
     const float t3 = -t2;
     dp[0] = t3;

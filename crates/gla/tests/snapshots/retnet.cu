@@ -5,9 +5,9 @@ __device__ __forceinline__ float gla_gate_retnet(float x, const float* p) {
     (void)p;
     const float t0 = (-5.0f) - x;
     const float t1 = 0.6931472f * t0;
-    const float t2 = expf(t1);
+    const float t2 = gla_exp(t1);
     const float t3 = -t2;
-    const float t4 = log1pf(t3);
+    const float t4 = gla_log1p(t3);
     // log alpha <= 0 is proved over the reals; f32 rounding near 0 must not lift it above 0 (NaN passes).
     return t4 > 0.0f ? 0.0f : t4;
 }
@@ -16,10 +16,10 @@ __device__ __forceinline__ float gla_gate_retnet_dx(float x, const float* p) {
     (void)p;
     const float t0 = (-5.0f) - x;
     const float t1 = 0.6931472f * t0;
-    const float t2 = expf(t1);
+    const float t2 = gla_exp(t1);
     const float t3 = 0.6931472f * t2;
     const float t4 = 1.0f - t2;
-    const float t5 = t3 / t4;
+    const float t5 = gla_div(t3, t4);
     return t5;
 }
 

@@ -2,7 +2,7 @@
 // log alpha = -exp(x)
 __device__ __forceinline__ float gla_gate_rwkv6(float x, const float* p) {
     (void)p;
-    const float t0 = expf(x);
+    const float t0 = gla_exp(x);
     const float t1 = -t0;
     // log alpha <= 0 is proved over the reals; f32 rounding near 0 must not lift it above 0 (NaN passes).
     return t1 > 0.0f ? 0.0f : t1;
@@ -10,7 +10,7 @@ __device__ __forceinline__ float gla_gate_rwkv6(float x, const float* p) {
 
 __device__ __forceinline__ float gla_gate_rwkv6_dx(float x, const float* p) {
     (void)p;
-    const float t0 = expf(x);
+    const float t0 = gla_exp(x);
     const float t1 = -t0;
     return t1;
 }
