@@ -43,7 +43,7 @@ impl Gate for LogSigmoid16 {
         "fixture_gate"
     }
     fn cuda_source(&self) -> &'static str {
-        "__device__ __forceinline__ float fixture_gate(float x, const float* p) { (void)p; return (fminf(x, 0.f) - gla_log1p(gla_exp(-fabsf(x)))) * 0.0625f; }\n\
+        "__device__ __forceinline__ float fixture_gate(float x, const float* p) { (void)p; return (fminf(x, 0.f) - gla_log1p_unit(gla_exp(-fabsf(x)))) * 0.0625f; }\n\
          __device__ __forceinline__ float fixture_gate_dx(float x, const float* p) { (void)p; return 0.0625f * gla_rcp(1.f + gla_exp(x)); }\n\
          __device__ __forceinline__ void fixture_gate_dp(float x, const float* p, float* dp) { (void)x; (void)p; (void)dp; }\n"
     }

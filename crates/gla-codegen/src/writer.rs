@@ -69,7 +69,7 @@ impl SmemLayout {
             c * ldc * e,                                                     // A
             if per_value { c * ldv * e } else { 0 },                         // Ṽ (value gate)
             if split_a(spec) { c * ldc * e } else { 0 },                     // A_lo
-            if shape == GateShape::PerKey { dk * 4 } else { 0 },             // Γ_L
+            if shape == GateShape::PerKey { 2 * dk * 4 } else { 0 },         // Γ_L, exp(Γ_L)
         ]);
         let stages = if 2 * stage_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 2 } else { 1 };
         let base = stages * stage_bytes;
@@ -98,7 +98,8 @@ pub fn split_a(spec: &KernelSpec) -> bool {
     spec.dtype != DType::F32 && spec.gate.shape() != GateShape::PerValue
 }
 
-/// The gate's math functions (`gla_exp`, `gla_log`, `gla_log1p`, `gla_div`, `gla_rcp`; emitted by the macro). f32
+/// The gate's math functions (`gla_exp`, `gla_log`, `gla_log1p`, `gla_log1p_unit`, `gla_div`, `gla_rcp`; emitted
+/// by the macro; `gla_log1p_unit` is log1p of exp(−|u|) ∈ (0, 1] inside log σ and softplus). f32
 /// kernels get the IEEE library functions. bf16/f16 kernels (tolerance 3e-3) get the special-function-unit
 /// approximations: relative error ~2^-22 for exp and 1/x, absolute ~2^-22 for log; log1p keeps its relative precision
 /// for small arguments with a degree-5 series (|x| < 1/16, truncation < 2e-7 relative), where log(1 + x) would not.
@@ -108,6 +109,7 @@ fn gate_math_section(dtype: DType) -> &'static str {
             "__device__ __forceinline__ float gla_exp(float x) { return expf(x); }\n\
              __device__ __forceinline__ float gla_log(float x) { return logf(x); }\n\
              __device__ __forceinline__ float gla_log1p(float x) { return log1pf(x); }\n\
+             __device__ __forceinline__ float gla_log1p_unit(float x) { return log1pf(x); }\n\
              __device__ __forceinline__ float gla_div(float a, float b) { return a / b; }\n\
              __device__ __forceinline__ float gla_rcp(float x) { return 1.0f / x; }\n"
         }
@@ -118,6 +120,8 @@ fn gate_math_section(dtype: DType) -> &'static str {
              \x20   const float s = x * (1.0f + x * (-0.5f + x * (0.33333334f + x * (-0.25f + x * 0.2f))));\n\
              \x20   return fabsf(x) < 0.0625f ? s : gla_log(1.0f + x);\n\
              }\n\
+             // log(1 + x) for x = exp(−|u|) in (0, 1] (log σ, softplus): absolute error ~2^-22, as the f32 cumsum of Γ.\n\
+             __device__ __forceinline__ float gla_log1p_unit(float x) { return gla_log(1.0f + x); }\n\
              __device__ __forceinline__ float gla_div(float a, float b) { return __fdividef(a, b); }\n\
              __device__ __forceinline__ float gla_rcp(float x) { float r; asm(\"rcp.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n"
         }
@@ -131,14 +135,20 @@ fn elem_section(dtype: DType) -> &'static str {
              #define GLA_TENSOR_CORES 1\n#define GLA_MMA_TYPE \"bf16\"\n#define GLA_EXP2(x) exp2f_approx(x)\n\
              __device__ __forceinline__ float exp2f_approx(float x) { float r; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
              __device__ __forceinline__ float to_f32(elem_t x) { return __uint_as_float(((unsigned)x) << 16); }\n\
-             __device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n"
+             __device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n\
+             // (lo, hi) -> one 32-bit word, lo in the low half; and back\n\
+             __device__ __forceinline__ unsigned pack2(float lo, float hi) { unsigned r; asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n\
+             __device__ __forceinline__ float2 unpack2(unsigned w) { return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)); }\n"
         }
         DType::F16 => {
             "typedef unsigned short elem_t;  // f16 bits\n\
              #define GLA_TENSOR_CORES 1\n#define GLA_MMA_TYPE \"f16\"\n#define GLA_EXP2(x) exp2f_approx(x)\n\
              __device__ __forceinline__ float exp2f_approx(float x) { float r; asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
              __device__ __forceinline__ float to_f32(elem_t x) { float r; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(r) : \"h\"(x)); return r; }\n\
-             __device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n"
+             __device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n\
+             // (lo, hi) -> one 32-bit word, lo in the low half; and back\n\
+             __device__ __forceinline__ unsigned pack2(float lo, float hi) { unsigned r; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; }\n\
+             __device__ __forceinline__ float2 unpack2(unsigned w) { return make_float2(to_f32((elem_t)(w & 0xffffu)), to_f32((elem_t)(w >> 16))); }\n"
         }
         DType::F32 => {
             "typedef float elem_t;  // exact f32: CUDA-core FMAs, no tf32\n\

@@ -205,11 +205,11 @@ pub fn cuda_block(roots: &[Expr]) -> (String, Vec<String>) {
             Op::F(Func::Tanh) => format!("tanhf({})", a[0]),
             Op::F(Func::LogSigmoid) => {
                 let en = exp_neg_abs(&mut out, &a[0], i);
-                format!("fminf({}, 0.0f) - gla_log1p({en})", a[0])
+                format!("fminf({}, 0.0f) - gla_log1p_unit({en})", a[0])
             }
             Op::F(Func::Softplus) => {
                 let en = exp_neg_abs(&mut out, &a[0], i);
-                format!("fmaxf({}, 0.0f) + gla_log1p({en})", a[0])
+                format!("fmaxf({}, 0.0f) + gla_log1p_unit({en})", a[0])
             }
             Op::F(Func::Sigmoid) => {
                 // σ(−u) from u itself: same exp(−|u|), branches swapped.

@@ -240,7 +240,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
 // Store a pair of adjacent elements (e even, so 4-byte aligned for 16-bit types) as one store.
 __device__ __forceinline__ void st_pair(elem_t* p, float x, float y) {
 #if GLA_TENSOR_CORES
-    *reinterpret_cast<unsigned*>(p) = (unsigned)to_elem(x) | ((unsigned)to_elem(y) << 16);
+    *reinterpret_cast<unsigned*>(p) = pack2(x, y);
 #else
     p[0] = to_elem(x);
     p[1] = to_elem(y);

@@ -21,6 +21,7 @@ struct Tiles {
     unsigned char* base;  // stage buffers, STAGE_BYTES each
     float* G;         // [C][LDG] (per key) or [C] (scalar): Γ
     float* GL;        // [DK] per key: Γ_L (the last row), kept apart from G's overlay
+    float* EGL;       // [DK] per key: exp(Γ_L)
     elem_t* A_lo;     // [C][LDC] SPLIT_A: A − A_hi, so A V = A_hi V + A_lo V carries A to ~f32 precision
     elem_t* st;       // [DK][LDV] S (state entering the chunk), row-major: the k-major B operand of Q̃ S
     elem_t* A;        // [C][LDC] masked decayed scores
@@ -45,8 +46,56 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.A = reinterpret_cast<elem_t*>(smem + OFF_A);
     s.A_lo = reinterpret_cast<elem_t*>(smem + OFF_ALO);
     s.GL = reinterpret_cast<float*>(smem + OFF_GL);
+    s.EGL = s.GL + DK;
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
     return s;
+}
+
+// VEC elements of a 16-byte vector as f32, and back (rounded once, or as hi + lo halves: x ≈ hi + lo).
+__device__ __forceinline__ void load_vec(const elem_t* p, float out[VEC]) {
+    const uint4 u = *reinterpret_cast<const uint4*>(p);
+#if GLA_TENSOR_CORES
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float2 f = unpack2(w[j]);
+        out[2 * j] = f.x;
+        out[2 * j + 1] = f.y;
+    }
+#else
+    out[0] = __uint_as_float(u.x); out[1] = __uint_as_float(u.y); out[2] = __uint_as_float(u.z); out[3] = __uint_as_float(u.w);
+#endif
+}
+__device__ __forceinline__ void store_vec(elem_t* p, const float in[VEC]) {
+#if GLA_TENSOR_CORES
+    *reinterpret_cast<uint4*>(p) = make_uint4(pack2(in[0], in[1]), pack2(in[2], in[3]), pack2(in[4], in[5]), pack2(in[6], in[7]));
+#else
+    *reinterpret_cast<float4*>(p) = make_float4(in[0], in[1], in[2], in[3]);
+#endif
+}
+__device__ __forceinline__ void store_vec_split(elem_t* hi_p, elem_t* lo_p, const float in[VEC]) {
+#if GLA_TENSOR_CORES
+    unsigned hi[4], lo[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        hi[j] = pack2(in[2 * j], in[2 * j + 1]);
+        const float2 h = unpack2(hi[j]);
+        lo[j] = pack2(in[2 * j] - h.x, in[2 * j + 1] - h.y);
+    }
+    *reinterpret_cast<uint4*>(hi_p) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+    *reinterpret_cast<uint4*>(lo_p) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+#else
+    store_vec(hi_p, in);
+    (void)lo_p;
+#endif
+}
+// Two adjacent elements (4-byte aligned for 16-bit types) as f32.
+__device__ __forceinline__ float2 load_pair(const elem_t* p) {
+#if GLA_TENSOR_CORES
+    return unpack2(*reinterpret_cast<const unsigned*>(p));
+#else
+    return *reinterpret_cast<const float2*>(p);
+#endif
 }
 
 // Where one (sequence, head, value tile) lives.
@@ -64,10 +113,16 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
     const int tid = threadIdx.x;
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
-        for (int idx = tid; idx < C * (DK / VEC); idx += NT) {
-            const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
+        // Thread tid copies vector column (tid % VPR) of rows tid / VPR, + RSTEP, ...: the global address advances by
+        // a constant row stride (H·d_k elements), so each copy costs one add, not a 64-bit index computation.
+        constexpr int VPR = DK / VEC, RSTEP = NT / VPR;
+        const int r0 = tid / VPR, d = (tid % VPR) * VEC;
+        const i64 rs = (i64)a.h * DK;
+        const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)DK + d;
+#pragma unroll 4
+        for (int i = r0; i < C; i += RSTEP) {
             const bool ok = i < rows;
-            const i64 off = ok ? ((sq.bos + i0 + i) * a.h + sq.head) * (i64)DK + d : 0;
+            const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
             if (with_q) cp_async16(s.q(b) + i * LDK + d, a.q + off, ok);
             cp_async16(s.k(b) + i * LDK + d, a.k + off, ok);
 #if KEY_GATE == GATE_PER_KEY
@@ -87,10 +142,14 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         }
     }
     if (a.dv % VEC == 0 && sq.v0 + BV <= a.dv) {
-        for (int idx = tid; idx < C * (BV / VEC); idx += NT) {
-            const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
+        constexpr int VPR = BV / VEC, RSTEP = NT / VPR;  // as above, rows of this CTA's value columns
+        const int r0 = tid / VPR, e = (tid % VPR) * VEC;
+        const i64 rs = (i64)a.h * a.dv;
+        const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
+#pragma unroll 4
+        for (int i = r0; i < C; i += RSTEP) {
             const bool ok = i < rows;
-            const i64 off = ok ? ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e : 0;
+            const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
             cp_async16(s.v(b) + i * LDV + e, a.v + off, ok);
 #if KEY_GATE == GATE_PER_VALUE
             cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
@@ -132,43 +191,67 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    // Thread (seg, d) runs the gate and a running sum down column d over its segment of C / SEGS rows (all NT
-    // threads busy, column reads conflict-free); then every segment adds the totals of the segments above it.
-    constexpr int SEGS = NT >= DK ? NT / DK : 1, SR = C / SEGS;
-    float lowest = 0.f;
-    for (int idx = tid; idx < SEGS * DK; idx += NT) {
-        const int d = idx % DK, i0s = (idx / DK) * SR;
-        const bool col = d < a.dk;
-        float acc = 0.f;
+    // Thread (seg, pair) runs the gate and a running sum down key columns d, d + 1 over its segment of C / SEGS rows
+    // (every thread busy; one 32-bit read of two logits, one 64-bit store of two Γ); then every segment adds the
+    // totals of the segments above it.
+    constexpr int CP = DK / 2, SEGS = NT >= CP ? NT / CP : 1, SR = C / SEGS, PER = (SEGS * CP + NT - 1) / NT;
+    const bool full = rows == C && a.dk == DK;  // no padding rows, no masked columns (every chunk but a last one)
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = tid + u * NT;
+        if (idx >= SEGS * CP) break;
+        const int d = (idx % CP) * 2, i0s = (idx / CP) * SR;
+        float acc0 = 0.f, acc1 = 0.f;
+        if (full) {
 #pragma unroll 8
-        for (int i = i0s; i < i0s + SR; ++i) {
-            acc += (i < rows && col) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDK + d]), p) : 0.f;
-            s.G[i * LDG + d] = acc;
+            for (int i = i0s; i < i0s + SR; ++i) {
+                const float2 x = load_pair(s.x(b) + i * LDK + d);
+                acc0 += LOG2E * gate_log_alpha(x.x, p);
+                acc1 += LOG2E * gate_log_alpha(x.y, p);
+                *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
+            }
+        } else {
+            for (int i = i0s; i < i0s + SR; ++i) {
+                const float2 x = load_pair(s.x(b) + i * LDK + d);
+                acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
+                acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
+                *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
+            }
         }
     }
     if (SEGS > 1) {
         __syncthreads();
-        float off[(SEGS * DK + NT - 1) / NT];
+        float2 off[PER];
 #pragma unroll
-        for (int u = 0; u < (SEGS * DK + NT - 1) / NT; ++u) {
-            const int idx = tid + u * NT, d = idx % DK, seg = idx / DK;
-            off[u] = 0.f;
-            for (int m = 0; m < seg; ++m) off[u] += s.G[((m + 1) * SR - 1) * LDG + d];  // totals of the segments above
+        for (int u = 0; u < PER; ++u) {
+            const int idx = tid + u * NT, d = (idx % CP) * 2, seg = idx / CP;
+            off[u] = make_float2(0.f, 0.f);
+            for (int m = 0; m < seg && idx < SEGS * CP; ++m) {  // totals of the segments above
+                const float2 t = *reinterpret_cast<const float2*>(s.G + ((m + 1) * SR - 1) * LDG + d);
+                off[u].x += t.x;
+                off[u].y += t.y;
+            }
         }
         __syncthreads();
 #pragma unroll
-        for (int u = 0; u < (SEGS * DK + NT - 1) / NT; ++u) {
-            const int idx = tid + u * NT, d = idx % DK, seg = idx / DK;
-            if (idx < SEGS * DK && seg > 0) {
+        for (int u = 0; u < PER; ++u) {
+            const int idx = tid + u * NT, d = (idx % CP) * 2, seg = idx / CP;
+            if (idx < SEGS * CP && seg > 0) {
 #pragma unroll 8
-                for (int i = seg * SR; i < seg * SR + SR; ++i) s.G[i * LDG + d] += off[u];
+                for (int i = seg * SR; i < seg * SR + SR; ++i) {
+                    float2* g = reinterpret_cast<float2*>(s.G + i * LDG + d);
+                    const float2 v = *g;
+                    *g = make_float2(v.x + off[u].x, v.y + off[u].y);
+                }
             }
         }
         __syncthreads();
     }
+    float lowest = 0.f;
     for (int d = tid; d < DK; d += NT) {
         const float gl = s.G[(C - 1) * LDG + d];
         s.GL[d] = gl;
+        s.EGL[d] = exp_nonpos(gl);  // exp(Γ_L): K̂ = K̃ ⊙ exp(Γ_L) on mild chunks
         lowest = fminf(lowest, gl);
     }
     (void)fixed_log_alpha;
@@ -461,48 +544,52 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 #if KEY_GATE != GATE_PER_VALUE
     for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
         const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
-        Vec16 kin, kh;
-        kin.u = *reinterpret_cast<const uint4*>(s.k(b) + i * LDK + d);
+        float kf[VEC], kh[VEC];
+        load_vec(s.k(b) + i * LDK + d, kf);
 #if KEY_GATE == GATE_PER_KEY
-        float gi[VEC], gl[VEC];
+        float gi[VEC];
         load_g(s.G + i * LDG + d, gi);
-        load_g(s.GL + d, gl);
+        bool done = false;
         if (with_q) {
-            Vec16 qv, qlo;
-            qv.u = *reinterpret_cast<const uint4*>(s.q(b) + i * LDK + d);
+            float qf[VEC];
+            load_vec(s.q(b) + i * LDK + d, qf);
 #pragma unroll
-            for (int u = 0; u < VEC; ++u) {
-                const float x = to_f32(qv.x[u]) * exp_nonpos(gi[u]);
-                qv.x[u] = to_elem(x);
-                qlo.x[u] = to_elem(x - to_f32(qv.x[u]));
-            }
-            *reinterpret_cast<uint4*>(s.q(b) + i * LDK + d) = qv.u;
+            for (int u = 0; u < VEC; ++u) qf[u] *= exp_nonpos(gi[u]);
             if (mild) {
-                Vec16 kw, klo;
+                float kt[VEC], egl[VEC];
+                load_g(s.EGL + d, egl);
 #pragma unroll
                 for (int u = 0; u < VEC; ++u) {
-                    const float x = to_f32(kin.x[u]) * exp_span(-gi[u]);
-                    kw.x[u] = to_elem(x);
-                    klo.x[u] = to_elem(x - to_f32(kw.x[u]));
+                    kt[u] = kf[u] * exp_span(-gi[u]);     // K̃ = K ⊙ exp(−Γ)
+                    kh[u] = kt[u] * egl[u];               // K̂ = K̃ ⊙ exp(Γ_L)  (= K ⊙ exp(Γ_L − Γ), ≤ |K|)
                 }
-                *reinterpret_cast<uint4*>(s.x(b) + i * LDK + d) = kw.u;
 #if SPLIT_A
-                // Overlay row i of Γ with Q̃_lo, K̃_lo: a warp owns whole rows (C·d_k/VEC is a multiple of 32 and a
+                // The lo halves overlay row i of Γ: a warp owns whole rows (C·d_k/VEC is a multiple of 32 and a
                 // row is at most 32 vectors), so once every lane has read its Γ values the warp may overwrite them.
                 __syncwarp();
-                *reinterpret_cast<uint4*>(q_lo(s, i) + d) = qlo.u;
-                *reinterpret_cast<uint4*>(k_lo(s, i) + d) = klo.u;
+                store_vec_split(s.q(b) + i * LDK + d, q_lo(s, i) + d, qf);
+                store_vec_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, kt);
+#else
+                store_vec(s.q(b) + i * LDK + d, qf);
+                store_vec(s.x(b) + i * LDK + d, kt);
 #endif
+                done = true;
+            } else {
+                store_vec(s.q(b) + i * LDK + d, qf);
             }
         }
+        if (!done) {
+            float gl[VEC];
+            load_g(s.GL + d, gl);
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) kh.x[u] = to_elem(to_f32(kin.x[u]) * exp_nonpos(gl[u] - gi[u]));
+            for (int u = 0; u < VEC; ++u) kh[u] = kf[u] * exp_nonpos(gl[u] - gi[u]);
+        }
 #else
         const float f = exp_nonpos(s.G[C - 1] - s.G[i]);
 #pragma unroll
-        for (int u = 0; u < VEC; ++u) kh.x[u] = to_elem(to_f32(kin.x[u]) * f);
+        for (int u = 0; u < VEC; ++u) kh[u] = kf[u] * f;
 #endif
-        *reinterpret_cast<uint4*>(s.k(b) + i * LDK + d) = kh.u;  // in place: this thread read k here above
+        store_vec(s.k(b) + i * LDK + d, kh);  // in place: this thread read k here above
     }
 #else
     if (!with_q) {
@@ -646,21 +733,23 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         warp_mma<O_WM, O_WN, false, true, C>(c, s.A_lo, LDC, o.x, s.v(b), LDV, o.y, kend);  //        + A_lo V
 #endif
 #endif
+        // Store: one 32-bit pair per (row, column pair); rows past the sequence end and columns past d_v are skipped.
+        const bool full_cols = (a.dv & 1) == 0 && sq.v0 + BV <= a.dv;
 #pragma unroll
         for (int mi = 0; mi < O_WM; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < O_WN; ++ni) {
-                const int i = o.x + mi * 16 + g, e = sq.v0 + o.y + ni * 8 + 2 * t;
+            for (int h = 0; h < 2; ++h) {
+                const int row = o.x + mi * 16 + g + 8 * h;
+                if (i0 + row >= sq.len) continue;
+                elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + o.y + 2 * t;
 #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int row = i + 8 * h;
-                    if (i0 + row >= sq.len) continue;
-                    elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + e;
+                for (int ni = 0; ni < O_WN; ++ni) {
                     const float x0 = a.scale * c[mi][ni][2 * h], x1 = a.scale * c[mi][ni][2 * h + 1];
-                    if (e + 1 < a.dv && (a.dv & 1) == 0) st_pair(dst, x0, x1);
+                    const int e = sq.v0 + o.y + ni * 8 + 2 * t;
+                    if (full_cols) st_pair(dst + ni * 8, x0, x1);
                     else {
-                        if (e < a.dv) dst[0] = to_elem(x0);
-                        if (e + 1 < a.dv) dst[1] = to_elem(x1);
+                        if (e < a.dv) dst[ni * 8] = to_elem(x0);
+                        if (e + 1 < a.dv) dst[ni * 8 + 1] = to_elem(x1);
                     }
                 }
             }

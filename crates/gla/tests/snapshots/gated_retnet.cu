@@ -3,7 +3,7 @@
 __device__ __forceinline__ float gla_gate_gated_retnet(float x, const float* p) {
     (void)p;
     const float e0 = gla_exp(-fabsf(x));
-    const float t0 = fminf(x, 0.0f) - gla_log1p(e0);
+    const float t0 = fminf(x, 0.0f) - gla_log1p_unit(e0);
     const float t1 = t0 * 0.0625f;
     // log alpha <= 0 is proved over the reals; f32 rounding near 0 must not lift it above 0 (NaN passes).
     return t1 > 0.0f ? 0.0f : t1;

@@ -3,7 +3,7 @@
 // p[0] = a (unbounded)
 __device__ __forceinline__ float gla_gate_mamba2(float x, const float* p) {
     const float e0 = gla_exp(-fabsf(x));
-    const float t0 = fmaxf(x, 0.0f) + gla_log1p(e0);
+    const float t0 = fmaxf(x, 0.0f) + gla_log1p_unit(e0);
     const float t1 = gla_exp(p[0]);
     const float t2 = t0 * t1;
     const float t3 = -t2;
@@ -22,7 +22,7 @@ __device__ __forceinline__ float gla_gate_mamba2_dx(float x, const float* p) {
 
 __device__ __forceinline__ void gla_gate_mamba2_dp(float x, const float* p, float* dp) {
     const float e0 = gla_exp(-fabsf(x));
-    const float t0 = fmaxf(x, 0.0f) + gla_log1p(e0);
+    const float t0 = fmaxf(x, 0.0f) + gla_log1p_unit(e0);
     const float t1 = gla_exp(p[0]);
     const float t2 = t0 * t1;
     const float t3 = -t2;
