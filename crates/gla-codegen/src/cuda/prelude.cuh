@@ -177,10 +177,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
     const unsigned b_addr = B_KN ? smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb + c0 + (lane >> 4) * 8)
                                  : smem_u32(B + (c0 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
     constexpr int ES = (int)sizeof(elem_t);
-#pragma unroll
-    for (int kk = 0; kk < K; kk += 16) {
-        if (kk >= kend) break;
-        unsigned a[MI][4], b[NI][2];
+    // Fragments of k-step kk into (a, b).
+    auto load = [&](int kk, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
             const unsigned addr = a_addr + (A_T ? (kk * lda + mi * 16) : (mi * 16 * lda + kk)) * ES;
@@ -210,10 +208,21 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
                                  : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
             }
         }
+    };
+    // Double-buffered fragments: step kk + 16's loads are issued before step kk's tensor-core steps, so the
+    // ldmatrix latency overlaps the mma chain instead of preceding it.
+    unsigned a[2][MI][4], b[2][NI][2];
+    if (kend > 0) load(0, a[0], b[0]);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        if (kk >= kend) break;
+        const int cur = (kk / 16) & 1;
+        if (kk + 16 < K && kk + 16 < kend) load(kk + 16, a[cur ^ 1], b[cur ^ 1]);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni) mma_16816(acc[mi][ni], a[mi][0], a[mi][1], a[mi][2], a[mi][3], b[ni][0], b[ni][1]);
+            for (int ni = 0; ni < NI; ++ni)
+                mma_16816(acc[mi][ni], a[cur][mi][0], a[cur][mi][1], a[cur][mi][2], a[cur][mi][3], b[cur][ni][0], b[cur][ni][1]);
     }
 #else
     // Exact f32 path (no tf32): same output mapping as the tensor-core path.

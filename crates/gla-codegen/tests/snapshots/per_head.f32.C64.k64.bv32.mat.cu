@@ -230,10 +230,8 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
     const unsigned b_addr = B_KN ? smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb + c0 + (lane >> 4) * 8)
                                  : smem_u32(B + (c0 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
     constexpr int ES = (int)sizeof(elem_t);
-#pragma unroll
-    for (int kk = 0; kk < K; kk += 16) {
-        if (kk >= kend) break;
-        unsigned a[MI][4], b[NI][2];
+    // Fragments of k-step kk into (a, b).
+    auto load = [&](int kk, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
             const unsigned addr = a_addr + (A_T ? (kk * lda + mi * 16) : (mi * 16 * lda + kk)) * ES;
@@ -263,10 +261,21 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
                                  : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
             }
         }
+    };
+    // Double-buffered fragments: step kk + 16's loads are issued before step kk's tensor-core steps, so the
+    // ldmatrix latency overlaps the mma chain instead of preceding it.
+    unsigned a[2][MI][4], b[2][NI][2];
+    if (kend > 0) load(0, a[0], b[0]);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        if (kk >= kend) break;
+        const int cur = (kk / 16) & 1;
+        if (kk + 16 < K && kk + 16 < kend) load(kk + 16, a[cur ^ 1], b[cur ^ 1]);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < NI; ++ni) mma_16816(acc[mi][ni], a[mi][0], a[mi][1], a[mi][2], a[mi][3], b[ni][0], b[ni][1]);
+            for (int ni = 0; ni < NI; ++ni)
+                mma_16816(acc[mi][ni], a[cur][mi][0], a[cur][mi][1], a[cur][mi][2], a[cur][mi][3], b[cur][ni][0], b[cur][ni][1]);
     }
 #else
     // Exact f32 path (no tf32): same output mapping as the tensor-core path.
@@ -504,15 +513,19 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     // Thread (seg, pair) runs the gate and a running sum down key columns d, d + 1 over its segment of C / SEGS rows
-    // (every thread busy; one 32-bit read of two logits, one 64-bit store of two Γ); then every segment adds the
-    // totals of the segments above it.
+    // (every thread busy; one 32-bit read of two logits, one 64-bit store of two Γ) and posts the segment's total;
+    // after one barrier every segment adds the totals of the segments above it. The totals live in the state tile
+    // st, which is free here (the previous chunk's output has read it; state_to_smem writes it after this stage).
     constexpr int CP = DK / 2, SEGS = NT >= CP ? NT / CP : 1, SR = C / SEGS, PER = (SEGS * CP + NT - 1) / NT;
+    static_assert(SEGS == 1 || SEGS * DK * 4 <= DK * LDV * (int)sizeof(elem_t), "segment totals must fit in st");
+    float* tot = reinterpret_cast<float*>(s.st);  // [SEGS][DK]
     const bool full = rows == C && a.dk == DK;  // no padding rows, no masked columns (every chunk but a last one)
+    bool mild = true;  // every Γ_L of this thread's columns >= −SPAN_MAX (false for NaN)
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
         const int idx = tid + u * NT;
         if (idx >= SEGS * CP) break;
-        const int d = (idx % CP) * 2, i0s = (idx / CP) * SR;
+        const int d = (idx % CP) * 2, seg = idx / CP, i0s = seg * SR;
         float acc0 = 0.f, acc1 = 0.f;
         if (full) {
 #pragma unroll 8
@@ -530,44 +543,42 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
                 *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
             }
         }
+        if (SEGS > 1) {
+            *reinterpret_cast<float2*>(tot + seg * DK + d) = make_float2(acc0, acc1);
+        } else {  // one segment: this thread's sums are Γ_L
+            s.GL[d] = acc0; s.GL[d + 1] = acc1;
+            s.EGL[d] = exp_nonpos(acc0); s.EGL[d + 1] = exp_nonpos(acc1);  // exp(Γ_L): K̂ = K̃ ⊙ exp(Γ_L) on mild chunks
+            mild = mild && acc0 >= -SPAN_MAX && acc1 >= -SPAN_MAX;
+        }
     }
     if (SEGS > 1) {
         __syncthreads();
-        float2 off[PER];
 #pragma unroll
         for (int u = 0; u < PER; ++u) {
             const int idx = tid + u * NT, d = (idx % CP) * 2, seg = idx / CP;
-            off[u] = make_float2(0.f, 0.f);
-            for (int m = 0; m < seg && idx < SEGS * CP; ++m) {  // totals of the segments above
-                const float2 t = *reinterpret_cast<const float2*>(s.G + ((m + 1) * SR - 1) * LDG + d);
-                off[u].x += t.x;
-                off[u].y += t.y;
+            if (idx >= SEGS * CP || seg == 0) continue;
+            float2 off = make_float2(0.f, 0.f);
+            for (int m = 0; m < seg; ++m) {  // totals of the segments above
+                const float2 t = *reinterpret_cast<const float2*>(tot + m * DK + d);
+                off.x += t.x;
+                off.y += t.y;
             }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            const int idx = tid + u * NT, d = (idx % CP) * 2, seg = idx / CP;
-            if (idx < SEGS * CP && seg > 0) {
 #pragma unroll 8
-                for (int i = seg * SR; i < seg * SR + SR; ++i) {
-                    float2* g = reinterpret_cast<float2*>(s.G + i * LDG + d);
-                    const float2 v = *g;
-                    *g = make_float2(v.x + off[u].x, v.y + off[u].y);
-                }
+            for (int i = seg * SR; i < seg * SR + SR; ++i) {
+                float2* g = reinterpret_cast<float2*>(s.G + i * LDG + d);
+                const float2 v = *g;
+                *g = make_float2(v.x + off.x, v.y + off.y);
+            }
+            if (seg == SEGS - 1) {  // the last segment holds Γ_L
+                const float2 gl = *reinterpret_cast<const float2*>(s.G + (C - 1) * LDG + d);
+                s.GL[d] = gl.x; s.GL[d + 1] = gl.y;
+                s.EGL[d] = exp_nonpos(gl.x); s.EGL[d + 1] = exp_nonpos(gl.y);
+                mild = mild && gl.x >= -SPAN_MAX && gl.y >= -SPAN_MAX;
             }
         }
-        __syncthreads();
-    }
-    float lowest = 0.f;
-    for (int d = tid; d < DK; d += NT) {
-        const float gl = s.G[(C - 1) * LDG + d];
-        s.GL[d] = gl;
-        s.EGL[d] = exp_nonpos(gl);  // exp(Γ_L): K̂ = K̃ ⊙ exp(Γ_L) on mild chunks
-        lowest = fminf(lowest, gl);
     }
     (void)fixed_log_alpha;
-    return __syncthreads_and(lowest >= -SPAN_MAX) != 0;  // NaN logits fail the test: the exact path handles them
+    return __syncthreads_and(mild) != 0;  // NaN logits fail the test: the exact path handles them
 #elif KEY_GATE == GATE_PER_VALUE
     // Value gate: Γ over this CTA's BV value columns (columns past d_v contribute 0).
     for (int idx = tid; idx < C * BV; idx += NT) {
