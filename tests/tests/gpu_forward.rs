@@ -30,8 +30,10 @@ fn kernel_gates() -> Vec<&'static dyn Gate> {
     }
 }
 
-/// Run one case with one variant; returns (rel RMS of o, rel RMS of the final state).
-fn run_case(gla: &Gla, gate: &'static dyn Gate, case: &Case, spec: Option<KernelSpec>, want: &(Vec<f64>, Vec<f64>)) -> (f64, f64) {
+/// Run one case with one variant (and segments per sequence: `None` = the runtime's choice, which splits these
+/// small problems; `Some(1)` = one CTA walks each whole sequence); returns (rel RMS of o, rel RMS of the final
+/// state).
+fn run_case(gla: &Gla, gate: &'static dyn Gate, case: &Case, spec: Option<KernelSpec>, segments: Option<usize>, want: &(Vec<f64>, Vec<f64>)) -> (f64, f64) {
     let d = case.dims;
     let dt = case.dtype;
     let q = gla.upload(&case.host(&case.q, &d.q_shape(), dt)).unwrap();
@@ -52,6 +54,7 @@ fn run_case(gla: &Gla, gate: &'static dyn Gate, case: &Case, spec: Option<Kernel
         output_final_state: true,
         cu_seqlens: case.cu_seqlens.as_deref(),
         variant: spec,
+        segments,
     };
     gla.forward_into(gate, &q, &k, &v, logits.as_ref(), params.as_ref(), &opts, &mut o, Some(&mut ht))
         .unwrap_or_else(|e| panic!("forward failed for {:?}: {e}", spec));
@@ -86,9 +89,13 @@ fn every_variant_matches_the_f64_reference() {
     }
     let worst: Mutex<BTreeMap<(String, DType), (f64, String)>> = Mutex::new(BTreeMap::new());
     let mut failures = Vec::new();
-    for s in &specs {
+    // Fused variants run twice: split into segments (the two-level scan; the runtime splits this small problem)
+    // and unsplit (one CTA per sequence).
+    let runs: Vec<(KernelSpec, Option<usize>)> =
+        specs.iter().flat_map(|s| if s.materialize { vec![(*s, None)] } else { vec![(*s, None), (*s, Some(1))] }).collect();
+    for (s, segs) in &runs {
         let (case, want) = &cases[&(s.gate.name().to_string(), s.dtype, s.dk)];
-        let (eo, es) = run_case(&gla, s.gate, case, Some(*s), want);
+        let (eo, es) = run_case(&gla, s.gate, case, Some(*s), *segs, want);
         let e = eo.max(es);
         let mut w = worst.lock().unwrap();
         let slot = w.entry((s.gate.name().to_string(), s.dtype)).or_insert((0.0, String::new()));
@@ -96,7 +103,7 @@ fn every_variant_matches_the_f64_reference() {
             *slot = (e, s.id());
         }
         if !(e <= tolerance(s.dtype)) {
-            failures.push(format!("{}: o {:.2e}, final state {:.2e} (tolerance {:.0e})", s.id(), eo, es, tolerance(s.dtype)));
+            failures.push(format!("{} (segments {segs:?}): o {:.2e}, final state {:.2e} (tolerance {:.0e})", s.id(), eo, es, tolerance(s.dtype)));
         }
     }
     println!("| gate | dtype | variants | worst rel RMS (o, final state) | worst variant |");
@@ -140,8 +147,8 @@ fn shapes() -> Vec<Shape> {
 fn shapes_varlen_and_states_match_the_f64_reference() {
     let Some(gla) = gpu_or_skip("shapes_varlen_and_states_match_the_f64_reference") else { return };
     let mut failures = Vec::new();
-    println!("| gate | dtype | shape | fused o | fused state | materialized o | materialized state |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| gate | dtype | shape | fused o | fused state | fused unsplit o | fused unsplit state | materialized o | materialized state |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for gate in kernel_gates() {
         for dt in DType::ALL {
             for (i, sh) in shapes().into_iter().enumerate() {
@@ -156,11 +163,11 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
                     mat.chunk = 32;
                 }
                 let mut row = format!("| {} | {} | {} |", gate.name(), dt, sh.name);
-                for spec in [fused, mat] {
-                    let (eo, es) = run_case(&gla, gate, &case, Some(spec), &want);
+                for (spec, segs) in [(fused, None), (fused, Some(1)), (mat, None)] {
+                    let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
                     row += &format!(" {eo:.2e} | {es:.2e} |");
                     if !(eo.max(es) <= tolerance(dt)) {
-                        failures.push(format!("{} {}: o {eo:.2e}, state {es:.2e}", spec.id(), sh.name));
+                        failures.push(format!("{} (segments {segs:?}) {}: o {eo:.2e}, state {es:.2e}", spec.id(), sh.name));
                     }
                 }
                 println!("{row}");

@@ -14,6 +14,28 @@ pub enum GridAxis {
     Sequences,
     /// Total number of chunks over all sequences (Σ ceil(len_n / C)).
     Chunks { chunk: u32 },
+    /// `N · P`: the sequences, each split into `P` segments of whole chunks ([`segments`]; `P = 1` on problems
+    /// that fill the GPU).
+    SeqSegments,
+    /// `N · P` when `P > 1`, else 0 (the kernel is skipped): the segment-state pass of the two-level scan.
+    SplitSeqSegments,
+    /// `N` when `P > 1`, else 0: the sequential combine of the segment states.
+    SplitSequences,
+}
+
+/// CTAs that fill the H200 (132 SMs, one fused CTA per SM).
+pub const WAVE_CTAS: usize = 132;
+
+/// Segments `P` per sequence of the fused plan (a two-level scan over chunks): when the (sequence, head, value
+/// tile) CTAs fill at most half the GPU, each sequence is split into `P = ⌊132 / CTAs⌋` segments of whole chunks
+/// (at most `max_chunks`, the longest sequence's chunk count, and 64), so that `N·H·tiles·P` CTAs run. `P = 1`
+/// otherwise (no segment pass).
+pub fn segments(n_seqs: usize, h: usize, vtiles: usize, max_chunks: usize) -> usize {
+    let ctas = n_seqs.saturating_mul(h).saturating_mul(vtiles);
+    if ctas == 0 {
+        return 1;
+    }
+    (WAVE_CTAS / ctas).clamp(1, max_chunks.clamp(1, 64))
 }
 
 /// One kernel launch of a plan.
@@ -35,6 +57,19 @@ pub struct LaunchPlan {
     pub kernels: Vec<KernelLaunch>,
     /// Whether the plan needs the per-chunk state buffer `states` (`[total_chunks, H, d_k, d_v]` f32).
     pub needs_state_buffer: bool,
+    /// Whether the plan splits narrow problems into segments ([`segments`]); with `P > 1` it then needs the
+    /// segment workspace `states` (f32 `[N·P, H, d_k, d_v]` segment states, then `[N·P, H, max(d_k, d_v)]` decays).
+    #[serde(default)]
+    pub segmented: bool,
+}
+
+/// Bytes of the segment workspace of a segmented plan with `P = segs > 1` (0 when `segs == 1`).
+pub fn segment_workspace_bytes(n_seqs: usize, segs: usize, h: usize, dk: usize, dv: usize) -> usize {
+    if segs <= 1 {
+        return 0;
+    }
+    let rows = n_seqs.saturating_mul(segs).saturating_mul(h);
+    rows.saturating_mul(dk.saturating_mul(dv).saturating_add(dk.max(dv))).saturating_mul(4)
 }
 
 /// The single argument of every generated forward kernel (`const __grid_constant__ FwdArgs`). Layout matches the
@@ -58,7 +93,8 @@ pub struct ForwardArgs {
     pub ht: u64,
     /// Output `[B,T,H,d_v]` in the spec's dtype.
     pub o: u64,
-    /// Chunk-start states, f32 `[total_chunks,H,d_k,d_v]` (materialize on), or 0.
+    /// Chunk-start states, f32 `[total_chunks,H,d_k,d_v]` (materialize on), the segment workspace (segmented plan
+    /// with `segs > 1`, see [`segment_workspace_bytes`]), or 0.
     pub states: u64,
     /// `i64[N+1]` token offsets of the sequences (always given; `n*T` for fixed-length batches).
     pub cu_seqlens: u64,
@@ -73,5 +109,6 @@ pub struct ForwardArgs {
     pub dk: i32,
     pub dv: i32,
     pub scale: f32,
-    pub _pad: i32,
+    /// Segments per sequence `P` of a segmented plan ([`segments`]); 1 otherwise.
+    pub segs: i32,
 }

@@ -292,16 +292,34 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                 },
             ],
             needs_state_buffer: true,
+            segmented: false,
         }
     } else {
+        // Alg. 1 (right), fused; narrow problems add the two-level scan's segment-state and combine passes
+        // (skipped when P = 1: their grids are then empty).
         LaunchPlan {
-            kernels: vec![KernelLaunch {
-                name: "gla_fwd_fused".into(),
-                grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::Sequences],
-                block: nt,
-                smem_bytes: lay.total,
-            }],
+            kernels: vec![
+                KernelLaunch {
+                    name: "gla_fwd_seg_states".into(),
+                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SplitSeqSegments],
+                    block: nt,
+                    smem_bytes: lay.total,
+                },
+                KernelLaunch {
+                    name: "gla_fwd_seg_combine".into(),
+                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SplitSequences],
+                    block: nt,
+                    smem_bytes: 0,
+                },
+                KernelLaunch {
+                    name: "gla_fwd_fused".into(),
+                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SeqSegments],
+                    block: nt,
+                    smem_bytes: lay.total,
+                },
+            ],
             needs_state_buffer: false,
+            segmented: true,
         }
     };
     Generated { source: src, plan }

@@ -29,11 +29,15 @@ fn generation_is_deterministic_and_self_contained() {
     assert_eq!(a.source, b.source);
     assert!(!a.source.contains("#include"), "emitted source must need no headers");
     assert!(a.source.contains("extern \"C\" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused"));
-    assert_eq!(a.plan.kernels.len(), 1);
-    assert!(!a.plan.needs_state_buffer);
+    // Fused plan: the two-level scan's segment passes (skipped when P = 1), then the fused kernel.
+    assert_eq!(a.plan.kernels.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["gla_fwd_seg_states", "gla_fwd_seg_combine", "gla_fwd_fused"]);
+    assert!(!a.plan.needs_state_buffer && a.plan.segmented);
+    for name in ["gla_fwd_seg_states", "gla_fwd_seg_combine"] {
+        assert!(a.source.contains(&format!("__launch_bounds__(NT, 1) {name}(")), "{name} missing");
+    }
     let m = generate(&spec(64, 16, 128, 64, true).unwrap()).unwrap();
     assert_eq!(m.plan.kernels.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["gla_fwd_states", "gla_fwd_output"]);
-    assert!(m.plan.needs_state_buffer);
+    assert!(m.plan.needs_state_buffer && !m.plan.segmented);
     assert!(m.plan.kernels.iter().all(|k| k.smem_bytes <= gla_codegen::spec::MAX_SMEM_BYTES && k.block == 128));
 }
 
@@ -153,4 +157,24 @@ fn mild_chunk_overlay_fits_and_is_warp_owned() {
     }
     assert_eq!(gla_codegen::writer::span_max(DType::F16), 8.0);
     assert!(gla_codegen::writer::span_max(DType::BF16) <= 64.0);
+}
+
+#[test]
+fn warp_tiles_divide_the_products_over_the_warps() {
+    use gla_codegen::writer::{warp_tile, warp_tiles};
+    // O (64 x 128) over 8 warps: 32 x 32 warp tiles (2 x 4 mma tiles), 8 of them.
+    assert_eq!(warp_tile(64, 128, 8, &[(2, 4), (1, 4), (2, 2), (1, 2)]), (2, 4));
+    // over 16 warps the 2 x 4 tile leaves 8 for 16 warps: the next preference that gives 16.
+    assert_eq!(warp_tile(64, 128, 16, &[(2, 4), (1, 4), (2, 2), (1, 2)]), (1, 4));
+    // nothing fits: one mma tile per step
+    assert_eq!(warp_tile(16, 8, 4, &[(2, 4)]), (1, 1));
+    // every variant: each product's warp tiles cover it exactly, in a whole number of rounds over the warps
+    for s in all_variants(&fixtures::PER_KEY).iter().chain(all_variants(&fixtures::PER_HEAD).iter()) {
+        let (c, dk, bv, w) = (s.chunk, s.dk, s.tiles.block_v, s.tiles.warps);
+        for ((m, n), (wm, wn)) in [(c, bv), (dk, bv), (c, c)].into_iter().zip(warp_tiles(s)) {
+            assert!((m / 16) % wm == 0 && (n / 8) % wn == 0, "{}: {m}x{n} by {wm}x{wn}", s.id());
+            let count = (m / 16 / wm) * (n / 8 / wn);
+            assert!(count >= w || (wm, wn) == (1, 1), "{}: {count} warp tiles for {w} warps", s.id());
+        }
+    }
 }

@@ -27,6 +27,10 @@ pub struct ForwardOptions<'a> {
     pub cu_seqlens: Option<&'a [usize]>,
     /// The kernel variant (default: [`KernelSpec::pick`] for the problem's head dims and size).
     pub variant: Option<KernelSpec>,
+    /// Segments per sequence of the fused variants' two-level scan (default: `gla_codegen::segments`, which
+    /// splits only problems too narrow to fill the GPU). `Some(1)` never splits; larger values are capped at the
+    /// longest sequence's chunk count and 64. Ignored by materialized variants.
+    pub segments: Option<usize>,
 }
 
 /// Result of [`Gla::forward`].
@@ -74,6 +78,7 @@ pub struct ForwardRequest<'a> {
     pub output_final_state: bool,
     pub cu_seqlens: Option<&'a [usize]>,
     pub variant: Option<KernelSpec>,
+    pub segments: Option<usize>,
 }
 
 /// A validated problem: what to launch and with which sizes.
@@ -89,6 +94,8 @@ pub struct ResolvedProblem {
     pub output_final_state: bool,
     /// `Σ ceil(len / C)` for the spec's chunk size.
     pub total_chunks: usize,
+    /// Requested segments per sequence (`ForwardOptions::segments`; validated ≥ 1).
+    pub segments: Option<usize>,
 }
 
 impl ResolvedProblem {
@@ -198,6 +205,9 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
 
     let lens: Vec<usize> = seqs.iter().map(|s| s.1).collect();
     let total_chunks = launch::total_chunks(&lens, spec.chunk);
+    if r.segments == Some(0) {
+        return Err(GlaError::invalid("segments", "must be at least 1 (1 = never split a sequence), got 0"));
+    }
     let tokens = b.checked_mul(t).ok_or_else(|| GlaError::invalid("problem size", "B·T overflows"))?;
     for (what, n) in [("B·T (tokens)", tokens), ("total chunks", total_chunks)] {
         if n > i32::MAX as usize {
@@ -217,6 +227,7 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
         has_initial_state: r.initial_state.is_some(),
         output_final_state: r.output_final_state || r.final_state.is_some(),
         total_chunks,
+        segments: r.segments,
     })
 }
 
@@ -394,9 +405,15 @@ impl Gla {
         let variant = self.compile_spec(&p.spec)?;
         let materialize = variant.plan().needs_state_buffer;
         let meta = self.seq_meta(&p.seqs, p.spec.chunk, materialize)?;
+        let lens: Vec<usize> = p.seqs.iter().map(|s| s.1).collect();
+        let segs = launch::plan_segments(variant.plan(), &p.spec, &lens, p.dims.h, p.dims.dv, p.segments);
+        let need = if materialize {
+            p.states_bytes().max(8)
+        } else {
+            gla_codegen::segment_workspace_bytes(lens.len(), segs, p.dims.h, p.dims.dk, p.dims.dv)
+        };
         let mut ws_guard = lock(&self.inner.workspace);
-        let states = if materialize {
-            let need = p.states_bytes().max(8);
+        let states = if need > 0 {
             if ws_guard.as_ref().is_none_or(|w| w.len() < need) {
                 // Dropping the old buffer frees it stream-ordered, after the kernels that used it.
                 *ws_guard = None;
@@ -407,7 +424,7 @@ impl Gla {
             None
         };
         let bufs = Buffers { q, k, v, g: logits, params, h0, ht, o, states, meta: &meta };
-        let bound = Bound::new(gpu, &variant, bufs, p.dims.h, p.dims.dk, p.dims.dv, p.scale)?;
+        let bound = Bound::new(gpu, &variant, bufs, p.dims.h, p.dims.dk, p.dims.dv, p.scale, segs)?;
         launch::launch_plan(&variant, &bound)
     }
 }
@@ -436,6 +453,7 @@ fn request<'a>(
         output_final_state: opts.output_final_state,
         cu_seqlens: opts.cu_seqlens,
         variant: opts.variant,
+        segments: opts.segments,
     }
 }
 

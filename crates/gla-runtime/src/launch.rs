@@ -64,6 +64,8 @@ pub struct GridSizes<'a> {
     pub dv: usize,
     /// Length of each sequence, in tokens.
     pub seq_lens: &'a [usize],
+    /// Segments per sequence `P` of a segmented plan (`gla_codegen::segments`), else 1.
+    pub segs: usize,
 }
 
 /// `Σ ceil(len / chunk)` over the sequences.
@@ -79,6 +81,22 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
         GridAxis::Heads => s.h,
         GridAxis::Sequences => s.seq_lens.len(),
         GridAxis::Chunks { chunk } => total_chunks(s.seq_lens, chunk),
+        GridAxis::SeqSegments => s.seq_lens.len() * s.segs.max(1),
+        GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * s.segs } else { 0 },
+        GridAxis::SplitSequences => if s.segs > 1 { s.seq_lens.len() } else { 0 },
+    }
+}
+
+/// `P` for `variant`'s plan on a problem: 1 for plans that do not segment; else `requested` (capped at the longest
+/// sequence's chunk count and 64) or, by default, `gla_codegen::segments`.
+pub fn plan_segments(plan: &LaunchPlan, spec: &KernelSpec, seq_lens: &[usize], h: usize, dv: usize, requested: Option<usize>) -> usize {
+    if !plan.segmented {
+        return 1;
+    }
+    let max_chunks = seq_lens.iter().map(|l| l.div_ceil(spec.chunk as usize)).max().unwrap_or(0);
+    match requested {
+        Some(p) => p.clamp(1, max_chunks.clamp(1, 64)),
+        None => gla_codegen::segments(seq_lens.len(), h, dv.div_ceil(spec.tiles.block_v as usize), max_chunks),
     }
 }
 
@@ -269,7 +287,8 @@ pub struct Buffers<'a> {
     pub h0: Option<&'a DeviceTensor>,
     pub ht: Option<&'a mut DeviceTensor>,
     pub o: &'a mut DeviceTensor,
-    /// Chunk-state workspace (at least `total_chunks·H·d_k·d_v·4` bytes) when the plan materializes.
+    /// Chunk-state workspace (at least `total_chunks·H·d_k·d_v·4` bytes) when the plan materializes; the segment
+    /// workspace (`gla_codegen::segment_workspace_bytes`) when a segmented plan splits the problem (`P > 1`).
     pub states: Option<&'a mut CudaSlice<u8>>,
     pub meta: &'a SeqMeta,
 }
@@ -305,7 +324,8 @@ impl<'a> Bound<'a> {
     /// Check every buffer against the variant and the problem (`n_seqs` from `meta`, `h`, `dk`, `dv`), build the
     /// argument struct and resolve the grids. This is the check that makes [`launch_plan`] sound.
     #[allow(clippy::too_many_arguments)]
-    pub fn new(gpu: &'a Gpu, variant: &Variant, b: Buffers<'a>, h: usize, dk: usize, dv: usize, scale: f32) -> Result<Bound<'a>> {
+    /// `segs`: segments per sequence ([`plan_segments`]; 1 for plans that do not segment).
+    pub fn new(gpu: &'a Gpu, variant: &Variant, b: Buffers<'a>, h: usize, dk: usize, dv: usize, scale: f32, segs: usize) -> Result<Bound<'a>> {
         let spec = &variant.spec;
         let meta = b.meta;
         if dk == 0 || dv == 0 || h == 0 || dk > spec.dk as usize || dv > spec.dv as usize {
@@ -349,6 +369,10 @@ impl<'a> Bound<'a> {
         let h0 = b.h0.map(|t| need("initial_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
         let ht = b.ht.map(|t| need("final_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
         let o = need("o", b.o, gpu, prod(&[tokens, h, dv])?, dt)?;
+        let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();
+        if segs == 0 || segs > 64 || (segs > 1 && !variant.plan.segmented) {
+            return Err(GlaError::invalid("segments", format!("{segs} segments per sequence for variant {} (1..=64, and 1 unless its plan segments)", spec.id())));
+        }
         let (states, chunk_index) = if variant.plan.needs_state_buffer {
             let ws = b.states.ok_or_else(|| GlaError::invalid("states", "the variant materializes chunk states and needs a workspace"))?;
             let bytes = prod(&[meta.total_chunks, h, dk, dv, 4])?;
@@ -357,6 +381,14 @@ impl<'a> Bound<'a> {
             }
             let idx = meta.chunk_index.as_ref().ok_or_else(|| GlaError::invalid("sequence arrays", "built without chunk_index"))?;
             (ws.device_ptr(gpu.stream()).0, idx.device_ptr(gpu.stream()).0)
+        } else if segs > 1 {
+            let ws = b.states.ok_or_else(|| GlaError::invalid("states", format!("the problem runs in {segs} segments per sequence and needs a segment workspace")))?;
+            prod(&[n, segs, h, dk * dv + dk.max(dv), 4])?; // overflow check
+            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv);
+            if ws.len() < bytes {
+                return Err(GlaError::invalid("states", format!("segment workspace has {} bytes, needs {bytes}", ws.len())));
+            }
+            (ws.device_ptr(gpu.stream()).0, 0)
         } else {
             (0, 0)
         };
@@ -378,10 +410,9 @@ impl<'a> Bound<'a> {
             dk: dk as i32,
             dv: dv as i32,
             scale,
-            _pad: 0,
+            segs: segs as i32,
         };
-        let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();
-        let sizes = GridSizes { h, dv, seq_lens: &lens };
+        let sizes = GridSizes { h, dv, seq_lens: &lens, segs };
         let grids = variant
             .plan
             .kernels
@@ -435,7 +466,7 @@ mod tests {
     #[test]
     fn grid_axes() {
         let lens = [100, 0, 64, 65];
-        let s = GridSizes { h: 16, dv: 100, seq_lens: &lens };
+        let s = GridSizes { h: 16, dv: 100, seq_lens: &lens, segs: 1 };
         assert_eq!(resolve_axis(GridAxis::VTiles { block_v: 64 }, &s), 2);
         assert_eq!(resolve_axis(GridAxis::VTiles { block_v: 32 }, &s), 4);
         assert_eq!(resolve_axis(GridAxis::Heads, &s), 16);
@@ -450,7 +481,7 @@ mod tests {
     #[test]
     fn grid_limits_name_the_axis() {
         let lens = vec![1usize; 70_000];
-        let s = GridSizes { h: 4, dv: 64, seq_lens: &lens };
+        let s = GridSizes { h: 4, dv: 64, seq_lens: &lens, segs: 1 };
         let e = resolve_grid("gla_fwd_fused", &[GridAxis::VTiles { block_v: 64 }, GridAxis::Heads, GridAxis::Sequences], &s)
             .unwrap_err()
             .to_string();
@@ -461,8 +492,29 @@ mod tests {
 
     #[test]
     fn empty_grids_resolve_to_zero() {
-        let s = GridSizes { h: 2, dv: 64, seq_lens: &[0, 0] };
+        let s = GridSizes { h: 2, dv: 64, seq_lens: &[0, 0], segs: 1 };
         assert_eq!(resolve_grid("k", &[GridAxis::Chunks { chunk: 64 }, GridAxis::Heads, GridAxis::Sequences], &s).unwrap(), (0, 2, 2));
+    }
+
+    #[test]
+    fn segment_axes() {
+        let lens = [4096, 100];
+        let one = GridSizes { h: 2, dv: 128, seq_lens: &lens, segs: 1 };
+        assert_eq!(resolve_axis(GridAxis::SeqSegments, &one), 2);
+        assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &one), 0, "P = 1: the segment pass is skipped");
+        assert_eq!(resolve_axis(GridAxis::SplitSequences, &one), 0);
+        let four = GridSizes { segs: 4, ..one };
+        assert_eq!(resolve_axis(GridAxis::SeqSegments, &four), 8);
+        assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &four), 8);
+        assert_eq!(resolve_axis(GridAxis::SplitSequences, &four), 2);
+        // P: fills the GPU only when the CTAs would fill at most half of it; at most the chunks of the longest sequence.
+        assert_eq!(gla_codegen::segments(8, 16, 1, 64), 1);
+        assert_eq!(gla_codegen::segments(2, 16, 1, 256), 4);
+        assert_eq!(gla_codegen::segments(1, 2, 1, 64), 64);
+        assert_eq!(gla_codegen::segments(1, 2, 1, 3), 3);
+        assert_eq!(gla_codegen::segments(1, 1, 1, 1000), 64);
+        assert_eq!(gla_codegen::segment_workspace_bytes(2, 4, 16, 128, 64), 2 * 4 * 16 * (128 * 64 + 128) * 4);
+        assert_eq!(gla_codegen::segment_workspace_bytes(2, 1, 16, 128, 64), 0);
     }
 
     #[test]
@@ -489,7 +541,7 @@ mod tests {
 
     #[test]
     fn args_struct_layout_matches_c() {
-        // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, _pad.
+        // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, segs.
         let a = ForwardArgs { n_seqs: 1, h: 2, dk: 3, dv: 4, scale: 0.5, ..Default::default() };
         let base = &a as *const ForwardArgs as usize;
         assert_eq!(&a.chunk_index as *const u64 as usize - base, 88);

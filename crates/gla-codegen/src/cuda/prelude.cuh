@@ -12,13 +12,13 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const float* h0;           // [N, H, dk, dv] initial state, or null
     float* ht;                 // [N, H, dk, dv] final state, or null
     elem_t* o;                 // [B*T, H, dv]
-    float* states;             // [chunks, H, dk, dv] chunk-start states (materialize on), or null
+    float* states;             // [chunks, H, dk, dv] chunk-start states (materialize on), the segment workspace (segs > 1), or null
     const i64* cu_seqlens;     // [N+1] token offsets
     const i64* chunk_offsets;  // [N+1] chunk offsets
     const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs (materialize on), or null
     int n_seqs, h, dk, dv;
     float scale;
-    int _pad;
+    int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
 };
 
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }

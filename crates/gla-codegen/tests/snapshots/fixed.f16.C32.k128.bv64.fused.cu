@@ -73,13 +73,13 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const float* h0;           // [N, H, dk, dv] initial state, or null
     float* ht;                 // [N, H, dk, dv] final state, or null
     elem_t* o;                 // [B*T, H, dv]
-    float* states;             // [chunks, H, dk, dv] chunk-start states (materialize on), or null
+    float* states;             // [chunks, H, dk, dv] chunk-start states (materialize on), the segment workspace (segs > 1), or null
     const i64* cu_seqlens;     // [N+1] token offsets
     const i64* chunk_offsets;  // [N+1] chunk offsets
     const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs (materialize on), or null
     int n_seqs, h, dk, dv;
     float scale;
-    int _pad;
+    int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
 };
 
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
@@ -1162,22 +1162,49 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
 }
 
 #if GLA_FUSED
-// Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence) walks the chunks in order; the state S
-// stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n computes.
+// Two-level scan for narrow problems (segs = P > 1): sequence n is split into P segments of whole chunks; z = n·P + p.
+//   gla_fwd_seg_states:  ΔS_p = the state segment p alone produces from S = 0, and its decay Σ Γ_L (log2 units)
+//   gla_fwd_seg_combine: S_init(0) = S_0;  S_init(p+1) = diag(exp(Σ Γ_L(p))) S_init(p) + ΔS_p   (sequential in p)
+//   gla_fwd_fused:       every segment from its S_init, all in parallel.
+// The workspace a.states holds ΔS_p (replaced in place by S_init(p)), then the decays.
+__device__ __forceinline__ void seg_range(const FwdArgs& a, const Seq& sq, int p, int& c0, int& c1) {
+    const int nch = (sq.len + C - 1) / C, per = (nch + a.segs - 1) / a.segs;
+    c0 = min(nch, p * per);
+    c1 = min(nch, c0 + per);
+}
+// Decays of the segment states: per key d_k values, per value d_v, scalar gates 1; rows of max(d_k, d_v).
+__device__ __forceinline__ float* seg_decay(const FwdArgs& a, int z, int head) {
+    const i64 states = (i64)a.n_seqs * a.segs * a.h * a.dk * (i64)a.dv;
+    return a.states + states + ((i64)z * a.h + head) * max(a.dk, a.dv);
+}
+#if KEY_GATE == GATE_PER_KEY
+constexpr int DEC = DK;
+#elif KEY_GATE == GATE_PER_VALUE
+constexpr int DEC = BV;
+#else
+constexpr int DEC = 1;
+#endif
+constexpr int DEC_PER_THREAD = (DEC + NT - 1) / NT;
+
+// Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
+// the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
+// computes.
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(128) unsigned char smem[];
     const Tiles s = carve_smem(smem);
-    const int head = blockIdx.y, n = blockIdx.z;
+    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     const float fixed_log_alpha = fixed_gate(a, head);
     const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
-    const int nchunks = (sq.len + C - 1) / C;
+    int c0, c1;
+    seg_range(a, sq, p, c0, c1);
     SRegs S = {};
-    if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);   // S_0
-    if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, true));
-    for (int c = 0; c < nchunks; ++c) {
-        const int b = STAGES == 2 ? (c & 1) : 0, i0 = c * C;
-        const bool next = c + 1 < nchunks;
+    if (a.segs > 1) state_global<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // S_init(p)
+    else if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);                      // S_0
+    if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, true));
+    for (int c = c0; c < c1; ++c) {
+        const int b = STAGES == 2 ? ((c - c0) & 1) : 0, i0 = c * C;
+        const bool next = c + 1 < c1;
         elem_t x_next = elem_t(0);
         if (STAGES == 2 && next) {
             x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, true);  // prefetch chunk c+1
@@ -1202,7 +1229,107 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, true));
     }
-    if (a.ht) state_global<true>(S, a.ht + slab, a, sq.v0);
+    if (a.ht && a.segs == 1) state_global<true>(S, a.ht + slab, a, sq.v0);  // (segmented: the combine writes it)
+}
+
+// Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const Tiles s = carve_smem(smem);
+    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+    const Seq sq = locate(a, n, head, blockIdx.x);
+    const float fixed_log_alpha = fixed_gate(a, head);
+    int c0, c1;
+    seg_range(a, sq, p, c0, c1);
+    SRegs S = {};
+    float dec[DEC_PER_THREAD] = {};
+    if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, false));
+    for (int c = c0; c < c1; ++c) {
+        const int b = STAGES == 2 ? ((c - c0) & 1) : 0, i0 = c * C;
+        const bool next = c + 1 < c1;
+        elem_t x_next = elem_t(0);
+        if (STAGES == 2 && next) {
+            x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < DEC_PER_THREAD; ++u) {           // Σ Γ_L
+            const int i = threadIdx.x + u * NT;
+#if KEY_GATE == GATE_PER_KEY
+            if (i < DEC) dec[u] += s.GL[i];
+#elif KEY_GATE == GATE_PER_VALUE
+            if (i < DEC) dec[u] += s.G[(C - 1) * LDG + i];
+#else
+            if (i < DEC) dec[u] += s.G[C - 1];
+#endif
+        }
+        decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)  (value gate: V̂)
+        __syncthreads();
+        state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
+        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
+        __syncthreads();
+        if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
+    }
+    state_global<true>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
+    float* dz = seg_decay(a, z, head);
+#pragma unroll
+    for (int u = 0; u < DEC_PER_THREAD; ++u) {
+        const int i = threadIdx.x + u * NT;
+#if KEY_GATE == GATE_PER_KEY
+        if (i < a.dk) dz[i] = dec[u];
+#elif KEY_GATE == GATE_PER_VALUE
+        if (i < BV && sq.v0 + i < a.dv) dz[sq.v0 + i] = dec[u];
+#else
+        if (i == 0 && blockIdx.x == 0) dz[0] = dec[u];
+#endif
+    }
+}
+
+// Two-level scan, pass 2 (one CTA per value tile, head, sequence; sequential over the segments, elementwise):
+//   S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __grid_constant__ FwdArgs a) {
+    const int head = blockIdx.y, n = blockIdx.z, v0 = blockIdx.x * BV;
+    const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
+    constexpr int PER = (DK * BV + NT - 1) / NT;
+    float S[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = threadIdx.x + u * NT, d = idx / BV, e = v0 + idx % BV;
+        const bool ok = idx < DK * BV && d < a.dk && e < a.dv;
+        S[u] = (ok && a.h0) ? a.h0[slab + (i64)d * a.dv + e] : 0.f;
+    }
+    for (int p = 0; p < a.segs; ++p) {
+        const int z = n * a.segs + p;
+        float* ds = a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv;
+        const float* dz = seg_decay(a, z, head);
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int idx = threadIdx.x + u * NT, d = idx / BV, e = v0 + idx % BV;
+            if (!(idx < DK * BV && d < a.dk && e < a.dv)) continue;
+            const float delta = ds[(i64)d * a.dv + e];
+            ds[(i64)d * a.dv + e] = S[u];                    // S_init(p), in place of ΔS_p
+#if KEY_GATE == GATE_PER_KEY
+            const float f = exp_nonpos(dz[d]);
+#elif KEY_GATE == GATE_PER_VALUE
+            const float f = exp_nonpos(dz[e]);
+#else
+            const float f = exp_nonpos(dz[0]);
+#endif
+            S[u] = f * S[u] + delta;
+        }
+    }
+    if (a.ht) {
+#pragma unroll
+        for (int u = 0; u < PER; ++u) {
+            const int idx = threadIdx.x + u * NT, d = idx / BV, e = v0 + idx % BV;
+            if (idx < DK * BV && d < a.dk && e < a.dv) a.ht[slab + (i64)d * a.dv + e] = S[u];
+        }
+    }
 }
 #else
 // Alg. 1 (left), materialize on, kernel 1: walk the chunks in order and write S_[n] (the state entering each chunk).

@@ -57,6 +57,7 @@ struct Call {
     final_state: bool,
     cu: Option<Vec<usize>>,
     variant: Option<KernelSpec>,
+    segments: Option<usize>,
 }
 
 /// B=2, T=100, H=4, d_k=128, d_v=96 in bf16 with per-key logits (bf16, like q).
@@ -74,6 +75,7 @@ fn base() -> Call {
         final_state: false,
         cu: None,
         variant: None,
+        segments: None,
     }
 }
 
@@ -95,6 +97,7 @@ fn run(gate: &'static dyn Gate, c: &Call) -> Result<ResolvedProblem> {
         output_final_state: c.final_state,
         cu_seqlens: c.cu.as_deref(),
         variant: c.variant,
+        segments: c.segments,
     };
     validate_forward(gate, &r)
 }
@@ -274,6 +277,16 @@ fn explicit_variants() {
     bad.chunk = 48;
     c.variant = Some(bad);
     check_err(&PER_KEY, &c, &["chunk size C"]);
+}
+
+#[test]
+fn segments_must_be_positive() {
+    let mut c = base();
+    c.segments = Some(0);
+    let e = run(&PER_KEY, &c).unwrap_err().to_string();
+    assert!(e.contains("segments") && e.contains("at least 1"), "{e}");
+    c.segments = Some(4);
+    assert_eq!(run(&PER_KEY, &c).unwrap().segments, Some(4));
 }
 
 #[test]
