@@ -352,6 +352,8 @@ def main(argv=None):
     ap.add_argument("--acc-shapes", default="default", help="'B,T,H,D;...' for the accuracy cases (default: "
                     + ";".join(",".join(map(str, s)) for s in ACC_SHAPES) + ")")
     ap.add_argument("--dump-dir", default=None, help="raw dump of one accuracy case (default: <out dir>/fla_dump)")
+    ap.add_argument("--dump-shape", default="default", help="'B,T,H,D' of the dumped accuracy case (default "
+                    f"{DUMP_SHAPE}; must be one of the accuracy shapes)")
     ap.add_argument("--no-dump", action="store_true")
     ap.add_argument("--flush-mb", type=int, default=256)
     ap.add_argument("--sleep-cycles", type=int, default=2_000_000, help="GPU sleep before each timed call (~1 ms)")
@@ -389,6 +391,8 @@ def main(argv=None):
     if args.acc_shapes != "default":
         acc_shapes = [tuple(int(x) for x in s.split(",")) for s in args.acc_shapes.split(";") if s.strip()]
     dump_shape = TINY_DUMP_SHAPE if args.dry_run else DUMP_SHAPE
+    if args.dump_shape != "default":
+        dump_shape = tuple(int(x) for x in args.dump_shape.split(","))
     dtype = DTYPES[args.dtype]
     gdtype = DTYPES[args.gate_dtype]
     dev = args.device

@@ -3,6 +3,12 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|<id part>] [--gates gla,mamba2]
+//!   bench --fla-dump DIR --out same_inputs.json
+//!
+//! `--fla-dump`: the same-inputs check. `benches/python/fla_bench.py` (case `acc`) dumps one per-key case: q, k, v,
+//! fla's log-gate g, fla's output and the f64 recurrence's output. Our default variant runs on exactly those inputs
+//! (the raw logits x are recovered from g as the dump's header says) and we report ours vs f64, fla vs f64 and
+//! ours vs fla (relative RMS).
 //!
 //! Timing: CUDA events around each run, 3 warm-ups, median of `--reps` runs, L2 flushed (256 MB write) before each
 //! run; inputs are fresh random values (never zeros). Accuracy: each shape's best variant is re-run at a smaller
@@ -43,6 +49,52 @@ fn run(gla: &Gla, gate: &'static dyn Gate, x: &mut Inputs, spec: KernelSpec) -> 
     gla.forward_into(gate, &x.q, &x.k, &x.v, x.logits.as_ref(), x.params.as_ref(), &opts, &mut x.o, None)
 }
 
+/// Read a raw little-endian f32 file of the fla dump.
+fn read_f32(dir: &std::path::Path, name: &str) -> Vec<f32> {
+    let bytes = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()));
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// The same-inputs check against fla's dump (see the module doc).
+fn same_inputs(gla: &Gla, dir: &str, out: &str) {
+    let dir = std::path::Path::new(dir);
+    let header: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("header.json")).expect("header.json")).expect("header JSON");
+    let s: Vec<usize> = header["shape_BTHD"].as_array().expect("shape_BTHD").iter().map(|x| x.as_u64().unwrap() as usize).collect();
+    let (b, t, h, d) = (s[0], s[1], s[2], s[3]);
+    let scale = header["scale"].as_f64().expect("scale") as f32;
+    let file = |n: &str| header["tensors"][n]["file"].as_str().unwrap_or_else(|| panic!("tensor {n} missing")).to_string();
+    let (q, k, v, g) = (read_f32(dir, &file("q")), read_f32(dir, &file("k")), read_f32(dir, &file("v")), read_f32(dir, &file("g")));
+    let (o_fla, o_ref) = (read_f32(dir, &file("o_fla")), read_f32(dir, &file("o_ref")));
+    // Raw logits from fla's g = logsigmoid(x)/16: x = bf16(y − log(−expm1(y))), y = 16 g (the dump's recipe).
+    let x: Vec<f32> = g
+        .iter()
+        .map(|&gv| {
+            let y = 16.0 * gv as f64;
+            half::bf16::from_f64(y - (-y.exp_m1()).ln()).to_f32()
+        })
+        .collect();
+    let gate: &'static dyn Gate = &gla::gates::Gla;
+    let shape = [b, t, h, d];
+    let up = |data: &[f32]| gla.upload(&gla_core::HostTensor::from_f32(DType::BF16, &shape, data).expect("host tensor")).expect("upload");
+    let (qd, kd, vd, xd) = (up(&q), up(&k), up(&v), up(&x));
+    let spec = KernelSpec::default_for(gate, DType::BF16, d, d).expect("variant");
+    let opts = ForwardOptions { scale: Some(scale), variant: Some(spec), ..Default::default() };
+    let o = gla.forward(gate, &qd, &kd, &vd, Some(&xd), None, &opts).expect("forward").o;
+    let ours: Vec<f64> = o.to_f32().unwrap().into_iter().map(f64::from).collect();
+    let f64v = |x: &[f32]| x.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+    let (refv, flav) = (f64v(&o_ref), f64v(&o_fla));
+    let (e_ours, e_fla, e_diff) = (rel_rms(&ours, &refv), rel_rms(&flav, &refv), rel_rms(&ours, &flav));
+    println!(
+        "same inputs ({b},{t},{h},{d}, per-key gla, bf16): ours vs f64 {e_ours:.3e}, fla vs f64 {e_fla:.3e}, ours vs fla {e_diff:.3e} ({})",
+        spec.id()
+    );
+    let rec = json!({"same_inputs": {"shape": shape, "gate": "gla", "variant": spec.id(), "ours_vs_f64": e_ours,
+        "fla_vs_f64": e_fla, "ours_vs_fla": e_diff, "fla_vs_f64_in_header": header["rel_rms_fla_vs_ref"],
+        "x_from_g_mismatches": header["x_from_g_mismatches"], "dump": dir.display().to_string()}});
+    std::fs::write(out, serde_json::to_string_pretty(&rec).unwrap()).unwrap();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opt = |name: &str, d: &str| {
@@ -60,6 +112,10 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Some(dir) = args.iter().position(|a| a == "--fla-dump").and_then(|i| args.get(i + 1)) {
+        same_inputs(&gla, dir, &out);
+        return;
+    }
     let gpu = gla.gpu();
     let bw = copy_bandwidth(gpu, 1 << 30, 20).expect("copy bandwidth");
     let copy_gbps = bw.tb_per_s * 1000.0;

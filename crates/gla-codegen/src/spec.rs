@@ -101,37 +101,27 @@ impl KernelSpec {
         Ok(s)
     }
 
-    /// The default variant for actual head dims `(dk, dv)` when the problem size is unknown: [`KernelSpec::pick`]
-    /// for a problem with enough (sequence, head) pairs to fill the GPU.
+    /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
+    /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/results/forward.md`,
+    /// 2026-12-01): d = 128 → C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8
+    /// otherwise; d = 64 → C 32, 64-wide tiles, 4 warps; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64
+    /// otherwise. Narrow problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits
+    /// their sequences until the GPU is full. Where a choice does not fit (f32 needs more shared memory) the next
+    /// smaller configuration is taken.
     pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
-        Self::pick(gate, dtype, dk, dv, usize::MAX)
-    }
-
-    /// The variant to run when the caller names none: per specialised head dim, the fastest fused variant of the
-    /// H200 measurements of 2026-12-01 (`benches/results/forward.md`: d = 128 → C 64, 128-wide value tiles,
-    /// 8 warps; d = 64 → C 32, 64-wide tiles, 4 warps; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64
-    /// otherwise), with the value tile halved (down to 32) while `seq_heads` (sequences × heads) × value tiles
-    /// would not fill one wave of the 132 SMs — e.g. 2 × 16384 tokens × 16 heads runs 32-wide tiles (128 CTAs).
-    /// Where a choice does not fit (f32 needs more shared memory) the next smaller configuration is taken.
-    pub fn pick(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize, seq_heads: usize) -> Result<Self, GlaError> {
         let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
         let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
         let per_key = gate.shape() == GateShape::PerKey;
         // (chunk, block_v, warps) in order of preference.
         let mut prefs: Vec<(u32, u32, u32)> = match kd {
             64 => vec![(32, 64, 4)],
-            128 => vec![(64, 128, 8), (32, 64, 8)],
+            128 => vec![(64, 128, if per_key { 16 } else { 8 }), (32, 64, 8)],
             _ => vec![if per_key { (32, 64, 8) } else { (64, 64, 8) }],
         };
         prefs.extend([(64, 64, 8), (64, 32, 8), (32, 32, 8)]);
-        const WAVE: usize = 128; // CTAs that keep ~all 132 SMs busy with one CTA each
         let mut first_err = None;
         for (chunk, bv, warps) in prefs {
-            let mut bv = bv.min(vd);
-            while bv > 32 && seq_heads.saturating_mul(dv.div_ceil(bv as usize)) < WAVE {
-                bv /= 2;
-            }
-            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv, warps }) {
+            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv.min(vd), warps }) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     first_err.get_or_insert(e);

@@ -25,7 +25,7 @@ pub struct ForwardOptions<'a> {
     pub output_final_state: bool,
     /// Variable-length batch: N+1 token offsets into the packed T axis (B must be 1).
     pub cu_seqlens: Option<&'a [usize]>,
-    /// The kernel variant (default: [`KernelSpec::pick`] for the problem's head dims and size).
+    /// The kernel variant (default: [`KernelSpec::default_for`] the problem's head dims).
     pub variant: Option<KernelSpec>,
     /// Segments per sequence of the fused variants' two-level scan (default: `gla_codegen::segments`, which
     /// splits only problems too narrow to fill the GPU). `Some(1)` never splits; larger values are capped at the
@@ -148,7 +148,7 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
 
     let spec = match r.variant {
         Some(s) => s,
-        None => KernelSpec::pick(gate, dtype, dk, dv, seqs.len().saturating_mul(h))?,
+        None => KernelSpec::default_for(gate, dtype, dk, dv)?,
     };
     if !same_gate(spec.gate, gate) {
         return Err(GlaError::invalid(

@@ -121,8 +121,8 @@ fn valid_fixed_length_problem() {
     let p = run(&PER_KEY, &base()).unwrap();
     assert_eq!(p.dims, Dims::new(2, 100, 4, 128, 96));
     assert_eq!(p.seqs, vec![(0, 100), (100, 100)]);
-    assert_eq!(p.spec, KernelSpec::pick(&PER_KEY, BF, 128, 96, 2 * 4).unwrap());
-    assert_eq!(p.spec.tiles.block_v, 32, "8 (sequence, head) pairs: narrowest value tiles for more CTAs");
+    assert_eq!(p.spec, KernelSpec::default_for(&PER_KEY, BF, 128, 96).unwrap());
+    assert_eq!(p.spec.tiles.block_v, 128, "one value tile per head (the plan splits narrow problems into segments)");
     assert_eq!(p.spec.dv, 128, "d_v = 96 runs on the 128 specialisation, masked");
     assert_eq!(p.total_chunks, 4, "2 sequences x ceil(100 / 64)");
     assert!((p.scale - 1.0 / 128f32.sqrt()).abs() < 1e-7);
