@@ -14,4 +14,5 @@ grep -E "median|rel_rms|GB/s|skipped|ERROR|dumped" $L/fla.log | head -30
 .gpu/bin/bench --out $L/ours.json --reps 50 --variants fused > $L/ours.log 2>&1
 grep -E "best|copy" $L/ours.log
 .gpu/bin/bench --fla-dump $L/fla_dump --out $L/same_inputs.json 2>&1 | tee $L/same_inputs.log
+rm -f $L/fla_dump/*.bin  # 6 x 16 MB: over what the device returns; header.json stays
 tar czf $OUT/final_bench.tgz -C $OUT r; rm -rf $L

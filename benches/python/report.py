@@ -372,11 +372,23 @@ def main(argv=None):
     ap.add_argument("--ours", default=None, help="our Rust harness's JSON (schema in this file's docstring)")
     ap.add_argument("--fla", nargs="*", default=[], help="fla_bench.py output(s); merged")
     ap.add_argument("--out-dir", default="benches/results/")
+    ap.add_argument("--same-inputs", default=None,
+                    help="JSON of `bench --fla-dump` (ours vs fla vs f64 on fla's dumped inputs)")
     args = ap.parse_args(argv)
     ours = load_ours(args.ours)
     fla = load_fla(args.fla)
     os.makedirs(args.out_dir, exist_ok=True)
     md = build(ours, fla)
+    if args.same_inputs:
+        with open(args.same_inputs) as f:
+            si = json.load(f)["same_inputs"]
+        md += ("\n## Same inputs: ours and fla on one case\n\n"
+               f"fla's dumped accuracy case (B,T,H,D = {','.join(map(str, si['shape']))}, per-key gate "
+               f"g = logsigmoid(x)/16, bf16 q/k/v; raw logits recovered from g, {si['x_from_g_mismatches']} of "
+               f"{si['shape'][0] * si['shape'][1] * si['shape'][2] * si['shape'][3]} differ from the logits fla drew: the inversion rounds) run through "
+               f"our `{si['variant']}`:\n\n"
+               + table(["ours vs f64", "fla vs f64", "ours vs fla"],
+                       [[f"{si['ours_vs_f64']:.3e}", f"{si['fla_vs_f64']:.3e}", f"{si['ours_vs_fla']:.3e}"]]) + "\n")
     md_path = os.path.join(args.out_dir, "forward.md")
     png_path = os.path.join(args.out_dir, "forward_vs_T.png")
     if plot(ours, fla, png_path):

@@ -103,9 +103,9 @@ impl KernelSpec {
 
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/results/forward.md`,
-    /// 2026-12-01): d = 128 → C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8
-    /// otherwise; d = 64 → C 32, 64-wide tiles, 4 warps; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64
-    /// otherwise. Narrow problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits
+    /// 2026-12-01, second session): d = 128 → C 64 with one 128-wide value tile per head, 16 warps for per-key
+    /// gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8 warps otherwise;
+    /// d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits
     /// their sequences until the GPU is full. Where a choice does not fit (f32 needs more shared memory) the next
     /// smaller configuration is taken.
     pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
@@ -114,7 +114,7 @@ impl KernelSpec {
         let per_key = gate.shape() == GateShape::PerKey;
         // (chunk, block_v, warps) in order of preference.
         let mut prefs: Vec<(u32, u32, u32)> = match kd {
-            64 => vec![(32, 64, 4)],
+            64 => vec![if per_key { (32, 64, 4) } else { (64, 64, 8) }, (32, 64, 4)],
             128 => vec![(64, 128, if per_key { 16 } else { 8 }), (32, 64, 8)],
             _ => vec![if per_key { (32, 64, 8) } else { (64, 64, 8) }],
         };

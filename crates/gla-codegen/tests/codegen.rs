@@ -120,7 +120,8 @@ fn default_variants_follow_the_measurements() {
     // d = 128: one 128-wide value tile per head (narrow problems are split into segments by the plan instead).
     assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C64.c16.k128.v128.bv128.w16.fused");
     assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C64.c16.k128.v128.bv128.w8.fused");
-    assert_eq!(id(&fixtures::PER_HEAD, 64), "fixture_per_head.fwd.bf16.C32.c16.k64.v64.bv64.w4.fused");
+    assert_eq!(id(&fixtures::PER_KEY, 64), "fixture_per_key.fwd.bf16.C32.c16.k64.v64.bv64.w4.fused");
+    assert_eq!(id(&fixtures::PER_HEAD, 64), "fixture_per_head.fwd.bf16.C64.c16.k64.v64.bv64.w8.fused");
     assert_eq!(id(&fixtures::PER_KEY, 256), "fixture_per_key.fwd.bf16.C32.c16.k256.v256.bv64.w8.fused");
     assert_eq!(id(&fixtures::PER_HEAD, 256), "fixture_per_head.fwd.bf16.C64.c16.k256.v256.bv64.w8.fused");
     // Every default is a valid, fused variant of the enumerated space, for every gate shape, dtype and head dim.
