@@ -106,8 +106,9 @@ impl Sweep {
         );
         for &(chunk, sub_chunk) in pairs {
             let mut results = Vec::new();
-            for materialize in [false, true] {
-                let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None };
+            // Alg. 1 right, Alg. 1 left, and the right form split into 3 segments (the kernels' two-level scan).
+            for (materialize, segments) in [(false, 1), (true, 1), (false, 3)] {
+                let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None, segments };
                 let case = format!("{label} {cfg:?}");
                 let got = chunkwise_forward(&p, cfg, true).expect("valid problem");
                 self.cases += 1;
@@ -208,7 +209,7 @@ fn chunkwise_matches_recurrent_without_states() {
     let p = owned.problem();
     let want = recurrent_forward(&p, false).unwrap();
     assert!(want.final_state.is_none());
-    let got = chunkwise_forward(&p, ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None }, false).unwrap();
+    let got = chunkwise_forward(&p, ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None, segments: 1 }, false).unwrap();
     assert!(got.0.final_state.is_none());
     let e = accept(&got, &want, tol(Regime::Strong), None).unwrap();
     println!("no states: rel RMS {e:.3e}");
@@ -224,7 +225,7 @@ fn chunkwise_matches_recurrent_without_states() {
 /// the same acceptance predicate the sweeps use.
 #[test]
 fn wrong_reference_point_is_detected() {
-    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: None };
+    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: None, segments: 1 };
     for (kind, vg) in [(Kind::PerKey, false), (Kind::None, true), (Kind::PerKey, true)] {
         for regime in REGIMES {
             let owned = Spec::varlen(&[100, 1, 64], 2, 16, 12).gates(kind, vg, regime).build(11);
@@ -256,7 +257,7 @@ fn wrong_reference_point_is_detected() {
 /// error check, for every gate kind.
 #[test]
 fn exclusive_cumsum_is_detected() {
-    let cfg = ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None };
+    let cfg = ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None, segments: 1 };
     for (kind, vg) in [(Kind::PerKey, false), (Kind::PerHead, false), (Kind::Fixed, false), (Kind::None, true)] {
         let mut spec = Spec::varlen(&[50, 1, 40], 1, 8, 8).gates(kind, vg, Regime::Moderate);
         spec.initial_state = true;
@@ -285,7 +286,7 @@ fn factorised_mild_chunks_match_and_the_span_check_is_needed() {
         let p = owned.problem();
         let want = recurrent_forward(&p, true).unwrap();
         for (chunk, sub_chunk, materialize) in [(64, 16, false), (32, 8, true), (128, 32, false)] {
-            let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: Some(bound) };
+            let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: Some(bound), segments: 1 };
             let got = chunkwise_forward(&p, cfg, true).unwrap();
             let e = accept(&got, &want, tol(regime), None)
                 .unwrap_or_else(|m| panic!("{regime:?} C={chunk}: factorised form rejected: {m}"));
@@ -300,7 +301,7 @@ fn factorised_mild_chunks_match_and_the_span_check_is_needed() {
     let owned = Spec::varlen(&[100, 64], 2, 16, 12).gates(Kind::PerKey, false, Regime::Strong).build(22);
     let p = owned.problem();
     let want = recurrent_forward(&p, true).unwrap();
-    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: Some(bound) };
+    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: Some(bound), segments: 1 };
     let bad = chunkwise_forward_with_fault(&p, cfg, true, Fault::UncheckedFactorisation).unwrap();
     let err = rel_rms(&bad.0.o, &want.o);
     println!("unchecked factorisation, strong gates: max factor arg {:.1}, rel RMS {err:.2e}, finite {}", bad.1.max_factor_arg, all_finite(&bad.0.o));
@@ -460,7 +461,7 @@ fn degenerate_chunkings() {
     let want = recurrent_forward(&p, true).unwrap();
     for (chunk, sub_chunk) in [(1, 1), (2, 1), (3, 3), (6, 2), (512, 64)] {
         for materialize in [false, true] {
-            let got = chunkwise_forward(&p, ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None }, true).unwrap();
+            let got = chunkwise_forward(&p, ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None, segments: 1 }, true).unwrap();
             accept(&got, &want, tol(Regime::Strong), None).unwrap_or_else(|m| panic!("C={chunk} c={sub_chunk}: {m}"));
         }
     }
@@ -504,7 +505,7 @@ mod props {
             let regime = if strong { Regime::Strong } else { Regime::LongMemory };
             let owned = Spec::varlen(&lens, h, dk, dv).gates(kind_of(kind), vg, regime).build(seed);
             let p = owned.problem();
-            let cfg = ChunkConfig { chunk: 1 << clog, sub_chunk: 1 << csub.min(clog), materialize, factorise_span: None };
+            let cfg = ChunkConfig { chunk: 1 << clog, sub_chunk: 1 << csub.min(clog), materialize, factorise_span: None, segments: 1 };
             let want = recurrent_forward(&p, true).unwrap();
             let got = chunkwise_forward(&p, cfg, true).unwrap();
             // Tensors here can have a single element: measure the error against the magnitude of the terms.
@@ -521,7 +522,7 @@ mod props {
         ) {
             let (h, dk, dv) = (2, 3, 5);
             let packed = Spec::varlen(&lens, h, dk, dv).gates(kind_of(kind), vg, Regime::Strong).build(seed);
-            let cfg = ChunkConfig { chunk: 16, sub_chunk: 4, materialize: false, factorise_span: None };
+            let cfg = ChunkConfig { chunk: 16, sub_chunk: 4, materialize: false, factorise_span: None, segments: 1 };
             let want_r = recurrent_forward(&packed.problem(), true).unwrap();
             let want_c = chunkwise_forward(&packed.problem(), cfg, true).unwrap().0;
             let cu = packed.cu_seqlens.clone().unwrap();

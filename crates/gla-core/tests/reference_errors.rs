@@ -105,7 +105,7 @@ fn bad_chunk_configs_are_unsupported() {
     let o = base(Kind::PerKey, false);
     let p = o.problem();
     for (chunk, sub_chunk) in [(64, 24), (16, 32), (0, 1), (8, 0), (48, 32)] {
-        let e = chunkwise_forward(&p, ChunkConfig { chunk, sub_chunk, materialize: false, factorise_span: None }, true).unwrap_err();
+        let e = chunkwise_forward(&p, ChunkConfig { chunk, sub_chunk, materialize: false, factorise_span: None, segments: 1 }, true).unwrap_err();
         assert!(matches!(e, GlaError::Unsupported { .. }), "C={chunk} c={sub_chunk}: {e:?}");
         println!("{e}");
     }

@@ -360,6 +360,60 @@ fn forward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, fault: Fault) -> 
         }
         let final_state = states.pop().unwrap_or_default();
         (o, final_state, stats)
+    } else if cfg.segments > 1 {
+        // Two-level scan (the kernels' segmented fused plan): segments of ceil(chunks / P) whole chunks.
+        let (dk, per) = (x.dk, starts.len().div_ceil(cfg.segments).max(1));
+        let segs: Vec<&[usize]> = starts.chunks(per).collect();
+        // Pass 1 (segments in parallel): ΔS_p from S = 0 and the segment's decay Σ Γ_L (key side d_k, value side d_v).
+        let pass1: Vec<(Vec<f32>, Vec<f32>, Vec<f32>, ExpStats)> = segs
+            .par_iter()
+            .map(|seg| {
+                let (mut s, mut dec_k, mut dec_v, mut st) = (vec![0.0f32; dk * dv], vec![0.0f32; dk], vec![0.0f32; dv], ExpStats::default());
+                for &i0 in seg.iter() {
+                    let c = prepare(i0);
+                    c.update_state(&mut s, &mut st);
+                    dec_k.iter_mut().enumerate().for_each(|(d, a)| *a += c.g(c.l - 1, d));
+                    if c.beta.is_some() {
+                        dec_v.iter_mut().enumerate().for_each(|(e, a)| *a += c.b(c.l - 1, e));
+                    }
+                }
+                (s, dec_k, dec_v, st)
+            })
+            .collect();
+        // Pass 2 (sequential over the segments): each segment's initial state.
+        let mut inits = Vec::with_capacity(segs.len());
+        let mut s = x.h0.clone();
+        for (ds, dec_k, dec_v, st) in &pass1 {
+            inits.push(s.clone());
+            stats = stats.merge(*st);
+            for d in 0..dk {
+                for e in 0..dv {
+                    let f = stats.exp(dec_k[d]) * stats.exp(dec_v[e]);
+                    s[d * dv + e] = f * s[d * dv + e] + ds[d * dv + e];
+                }
+            }
+        }
+        // Pass 3 (segments in parallel): the fused pass over each segment from its initial state.
+        let outs: Vec<(Vec<(usize, Vec<f32>)>, ExpStats)> = segs
+            .par_iter()
+            .zip(&inits)
+            .map(|(seg, s0)| {
+                let (mut s, mut st, mut out) = (s0.clone(), ExpStats::default(), Vec::new());
+                for &i0 in seg.iter() {
+                    let c = prepare(i0);
+                    out.push((i0, c.output(&s, scale, &mut st)));
+                    c.update_state(&mut s, &mut st);
+                }
+                (out, st)
+            })
+            .collect();
+        for (chunks, st) in outs {
+            for (i0, oc) in chunks {
+                o[i0 * dv..i0 * dv + oc.len()].copy_from_slice(&oc);
+            }
+            stats = stats.merge(st);
+        }
+        (o, s, stats)
     } else {
         // Alg. 1 right: one sequential pass, output of chunk n from S_[n], then S_[n+1].
         let mut s = x.h0.clone();
@@ -383,6 +437,9 @@ fn check_config(cfg: ChunkConfig) -> Result<()> {
     #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.85.
     if cfg.sub_chunk > cfg.chunk || cfg.chunk % cfg.sub_chunk != 0 {
         return bad(format!("sub-chunk size c = {} must divide chunk size C = {}", cfg.sub_chunk, cfg.chunk));
+    }
+    if cfg.segments == 0 {
+        return bad("segments must be >= 1 (1 = one pass per sequence)".into());
     }
     if let Some(b) = cfg.factorise_span {
         if !(b.is_finite() && b >= 0.0) {
