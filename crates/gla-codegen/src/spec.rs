@@ -201,8 +201,9 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 if d == 256 && warps == 4 {
                                     continue; // the d_k x block_v state would not fit in 4 warps' registers
                                 }
-                                // 16 warps (4 per scheduler, at most 128 registers a thread) for the wide tiles only.
-                                if warps == 16 && (d < 128 || block_v < 64) {
+                                // 16 warps (4 per scheduler, at most 128 registers a thread) at d = 128 with wide
+                                // tiles and tensor-core dtypes only: f32's CUDA-core path and d = 256 spill there.
+                                if warps == 16 && (d != 128 || block_v < 64 || dtype == DType::F32) {
                                     continue;
                                 }
                                 // One 128-wide value tile per head (no per-tile repeat of the gate, scores and
