@@ -201,6 +201,11 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 if d == 256 && warps == 4 {
                                     continue; // the d_k x block_v state would not fit in 4 warps' registers
                                 }
+                                // d = 256 with 32-wide value tiles: 8 tiles per head repeat the gate and scores 8×
+                                // (2× slower than 64-wide on the H200) and per-key C 64 spills.
+                                if d == 256 && block_v == 32 {
+                                    continue;
+                                }
                                 // 16 warps (4 per scheduler, at most 128 registers a thread) at d = 128 with wide
                                 // tiles and tensor-core dtypes only: f32's CUDA-core path and d = 256 spill there.
                                 if warps == 16 && (d != 128 || block_v < 64 || dtype == DType::F32) {
