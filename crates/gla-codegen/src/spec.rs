@@ -118,7 +118,7 @@ impl KernelSpec {
             128 => vec![(64, 128, if per_key { 16 } else { 8 }), (32, 64, 8)],
             _ => vec![if per_key { (32, 64, 8) } else { (64, 64, 8) }],
         };
-        prefs.extend([(64, 64, 8), (64, 32, 8), (32, 32, 8)]);
+        prefs.extend([(64, 64, 8), (32, 64, 8), (64, 32, 8), (32, 32, 8)]);
         let mut first_err = None;
         for (chunk, bv, warps) in prefs {
             match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv.min(vd), warps }) {
