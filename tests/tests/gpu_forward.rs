@@ -4,7 +4,7 @@
 //! Tolerances are relative RMS errors vs the f64 recurrence on the same (dtype-rounded) inputs:
 //! f32 ≤ 1e-5, bf16/f16 ≤ 3e-3. Outputs are poisoned with NaN before every launch, so an element the kernel
 //! does not write shows up as an infinite error.
-use gla_codegen::{all_variants, KernelSpec};
+use gla_codegen::{all_variants, specialised_dim, KernelSpec, Tiles};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::testing::gpu_or_skip;
 use gla_runtime::{DeviceTensor, ForwardOptions, Gla};
@@ -27,6 +27,15 @@ fn kernel_gates() -> Vec<&'static dyn Gate> {
             g.into_iter().filter(|g| list.split(',').any(|n| n == g.name())).collect()
         }
         Err(_) => g,
+    }
+}
+
+/// `GLA_TEST_VARIANTS=part,part` narrows the every-variant test to the variants whose id contains one of the parts
+/// (e.g. `p4.,p8.` for the warp-specialised ones); printed, so a narrowed log says so.
+fn variant_selected(s: &KernelSpec) -> bool {
+    match std::env::var("GLA_TEST_VARIANTS") {
+        Ok(list) => list.split(',').any(|p| s.id().contains(p)),
+        Err(_) => true,
     }
 }
 
@@ -70,7 +79,11 @@ fn every_variant_matches_the_f64_reference() {
     let Some(gla) = gpu_or_skip("every_variant_matches_the_f64_reference") else { return };
     let gates = kernel_gates();
     assert!(!gates.is_empty(), "no gates to test");
-    let specs: Vec<KernelSpec> = gates.iter().flat_map(|g| all_variants(*g)).collect();
+    let specs: Vec<KernelSpec> = gates.iter().flat_map(|g| all_variants(*g)).filter(|s| variant_selected(s)).collect();
+    assert!(!specs.is_empty(), "GLA_TEST_VARIANTS selects no variant");
+    if let Ok(list) = std::env::var("GLA_TEST_VARIANTS") {
+        println!("GLA_TEST_VARIANTS={list}: testing only these variants ({} of them)", specs.len());
+    }
     let t0 = std::time::Instant::now();
     specs.par_iter().for_each(|s| {
         gla.compile_spec(s).unwrap_or_else(|e| panic!("{}: {e}", s.id()));
@@ -174,6 +187,63 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
             }
         }
     }
+    assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
+}
+
+/// The warp-specialised variants (producer warps for the chunk-local stages, consumer warps for the state; a ring of
+/// shared-memory slots between them) over the shape sweep, split into segments and unsplit: the ring wraps many
+/// times at T = 4096, chunks end mid-slot at T = 63 / 65 / 1000, sequences are empty or one token long, and
+/// logits ±12 send per-key chunks down the exact and the factorised path.
+#[test]
+fn warp_specialised_variants_over_the_shapes() {
+    let Some(gla) = gpu_or_skip("warp_specialised_variants_over_the_shapes") else { return };
+    let mut failures = Vec::new();
+    let mut runs = 0usize;
+    let mut worst: BTreeMap<(String, DType), (f64, String)> = BTreeMap::new();
+    for gate in kernel_gates().into_iter().filter(|g| g.shape() != GateShape::PerValue) {
+        for dt in [DType::BF16, DType::F16] {
+            for (i, sh) in shapes().into_iter().enumerate() {
+                let d = sh.dims;
+                let (kd, vd) = (specialised_dim(d.dk).unwrap(), specialised_dim(d.dv).unwrap());
+                let mut specs = Vec::new();
+                for (chunk, bv, warps, pw) in [(32, 64, 4, 4), (32, 64, 8, 4), (32, 128, 8, 4), (32, 128, 8, 8), (64, 64, 8, 4)] {
+                    let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps: pw };
+                    if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {
+                        if !specs.contains(&s) {
+                            specs.push(s);
+                        }
+                    }
+                }
+                if specs.is_empty() {
+                    continue;
+                }
+                let mut case = Case::random(gate, d, dt, 5000 + i as u64, sh.state, sh.cu.clone());
+                case.logits.iter_mut().for_each(|x| *x = dt.round(*x + sh.logit_shift));
+                let want = case.reference(gate, None);
+                for spec in specs {
+                    for segs in [None, Some(1)] {
+                        let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
+                        runs += 1;
+                        let e = eo.max(es);
+                        let w = worst.entry((gate.name().to_string(), dt)).or_insert((0.0, String::new()));
+                        if e > w.0 || !e.is_finite() {
+                            *w = (e, format!("{} {} segments {segs:?}", spec.id(), sh.name));
+                        }
+                        if !(e <= tolerance(dt)) {
+                            failures.push(format!("{} (segments {segs:?}) {}: o {eo:.2e}, state {es:.2e}", spec.id(), sh.name));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    println!("{runs} runs of warp-specialised variants");
+    println!("| gate | dtype | worst rel RMS (o, final state) | where |");
+    println!("|---|---|---|---|");
+    for ((g, dt), (e, at)) in &worst {
+        println!("| {g} | {dt} | {e:.2e} | {at} |");
+    }
+    assert!(runs > 0, "no warp-specialised variant ran");
     assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
 }
 

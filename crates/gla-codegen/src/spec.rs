@@ -15,8 +15,23 @@ pub enum Pass {
 pub struct Tiles {
     /// Width of the value tile one CTA owns (the state is `d_k × block_v`).
     pub block_v: u32,
-    /// Warps per CTA.
+    /// Warps that hold the state and compute the output (the whole CTA unless `producer_warps > 0`).
     pub warps: u32,
+    /// Warp specialisation (0: none). With `p > 0` the CTA has `p` more warps, the producers, that run chunk n+1's
+    /// state-independent stages (loads, gate, cumsum, decays, scores) while the `warps` consumers compute chunk
+    /// n's output and state update; chunks pass between them through a ring of shared-memory slots.
+    pub producer_warps: u32,
+}
+
+impl Tiles {
+    /// Whether the variant is warp-specialised (producer and consumer warps).
+    pub fn specialised(&self) -> bool {
+        self.producer_warps > 0
+    }
+    /// Threads per CTA of the forward kernel.
+    pub fn threads(&self) -> u32 {
+        32 * (self.warps + self.producer_warps)
+    }
 }
 
 /// One kernel variant. Construct with [`KernelSpec::new`], which validates it.
@@ -61,7 +76,7 @@ impl KernelSpec {
     /// Stable identifier, e.g. `gla.fwd.bf16.C64.c16.k128.v128.bv64.w4.fused`.
     pub fn id(&self) -> String {
         format!(
-            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}.{}",
+            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}.{}",
             self.gate.name(),
             match self.pass {
                 Pass::Forward => "fwd",
@@ -73,6 +88,7 @@ impl KernelSpec {
             self.dv,
             self.tiles.block_v,
             self.tiles.warps,
+            if self.tiles.producer_warps > 0 { format!("p{}", self.tiles.producer_warps) } else { String::new() },
             if self.materialize { "mat" } else { "fused" }
         )
     }
@@ -121,7 +137,7 @@ impl KernelSpec {
         prefs.extend([(64, 64, 8), (32, 64, 8), (64, 32, 8), (32, 32, 8)]);
         let mut first_err = None;
         for (chunk, bv, warps) in prefs {
-            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv.min(vd), warps }) {
+            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv.min(vd), warps, producer_warps: 0 }) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -150,6 +166,21 @@ impl KernelSpec {
         }
         if ![4, 8, 16].contains(&self.tiles.warps) {
             return bad(format!("warps must be 4, 8 or 16, got {}", self.tiles.warps));
+        }
+        if self.tiles.specialised() {
+            let p = self.tiles.producer_warps;
+            if ![4, 8].contains(&p) {
+                return bad(format!("producer_warps must be 0 (no warp specialisation), 4 or 8, got {p}"));
+            }
+            if self.tiles.warps > 8 {
+                return bad(format!("a warp-specialised CTA has at most 8 consumer warps, got {}", self.tiles.warps));
+            }
+            if self.materialize {
+                return bad("warp specialisation is a fused (materialize off) plan; use producer_warps = 0".into());
+            }
+            if self.shape() == GateShape::PerValue {
+                return bad("warp specialisation supports per-key, per-head and fixed gates, not per-value; use producer_warps = 0".into());
+            }
         }
         let smem = crate::writer::SmemLayout::of(self).total;
         if smem > MAX_SMEM_BYTES {
@@ -217,10 +248,37 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 if block_v == 128 && !(d == 128 && warps >= 8) {
                                     continue;
                                 }
-                                let tiles = Tiles { block_v, warps };
+                                let tiles = Tiles { block_v, warps, producer_warps: 0 };
                                 if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
                                     out.push(s);
                                 }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Warp-specialised fused variants (tensor-core dtypes; per-key, per-head and fixed gates): C 32 / 64, one
+    // sub-chunk size, consumer x producer warps 4x4, 8x4, 8x8; value tiles 64 (any d) and 128 (d = 128, 8
+    // consumers). Left out where the slot ring does not fit in shared memory or the registers spill.
+    if gate.shape() != GateShape::PerValue {
+        for dtype in [DType::BF16, DType::F16] {
+            for d in [64u32, 128, 256] {
+                for chunk in [32u32, 64] {
+                    for block_v in [64u32, 128] {
+                        for (warps, producer_warps) in [(4u32, 4u32), (8, 4), (8, 8)] {
+                            if block_v > d || (block_v == 128 && (d != 128 || warps != 8)) || (d == 256 && warps == 4) {
+                                continue;
+                            }
+                            // 8 + 8 warps: 128 registers a thread; the consumers' state spills beyond d_k x BV =
+                            // 128 x 128 at C 32 or 64 x 64 at C 64 (ptxas; setmaxnreg does not raise its limit).
+                            if producer_warps == 8 && (d == 256 || (d == 128 && chunk == 64)) {
+                                continue;
+                            }
+                            let tiles = Tiles { block_v, warps, producer_warps };
+                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                out.push(s);
                             }
                         }
                     }

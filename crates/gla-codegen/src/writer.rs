@@ -15,6 +15,12 @@ const KERNELS: &str = include_str!("cuda/kernels.cuh");
 
 /// Byte offsets of the shared-memory tiles of one CTA. The inputs of a chunk (q, k, v, raw gate logits) live in a
 /// stage buffer; two stages (double buffering) when they fit, one otherwise.
+///
+/// Warp-specialised variants (`tiles.producer_warps > 0`) have a ring of `stages` slots (3 when they fit, else 2):
+/// a slot holds everything the consumers read of one chunk — q (→ Q̃), k (→ K̂), v, the logits (→ K̃ / scratch),
+/// the scores A and A_lo, and Γ_L / exp(Γ_L) (per key) or Γ (scalar gates). `a`, `a_lo`, `gl` (and `g` for scalar
+/// gates) are then the offsets in slot 0; slot b's are `stage_bytes · b` further. The per-key Γ tile (`g`) and the
+/// segment totals (`tot`) belong to the producers, the state tile `st` to the consumers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SmemLayout {
     pub stages: u32,
@@ -32,6 +38,10 @@ pub struct SmemLayout {
     pub a_lo: u32,
     /// Per-key: Γ of the chunk's last row (0 bytes otherwise).
     pub gl: u32,
+    /// gate_cumsum's segment totals: in the state tile `st` (== `st`), or their own region when warp-specialised.
+    pub tot: u32,
+    /// Bytes available at `tot`.
+    pub tot_bytes: u32,
     pub total: u32,
 }
 
@@ -58,6 +68,9 @@ impl SmemLayout {
             GateShape::PerValue => c * ldv * e,
             GateShape::Fixed => 0,
         };
+        if spec.tiles.specialised() {
+            return Self::specialised(spec, x);
+        }
         let (so, stage_bytes) = carve(&[c * ldk * e, c * ldk * e, c * ldv * e, x]);
         let (ro, rest) = carve(&[
             match shape {                                                    // Γ (padded rows)
@@ -86,6 +99,54 @@ impl SmemLayout {
             vt: base + ro[3],
             a_lo: base + ro[4],
             gl: base + ro[5],
+            tot: base + ro[1],
+            tot_bytes: dk * ldv * e,
+            total: base + rest,
+        }
+    }
+
+    /// The slot ring of a warp-specialised variant (see the type's doc). `x`: bytes of the logits tile.
+    fn specialised(spec: &KernelSpec, x: u32) -> Self {
+        let e = spec.dtype.size_bytes() as u32;
+        let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
+        let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
+        let per_key = spec.gate.shape() == GateShape::PerKey;
+        let a_bytes = c * ldc * e;
+        let (so, slot_bytes) = carve(&[
+            c * ldk * e,                                        // q → Q̃
+            c * ldk * e,                                        // k → K̂
+            c * ldv * e,                                        // v
+            x,                                                  // logits → K̃ / scratch
+            a_bytes,                                            // A
+            if split_a(spec) { a_bytes } else { 0 },            // A_lo
+            if per_key { 2 * dk * 4 } else { 0 },               // Γ_L, exp(Γ_L)
+            if per_key { 0 } else { c * 4 },                    // Γ (scalar gates)
+        ]);
+        let producer_threads = 32 * spec.tiles.producer_warps;
+        let segs = if producer_threads >= dk / 2 { producer_threads / (dk / 2) } else { 1 };
+        let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
+        let (ro, rest) = carve(&[
+            if per_key { c * (dk + 12) * 4 } else { 0 },        // Γ (per key, producers')
+            dk * ldv * e,                                       // S (consumers')
+            tot_bytes,                                          // segment totals (producers')
+        ]);
+        let stages = if 3 * slot_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
+        let base = stages * slot_bytes;
+        SmemLayout {
+            stages,
+            stage_bytes: slot_bytes,
+            stage_q: so[0],
+            stage_k: so[1],
+            stage_v: so[2],
+            stage_x: so[3],
+            g: if per_key { base + ro[0] } else { so[7] },
+            st: base + ro[1],
+            a: so[4],
+            vt: 0,
+            a_lo: so[5],
+            gl: so[6],
+            tot: base + ro[2],
+            tot_bytes,
             total: base + rest,
         }
     }
@@ -185,10 +246,12 @@ pub fn warp_tile(m: u32, n: u32, warps: u32, prefs: &[(u32, u32)]) -> (u32, u32)
 /// The warp tiles of the output O (C x BV), the state S (d_k x BV) and the scores A (C x C) of a variant.
 pub fn warp_tiles(spec: &KernelSpec) -> [(u32, u32); 3] {
     let (c, dk, bv, w) = (spec.chunk, spec.dk, spec.tiles.block_v, spec.tiles.warps);
+    // The scores are the producers' product when the variant is warp-specialised.
+    let aw = if spec.tiles.specialised() { spec.tiles.producer_warps } else { w };
     [
         warp_tile(c, bv, w, &[(2, 4), (1, 4), (2, 2), (1, 2)]),
         warp_tile(dk, bv, w, &[(4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (1, 2)]),
-        warp_tile(c, c, w, &[(1, 4), (2, 2), (1, 2)]),
+        warp_tile(c, c, aw, &[(1, 4), (2, 2), (1, 2)]),
     ]
 }
 
@@ -214,8 +277,12 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr int NSUB = C / SC;");
     let _ = writeln!(w, "constexpr int DK = {};       // specialised d_k (smaller d_k is masked)", spec.dk);
     let _ = writeln!(w, "constexpr int BV = {};       // value tile of one CTA", spec.tiles.block_v);
-    let _ = writeln!(w, "constexpr int NW = {};       // warps", spec.tiles.warps);
+    let _ = writeln!(w, "constexpr int NW = {};       // warps holding the state S (the whole CTA unless warp-specialised)", spec.tiles.warps);
     let _ = writeln!(w, "constexpr int NT = {};", nt);
+    let pw = spec.tiles.producer_warps;
+    let _ = writeln!(w, "constexpr int PW = {pw};       // producer warps of the warp-specialised kernel (0: none)");
+    let _ = writeln!(w, "constexpr int PT = 32 * PW;");
+    let _ = writeln!(w, "#define GLA_WS {}", spec.tiles.specialised() as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
         w,
@@ -241,8 +308,13 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "#define GLA_FUSED {}", if spec.materialize { 0 } else { 1 });
     let _ = writeln!(
         w,
-        "constexpr int STAGES = {};   // input stage buffers (2: chunk n+1 loads while chunk n computes)",
-        lay.stages
+        "constexpr int STAGES = {};   // {}",
+        lay.stages,
+        if spec.tiles.specialised() {
+            "chunk slots in the producer -> consumer ring"
+        } else {
+            "input stage buffers (2: chunk n+1 loads while chunk n computes)"
+        }
     );
     let _ = writeln!(
         w,
@@ -253,6 +325,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         w,
         "constexpr unsigned OFF_G = {}, OFF_ST = {}, OFF_A = {}, OFF_VT = {}, OFF_ALO = {}, OFF_GL = {};  // {} B of shared memory",
         lay.g, lay.st, lay.a, lay.vt, lay.a_lo, lay.gl, lay.total
+    );
+    let _ = writeln!(
+        w,
+        "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {};  // gate_cumsum's segment totals (producers'), the state tile",
+        lay.tot, lay.tot_bytes, spec.dk * (spec.tiles.block_v + 8) * spec.dtype.size_bytes() as u32
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);
@@ -312,9 +389,9 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                     smem_bytes: 0,
                 },
                 KernelLaunch {
-                    name: "gla_fwd_fused".into(),
+                    name: if spec.tiles.specialised() { "gla_fwd_ws" } else { "gla_fwd_fused" }.into(),
                     grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SeqSegments],
-                    block: nt,
+                    block: spec.tiles.threads(),
                     smem_bytes: lay.total,
                 },
             ],

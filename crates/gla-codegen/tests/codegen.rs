@@ -4,7 +4,7 @@ use gla_codegen::{all_variants, fixtures, generate, KernelSpec, Tiles};
 use gla_core::{DType, GlaError};
 
 fn spec(c: u32, sc: u32, d: u32, bv: u32, mat: bool) -> Result<KernelSpec, GlaError> {
-    KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, sc, d, d, mat, Tiles { block_v: bv, warps: 4 })
+    KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, sc, d, d, mat, Tiles { block_v: bv, warps: 4, producer_warps: 0 })
 }
 
 #[test]
@@ -80,19 +80,20 @@ fn check_snapshot(name: &str, got: &str) {
 
 #[test]
 fn snapshots_of_emitted_source() {
-    let cases: [(&str, KernelSpec); 4] = [
+    let cases: [(&str, KernelSpec); 5] = [
+        ("per_key.bf16.C32.c16.k128.bv128.w8p4.fused.cu", ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap()),
         ("per_key.bf16.C64.c16.k128.bv64.fused.cu", spec(64, 16, 128, 64, false).unwrap()),
         (
             "per_head.f32.C64.k64.bv32.mat.cu",
-            KernelSpec::new(&fixtures::PER_HEAD, DType::F32, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4 }).unwrap(),
+            KernelSpec::new(&fixtures::PER_HEAD, DType::F32, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0 }).unwrap(),
         ),
         (
             "fixed.f16.C32.k128.bv64.fused.cu",
-            KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4 }).unwrap(),
+            KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4, producer_warps: 0 }).unwrap(),
         ),
         (
             "per_value.bf16.C64.c16.k128.bv64.fused.cu",
-            KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 64, 16, 128, 128, false, Tiles { block_v: 64, warps: 8 }).unwrap(),
+            KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 64, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0 }).unwrap(),
         ),
     ];
     for (name, s) in cases {
@@ -168,11 +169,78 @@ fn warp_tiles_divide_the_products_over_the_warps() {
     assert_eq!(warp_tile(16, 8, 4, &[(2, 4)]), (1, 1));
     // every variant: each product's warp tiles cover it exactly, in a whole number of rounds over the warps
     for s in all_variants(&fixtures::PER_KEY).iter().chain(all_variants(&fixtures::PER_HEAD).iter()) {
-        let (c, dk, bv, w) = (s.chunk, s.dk, s.tiles.block_v, s.tiles.warps);
-        for ((m, n), (wm, wn)) in [(c, bv), (dk, bv), (c, c)].into_iter().zip(warp_tiles(s)) {
+        let (c, dk, bv) = (s.chunk, s.dk, s.tiles.block_v);
+        // O and S belong to the state warps; the scores to the producers when the variant is warp-specialised.
+        let aw = if s.tiles.specialised() { s.tiles.producer_warps } else { s.tiles.warps };
+        for (((m, n), (wm, wn)), w) in [(c, bv), (dk, bv), (c, c)].into_iter().zip(warp_tiles(s)).zip([s.tiles.warps, s.tiles.warps, aw]) {
             assert!((m / 16) % wm == 0 && (n / 8) % wn == 0, "{}: {m}x{n} by {wm}x{wn}", s.id());
             let count = (m / 16 / wm) * (n / 8 / wn);
             assert!(count >= w || (wm, wn) == (1, 1), "{}: {count} warp tiles for {w} warps", s.id());
         }
     }
+}
+
+fn ws(g: &'static dyn gla_core::Gate, c: u32, d: u32, bv: u32, w: u32, p: u32) -> Result<KernelSpec, GlaError> {
+    KernelSpec::new(g, DType::BF16, c, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p })
+}
+
+#[test]
+fn warp_specialised_variants_are_validated_with_a_reason() {
+    let pk: &'static dyn gla_core::Gate = &fixtures::PER_KEY;
+    for (spec, why) in [
+        (ws(pk, 32, 128, 64, 8, 2), "producer_warps must be 0 (no warp specialisation), 4 or 8"),
+        (ws(pk, 32, 128, 64, 16, 4), "at most 8 consumer warps"),
+        (ws(&fixtures::PER_VALUE, 32, 128, 64, 8, 4), "not per-value"),
+        (
+            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, true, Tiles { block_v: 64, warps: 8, producer_warps: 4 }),
+            "fused (materialize off) plan",
+        ),
+        (ws(pk, 128, 128, 128, 8, 4), "shared memory"),
+    ] {
+        let e = spec.unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+    }
+    assert_eq!(ws(pk, 32, 128, 128, 8, 4).unwrap().id(), "fixture_per_key.fwd.bf16.C32.c16.k128.v128.bv128.w8p4.fused");
+}
+
+#[test]
+fn warp_specialised_plan_and_slot_ring() {
+    use gla_codegen::writer::SmemLayout;
+    let s = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
+    let g = generate(&s).unwrap();
+    // The segment passes run on the state warps alone; the fused pass is the warp-specialised kernel.
+    let k: Vec<(&str, u32)> = g.plan.kernels.iter().map(|k| (k.name.as_str(), k.block)).collect();
+    assert_eq!(k, [("gla_fwd_seg_states", 256), ("gla_fwd_seg_combine", 256), ("gla_fwd_ws", 384)]);
+    assert!(g.source.contains("__launch_bounds__(NT + PT, 1) gla_fwd_ws("));
+    assert!(g.source.contains("#define GLA_WS 1"), "the plain fused kernel is compiled out");
+    // d = 128, 128-wide value tiles at C 32: three slots fit (loads of chunk n+1 land while the producers work on
+    // chunk n and the consumers on chunk n-1).
+    assert_eq!(SmemLayout::of(&s).stages, 3);
+    let mut seen = 0;
+    for gate in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
+        for v in all_variants(gate).into_iter().filter(|v| v.tiles.specialised()) {
+            seen += 1;
+            let l = SmemLayout::of(&v);
+            assert!(l.stages == 2 || l.stages == 3, "{}", v.id());
+            assert!(l.total <= gla_codegen::spec::MAX_SMEM_BYTES, "{}", v.id());
+            // 3 + 2 * slots named barriers (consumers, producers, FULL[b], EMPTY[b]) of the 16 of sm_90
+            assert!(3 + 2 * l.stages <= 16);
+            // Everything a consumer reads of a chunk is in its slot; the producers' Γ / totals and the consumers'
+            // state tile lie past the ring.
+            let ring = l.stages * l.stage_bytes;
+            for off in [l.a, l.a_lo, l.gl] {
+                assert!(off < l.stage_bytes, "{}: per-chunk tile outside slot 0", v.id());
+            }
+            assert!(l.st >= ring && l.tot >= ring && l.total >= l.st, "{}", v.id());
+            if v.gate.shape() == gla_core::GateShape::PerKey {
+                assert!(l.g >= ring, "{}: per-key Γ must be the producers' own", v.id());
+            } else {
+                assert!(l.g < l.stage_bytes, "{}: scalar Γ travels with the chunk", v.id());
+            }
+            assert_eq!(generate(&v).unwrap().plan.kernels[2].block, v.tiles.threads());
+        }
+    }
+    assert!(seen > 50, "{seen} warp-specialised variants");
+    // none for value gates
+    assert!(all_variants(&fixtures::PER_VALUE).iter().all(|v| !v.tiles.specialised()));
 }

@@ -59,9 +59,10 @@ fn compile_one(spec: &KernelSpec) -> Vec<Row> {
     }
 }
 
-fn plan() -> bool {
+fn plan(only: Option<&str>) -> bool {
     let gates = registered_gates();
-    let specs: Vec<KernelSpec> = gates.iter().flat_map(|g| all_variants(*g)).collect();
+    let specs: Vec<KernelSpec> =
+        gates.iter().flat_map(|g| all_variants(*g)).filter(|s| only.is_none_or(|o| s.id().contains(o))).collect();
     println!(
         "autotune --plan: {} registered gates ({}), {} forward variants, compiling for sm_90a with NVRTC on {} threads",
         gates.len(),
@@ -110,10 +111,22 @@ fn main() -> ExitCode {
     let _ = &gla::gates::Gla; // link the built-in gates
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("usage: autotune [--plan]\n  --plan   compile every variant of every registered gate (no GPU needed) and report resources");
+        println!(
+            "usage: autotune [--plan] [--only <id part>]\n  --plan   compile every variant of every registered gate (no GPU needed) and report resources\n  --only   only the variants whose id contains <id part> (e.g. `w8p4`, `gla.fwd.bf16.C32`)"
+        );
         return ExitCode::SUCCESS;
     }
-    let ok = plan();
+    let only = match args.iter().position(|a| a == "--only") {
+        Some(i) => match args.get(i + 1) {
+            Some(o) => Some(o.as_str()),
+            None => {
+                eprintln!("error: --only needs an id part, e.g. `--only w8p4`");
+                return ExitCode::FAILURE;
+            }
+        },
+        None => None,
+    };
+    let ok = plan(only);
     if !ok {
         return ExitCode::FAILURE;
     }

@@ -4,18 +4,19 @@
 
 // The chunk's scores A and decayed operands. Per-key gates take the one-matmul factorised form on mild chunks
 // (decay span <= SPAN_MAX: intra_scores_factored) and the exact sub-chunk form (§4.3) otherwise.
+template <class G = CTA>
 __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool mild) {
 #if KEY_GATE == GATE_PER_KEY
     if (mild) {
-        decay_operands(s, b, true, true);                    // Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂
-        __syncthreads();
-        intra_scores_factored(s, b);                         // A = (Q̃ K̃^T) ⊙ M
+        decay_operands<G>(s, b, true, true);                 // Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂
+        G::sync();
+        intra_scores_factored<G>(s, b);                      // A = (Q̃ K̃^T) ⊙ M
         return;
     }
 #endif
     (void)mild;
-    intra_scores(s, b);                                      // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
-    decay_operands(s, b, true, false);                       // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+    intra_scores<G>(s, b);                                   // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+    decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }
 
 #if GLA_FUSED
@@ -43,6 +44,7 @@ constexpr int DEC = 1;
 #endif
 constexpr int DEC_PER_THREAD = (DEC + NT - 1) / NT;
 
+#if !GLA_WS
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
 // the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
 // computes.
@@ -60,10 +62,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
     else if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);                      // S_0
     if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, true));
     for (int c = c0; c < c1; ++c) {
-        const int b = STAGES == 2 ? ((c - c0) & 1) : 0, i0 = c * C;
+        const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
         const bool next = c + 1 < c1;
         elem_t x_next = elem_t(0);
-        if (STAGES == 2 && next) {
+        if (STAGES >= 2 && next) {
             x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, true);  // prefetch chunk c+1
             cp_async_wait<1>();
         } else {
@@ -82,12 +84,94 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
         __syncthreads();
 #endif
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
+        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, true));
     }
     if (a.ht && a.segs == 1) state_global<true>(S, a.ht + slab, a, sq.v0);  // (segmented: the combine writes it)
 }
+#else
+// Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here).
+constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 3, BAR_EMPTY = 3 + STAGES;
+static_assert(BAR_EMPTY + STAGES <= 16, "sm_90 has 16 named barriers");
+typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
+typedef Group<PT, NT, BAR_PRODUCERS> Producers;  // warps NW .. NW+PW−1: loads, gate, cumsum, decays, scores
+// Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ).
+__device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b) {
+    Tiles s = carve_smem(smem);
+    const unsigned off = b * STAGE_BYTES;
+    s.A = reinterpret_cast<elem_t*>(smem + OFF_A + off);
+    s.A_lo = reinterpret_cast<elem_t*>(smem + OFF_ALO + off);
+#if KEY_GATE == GATE_PER_KEY
+    s.GL = reinterpret_cast<float*>(smem + OFF_GL + off);
+    s.EGL = s.GL + DK;
+#else
+    s.G = reinterpret_cast<float*>(smem + OFF_G + off);
+#endif
+    return s;
+}
+// Producer -> consumer hand-off on named barrier `id` (all NT + PT threads take part): the producers arrive without
+// waiting, the consumers wait for them (and the other way round for a freed slot). The barrier orders the shared-
+// memory writes before it against the reads after it.
+__device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PT) : "memory"); }
+__device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PT) : "memory"); }
+
+// Alg. 1 (right), materialize off, warp-specialised: chunk n's S-independent stages (load, Γ, decays, A) run on
+// the producer warps while the consumer warps compute chunk n−1's output and state update, the only sequential
+// part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
+// EMPTY[b] (consumers → producers: slot b may be refilled).
+extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+    const Seq sq = locate(a, n, head, blockIdx.x);
+    int c0, c1;
+    seg_range(a, sq, p, c0, c1);
+    const int nchunks = c1 - c0;
+    if ((int)threadIdx.x >= NT) {
+        // ---- producers: chunk j into slot j % STAGES ----
+        const float fixed_log_alpha = fixed_gate(a, head);
+        if (nchunks > 0) land_logit<Producers>(carve_slot(smem, 0), 0, issue_chunk<Producers>(a, carve_slot(smem, 0), sq, c0 * C, 0, true));
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const Tiles s = carve_slot(smem, b);
+            const bool next = j + 1 < nchunks;
+            const int nb = (j + 1) % STAGES;
+            elem_t x_next = elem_t(0);
+            if (next) {
+                if (j + 1 >= STAGES) bar_wait(BAR_EMPTY + nb);  // the consumers are done with chunk j + 1 − STAGES
+                x_next = issue_chunk<Producers>(a, s, sq, i0 + C, nb, true);  // prefetch chunk j + 1
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            Producers::sync();
+            const bool mild = gate_cumsum<Producers>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
+            Producers::sync();
+            intra_and_operands<Producers>(s, b, mild);       // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+            if (next) land_logit<Producers>(carve_slot(smem, nb), nb, x_next);
+            bar_arrive(BAR_FULL + b);                        // slot b holds chunk j
+        }
+    } else {
+        // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
+        const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
+        SRegs S = {};
+        if (a.segs > 1) state_global<false, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
+        else if (a.h0) state_global<false, Consumers>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const Tiles s = carve_slot(smem, b);
+            state_to_smem<Consumers>(S, s);                  // S^T for the inter-chunk product
+            Consumers::sync();
+            bar_wait(BAR_FULL + b);                          // the producers filled slot b
+            output_chunk<Consumers>(a, s, sq, i0, b);        // O = Q̃ S + A V
+            Consumers::sync();                               // every consumer has read st
+            state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
+            if (j + STAGES < nchunks) bar_arrive(BAR_EMPTY + b);  // slot b is free (only if it will be refilled)
+        }
+        if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
+    }
+}
+#endif
 
 // Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
@@ -102,10 +186,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
     float dec[DEC_PER_THREAD] = {};
     if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, false));
     for (int c = c0; c < c1; ++c) {
-        const int b = STAGES == 2 ? ((c - c0) & 1) : 0, i0 = c * C;
+        const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
         const bool next = c + 1 < c1;
         elem_t x_next = elem_t(0);
-        if (STAGES == 2 && next) {
+        if (STAGES >= 2 && next) {
             x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
             cp_async_wait<1>();
         } else {
@@ -128,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
         decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)  (value gate: V̂)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
+        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }
@@ -203,10 +287,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_
     if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
     if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, false));
     for (int c = 0; c < nchunks; ++c) {
-        const int b = STAGES == 2 ? (c & 1) : 0, i0 = c * C;
+        const int b = STAGES >= 2 ? (c & 1) : 0, i0 = c * C;
         const bool next = c + 1 < nchunks;
         elem_t x_next = elem_t(0);
-        if (STAGES == 2 && next) {
+        if (STAGES >= 2 && next) {
             x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
             cp_async_wait<1>();
         } else {
@@ -219,7 +303,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_
         decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
+        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }

@@ -21,6 +21,27 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
 };
 
+// A group of warps that runs a stage together: the whole CTA (`CTA`), or one role of the warp-specialised kernel.
+// THREADS threads from thread FIRST on; BAR = 0 synchronises with __syncthreads, else with named barrier BAR.
+template <int THREADS, int FIRST, int BAR>
+struct Group {
+    static constexpr int NT = THREADS, NW = THREADS / 32, FIRST_THREAD = FIRST;
+    static __device__ __forceinline__ int tid() { return FIRST == 0 ? (int)threadIdx.x : (int)threadIdx.x - FIRST; }
+    static __device__ __forceinline__ void sync() {
+        if (BAR == 0) __syncthreads();
+        else asm volatile("bar.sync %0, %1;\n" ::"n"(BAR), "n"(THREADS) : "memory");
+    }
+    // Barrier that also returns whether p holds on every thread of the group.
+    static __device__ __forceinline__ bool all(bool p) {
+        if (BAR == 0) return __syncthreads_and(p) != 0;
+        unsigned r;
+        asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.and.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+                     : "=r"(r) : "r"((unsigned)p), "n"(BAR), "n"(THREADS) : "memory");
+        return r != 0;
+    }
+};
+typedef Group<NT, 0, 0> CTA;
+
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
 
 // 2^x of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later − Γ_earlier). Γ is kept

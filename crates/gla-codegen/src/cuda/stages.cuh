@@ -26,9 +26,11 @@ struct Tiles {
     elem_t* st;       // [DK][LDV] S (state entering the chunk), row-major: the k-major B operand of Q̃ S
     elem_t* A;        // [C][LDC] masked decayed scores
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
+    float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
+                      // warp-specialised kernel, whose producer must not touch the consumers' st)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
-        return reinterpret_cast<elem_t*>(base + (STAGES == 2 ? b : 0) * STAGE_BYTES + off);
+        return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
     }
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
     __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k, later K̂ = k ⊙ exp(Γ_L − Γ)
@@ -48,6 +50,7 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.GL = reinterpret_cast<float*>(smem + OFF_GL);
     s.EGL = s.GL + DK;
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
+    s.tot = reinterpret_cast<float*>(smem + OFF_TOT);
     return s;
 }
 
@@ -109,13 +112,14 @@ struct Seq {
 // Stage load (issue): start copying chunk rows [i0, i0 + C) of q (optional), k, v and the gate logits into stage
 // buffer b. Full-width rows move as 16-byte cp.async (zero-filled past the sequence end); masked head dims go
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
+template <class G = CTA>
 __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q) {
-    const int tid = threadIdx.x;
+    const int tid = G::tid();
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
         // Thread tid copies vector column (tid % VPR) of rows tid / VPR, + RSTEP, ...: the global address advances by
         // a constant row stride (H·d_k elements), so each copy costs one add, not a 64-bit index computation.
-        constexpr int VPR = DK / VEC, RSTEP = NT / VPR;
+        constexpr int VPR = DK / VEC, RSTEP = G::NT / VPR;
         const int r0 = tid / VPR, d = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * DK;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)DK + d;
@@ -130,7 +134,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 #endif
         }
     } else {
-        for (int idx = tid; idx < C * DK; idx += NT) {
+        for (int idx = tid; idx < C * DK; idx += G::NT) {
             const int i = idx / DK, d = idx - (idx / DK) * DK;
             const bool ok = (i < rows) && (d < a.dk);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d;
@@ -142,7 +146,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         }
     }
     if (a.dv % VEC == 0 && sq.v0 + BV <= a.dv) {
-        constexpr int VPR = BV / VEC, RSTEP = NT / VPR;  // as above, rows of this CTA's value columns
+        constexpr int VPR = BV / VEC, RSTEP = G::NT / VPR;  // as above, rows of this CTA's value columns
         const int r0 = tid / VPR, e = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * a.dv;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
@@ -156,7 +160,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 #endif
         }
     } else {
-        for (int idx = tid; idx < C * BV; idx += NT) {
+        for (int idx = tid; idx < C * BV; idx += G::NT) {
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
@@ -175,9 +179,10 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 }
 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
+template <class G = CTA>
 __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
 #if KEY_GATE == GATE_PER_HEAD
-    if (threadIdx.x < C) s.x(b)[threadIdx.x] = x;
+    if (G::tid() < C) s.x(b)[G::tid()] = x;
 #else
     (void)s; (void)b; (void)x;
 #endif
@@ -186,23 +191,25 @@ __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
 // Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
 // Returns (CTA-uniform) whether the chunk is "mild": its decay span −min_d Γ_L,d is at most SPAN_MAX, so the
 // chunk-level factorisation of intra_scores_factored is safe (per-key gates only; always false otherwise).
+template <class G = CTA>
 __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
-    const int tid = threadIdx.x;
+    const int tid = G::tid();
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     // Thread (seg, pair) runs the gate and a running sum down key columns d, d + 1 over its segment of C / SEGS rows
     // (every thread busy; one 32-bit read of two logits, one 64-bit store of two Γ) and posts the segment's total;
     // after one barrier every segment adds the totals of the segments above it. The totals live in the state tile
-    // st, which is free here (the previous chunk's output has read it; state_to_smem writes it after this stage).
-    constexpr int CP = DK / 2, SEGS = NT >= CP ? NT / CP : 1, SR = C / SEGS, PER = (SEGS * CP + NT - 1) / NT;
-    static_assert(SEGS == 1 || SEGS * DK * 4 <= DK * LDV * (int)sizeof(elem_t), "segment totals must fit in st");
-    float* tot = reinterpret_cast<float*>(s.st);  // [SEGS][DK]
+    // st, which is free here (the previous chunk's output has read it; state_to_smem writes it after this stage),
+    // or, for the producers of the warp-specialised kernel (the consumers own st), in their own region tot.
+    constexpr int CP = DK / 2, SEGS = G::NT >= CP ? G::NT / CP : 1, SR = C / SEGS, PER = (SEGS * CP + G::NT - 1) / G::NT;
+    static_assert(SEGS == 1 || SEGS * DK * 4 <= (G::FIRST_THREAD > 0 ? TOT_BYTES : ST_BYTES), "segment totals must fit");
+    float* tot = G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);  // [SEGS][DK]
     const bool full = rows == C && a.dk == DK;  // no padding rows, no masked columns (every chunk but a last one)
     bool mild = true;  // every Γ_L of this thread's columns >= −SPAN_MAX (false for NaN)
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
-        const int idx = tid + u * NT;
+        const int idx = tid + u * G::NT;
         if (idx >= SEGS * CP) break;
         const int d = (idx % CP) * 2, seg = idx / CP, i0s = seg * SR;
         float acc0 = 0.f, acc1 = 0.f;
@@ -231,10 +238,10 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
         }
     }
     if (SEGS > 1) {
-        __syncthreads();
+        G::sync();
 #pragma unroll
         for (int u = 0; u < PER; ++u) {
-            const int idx = tid + u * NT, d = (idx % CP) * 2, seg = idx / CP;
+            const int idx = tid + u * G::NT, d = (idx % CP) * 2, seg = idx / CP;
             if (idx >= SEGS * CP || seg == 0) continue;
             float2 off = make_float2(0.f, 0.f);
             for (int m = 0; m < seg; ++m) {  // totals of the segments above
@@ -257,15 +264,15 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
         }
     }
     (void)fixed_log_alpha;
-    return __syncthreads_and(mild) != 0;  // NaN logits fail the test: the exact path handles them
+    return G::all(mild);  // NaN logits fail the test: the exact path handles them
 #elif KEY_GATE == GATE_PER_VALUE
     // Value gate: Γ over this CTA's BV value columns (columns past d_v contribute 0).
-    for (int idx = tid; idx < C * BV; idx += NT) {
+    for (int idx = tid; idx < C * BV; idx += G::NT) {
         const int i = idx / BV, e = idx - (idx / BV) * BV;
         s.G[i * LDG + e] = (i < rows && sq.v0 + e < a.dv) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDV + e]), p) : 0.f;
     }
-    __syncthreads();
-    for (int e = tid; e < BV; e += NT) {
+    G::sync();
+    for (int e = tid; e < BV; e += G::NT) {
         float acc = 0.f;
         for (int i = 0; i < C; ++i) { acc += s.G[i * LDG + e]; s.G[i * LDG + e] = acc; }
     }
@@ -312,23 +319,26 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
 // Warp tiles of the three products (16x8 mma tiles; the writer picks O_WM x O_WN etc. so that the warp tiles
 // divide evenly over the NW warps): O (C x BV), the state S (d_k x BV, in registers), the scores A (C x C).
 constexpr int S_WCOLS = BV / (8 * S_WN), S_WTILES = (DK / (16 * S_WM)) * S_WCOLS;
-constexpr int S_PER_WARP = (S_WTILES + NW - 1) / NW;
 constexpr int O_WCOLS = BV / (8 * O_WN), O_WTILES = (C / (16 * O_WM)) * O_WCOLS;
-constexpr int O_PER_WARP = (O_WTILES + NW - 1) / NW;
 constexpr int A_WCOLS = C / (8 * A_WN), A_WTILES = (C / (16 * A_WM)) * A_WCOLS;
-constexpr int A_PER_WARP = (A_WTILES + NW - 1) / NW;
-typedef float SRegs[S_PER_WARP][S_WM][S_WN][4];  // this thread's part of S, in mma accumulator layout
+// Warp tiles each warp of a group of `warps` runs (the last ones may have fewer).
+constexpr int per_warp(int tiles, int warps) { return (tiles + warps - 1) / warps; }
+// This thread's part of S, in mma accumulator layout. S lives with the NW warps of the state group (the whole CTA,
+// or the consumer warps of the warp-specialised kernel).
+typedef float SRegs[per_warp(S_WTILES, NW)][S_WM][S_WN][4];
 
 // Origin (row, col) of warp tile wt of a product whose warp tiles are WM x WN mma tiles, WCOLS of them per row.
 template <int WM, int WN, int WCOLS>
 __device__ __forceinline__ int2 wtile_origin(int wt) { return make_int2((wt / WCOLS) * 16 * WM, (wt % WCOLS) * 8 * WN); }
 
 // Stage state_to_smem: st = S in elem_t (the B operand of Q̃ S); pairs of columns as one 32-bit store.
+template <class G = CTA>
 __device__ __forceinline__ void state_to_smem(const SRegs& S, const Tiles& s) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    static_assert(G::NW == NW, "S is held by the NW warps of the state group");
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < S_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(S_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= S_WTILES) continue;
         const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #pragma unroll
@@ -343,12 +353,13 @@ __device__ __forceinline__ void state_to_smem(const SRegs& S, const Tiles& s) {
 }
 
 // Move S between registers and a global [.., H, dk, dv] f32 slab (h0, ht, chunk states). Masked to the real dims.
-template <bool STORE>
+template <bool STORE, class G = CTA>
 __device__ __forceinline__ void state_global(SRegs& S, float* base, const FwdArgs& a, int v0) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    static_assert(G::NW == NW, "S is held by the NW warps of the state group");
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < S_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(S_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= S_WTILES) continue;
         const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #pragma unroll
@@ -367,8 +378,9 @@ __device__ __forceinline__ void state_global(SRegs& S, float* base, const FwdArg
 }
 
 // Stage chunk_state_from_global (materialize on): st = S_[n] read from the states buffer (coalesced rows).
+template <class G = CTA>
 __device__ __forceinline__ void state_global_to_smem(const float* base, const Tiles& s, const FwdArgs& a, int v0) {
-    for (int idx = threadIdx.x; idx < BV * DK; idx += NT) {
+    for (int idx = G::tid(); idx < BV * DK; idx += G::NT) {
         const int d = idx / BV, e = idx - (idx / BV) * BV;
         const bool ok = d < a.dk && v0 + e < a.dv;
         s.st[d * LDV + e] = ok ? to_elem(base[(i64)d * a.dv + v0 + e]) : elem_t(0);
@@ -409,11 +421,12 @@ __device__ __forceinline__ void tile_store_a(const float c[4], const Tiles& s, i
 //   diagonal sub-chunk blocks, exact pairwise:   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)
 //   off-diagonal blocks (sub-chunk s > s'), reference r = first row of s, on tensor cores:
 //                                                A_ij = Σ_d [q_id exp(Γ_id − Γ_rd)] [k_jd exp(Γ_rd − Γ_jd)]
+template <class G = CTA>
 __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
-    const int tid = threadIdx.x, warp = tid >> 5;
+    const int tid = G::tid(), warp = tid >> 5;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
-    for (int idx = tid; idx < C * C; idx += NT) {  // causal mask: zero above the diagonal
+    for (int idx = tid; idx < C * C; idx += G::NT) {  // causal mask: zero above the diagonal
         const int i = idx / C, j = idx - (idx / C) * C;
         if (j > i) {
             s.A[i * LDC + j] = elem_t(0);
@@ -425,7 +438,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     // Diagonal blocks: one warp per query row i, lanes split d (conflict-free row reads), warp-sum per pair.
     constexpr int DPL = DK / 32;
     const int lane = tid & 31;
-    for (int i = warp; i < C; i += NW) {
+    for (int i = warp; i < C; i += G::NW) {
         float qi[DPL], gi[DPL];
 #pragma unroll
         for (int u = 0; u < DPL; ++u) {
@@ -446,7 +459,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     elem_t* ks = s.x(b) + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
     for (int sb = 1; sb < NSUB; ++sb) {
         const int r = sb * SC;
-        for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += NT) {
+        for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += G::NT) {
             const int row = idx / (DK / VEC), d = (idx - row * (DK / VEC)) * VEC;
             Vec16 in, out;
             if (row < SC) {  // query rows r + row
@@ -468,26 +481,27 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
                 *reinterpret_cast<uint4*>(ks + j * LDK + d) = out.u;
             }
         }
-        __syncthreads();
+        G::sync();
         const int ncol = r / 8, ntiles = (SC / 16) * ncol;
-        for (int tile = warp; tile < ntiles; tile += NW) {
+        for (int tile = warp; tile < ntiles; tile += G::NW) {
             float c[4] = {0.f, 0.f, 0.f, 0.f};
             const int tm = tile / ncol, tn = tile - (tile / ncol) * ncol;
             tile_mma<DK>(c, qs, LDK, tm * 16, ks, LDK, tn * 8);
             tile_store_a(c, s, r + tm * 16, tn * 8);
         }
-        __syncthreads();
+        G::sync();
     }
-    __syncthreads();  // also when C == c (no off-diagonal blocks)
+    G::sync();  // also when C == c (no off-diagonal blocks)
 }
 #else
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
 // Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
+template <class G = CTA>
 __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < A_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= A_WTILES) continue;
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
@@ -508,15 +522,16 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
                 tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
             }
     }
-    __syncthreads();
+    G::sync();
 }
 #endif
 
 #if KEY_GATE == GATE_PER_VALUE
 // Value gate, V ← V ⊙ exp(Γ_L − Γ) in place (the V̂ of the state update; after the output stage has read V).
+template <class G = CTA>
 __device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
     elem_t* v = s.v(b);
-    for (int idx = threadIdx.x; idx < C * (BV / VEC); idx += NT) {
+    for (int idx = G::tid(); idx < C * (BV / VEC); idx += G::NT) {
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         Vec16 in;
         in.u = *reinterpret_cast<const uint4*>(v + i * LDV + e);
@@ -542,9 +557,10 @@ __device__ __forceinline__ elem_t* k_lo(const Tiles& s, int i) { return reinterp
 //   mild (per key):   x ← K̃ = k ⊙ exp(−Γ)       (into the dead logit buffer; for intra_scores_factored)
 //   value gate:       vt ← V ⊙ exp(Γ_p − Γ), p = last row of the key sub-chunk (with_q: the output's operand);
 //                     without q (state kernel) V ← V ⊙ exp(Γ_L − Γ) in place instead.
+template <class G = CTA>
 __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q, bool mild) {
 #if KEY_GATE != GATE_PER_VALUE
-    for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
+    for (int idx = G::tid(); idx < C * (DK / VEC); idx += G::NT) {
         const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
         float kf[VEC], kh[VEC];
         load_vec(s.k(b) + i * LDK + d, kf);
@@ -595,10 +611,10 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
     }
 #else
     if (!with_q) {
-        decay_values_for_state(s, b);
+        decay_values_for_state<G>(s, b);
         return;
     }
-    for (int idx = threadIdx.x; idx < C * (BV / VEC); idx += NT) {
+    for (int idx = G::tid(); idx < C * (BV / VEC); idx += G::NT) {
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         const int p = (i / SC) * SC + SC - 1;  // reference: last row of the key sub-chunk
         Vec16 in;
@@ -619,11 +635,12 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 //   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd) = Σ_d [q_id exp(Γ_id)] [k_jd exp(−Γ_jd)] = (Q̃ K̃^T)_ij   for j <= i
 // one C x C x d_k product on tensor cores instead of the sub-chunk decomposition. Every factor stays within
 // [2^−SPAN_MAX, 2^SPAN_MAX] of its input, so nothing over- or underflows; the result is masked causally.
+template <class G = CTA>
 __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < A_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= A_WTILES) continue;
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
@@ -703,11 +720,12 @@ __device__ __forceinline__ void value_gate_intra(float c[4], const Tiles& s, int
 #endif
 
 // Stage output:  O = scale · ( (Q ⊙ exp(Γ)) S  +  A V )   (inter-chunk + intra-chunk), stored masked.
+template <class G = CTA>
 __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < O_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(O_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= O_WTILES) continue;
         const int2 o = wtile_origin<O_WM, O_WN, O_WCOLS>(wt);
         float c[O_WM][O_WN][4] = {};
@@ -759,11 +777,13 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
 }
 
 // Stage state_update:  S ← diag(exp(Γ_L)) S + K̂^T V   (value gate: S ← S diag(exp(Γ_L)) + K^T V̂).
+template <class G = CTA>
 __device__ __forceinline__ void state_update(SRegs& S, const Tiles& s, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    static_assert(G::NW == NW, "S is held by the NW warps of the state group");
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < S_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(S_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= S_WTILES) continue;
         const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #if KEY_GATE == GATE_PER_VALUE

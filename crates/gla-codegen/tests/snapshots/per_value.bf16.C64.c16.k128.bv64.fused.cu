@@ -12,8 +12,11 @@ constexpr int SC = 16;       // sub-chunk size (§4.3)
 constexpr int NSUB = C / SC;
 constexpr int DK = 128;       // specialised d_k (smaller d_k is masked)
 constexpr int BV = 64;       // value tile of one CTA
-constexpr int NW = 8;       // warps
+constexpr int NW = 8;       // warps holding the state S (the whole CTA unless warp-specialised)
 constexpr int NT = 256;
+constexpr int PW = 0;       // producer warps of the warp-specialised kernel (0: none)
+constexpr int PT = 32 * PW;
+#define GLA_WS 0
 constexpr int O_WM = 1, O_WN = 4, S_WM = 2, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -29,6 +32,7 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chunk n computes)
 constexpr unsigned STAGE_BYTES = 53248, STAGE_Q = 0, STAGE_K = 17408, STAGE_V = 34816, STAGE_X = 44032;
 constexpr unsigned OFF_G = 106496, OFF_ST = 123904, OFF_A = 142336, OFF_VT = 151552, OFF_ALO = 160768, OFF_GL = 160768;  // 160768 B of shared memory
+constexpr unsigned OFF_TOT = 123904, TOT_BYTES = 18432, ST_BYTES = 18432;  // gate_cumsum's segment totals (producers'), the state tile
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -81,6 +85,27 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     float scale;
     int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
 };
+
+// A group of warps that runs a stage together: the whole CTA (`CTA`), or one role of the warp-specialised kernel.
+// THREADS threads from thread FIRST on; BAR = 0 synchronises with __syncthreads, else with named barrier BAR.
+template <int THREADS, int FIRST, int BAR>
+struct Group {
+    static constexpr int NT = THREADS, NW = THREADS / 32, FIRST_THREAD = FIRST;
+    static __device__ __forceinline__ int tid() { return FIRST == 0 ? (int)threadIdx.x : (int)threadIdx.x - FIRST; }
+    static __device__ __forceinline__ void sync() {
+        if (BAR == 0) __syncthreads();
+        else asm volatile("bar.sync %0, %1;\n" ::"n"(BAR), "n"(THREADS) : "memory");
+    }
+    // Barrier that also returns whether p holds on every thread of the group.
+    static __device__ __forceinline__ bool all(bool p) {
+        if (BAR == 0) return __syncthreads_and(p) != 0;
+        unsigned r;
+        asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.and.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+                     : "=r"(r) : "r"((unsigned)p), "n"(BAR), "n"(THREADS) : "memory");
+        return r != 0;
+    }
+};
+typedef Group<NT, 0, 0> CTA;
 
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
 
@@ -355,9 +380,11 @@ struct Tiles {
     elem_t* st;       // [DK][LDV] S (state entering the chunk), row-major: the k-major B operand of Q̃ S
     elem_t* A;        // [C][LDC] masked decayed scores
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
+    float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
+                      // warp-specialised kernel, whose producer must not touch the consumers' st)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
-        return reinterpret_cast<elem_t*>(base + (STAGES == 2 ? b : 0) * STAGE_BYTES + off);
+        return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
     }
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
     __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k, later K̂ = k ⊙ exp(Γ_L − Γ)
@@ -377,6 +404,7 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.GL = reinterpret_cast<float*>(smem + OFF_GL);
     s.EGL = s.GL + DK;
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
+    s.tot = reinterpret_cast<float*>(smem + OFF_TOT);
     return s;
 }
 
@@ -438,13 +466,14 @@ struct Seq {
 // Stage load (issue): start copying chunk rows [i0, i0 + C) of q (optional), k, v and the gate logits into stage
 // buffer b. Full-width rows move as 16-byte cp.async (zero-filled past the sequence end); masked head dims go
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
+template <class G = CTA>
 __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q) {
-    const int tid = threadIdx.x;
+    const int tid = G::tid();
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
         // Thread tid copies vector column (tid % VPR) of rows tid / VPR, + RSTEP, ...: the global address advances by
         // a constant row stride (H·d_k elements), so each copy costs one add, not a 64-bit index computation.
-        constexpr int VPR = DK / VEC, RSTEP = NT / VPR;
+        constexpr int VPR = DK / VEC, RSTEP = G::NT / VPR;
         const int r0 = tid / VPR, d = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * DK;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)DK + d;
@@ -459,7 +488,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 #endif
         }
     } else {
-        for (int idx = tid; idx < C * DK; idx += NT) {
+        for (int idx = tid; idx < C * DK; idx += G::NT) {
             const int i = idx / DK, d = idx - (idx / DK) * DK;
             const bool ok = (i < rows) && (d < a.dk);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d;
@@ -471,7 +500,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         }
     }
     if (a.dv % VEC == 0 && sq.v0 + BV <= a.dv) {
-        constexpr int VPR = BV / VEC, RSTEP = NT / VPR;  // as above, rows of this CTA's value columns
+        constexpr int VPR = BV / VEC, RSTEP = G::NT / VPR;  // as above, rows of this CTA's value columns
         const int r0 = tid / VPR, e = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * a.dv;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
@@ -485,7 +514,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 #endif
         }
     } else {
-        for (int idx = tid; idx < C * BV; idx += NT) {
+        for (int idx = tid; idx < C * BV; idx += G::NT) {
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
@@ -504,9 +533,10 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 }
 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
+template <class G = CTA>
 __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
 #if KEY_GATE == GATE_PER_HEAD
-    if (threadIdx.x < C) s.x(b)[threadIdx.x] = x;
+    if (G::tid() < C) s.x(b)[G::tid()] = x;
 #else
     (void)s; (void)b; (void)x;
 #endif
@@ -515,23 +545,25 @@ __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
 // Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
 // Returns (CTA-uniform) whether the chunk is "mild": its decay span −min_d Γ_L,d is at most SPAN_MAX, so the
 // chunk-level factorisation of intra_scores_factored is safe (per-key gates only; always false otherwise).
+template <class G = CTA>
 __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
-    const int tid = threadIdx.x;
+    const int tid = G::tid();
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     // Thread (seg, pair) runs the gate and a running sum down key columns d, d + 1 over its segment of C / SEGS rows
     // (every thread busy; one 32-bit read of two logits, one 64-bit store of two Γ) and posts the segment's total;
     // after one barrier every segment adds the totals of the segments above it. The totals live in the state tile
-    // st, which is free here (the previous chunk's output has read it; state_to_smem writes it after this stage).
-    constexpr int CP = DK / 2, SEGS = NT >= CP ? NT / CP : 1, SR = C / SEGS, PER = (SEGS * CP + NT - 1) / NT;
-    static_assert(SEGS == 1 || SEGS * DK * 4 <= DK * LDV * (int)sizeof(elem_t), "segment totals must fit in st");
-    float* tot = reinterpret_cast<float*>(s.st);  // [SEGS][DK]
+    // st, which is free here (the previous chunk's output has read it; state_to_smem writes it after this stage),
+    // or, for the producers of the warp-specialised kernel (the consumers own st), in their own region tot.
+    constexpr int CP = DK / 2, SEGS = G::NT >= CP ? G::NT / CP : 1, SR = C / SEGS, PER = (SEGS * CP + G::NT - 1) / G::NT;
+    static_assert(SEGS == 1 || SEGS * DK * 4 <= (G::FIRST_THREAD > 0 ? TOT_BYTES : ST_BYTES), "segment totals must fit");
+    float* tot = G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);  // [SEGS][DK]
     const bool full = rows == C && a.dk == DK;  // no padding rows, no masked columns (every chunk but a last one)
     bool mild = true;  // every Γ_L of this thread's columns >= −SPAN_MAX (false for NaN)
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
-        const int idx = tid + u * NT;
+        const int idx = tid + u * G::NT;
         if (idx >= SEGS * CP) break;
         const int d = (idx % CP) * 2, seg = idx / CP, i0s = seg * SR;
         float acc0 = 0.f, acc1 = 0.f;
@@ -560,10 +592,10 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
         }
     }
     if (SEGS > 1) {
-        __syncthreads();
+        G::sync();
 #pragma unroll
         for (int u = 0; u < PER; ++u) {
-            const int idx = tid + u * NT, d = (idx % CP) * 2, seg = idx / CP;
+            const int idx = tid + u * G::NT, d = (idx % CP) * 2, seg = idx / CP;
             if (idx >= SEGS * CP || seg == 0) continue;
             float2 off = make_float2(0.f, 0.f);
             for (int m = 0; m < seg; ++m) {  // totals of the segments above
@@ -586,15 +618,15 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
         }
     }
     (void)fixed_log_alpha;
-    return __syncthreads_and(mild) != 0;  // NaN logits fail the test: the exact path handles them
+    return G::all(mild);  // NaN logits fail the test: the exact path handles them
 #elif KEY_GATE == GATE_PER_VALUE
     // Value gate: Γ over this CTA's BV value columns (columns past d_v contribute 0).
-    for (int idx = tid; idx < C * BV; idx += NT) {
+    for (int idx = tid; idx < C * BV; idx += G::NT) {
         const int i = idx / BV, e = idx - (idx / BV) * BV;
         s.G[i * LDG + e] = (i < rows && sq.v0 + e < a.dv) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDV + e]), p) : 0.f;
     }
-    __syncthreads();
-    for (int e = tid; e < BV; e += NT) {
+    G::sync();
+    for (int e = tid; e < BV; e += G::NT) {
         float acc = 0.f;
         for (int i = 0; i < C; ++i) { acc += s.G[i * LDG + e]; s.G[i * LDG + e] = acc; }
     }
@@ -641,23 +673,26 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
 // Warp tiles of the three products (16x8 mma tiles; the writer picks O_WM x O_WN etc. so that the warp tiles
 // divide evenly over the NW warps): O (C x BV), the state S (d_k x BV, in registers), the scores A (C x C).
 constexpr int S_WCOLS = BV / (8 * S_WN), S_WTILES = (DK / (16 * S_WM)) * S_WCOLS;
-constexpr int S_PER_WARP = (S_WTILES + NW - 1) / NW;
 constexpr int O_WCOLS = BV / (8 * O_WN), O_WTILES = (C / (16 * O_WM)) * O_WCOLS;
-constexpr int O_PER_WARP = (O_WTILES + NW - 1) / NW;
 constexpr int A_WCOLS = C / (8 * A_WN), A_WTILES = (C / (16 * A_WM)) * A_WCOLS;
-constexpr int A_PER_WARP = (A_WTILES + NW - 1) / NW;
-typedef float SRegs[S_PER_WARP][S_WM][S_WN][4];  // this thread's part of S, in mma accumulator layout
+// Warp tiles each warp of a group of `warps` runs (the last ones may have fewer).
+constexpr int per_warp(int tiles, int warps) { return (tiles + warps - 1) / warps; }
+// This thread's part of S, in mma accumulator layout. S lives with the NW warps of the state group (the whole CTA,
+// or the consumer warps of the warp-specialised kernel).
+typedef float SRegs[per_warp(S_WTILES, NW)][S_WM][S_WN][4];
 
 // Origin (row, col) of warp tile wt of a product whose warp tiles are WM x WN mma tiles, WCOLS of them per row.
 template <int WM, int WN, int WCOLS>
 __device__ __forceinline__ int2 wtile_origin(int wt) { return make_int2((wt / WCOLS) * 16 * WM, (wt % WCOLS) * 8 * WN); }
 
 // Stage state_to_smem: st = S in elem_t (the B operand of Q̃ S); pairs of columns as one 32-bit store.
+template <class G = CTA>
 __device__ __forceinline__ void state_to_smem(const SRegs& S, const Tiles& s) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    static_assert(G::NW == NW, "S is held by the NW warps of the state group");
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < S_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(S_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= S_WTILES) continue;
         const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #pragma unroll
@@ -672,12 +707,13 @@ __device__ __forceinline__ void state_to_smem(const SRegs& S, const Tiles& s) {
 }
 
 // Move S between registers and a global [.., H, dk, dv] f32 slab (h0, ht, chunk states). Masked to the real dims.
-template <bool STORE>
+template <bool STORE, class G = CTA>
 __device__ __forceinline__ void state_global(SRegs& S, float* base, const FwdArgs& a, int v0) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    static_assert(G::NW == NW, "S is held by the NW warps of the state group");
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < S_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(S_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= S_WTILES) continue;
         const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #pragma unroll
@@ -696,8 +732,9 @@ __device__ __forceinline__ void state_global(SRegs& S, float* base, const FwdArg
 }
 
 // Stage chunk_state_from_global (materialize on): st = S_[n] read from the states buffer (coalesced rows).
+template <class G = CTA>
 __device__ __forceinline__ void state_global_to_smem(const float* base, const Tiles& s, const FwdArgs& a, int v0) {
-    for (int idx = threadIdx.x; idx < BV * DK; idx += NT) {
+    for (int idx = G::tid(); idx < BV * DK; idx += G::NT) {
         const int d = idx / BV, e = idx - (idx / BV) * BV;
         const bool ok = d < a.dk && v0 + e < a.dv;
         s.st[d * LDV + e] = ok ? to_elem(base[(i64)d * a.dv + v0 + e]) : elem_t(0);
@@ -738,11 +775,12 @@ __device__ __forceinline__ void tile_store_a(const float c[4], const Tiles& s, i
 //   diagonal sub-chunk blocks, exact pairwise:   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)
 //   off-diagonal blocks (sub-chunk s > s'), reference r = first row of s, on tensor cores:
 //                                                A_ij = Σ_d [q_id exp(Γ_id − Γ_rd)] [k_jd exp(Γ_rd − Γ_jd)]
+template <class G = CTA>
 __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
-    const int tid = threadIdx.x, warp = tid >> 5;
+    const int tid = G::tid(), warp = tid >> 5;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
-    for (int idx = tid; idx < C * C; idx += NT) {  // causal mask: zero above the diagonal
+    for (int idx = tid; idx < C * C; idx += G::NT) {  // causal mask: zero above the diagonal
         const int i = idx / C, j = idx - (idx / C) * C;
         if (j > i) {
             s.A[i * LDC + j] = elem_t(0);
@@ -754,7 +792,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     // Diagonal blocks: one warp per query row i, lanes split d (conflict-free row reads), warp-sum per pair.
     constexpr int DPL = DK / 32;
     const int lane = tid & 31;
-    for (int i = warp; i < C; i += NW) {
+    for (int i = warp; i < C; i += G::NW) {
         float qi[DPL], gi[DPL];
 #pragma unroll
         for (int u = 0; u < DPL; ++u) {
@@ -775,7 +813,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     elem_t* ks = s.x(b) + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
     for (int sb = 1; sb < NSUB; ++sb) {
         const int r = sb * SC;
-        for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += NT) {
+        for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += G::NT) {
             const int row = idx / (DK / VEC), d = (idx - row * (DK / VEC)) * VEC;
             Vec16 in, out;
             if (row < SC) {  // query rows r + row
@@ -797,26 +835,27 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
                 *reinterpret_cast<uint4*>(ks + j * LDK + d) = out.u;
             }
         }
-        __syncthreads();
+        G::sync();
         const int ncol = r / 8, ntiles = (SC / 16) * ncol;
-        for (int tile = warp; tile < ntiles; tile += NW) {
+        for (int tile = warp; tile < ntiles; tile += G::NW) {
             float c[4] = {0.f, 0.f, 0.f, 0.f};
             const int tm = tile / ncol, tn = tile - (tile / ncol) * ncol;
             tile_mma<DK>(c, qs, LDK, tm * 16, ks, LDK, tn * 8);
             tile_store_a(c, s, r + tm * 16, tn * 8);
         }
-        __syncthreads();
+        G::sync();
     }
-    __syncthreads();  // also when C == c (no off-diagonal blocks)
+    G::sync();  // also when C == c (no off-diagonal blocks)
 }
 #else
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
 // Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
+template <class G = CTA>
 __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < A_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= A_WTILES) continue;
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
@@ -837,15 +876,16 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
                 tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
             }
     }
-    __syncthreads();
+    G::sync();
 }
 #endif
 
 #if KEY_GATE == GATE_PER_VALUE
 // Value gate, V ← V ⊙ exp(Γ_L − Γ) in place (the V̂ of the state update; after the output stage has read V).
+template <class G = CTA>
 __device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
     elem_t* v = s.v(b);
-    for (int idx = threadIdx.x; idx < C * (BV / VEC); idx += NT) {
+    for (int idx = G::tid(); idx < C * (BV / VEC); idx += G::NT) {
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         Vec16 in;
         in.u = *reinterpret_cast<const uint4*>(v + i * LDV + e);
@@ -871,9 +911,10 @@ __device__ __forceinline__ elem_t* k_lo(const Tiles& s, int i) { return reinterp
 //   mild (per key):   x ← K̃ = k ⊙ exp(−Γ)       (into the dead logit buffer; for intra_scores_factored)
 //   value gate:       vt ← V ⊙ exp(Γ_p − Γ), p = last row of the key sub-chunk (with_q: the output's operand);
 //                     without q (state kernel) V ← V ⊙ exp(Γ_L − Γ) in place instead.
+template <class G = CTA>
 __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_q, bool mild) {
 #if KEY_GATE != GATE_PER_VALUE
-    for (int idx = threadIdx.x; idx < C * (DK / VEC); idx += NT) {
+    for (int idx = G::tid(); idx < C * (DK / VEC); idx += G::NT) {
         const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
         float kf[VEC], kh[VEC];
         load_vec(s.k(b) + i * LDK + d, kf);
@@ -924,10 +965,10 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
     }
 #else
     if (!with_q) {
-        decay_values_for_state(s, b);
+        decay_values_for_state<G>(s, b);
         return;
     }
-    for (int idx = threadIdx.x; idx < C * (BV / VEC); idx += NT) {
+    for (int idx = G::tid(); idx < C * (BV / VEC); idx += G::NT) {
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         const int p = (i / SC) * SC + SC - 1;  // reference: last row of the key sub-chunk
         Vec16 in;
@@ -948,11 +989,12 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 //   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd) = Σ_d [q_id exp(Γ_id)] [k_jd exp(−Γ_jd)] = (Q̃ K̃^T)_ij   for j <= i
 // one C x C x d_k product on tensor cores instead of the sub-chunk decomposition. Every factor stays within
 // [2^−SPAN_MAX, 2^SPAN_MAX] of its input, so nothing over- or underflows; the result is masked causally.
+template <class G = CTA>
 __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < A_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= A_WTILES) continue;
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
@@ -1032,11 +1074,12 @@ __device__ __forceinline__ void value_gate_intra(float c[4], const Tiles& s, int
 #endif
 
 // Stage output:  O = scale · ( (Q ⊙ exp(Γ)) S  +  A V )   (inter-chunk + intra-chunk), stored masked.
+template <class G = CTA>
 __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < O_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(O_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= O_WTILES) continue;
         const int2 o = wtile_origin<O_WM, O_WN, O_WCOLS>(wt);
         float c[O_WM][O_WN][4] = {};
@@ -1088,11 +1131,13 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
 }
 
 // Stage state_update:  S ← diag(exp(Γ_L)) S + K̂^T V   (value gate: S ← S diag(exp(Γ_L)) + K^T V̂).
+template <class G = CTA>
 __device__ __forceinline__ void state_update(SRegs& S, const Tiles& s, int b) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    static_assert(G::NW == NW, "S is held by the NW warps of the state group");
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int u = 0; u < S_PER_WARP; ++u) {
-        const int wt = warp + u * NW;
+    for (int u = 0; u < per_warp(S_WTILES, G::NW); ++u) {
+        const int wt = warp + u * G::NW;
         if (wt >= S_WTILES) continue;
         const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
 #if KEY_GATE == GATE_PER_VALUE
@@ -1147,18 +1192,19 @@ __device__ __forceinline__ float fixed_gate(const FwdArgs& a, int head) {
 
 // The chunk's scores A and decayed operands. Per-key gates take the one-matmul factorised form on mild chunks
 // (decay span <= SPAN_MAX: intra_scores_factored) and the exact sub-chunk form (§4.3) otherwise.
+template <class G = CTA>
 __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool mild) {
 #if KEY_GATE == GATE_PER_KEY
     if (mild) {
-        decay_operands(s, b, true, true);                    // Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂
-        __syncthreads();
-        intra_scores_factored(s, b);                         // A = (Q̃ K̃^T) ⊙ M
+        decay_operands<G>(s, b, true, true);                 // Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂
+        G::sync();
+        intra_scores_factored<G>(s, b);                      // A = (Q̃ K̃^T) ⊙ M
         return;
     }
 #endif
     (void)mild;
-    intra_scores(s, b);                                      // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
-    decay_operands(s, b, true, false);                       // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+    intra_scores<G>(s, b);                                   // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+    decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }
 
 #if GLA_FUSED
@@ -1186,6 +1232,7 @@ constexpr int DEC = 1;
 #endif
 constexpr int DEC_PER_THREAD = (DEC + NT - 1) / NT;
 
+#if !GLA_WS
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
 // the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
 // computes.
@@ -1203,10 +1250,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
     else if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);                      // S_0
     if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, true));
     for (int c = c0; c < c1; ++c) {
-        const int b = STAGES == 2 ? ((c - c0) & 1) : 0, i0 = c * C;
+        const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
         const bool next = c + 1 < c1;
         elem_t x_next = elem_t(0);
-        if (STAGES == 2 && next) {
+        if (STAGES >= 2 && next) {
             x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, true);  // prefetch chunk c+1
             cp_async_wait<1>();
         } else {
@@ -1225,12 +1272,94 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
         __syncthreads();
 #endif
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
+        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, true));
     }
     if (a.ht && a.segs == 1) state_global<true>(S, a.ht + slab, a, sq.v0);  // (segmented: the combine writes it)
 }
+#else
+// Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here).
+constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 3, BAR_EMPTY = 3 + STAGES;
+static_assert(BAR_EMPTY + STAGES <= 16, "sm_90 has 16 named barriers");
+typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
+typedef Group<PT, NT, BAR_PRODUCERS> Producers;  // warps NW .. NW+PW−1: loads, gate, cumsum, decays, scores
+// Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ).
+__device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b) {
+    Tiles s = carve_smem(smem);
+    const unsigned off = b * STAGE_BYTES;
+    s.A = reinterpret_cast<elem_t*>(smem + OFF_A + off);
+    s.A_lo = reinterpret_cast<elem_t*>(smem + OFF_ALO + off);
+#if KEY_GATE == GATE_PER_KEY
+    s.GL = reinterpret_cast<float*>(smem + OFF_GL + off);
+    s.EGL = s.GL + DK;
+#else
+    s.G = reinterpret_cast<float*>(smem + OFF_G + off);
+#endif
+    return s;
+}
+// Producer -> consumer hand-off on named barrier `id` (all NT + PT threads take part): the producers arrive without
+// waiting, the consumers wait for them (and the other way round for a freed slot). The barrier orders the shared-
+// memory writes before it against the reads after it.
+__device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PT) : "memory"); }
+__device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PT) : "memory"); }
+
+// Alg. 1 (right), materialize off, warp-specialised: chunk n's S-independent stages (load, Γ, decays, A) run on
+// the producer warps while the consumer warps compute chunk n−1's output and state update, the only sequential
+// part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
+// EMPTY[b] (consumers → producers: slot b may be refilled).
+extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+    const Seq sq = locate(a, n, head, blockIdx.x);
+    int c0, c1;
+    seg_range(a, sq, p, c0, c1);
+    const int nchunks = c1 - c0;
+    if ((int)threadIdx.x >= NT) {
+        // ---- producers: chunk j into slot j % STAGES ----
+        const float fixed_log_alpha = fixed_gate(a, head);
+        if (nchunks > 0) land_logit<Producers>(carve_slot(smem, 0), 0, issue_chunk<Producers>(a, carve_slot(smem, 0), sq, c0 * C, 0, true));
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const Tiles s = carve_slot(smem, b);
+            const bool next = j + 1 < nchunks;
+            const int nb = (j + 1) % STAGES;
+            elem_t x_next = elem_t(0);
+            if (next) {
+                if (j + 1 >= STAGES) bar_wait(BAR_EMPTY + nb);  // the consumers are done with chunk j + 1 − STAGES
+                x_next = issue_chunk<Producers>(a, s, sq, i0 + C, nb, true);  // prefetch chunk j + 1
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            Producers::sync();
+            const bool mild = gate_cumsum<Producers>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
+            Producers::sync();
+            intra_and_operands<Producers>(s, b, mild);       // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+            if (next) land_logit<Producers>(carve_slot(smem, nb), nb, x_next);
+            bar_arrive(BAR_FULL + b);                        // slot b holds chunk j
+        }
+    } else {
+        // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
+        const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
+        SRegs S = {};
+        if (a.segs > 1) state_global<false, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
+        else if (a.h0) state_global<false, Consumers>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const Tiles s = carve_slot(smem, b);
+            state_to_smem<Consumers>(S, s);                  // S^T for the inter-chunk product
+            Consumers::sync();
+            bar_wait(BAR_FULL + b);                          // the producers filled slot b
+            output_chunk<Consumers>(a, s, sq, i0, b);        // O = Q̃ S + A V
+            Consumers::sync();                               // every consumer has read st
+            state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
+            if (j + STAGES < nchunks) bar_arrive(BAR_EMPTY + b);  // slot b is free (only if it will be refilled)
+        }
+        if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
+    }
+}
+#endif
 
 // Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
@@ -1245,10 +1374,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
     float dec[DEC_PER_THREAD] = {};
     if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, false));
     for (int c = c0; c < c1; ++c) {
-        const int b = STAGES == 2 ? ((c - c0) & 1) : 0, i0 = c * C;
+        const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
         const bool next = c + 1 < c1;
         elem_t x_next = elem_t(0);
-        if (STAGES == 2 && next) {
+        if (STAGES >= 2 && next) {
             x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
             cp_async_wait<1>();
         } else {
@@ -1271,7 +1400,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
         decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)  (value gate: V̂)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
+        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }
@@ -1346,10 +1475,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_
     if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
     if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, false));
     for (int c = 0; c < nchunks; ++c) {
-        const int b = STAGES == 2 ? (c & 1) : 0, i0 = c * C;
+        const int b = STAGES >= 2 ? (c & 1) : 0, i0 = c * C;
         const bool next = c + 1 < nchunks;
         elem_t x_next = elem_t(0);
-        if (STAGES == 2 && next) {
+        if (STAGES >= 2 && next) {
             x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
             cp_async_wait<1>();
         } else {
@@ -1362,7 +1491,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_
         decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES == 2 && next) land_logit(s, b ^ 1, x_next);
+        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }
