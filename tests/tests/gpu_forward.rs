@@ -200,20 +200,44 @@ fn warp_specialised_variants_over_the_shapes() {
     let mut failures = Vec::new();
     let mut runs = 0usize;
     let mut worst: BTreeMap<(String, DType), (f64, String)> = BTreeMap::new();
-    for gate in kernel_gates().into_iter().filter(|g| g.shape() != GateShape::PerValue) {
+    let gates: Vec<&'static dyn Gate> = kernel_gates().into_iter().filter(|g| g.shape() != GateShape::PerValue).collect();
+    // A few warp-specialised configurations per (gate, dtype, head dims).
+    let specs_for = |gate: &'static dyn Gate, dt: DType, d: &Dims| {
+        let (kd, vd) = (specialised_dim(d.dk).unwrap(), specialised_dim(d.dv).unwrap());
+        let mut specs: Vec<KernelSpec> = Vec::new();
+        for (chunk, bv, warps, pw) in [(32, 64, 4, 4), (32, 64, 8, 4), (32, 128, 8, 4), (32, 128, 8, 8), (64, 64, 8, 4)] {
+            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps: pw, producer_groups: 1 };
+            if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {
+                if !specs.contains(&s) {
+                    specs.push(s);
+                }
+            }
+        }
+        specs
+    };
+    // Compile them all in parallel first (NVRTC takes ~1.5 s a variant).
+    let mut all: Vec<KernelSpec> = Vec::new();
+    for &gate in &gates {
         for dt in [DType::BF16, DType::F16] {
-            for (i, sh) in shapes().into_iter().enumerate() {
-                let d = sh.dims;
-                let (kd, vd) = (specialised_dim(d.dk).unwrap(), specialised_dim(d.dv).unwrap());
-                let mut specs = Vec::new();
-                for (chunk, bv, warps, pw) in [(32, 64, 4, 4), (32, 64, 8, 4), (32, 128, 8, 4), (32, 128, 8, 8), (64, 64, 8, 4)] {
-                    let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps: pw };
-                    if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {
-                        if !specs.contains(&s) {
-                            specs.push(s);
-                        }
+            for sh in shapes() {
+                for s in specs_for(gate, dt, &sh.dims) {
+                    if !all.contains(&s) {
+                        all.push(s);
                     }
                 }
+            }
+        }
+    }
+    all.par_iter().for_each(|s| {
+        gla.compile_spec(s).unwrap_or_else(|e| panic!("{}: {e}", s.id()));
+    });
+    println!("compiled {} warp-specialised variants", all.len());
+    for &gate in &gates {
+        for dt in [DType::BF16, DType::F16] {
+            println!("{} {dt}", gate.name());
+            for (i, sh) in shapes().into_iter().enumerate() {
+                let d = sh.dims;
+                let specs = specs_for(gate, dt, &d);
                 if specs.is_empty() {
                     continue;
                 }

@@ -21,6 +21,9 @@ pub struct Tiles {
     /// state-independent stages (loads, gate, cumsum, decays, scores) while the `warps` consumers compute chunk
     /// n's output and state update; chunks pass between them through a ring of shared-memory slots.
     pub producer_warps: u32,
+    /// The producer warps split into this many independent groups (1 or 2) that take alternate chunks, so that two
+    /// chunks' S-independent stages are in flight at once (each group has its own barrier and Γ tile).
+    pub producer_groups: u32,
 }
 
 impl Tiles {
@@ -88,7 +91,11 @@ impl KernelSpec {
             self.dv,
             self.tiles.block_v,
             self.tiles.warps,
-            if self.tiles.producer_warps > 0 { format!("p{}", self.tiles.producer_warps) } else { String::new() },
+            match (self.tiles.producer_warps, self.tiles.producer_groups) {
+                (0, _) => String::new(),
+                (p, 1) => format!("p{p}"),
+                (p, g) => format!("p{p}x{g}"),
+            },
             if self.materialize { "mat" } else { "fused" }
         )
     }
@@ -137,7 +144,7 @@ impl KernelSpec {
         prefs.extend([(64, 64, 8), (32, 64, 8), (64, 32, 8), (32, 32, 8)]);
         let mut first_err = None;
         for (chunk, bv, warps) in prefs {
-            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv.min(vd), warps, producer_warps: 0 }) {
+            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv.min(vd), warps, producer_warps: 0, producer_groups: 1 }) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -167,10 +174,19 @@ impl KernelSpec {
         if ![4, 8, 16].contains(&self.tiles.warps) {
             return bad(format!("warps must be 4, 8 or 16, got {}", self.tiles.warps));
         }
+        if !self.tiles.specialised() && self.tiles.producer_groups != 1 {
+            return bad(format!("producer_groups must be 1 without producer warps, got {}", self.tiles.producer_groups));
+        }
         if self.tiles.specialised() {
             let p = self.tiles.producer_warps;
             if ![4, 8].contains(&p) {
                 return bad(format!("producer_warps must be 0 (no warp specialisation), 4 or 8, got {p}"));
+            }
+            if ![1, 2].contains(&self.tiles.producer_groups) || (p / self.tiles.producer_groups) % 2 != 0 {
+                return bad(format!(
+                    "producer_groups must be 1 or 2 and leave an even number of warps in each group, got {} for {p} producer warps",
+                    self.tiles.producer_groups
+                ));
             }
             if self.tiles.warps > 8 {
                 return bad(format!("a warp-specialised CTA has at most 8 consumer warps, got {}", self.tiles.warps));
@@ -248,7 +264,7 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 if block_v == 128 && !(d == 128 && warps >= 8) {
                                     continue;
                                 }
-                                let tiles = Tiles { block_v, warps, producer_warps: 0 };
+                                let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1 };
                                 if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
                                     out.push(s);
                                 }
@@ -267,7 +283,7 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
             for d in [64u32, 128, 256] {
                 for chunk in [32u32, 64] {
                     for block_v in [64u32, 128] {
-                        for (warps, producer_warps) in [(4u32, 4u32), (8, 4), (8, 8)] {
+                        for (warps, producer_warps, producer_groups) in [(4u32, 4u32, 1u32), (8, 4, 1), (8, 8, 1), (8, 4, 2), (8, 8, 2)] {
                             if block_v > d || (block_v == 128 && (d != 128 || warps != 8)) || (d == 256 && warps == 4) {
                                 continue;
                             }
@@ -276,7 +292,12 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             if producer_warps == 8 && (d == 256 || (d == 128 && chunk == 64)) {
                                 continue;
                             }
-                            let tiles = Tiles { block_v, warps, producer_warps };
+                            // Two producer groups (two Γ tiles): d = 128 at C 32 only (elsewhere the ring no longer
+                            // has three slots or the registers spill).
+                            if producer_groups == 2 && (d != 128 || chunk != 32) {
+                                continue;
+                            }
+                            let tiles = Tiles { block_v, warps, producer_warps, producer_groups };
                             if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
                                 out.push(s);
                             }

@@ -40,7 +40,7 @@ pub struct SmemLayout {
     pub gl: u32,
     /// gate_cumsum's segment totals: in the state tile `st` (== `st`), or their own region when warp-specialised.
     pub tot: u32,
-    /// Bytes available at `tot`.
+    /// Bytes available at `tot` (per producer group).
     pub tot_bytes: u32,
     pub total: u32,
 }
@@ -122,13 +122,16 @@ impl SmemLayout {
             if per_key { 2 * dk * 4 } else { 0 },               // Γ_L, exp(Γ_L)
             if per_key { 0 } else { c * 4 },                    // Γ (scalar gates)
         ]);
-        let producer_threads = 32 * spec.tiles.producer_warps;
-        let segs = if producer_threads >= dk / 2 { producer_threads / (dk / 2) } else { 1 };
+        // Per producer group: its Γ tile (per key) and its segment totals.
+        let groups = spec.tiles.producer_groups;
+        let group_threads = 32 * spec.tiles.producer_warps / groups;
+        let segs = if group_threads >= dk / 2 { group_threads / (dk / 2) } else { 1 };
         let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
+        let g_bytes = if per_key { c * (dk + 12) * 4 } else { 0 };
         let (ro, rest) = carve(&[
-            if per_key { c * (dk + 12) * 4 } else { 0 },        // Γ (per key, producers')
+            groups * g_bytes.div_ceil(128) * 128,               // Γ (per key, one per producer group)
             dk * ldv * e,                                       // S (consumers')
-            tot_bytes,                                          // segment totals (producers')
+            groups * tot_bytes.div_ceil(128) * 128,             // segment totals (one per producer group)
         ]);
         let stages = if 3 * slot_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
         let base = stages * slot_bytes;
@@ -247,7 +250,7 @@ pub fn warp_tile(m: u32, n: u32, warps: u32, prefs: &[(u32, u32)]) -> (u32, u32)
 pub fn warp_tiles(spec: &KernelSpec) -> [(u32, u32); 3] {
     let (c, dk, bv, w) = (spec.chunk, spec.dk, spec.tiles.block_v, spec.tiles.warps);
     // The scores are the producers' product when the variant is warp-specialised.
-    let aw = if spec.tiles.specialised() { spec.tiles.producer_warps } else { w };
+    let aw = if spec.tiles.specialised() { spec.tiles.producer_warps / spec.tiles.producer_groups } else { w };
     [
         warp_tile(c, bv, w, &[(2, 4), (1, 4), (2, 2), (1, 2)]),
         warp_tile(dk, bv, w, &[(4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (1, 2)]),
@@ -282,6 +285,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let pw = spec.tiles.producer_warps;
     let _ = writeln!(w, "constexpr int PW = {pw};       // producer warps of the warp-specialised kernel (0: none)");
     let _ = writeln!(w, "constexpr int PT = 32 * PW;");
+    let _ = writeln!(
+        w,
+        "constexpr int PG = {}, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one",
+        spec.tiles.producer_groups
+    );
     let _ = writeln!(w, "#define GLA_WS {}", spec.tiles.specialised() as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
@@ -328,8 +336,14 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {};  // gate_cumsum's segment totals (producers'), the state tile",
+        "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {};  // gate_cumsum's segment totals (per producer group), the state tile",
         lay.tot, lay.tot_bytes, spec.dk * (spec.tiles.block_v + 8) * spec.dtype.size_bytes() as u32
+    );
+    let _ = writeln!(
+        w,
+        "constexpr unsigned G_STRIDE = {}, TOT_STRIDE = {};  // bytes between the producer groups' Γ tiles and totals",
+        if spec.gate.shape() == GateShape::PerKey { (spec.chunk * (spec.dk + 12) * 4).div_ceil(128) * 128 } else { 0 },
+        lay.tot_bytes.div_ceil(128) * 128
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);

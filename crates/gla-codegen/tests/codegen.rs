@@ -4,7 +4,7 @@ use gla_codegen::{all_variants, fixtures, generate, KernelSpec, Tiles};
 use gla_core::{DType, GlaError};
 
 fn spec(c: u32, sc: u32, d: u32, bv: u32, mat: bool) -> Result<KernelSpec, GlaError> {
-    KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, sc, d, d, mat, Tiles { block_v: bv, warps: 4, producer_warps: 0 })
+    KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, sc, d, d, mat, Tiles { block_v: bv, warps: 4, producer_warps: 0, producer_groups: 1 })
 }
 
 #[test]
@@ -85,15 +85,15 @@ fn snapshots_of_emitted_source() {
         ("per_key.bf16.C64.c16.k128.bv64.fused.cu", spec(64, 16, 128, 64, false).unwrap()),
         (
             "per_head.f32.C64.k64.bv32.mat.cu",
-            KernelSpec::new(&fixtures::PER_HEAD, DType::F32, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0 }).unwrap(),
+            KernelSpec::new(&fixtures::PER_HEAD, DType::F32, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1 }).unwrap(),
         ),
         (
             "fixed.f16.C32.k128.bv64.fused.cu",
-            KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4, producer_warps: 0 }).unwrap(),
+            KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4, producer_warps: 0, producer_groups: 1 }).unwrap(),
         ),
         (
             "per_value.bf16.C64.c16.k128.bv64.fused.cu",
-            KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 64, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0 }).unwrap(),
+            KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 64, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 1 }).unwrap(),
         ),
     ];
     for (name, s) in cases {
@@ -171,7 +171,7 @@ fn warp_tiles_divide_the_products_over_the_warps() {
     for s in all_variants(&fixtures::PER_KEY).iter().chain(all_variants(&fixtures::PER_HEAD).iter()) {
         let (c, dk, bv) = (s.chunk, s.dk, s.tiles.block_v);
         // O and S belong to the state warps; the scores to the producers when the variant is warp-specialised.
-        let aw = if s.tiles.specialised() { s.tiles.producer_warps } else { s.tiles.warps };
+        let aw = if s.tiles.specialised() { s.tiles.producer_warps / s.tiles.producer_groups } else { s.tiles.warps };
         for (((m, n), (wm, wn)), w) in [(c, bv), (dk, bv), (c, c)].into_iter().zip(warp_tiles(s)).zip([s.tiles.warps, s.tiles.warps, aw]) {
             assert!((m / 16) % wm == 0 && (n / 8) % wn == 0, "{}: {m}x{n} by {wm}x{wn}", s.id());
             let count = (m / 16 / wm) * (n / 8 / wn);
@@ -181,7 +181,7 @@ fn warp_tiles_divide_the_products_over_the_warps() {
 }
 
 fn ws(g: &'static dyn gla_core::Gate, c: u32, d: u32, bv: u32, w: u32, p: u32) -> Result<KernelSpec, GlaError> {
-    KernelSpec::new(g, DType::BF16, c, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p })
+    KernelSpec::new(g, DType::BF16, c, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p, producer_groups: 1 })
 }
 
 #[test]
@@ -192,7 +192,7 @@ fn warp_specialised_variants_are_validated_with_a_reason() {
         (ws(pk, 32, 128, 64, 16, 4), "at most 8 consumer warps"),
         (ws(&fixtures::PER_VALUE, 32, 128, 64, 8, 4), "not per-value"),
         (
-            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, true, Tiles { block_v: 64, warps: 8, producer_warps: 4 }),
+            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, true, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 1 }),
             "fused (materialize off) plan",
         ),
         (ws(pk, 128, 128, 128, 8, 4), "shared memory"),

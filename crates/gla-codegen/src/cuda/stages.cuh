@@ -647,8 +647,17 @@ __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
         if (o.y <= o.x + 16 * A_WM - 1) {                                                   // not wholly above the diagonal
             warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.x(b), LDK, o.y, DK);          // Q̃_hi K̃_hi^T
 #if SPLIT_A
-            warp_mma<A_WM, A_WN, false, false, DK>(c, q_lo(s, 0), LDLO, o.x, s.x(b), LDK, o.y, DK);     // + Q̃_lo K̃_hi^T
-            warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, k_lo(s, 0), LDLO, o.y, DK);     // + Q̃_hi K̃_lo^T
+            // The two correction products accumulate apart from the main one (independent tensor-core chains),
+            // then add in: + Q̃_lo K̃_hi^T + Q̃_hi K̃_lo^T.
+            float lo[A_WM][A_WN][4] = {};
+            warp_mma<A_WM, A_WN, false, false, DK>(lo, q_lo(s, 0), LDLO, o.x, s.x(b), LDK, o.y, DK);
+            warp_mma<A_WM, A_WN, false, false, DK>(lo, s.q(b), LDK, o.x, k_lo(s, 0), LDLO, o.y, DK);
+#pragma unroll
+            for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < A_WN; ++ni)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) c[mi][ni][r] += lo[mi][ni][r];
 #endif
         }
 #pragma unroll

@@ -16,6 +16,7 @@ constexpr int NW = 8;       // warps holding the state S (the whole CTA unless w
 constexpr int NT = 256;
 constexpr int PW = 4;       // producer warps of the warp-specialised kernel (0: none)
 constexpr int PT = 32 * PW;
+constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 1
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
@@ -32,7 +33,8 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 constexpr int STAGES = 3;   // chunk slots in the producer -> consumer ring
 constexpr unsigned STAGE_BYTES = 40960, STAGE_Q = 0, STAGE_K = 8704, STAGE_V = 17408, STAGE_X = 26112;
 constexpr unsigned OFF_G = 122880, OFF_ST = 140800, OFF_A = 34816, OFF_VT = 0, OFF_ALO = 37376, OFF_GL = 39936;  // 176640 B of shared memory
-constexpr unsigned OFF_TOT = 175616, TOT_BYTES = 1024, ST_BYTES = 34816;  // gate_cumsum's segment totals (producers'), the state tile
+constexpr unsigned OFF_TOT = 175616, TOT_BYTES = 1024, ST_BYTES = 34816;  // gate_cumsum's segment totals (per producer group), the state tile
+constexpr unsigned G_STRIDE = 17920, TOT_STRIDE = 1024;  // bytes between the producer groups' Γ tiles and totals
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -1001,8 +1003,17 @@ __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
         if (o.y <= o.x + 16 * A_WM - 1) {                                                   // not wholly above the diagonal
             warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.x(b), LDK, o.y, DK);          // Q̃_hi K̃_hi^T
 #if SPLIT_A
-            warp_mma<A_WM, A_WN, false, false, DK>(c, q_lo(s, 0), LDLO, o.x, s.x(b), LDK, o.y, DK);     // + Q̃_lo K̃_hi^T
-            warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, k_lo(s, 0), LDLO, o.y, DK);     // + Q̃_hi K̃_lo^T
+            // The two correction products accumulate apart from the main one (independent tensor-core chains),
+            // then add in: + Q̃_lo K̃_hi^T + Q̃_hi K̃_lo^T.
+            float lo[A_WM][A_WN][4] = {};
+            warp_mma<A_WM, A_WN, false, false, DK>(lo, q_lo(s, 0), LDLO, o.x, s.x(b), LDK, o.y, DK);
+            warp_mma<A_WM, A_WN, false, false, DK>(lo, s.q(b), LDK, o.x, k_lo(s, 0), LDLO, o.y, DK);
+#pragma unroll
+            for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < A_WN; ++ni)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) c[mi][ni][r] += lo[mi][ni][r];
 #endif
         }
 #pragma unroll
@@ -1279,13 +1290,15 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
     if (a.ht && a.segs == 1) state_global<true>(S, a.ht + slab, a, sq.v0);  // (segmented: the combine writes it)
 }
 #else
-// Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here).
-constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 3, BAR_EMPTY = 3 + STAGES;
+// Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here): the consumers', one per
+// producer group, and FULL[b] / EMPTY[b] per slot.
+constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 4, BAR_EMPTY = 4 + STAGES;
+static_assert(PG == 1 || PG == 2, "one or two producer groups");
 static_assert(BAR_EMPTY + STAGES <= 16, "sm_90 has 16 named barriers");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
-typedef Group<PT, NT, BAR_PRODUCERS> Producers;  // warps NW .. NW+PW−1: loads, gate, cumsum, decays, scores
-// Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ).
-__device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b) {
+// Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
+// producer group g's own Γ tile (per key) and segment totals.
+__device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 0) {
     Tiles s = carve_smem(smem);
     const unsigned off = b * STAGE_BYTES;
     s.A = reinterpret_cast<elem_t*>(smem + OFF_A + off);
@@ -1293,21 +1306,55 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b) {
 #if KEY_GATE == GATE_PER_KEY
     s.GL = reinterpret_cast<float*>(smem + OFF_GL + off);
     s.EGL = s.GL + DK;
+    s.G = reinterpret_cast<float*>(smem + OFF_G + g * G_STRIDE);
 #else
     s.G = reinterpret_cast<float*>(smem + OFF_G + off);
 #endif
+    s.tot = reinterpret_cast<float*>(smem + OFF_TOT + g * TOT_STRIDE);
     return s;
 }
-// Producer -> consumer hand-off on named barrier `id` (all NT + PT threads take part): the producers arrive without
-// waiting, the consumers wait for them (and the other way round for a freed slot). The barrier orders the shared-
-// memory writes before it against the reads after it.
-__device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PT) : "memory"); }
-__device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PT) : "memory"); }
+// Producer -> consumer hand-off on named barrier `id` (the NT consumers and one producer group take part): the
+// producers arrive without waiting, the consumers wait for them (and the other way round for a freed slot). The
+// barrier orders the shared-memory writes before it against the reads after it.
+__device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
+__device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
+
+// One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
+// refilled once the consumers are done with chunk j − STAGES (EMPTY).
+template <class P>
+__device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
+    auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
+        if (j >= STAGES) bar_wait(BAR_EMPTY + j % STAGES);
+        return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, true);
+    };
+    if (g >= nchunks) return;
+    elem_t x = issue(g);
+    for (int j = g; j < nchunks; j += PG) {
+        const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
+        const Tiles s = carve_slot(smem, b, g);
+        land_logit<P>(s, b, x);
+        if (PG == 1 && jn < nchunks) {
+            x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        P::sync();
+        const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
+#if KEY_GATE != GATE_PER_KEY
+        P::sync();                                           // (per key: gate_cumsum ends on a barrier)
+#endif
+        intra_and_operands<P>(s, b, mild);                   // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+        bar_arrive(BAR_FULL + b);                            // slot b holds chunk j
+        if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
+    }
+}
 
 // Alg. 1 (right), materialize off, warp-specialised: chunk n's S-independent stages (load, Γ, decays, A) run on
 // the producer warps while the consumer warps compute chunk n−1's output and state update, the only sequential
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
-// EMPTY[b] (consumers → producers: slot b may be refilled).
+// EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
+// j ≡ g (mod 2), so two chunks' producer stages overlap.
 extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(128) unsigned char smem[];
     const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
@@ -1315,30 +1362,10 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    if ((int)threadIdx.x >= NT) {
-        // ---- producers: chunk j into slot j % STAGES ----
-        const float fixed_log_alpha = fixed_gate(a, head);
-        if (nchunks > 0) land_logit<Producers>(carve_slot(smem, 0), 0, issue_chunk<Producers>(a, carve_slot(smem, 0), sq, c0 * C, 0, true));
-        for (int j = 0; j < nchunks; ++j) {
-            const int b = j % STAGES, i0 = (c0 + j) * C;
-            const Tiles s = carve_slot(smem, b);
-            const bool next = j + 1 < nchunks;
-            const int nb = (j + 1) % STAGES;
-            elem_t x_next = elem_t(0);
-            if (next) {
-                if (j + 1 >= STAGES) bar_wait(BAR_EMPTY + nb);  // the consumers are done with chunk j + 1 − STAGES
-                x_next = issue_chunk<Producers>(a, s, sq, i0 + C, nb, true);  // prefetch chunk j + 1
-                cp_async_wait<1>();
-            } else {
-                cp_async_wait<0>();
-            }
-            Producers::sync();
-            const bool mild = gate_cumsum<Producers>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
-            Producers::sync();
-            intra_and_operands<Producers>(s, b, mild);       // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-            if (next) land_logit<Producers>(carve_slot(smem, nb), nb, x_next);
-            bar_arrive(BAR_FULL + b);                        // slot b holds chunk j
-        }
+    if ((int)threadIdx.x >= NT + PGT) {
+        produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+    } else if ((int)threadIdx.x >= NT) {
+        produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
     } else {
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
@@ -1350,7 +1377,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             const Tiles s = carve_slot(smem, b);
             state_to_smem<Consumers>(S, s);                  // S^T for the inter-chunk product
             Consumers::sync();
-            bar_wait(BAR_FULL + b);                          // the producers filled slot b
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             output_chunk<Consumers>(a, s, sq, i0, b);        // O = Q̃ S + A V
             Consumers::sync();                               // every consumer has read st
             state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
