@@ -42,8 +42,6 @@ pub struct SmemLayout {
     pub tot: u32,
     /// Bytes available at `tot` (per producer group).
     pub tot_bytes: u32,
-    /// Warp-specialised: the slots' load mbarriers (8 bytes each; 0 otherwise).
-    pub mbar: u32,
     pub total: u32,
 }
 
@@ -103,7 +101,6 @@ impl SmemLayout {
             gl: base + ro[5],
             tot: base + ro[1],
             tot_bytes: dk * ldv * e,
-            mbar: 0,
             total: base + rest,
         }
     }
@@ -135,7 +132,6 @@ impl SmemLayout {
             groups * g_bytes.div_ceil(128) * 128,               // Γ (per key, one per producer group)
             dk * ldv * e,                                       // S (consumers')
             groups * tot_bytes.div_ceil(128) * 128,             // segment totals (one per producer group)
-            8 * 3,                                              // the slots' load mbarriers
         ]);
         let stages = if 3 * slot_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
         let base = stages * slot_bytes;
@@ -154,7 +150,6 @@ impl SmemLayout {
             gl: so[6],
             tot: base + ro[2],
             tot_bytes,
-            mbar: base + ro[3],
             total: base + rest,
         }
     }
@@ -346,10 +341,9 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned G_STRIDE = {}, TOT_STRIDE = {}, OFF_MBAR = {};  // bytes between the producer groups' Γ tiles and totals; the slots' load mbarriers",
+        "constexpr unsigned G_STRIDE = {}, TOT_STRIDE = {};  // bytes between the producer groups' Γ tiles and totals",
         if spec.gate.shape() == GateShape::PerKey { (spec.chunk * (spec.dk + 12) * 4).div_ceil(128) * 128 } else { 0 },
-        lay.tot_bytes.div_ceil(128) * 128,
-        lay.mbar
+        lay.tot_bytes.div_ceil(128) * 128
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);

@@ -32,9 +32,9 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 #define GLA_FUSED 1
 constexpr int STAGES = 3;   // chunk slots in the producer -> consumer ring
 constexpr unsigned STAGE_BYTES = 40960, STAGE_Q = 0, STAGE_K = 8704, STAGE_V = 17408, STAGE_X = 26112;
-constexpr unsigned OFF_G = 122880, OFF_ST = 140800, OFF_A = 34816, OFF_VT = 0, OFF_ALO = 37376, OFF_GL = 39936;  // 176768 B of shared memory
+constexpr unsigned OFF_G = 122880, OFF_ST = 140800, OFF_A = 34816, OFF_VT = 0, OFF_ALO = 37376, OFF_GL = 39936;  // 176640 B of shared memory
 constexpr unsigned OFF_TOT = 175616, TOT_BYTES = 1024, ST_BYTES = 34816;  // gate_cumsum's segment totals (per producer group), the state tile
-constexpr unsigned G_STRIDE = 17920, TOT_STRIDE = 1024, OFF_MBAR = 176640;  // bytes between the producer groups' Γ tiles and totals; the slots' load mbarriers
+constexpr unsigned G_STRIDE = 17920, TOT_STRIDE = 1024;  // bytes between the producer groups' Γ tiles and totals
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -1319,84 +1319,13 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
 __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
 
-// ---- bulk row copies (the TMA engine's 1-D form): one instruction per 256-byte row, completion on an mbarrier ----
-// mbarrier LOADED[b] of slot b (in shared memory at OFF_MBAR) completes once per chunk loaded into the slot, after
-// all PGT threads of the loading group arrived (each announcing the bytes it copies) and those bytes landed.
-__device__ __forceinline__ unsigned mbar_addr(unsigned char* smem, int b) { return smem_u32(smem + OFF_MBAR + 8 * b); }
-__device__ __forceinline__ void mbar_init(unsigned bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    asm volatile(
-        "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}\n"
-        ::"r"(bar), "r"(parity) : "memory");
-}
-// bytes (a multiple of 16, both addresses 16-byte aligned) global -> shared, completing on mbarrier bar.
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-// Whether this CTA's chunks load by bulk row copies: full-width rows of q, k, logits and of the value tile (else
-// the element-wise / cp.async path of issue_chunk, with masking).
-__device__ __forceinline__ bool bulk_rows(const FwdArgs& a, const Seq& sq) {
-    return a.dk == DK && a.dv % VEC == 0 && sq.v0 + BV <= a.dv;
-}
-// Stage load (issue), bulk form: rows [i0, i0 + C) of q, k, v (this tile's columns) and the per-key logits into
-// stage buffer b, one bulk copy per row; rows past the sequence end are zeroed with plain stores instead (they are
-// ordered by the group barrier after the wait). The generic-proxy writes this slot saw before (in-place decays,
-// scores) are ordered before the copies by the EMPTY barrier and fence.proxy.async.
-template <class P>
-__device__ __forceinline__ elem_t issue_chunk_bulk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, unsigned bar) {
-    const int tid = P::tid(), rows = min(C, sq.len - i0);
-#if KEY_GATE == GATE_PER_KEY
-    constexpr int NTENS = 4;  // q, k, v, logits
-#else
-    constexpr int NTENS = 3;
-#endif
-    constexpr int COPIES = NTENS * C, PER = (COPIES + P::NT - 1) / P::NT;
-    unsigned bytes = 0;
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int idx = tid + u * P::NT, i = idx % C, t = idx / C;
-        if (idx < COPIES && i < rows) bytes += t == 2 ? BV * (int)sizeof(elem_t) : DK * (int)sizeof(elem_t);
-    }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    mbar_arrive_expect(bar, bytes);
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int idx = tid + u * P::NT, i = idx % C, t = idx / C;
-        if (idx >= COPIES) break;
-        const i64 row = (sq.bos + i0 + i) * a.h + sq.head;
-        elem_t* dst = t == 0 ? s.q(b) + i * LDK : t == 1 ? s.k(b) + i * LDK : t == 2 ? s.v(b) + i * LDV : s.x(b) + i * LDK;
-        const int n = t == 2 ? BV : DK;
-        if (i < rows) {
-            const elem_t* src = t == 0 ? a.q + row * DK : t == 1 ? a.k + row * DK : t == 2 ? a.v + row * a.dv + sq.v0 : a.g + row * DK;
-            bulk_copy(dst, src, n * (unsigned)sizeof(elem_t), bar);
-        } else {
-            for (int e = 0; e < n; e += VEC) *reinterpret_cast<uint4*>(dst + e) = make_uint4(0u, 0u, 0u, 0u);
-        }
-    }
-    elem_t x = elem_t(0);
-#if KEY_GATE == GATE_PER_HEAD
-    if (tid < rows) x = a.g[(sq.bos + i0 + tid) * a.h + sq.head];
-#endif
-    return x;
-}
-
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 template <class P>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
-    const bool bulk = bulk_rows(a, sq);  // CTA-uniform
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
-        const int b = j % STAGES;
-        if (j >= STAGES) bar_wait(BAR_EMPTY + b);
-        const Tiles s = carve_slot(smem, b, g);
-        if (bulk) return issue_chunk_bulk<P>(a, s, sq, (c0 + j) * C, b, mbar_addr(smem, b));
-        return issue_chunk<P>(a, s, sq, (c0 + j) * C, b, true);
+        if (j >= STAGES) bar_wait(BAR_EMPTY + j % STAGES);
+        return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, true);
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
@@ -1404,11 +1333,12 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = carve_slot(smem, b, g);
         land_logit<P>(s, b, x);
-        const bool prefetch = PG == 1 && jn < nchunks;
-        if (prefetch) x = issue(jn);                         // one group: prefetch chunk j + 1 before working on j
-        if (bulk) mbar_wait(mbar_addr(smem, b), (j / STAGES) & 1);  // chunk j's rows landed
-        else if (prefetch) cp_async_wait<1>();
-        else cp_async_wait<0>();
+        if (PG == 1 && jn < nchunks) {
+            x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
         P::sync();
         const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
 #if KEY_GATE != GATE_PER_KEY
@@ -1432,11 +1362,6 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    if (threadIdx.x == NT) {
-        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), PGT);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
     if ((int)threadIdx.x >= NT + PGT) {
         produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
     } else if ((int)threadIdx.x >= NT) {
