@@ -141,11 +141,24 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             cp_async_wait<0>();
         }
         P::sync();
-        const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
-#if KEY_GATE != GATE_PER_KEY
-        P::sync();                                           // (per key: gate_cumsum ends on a barrier)
+#if KEY_GATE == GATE_PER_KEY
+        if constexpr (P::NT % (DK / 2) == 0 && P::NT / (DK / 2) <= C) {
+            // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
+            if (gate_decays<P>(a, s, sq, i0, b)) {
+                intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
+            } else {
+                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+            }
+        } else {
+            const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
+            intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
+        }
+#else
+        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ = log2e · cumsum(gate(x))
+        P::sync();
+        intra_and_operands<P>(s, b, false);                  // A = (Q K^T) ⊙ D;  K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
-        intra_and_operands<P>(s, b, mild);                   // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
         bar_arrive(BAR_FULL + b);                            // slot b holds chunk j
         if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
     }

@@ -128,6 +128,10 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) {
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
 }
+// The same with a whole 16-byte source and a shared-window destination address (no predicate).
+__device__ __forceinline__ void cp_async16_full(unsigned dst, const void* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
@@ -448,6 +452,18 @@ __device__ __forceinline__ void store_vec_split(elem_t* hi_p, elem_t* lo_p, cons
     (void)lo_p;
 #endif
 }
+// A pair of adjacent elements as hi + lo halves (x ≈ hi + lo), each pair one 32-bit store.
+__device__ __forceinline__ void st_pair_split(elem_t* hi_p, elem_t* lo_p, float x, float y) {
+#if GLA_TENSOR_CORES
+    const unsigned hi = pack2(x, y);
+    const float2 h = unpack2(hi);
+    *reinterpret_cast<unsigned*>(hi_p) = hi;
+    *reinterpret_cast<unsigned*>(lo_p) = pack2(x - h.x, y - h.y);
+#else
+    hi_p[0] = x; hi_p[1] = y;
+    (void)lo_p;
+#endif
+}
 // Two adjacent elements (4-byte aligned for 16-bit types) as f32.
 __device__ __forceinline__ float2 load_pair(const elem_t* p) {
 #if GLA_TENSOR_CORES
@@ -479,15 +495,39 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         const int r0 = tid / VPR, d = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * DK;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)DK + d;
-#pragma unroll 4
-        for (int i = r0; i < C; i += RSTEP) {
-            const bool ok = i < rows;
-            const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
-            if (with_q) cp_async16(s.q(b) + i * LDK + d, a.q + off, ok);
-            cp_async16(s.k(b) + i * LDK + d, a.k + off, ok);
+        if (C % RSTEP == 0 && rows == C) {
+            // A whole chunk (every chunk but a sequence's last): no predicates; the shared addresses advance by
+            // RSTEP rows, the global ones by RSTEP row strides.
+            const i64 step = (i64)RSTEP * rs;
+            const elem_t* gq = a.q + base;
+            const elem_t* gk = a.k + base;
+            const elem_t* gx = a.g + base;
+            const unsigned so = smem_u32(s.q(b) + r0 * LDK + d), sko = smem_u32(s.k(b) + r0 * LDK + d);
+            const unsigned sxo = smem_u32(s.x(b) + r0 * LDK + d);
+            (void)gx; (void)sxo;
+#pragma unroll
+            for (int u = 0; u < C / RSTEP; ++u) {
+                const unsigned row = u * RSTEP * LDK * (unsigned)sizeof(elem_t);
+                if (with_q) cp_async16_full(so + row, gq);
+                cp_async16_full(sko + row, gk);
 #if KEY_GATE == GATE_PER_KEY
-            cp_async16(s.x(b) + i * LDK + d, a.g + off, ok);
+                cp_async16_full(sxo + row, gx);
+                gx += step;
 #endif
+                gq += step;
+                gk += step;
+            }
+        } else {
+#pragma unroll 4
+            for (int i = r0; i < C; i += RSTEP) {
+                const bool ok = i < rows;
+                const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
+                if (with_q) cp_async16(s.q(b) + i * LDK + d, a.q + off, ok);
+                cp_async16(s.k(b) + i * LDK + d, a.k + off, ok);
+#if KEY_GATE == GATE_PER_KEY
+                cp_async16(s.x(b) + i * LDK + d, a.g + off, ok);
+#endif
+            }
         }
     } else {
         for (int idx = tid; idx < C * DK; idx += G::NT) {
@@ -506,14 +546,32 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         const int r0 = tid / VPR, e = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * a.dv;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
-#pragma unroll 4
-        for (int i = r0; i < C; i += RSTEP) {
-            const bool ok = i < rows;
-            const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
-            cp_async16(s.v(b) + i * LDV + e, a.v + off, ok);
+        if (C % RSTEP == 0 && rows == C) {  // whole chunk, as above
+            const i64 step = (i64)RSTEP * rs;
+            const elem_t* gv = a.v + base;
+            const elem_t* gx = a.g + base;
+            const unsigned svo = smem_u32(s.v(b) + r0 * LDV + e), sxo = smem_u32(s.x(b) + r0 * LDV + e);
+            (void)gx; (void)sxo;
+#pragma unroll
+            for (int u = 0; u < C / RSTEP; ++u) {
+                const unsigned row = u * RSTEP * LDV * (unsigned)sizeof(elem_t);
+                cp_async16_full(svo + row, gv);
 #if KEY_GATE == GATE_PER_VALUE
-            cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
+                cp_async16_full(sxo + row, gx);
+                gx += step;
 #endif
+                gv += step;
+            }
+        } else {
+#pragma unroll 4
+            for (int i = r0; i < C; i += RSTEP) {
+                const bool ok = i < rows;
+                const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
+                cp_async16(s.v(b) + i * LDV + e, a.v + off, ok);
+#if KEY_GATE == GATE_PER_VALUE
+                cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
+#endif
+            }
         }
     } else {
         for (int idx = tid; idx < C * BV; idx += G::NT) {
@@ -987,6 +1045,87 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 }
 
 #if KEY_GATE == GATE_PER_KEY
+// Stage gate_decays (per key; a group whose threads each own one (row segment, column pair), SEGS·DK/2 = its
+// threads): gate_cumsum and, on mild chunks, decay_operands' Q̃ / K̃ / K̂ in one pass, Γ kept in registers —
+//   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ) (hi + lo halves), K̂ = K̃ ⊙ exp(Γ_L).
+// The same operations in the same order as gate_cumsum + decay_operands (bit-identical results), without writing
+// Γ to shared memory and reading it back. Non-mild chunks get Γ in s.G (and Γ_L, exp(Γ_L)) for the exact path.
+// Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
+template <class G>
+__device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    constexpr int CP = DK / 2, SEGS = G::NT / CP, SR = C / SEGS;
+    static_assert(SEGS >= 1 && SEGS * CP == G::NT && C % SEGS == 0, "one (segment, column pair) per thread");
+    static_assert(SEGS == 1 || SEGS * DK * 4 <= (G::FIRST_THREAD > 0 ? TOT_BYTES : ST_BYTES), "segment totals must fit");
+    const int tid = G::tid(), d = (tid % CP) * 2, seg = tid / CP, r0 = seg * SR;
+    const int rows = min(C, sq.len - i0);
+    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    float* tot = G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);  // [SEGS][DK]
+    float g0[SR], g1[SR];  // this thread's Γ (column d, d + 1) over its rows
+    float acc0 = 0.f, acc1 = 0.f;
+    if (rows == C && a.dk == DK) {
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            const float2 x = load_pair(s.x(b) + (r0 + u) * LDK + d);
+            acc0 += LOG2E * gate_log_alpha(x.x, p);
+            acc1 += LOG2E * gate_log_alpha(x.y, p);
+            g0[u] = acc0; g1[u] = acc1;
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            const int i = r0 + u;
+            const float2 x = load_pair(s.x(b) + i * LDK + d);
+            acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
+            acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
+            g0[u] = acc0; g1[u] = acc1;
+        }
+    }
+    float gl0 = acc0, gl1 = acc1;  // Γ_L of the two columns
+    if (SEGS > 1) {
+        *reinterpret_cast<float2*>(tot + seg * DK + d) = make_float2(acc0, acc1);
+        G::sync();
+        float2 off = make_float2(0.f, 0.f), all = make_float2(0.f, 0.f);
+#pragma unroll
+        for (int m = 0; m < SEGS; ++m) {  // totals of the segments above (the offset) and of all (Γ_L), in order
+            const float2 t = *reinterpret_cast<const float2*>(tot + m * DK + d);
+            if (m == seg) off = all;
+            if (m < SEGS - 1) { all.x += t.x; all.y += t.y; }
+        }
+        // Γ_L = (Σ_{m<last} tot_m) + tot_last, as the last segment's own row C−1 (local sum + offset) gives it.
+        const float2 tl = *reinterpret_cast<const float2*>(tot + (SEGS - 1) * DK + d);
+        gl0 = tl.x + all.x;
+        gl1 = tl.y + all.y;
+        if (seg > 0) {
+#pragma unroll
+            for (int u = 0; u < SR; ++u) { g0[u] += off.x; g1[u] += off.y; }
+        }
+    }
+    if (seg == SEGS - 1) { s.GL[d] = gl0; s.GL[d + 1] = gl1; }
+    const bool mild = G::all(gl0 >= -SPAN_MAX && gl1 >= -SPAN_MAX);  // NaN fails: the exact path handles it
+    if (!mild) {  // the exact path reads Γ and exp(Γ_L) from shared memory
+#pragma unroll
+        for (int u = 0; u < SR; ++u) *reinterpret_cast<float2*>(s.G + (r0 + u) * LDG + d) = make_float2(g0[u], g1[u]);
+        if (seg == SEGS - 1) { s.EGL[d] = exp_nonpos(gl0); s.EGL[d + 1] = exp_nonpos(gl1); }
+        G::sync();
+        return false;
+    }
+    const float e0 = exp_nonpos(gl0), e1 = exp_nonpos(gl1);
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {
+        const int i = r0 + u;
+        const float2 qf = load_pair(s.q(b) + i * LDK + d), kf = load_pair(s.k(b) + i * LDK + d);
+        const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
+        const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
+        st_pair_split(s.q(b) + i * LDK + d, q_lo(s, i) + d, q0, q1);
+        st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);
+        st_pair(s.k(b) + i * LDK + d, t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
+    }
+    G::sync();
+    return true;
+}
+#endif
+
+#if KEY_GATE == GATE_PER_KEY
 // Stage intra_scores_factored, per-key gate, mild chunks only (decay span <= SPAN_MAX, checked by gate_cumsum):
 //   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd) = Σ_d [q_id exp(Γ_id)] [k_jd exp(−Γ_jd)] = (Q̃ K̃^T)_ij   for j <= i
 // one C x C x d_k product on tensor cores instead of the sub-chunk decomposition. Every factor stays within
@@ -1340,11 +1479,24 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             cp_async_wait<0>();
         }
         P::sync();
-        const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
-#if KEY_GATE != GATE_PER_KEY
-        P::sync();                                           // (per key: gate_cumsum ends on a barrier)
+#if KEY_GATE == GATE_PER_KEY
+        if constexpr (P::NT % (DK / 2) == 0 && P::NT / (DK / 2) <= C) {
+            // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
+            if (gate_decays<P>(a, s, sq, i0, b)) {
+                intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
+            } else {
+                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+            }
+        } else {
+            const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
+            intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
+        }
+#else
+        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ = log2e · cumsum(gate(x))
+        P::sync();
+        intra_and_operands<P>(s, b, false);                  // A = (Q K^T) ⊙ D;  K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
-        intra_and_operands<P>(s, b, mild);                   // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
         bar_arrive(BAR_FULL + b);                            // slot b holds chunk j
         if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
     }
