@@ -205,8 +205,8 @@ fn warp_specialised_variants_over_the_shapes() {
     let specs_for = |gate: &'static dyn Gate, dt: DType, d: &Dims| {
         let (kd, vd) = (specialised_dim(d.dk).unwrap(), specialised_dim(d.dv).unwrap());
         let mut specs: Vec<KernelSpec> = Vec::new();
-        for (chunk, bv, warps, pw) in [(32, 64, 4, 4), (32, 64, 8, 4), (32, 128, 8, 4), (32, 128, 8, 8), (64, 64, 8, 4)] {
-            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps: pw, producer_groups: 1 };
+        for (chunk, bv, warps, pw, pg) in [(32, 64, 4, 4, 1), (32, 64, 8, 4, 1), (32, 128, 8, 4, 1), (32, 128, 8, 4, 2), (32, 128, 8, 8, 1), (32, 128, 8, 8, 2), (64, 64, 8, 4, 1)] {
+            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps: pw, producer_groups: pg };
             if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {
                 if !specs.contains(&s) {
                     specs.push(s);

@@ -125,9 +125,11 @@ impl KernelSpec {
     }
 
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
-    /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/results/forward.md`,
-    /// 2026-12-01, second session): d = 128 → C 64 with one 128-wide value tile per head, 16 warps for per-key
-    /// gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8 warps otherwise;
+    /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
+    /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one 128-wide
+    /// value tile per head, 8 consumer warps and 4 producer warps (one group per key, two groups of 2 per head)
+    /// (2026-12-01, third session); otherwise (2026-12-01, second session): d = 128 → C 64 with one 128-wide value
+    /// tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8 warps otherwise;
     /// d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits
     /// their sequences until the GPU is full. Where a choice does not fit (f32 needs more shared memory) the next
     /// smaller configuration is taken.
@@ -135,16 +137,24 @@ impl KernelSpec {
         let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
         let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
         let per_key = gate.shape() == GateShape::PerKey;
-        // (chunk, block_v, warps) in order of preference.
-        let mut prefs: Vec<(u32, u32, u32)> = match kd {
-            64 => vec![if per_key { (32, 64, 4) } else { (64, 64, 8) }, (32, 64, 4)],
-            128 => vec![(64, 128, if per_key { 16 } else { 8 }), (32, 64, 8)],
-            _ => vec![if per_key { (32, 64, 8) } else { (64, 64, 8) }],
-        };
-        prefs.extend([(64, 64, 8), (32, 64, 8), (64, 32, 8), (32, 32, 8)]);
+        // (chunk, block_v, warps, producer warps, producer groups) in order of preference.
+        let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
+        let mut prefs: Vec<(u32, u32, u32, u32, u32)> = Vec::new();
+        if ws && kd == 128 {
+            // Warp-specialised, 2026-12-01c H200 measurements (8×4096×16×128): per key C 32, 8 consumer + 4
+            // producer warps (0.364 ms); per head two groups of 2 producer warps (0.260 ms).
+            prefs.push(if per_key { (32, 128, 8, 4, 1) } else { (32, 128, 8, 4, 2) });
+        }
+        prefs.extend(match kd {
+            64 => vec![if per_key { (32, 64, 4, 0, 1) } else { (64, 64, 8, 0, 1) }, (32, 64, 4, 0, 1)],
+            128 => vec![(64, 128, if per_key { 16 } else { 8 }, 0, 1), (32, 64, 8, 0, 1)],
+            _ => vec![if per_key { (32, 64, 8, 0, 1) } else { (64, 64, 8, 0, 1) }],
+        });
+        prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)]);
         let mut first_err = None;
-        for (chunk, bv, warps) in prefs {
-            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, Tiles { block_v: bv.min(vd), warps, producer_warps: 0, producer_groups: 1 }) {
+        for (chunk, bv, warps, producer_warps, producer_groups) in prefs {
+            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups };
+            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -193,6 +203,9 @@ impl KernelSpec {
             }
             if self.materialize {
                 return bad("warp specialisation is a fused (materialize off) plan; use producer_warps = 0".into());
+            }
+            if self.dtype == DType::F32 {
+                return bad("warp specialisation needs a tensor-core dtype (bf16 or f16); use producer_warps = 0 for f32".into());
             }
             if self.shape() == GateShape::PerValue {
                 return bad("warp specialisation supports per-key, per-head and fixed gates, not per-value; use producer_warps = 0".into());

@@ -119,8 +119,11 @@ fn default_variant_exists_for_every_dtype_and_head_dim() {
 fn default_variants_follow_the_measurements() {
     let id = |g: &'static dyn gla_core::Gate, d: usize| KernelSpec::default_for(g, DType::BF16, d, d).unwrap().id();
     // d = 128: one 128-wide value tile per head (narrow problems are split into segments by the plan instead).
-    assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C64.c16.k128.v128.bv128.w16.fused");
-    assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C64.c16.k128.v128.bv128.w8.fused");
+    // d = 128, bf16/f16: the warp-specialised kernel; f32 and value gates: the plain fused one.
+    assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C32.c16.k128.v128.bv128.w8p4.fused");
+    assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C32.c16.k128.v128.bv128.w8p4x2.fused");
+    assert!(!KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 128, 128).unwrap().tiles.specialised());
+    assert!(!KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 128, 128).unwrap().tiles.specialised());
     assert_eq!(id(&fixtures::PER_KEY, 64), "fixture_per_key.fwd.bf16.C32.c16.k64.v64.bv64.w4.fused");
     assert_eq!(id(&fixtures::PER_HEAD, 64), "fixture_per_head.fwd.bf16.C64.c16.k64.v64.bv64.w8.fused");
     assert_eq!(id(&fixtures::PER_KEY, 256), "fixture_per_key.fwd.bf16.C32.c16.k256.v256.bv64.w8.fused");
@@ -196,6 +199,18 @@ fn warp_specialised_variants_are_validated_with_a_reason() {
             "fused (materialize off) plan",
         ),
         (ws(pk, 128, 128, 128, 8, 4), "shared memory"),
+        (
+            KernelSpec::new(pk, DType::F32, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 1 }),
+            "needs a tensor-core dtype",
+        ),
+        (
+            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 3 }),
+            "producer_groups must be 1 or 2",
+        ),
+        (
+            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 2 }),
+            "producer_groups must be 1 without producer warps",
+        ),
     ] {
         let e = spec.unwrap_err().to_string();
         assert!(e.contains(why), "{e}");

@@ -1480,7 +1480,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         }
         P::sync();
 #if KEY_GATE == GATE_PER_KEY
-        if constexpr (P::NT % (DK / 2) == 0 && P::NT / (DK / 2) <= C) {
+        // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
+        // 168 registers a thread or more); else the two passes, Γ through shared memory.
+        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && NT + PT <= 384) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
