@@ -172,6 +172,8 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
                 let fused = KernelSpec::default_for(gate, dt, d.dk, d.dv).unwrap();
                 let mut mat = fused;
                 mat.materialize = true;
+                mat.tiles.producer_warps = 0; // the materialized plan is not warp-specialised
+                mat.tiles.producer_groups = 1;
                 if mat.validate().is_err() {
                     mat.chunk = 32;
                 }
