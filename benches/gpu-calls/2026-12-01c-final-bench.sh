@@ -5,7 +5,7 @@
 # the default-variant shape sweep (fixed derivation of its materialized variant) and the 64-bit offsets test.
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 FLA_BUDGET_S=170 timeout 420 bash benches/run-gpu.sh $OUT/bench --variants fused
-cp $OUT/bench/fla.log $OUT/bench/fla_stdout.txt 2>/dev/null
+cp $OUT/bench/fla_dump/header.json $OUT/bench/fla_dump_header.json 2>/dev/null; rm -rf $OUT/bench/fla_dump  # (100 MB of raw tensors)
 L=$OUT/r; mkdir -p $L
 t=$(ls .gpu/tests/gpu_forward-*)
 ( time GLA_REQUIRE_GPU=1 GLA_TEST_GATES=gla,mamba2,value_gla timeout 100 $t --test-threads=1 --nocapture shapes_varlen ) > $L/shapes.log 2>&1
