@@ -1430,10 +1430,14 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
 }
 #else
 // Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here): the consumers', one per
-// producer group, and FULL[b] / EMPTY[b] per slot.
+// producer group, FULL[b] per slot and EMPTY[b][g] per slot and producer group. EMPTY is per group because the
+// two groups refill the same slot in turn: on one shared barrier a group running ahead could join the phase meant
+// for the other one and refill a slot whose chunk the consumers have not read (tests/ws_protocol.rs models it).
 constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 4, BAR_EMPTY = 4 + STAGES;
+// EMPTY barrier of slot b that producer group g waits on before refilling it.
+__device__ __forceinline__ int bar_empty(int b, int g) { return BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
-static_assert(BAR_EMPTY + STAGES <= 16, "sm_90 has 16 named barriers");
+static_assert(BAR_EMPTY + STAGES * PG <= 16, "sm_90 has 16 named barriers");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -1463,7 +1467,7 @@ __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1
 template <class P>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
-        if (j >= STAGES) bar_wait(BAR_EMPTY + j % STAGES);
+        if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, true);
     };
     if (g >= nchunks) return;
@@ -1535,7 +1539,8 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             output_chunk<Consumers>(a, s, sq, i0, b);        // O = Q̃ S + A V
             Consumers::sync();                               // every consumer has read st
             state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
-            if (j + STAGES < nchunks) bar_arrive(BAR_EMPTY + b);  // slot b is free (only if it will be refilled)
+            // Slot b is free: tell the group that refills it with chunk j + STAGES (only if there is such a chunk).
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
         }
         if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
     }

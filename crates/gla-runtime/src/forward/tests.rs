@@ -124,11 +124,12 @@ fn valid_fixed_length_problem() {
     assert_eq!(p.spec, KernelSpec::default_for(&PER_KEY, BF, 128, 96).unwrap());
     assert_eq!(p.spec.tiles.block_v, 128, "one value tile per head (the plan splits narrow problems into segments)");
     assert_eq!(p.spec.dv, 128, "d_v = 96 runs on the 128 specialisation, masked");
-    assert_eq!(p.total_chunks, 4, "2 sequences x ceil(100 / 64)");
+    let c = p.spec.chunk as usize;
+    assert_eq!(p.total_chunks, 2 * 100usize.div_ceil(c), "2 sequences x ceil(100 / C)");
     assert!((p.scale - 1.0 / 128f32.sqrt()).abs() < 1e-7);
     assert_eq!(p.o_shape(), [2, 100, 4, 96]);
     assert_eq!(p.state_shape(), [2, 4, 128, 96]);
-    assert_eq!(p.states_bytes(), 4 * 4 * 128 * 96 * 4);
+    assert_eq!(p.states_bytes(), p.total_chunks * 4 * 128 * 96 * 4, "chunks x H x d_k x d_v f32");
     assert!(!p.has_initial_state && !p.output_final_state);
 }
 
@@ -243,7 +244,8 @@ fn varlen_sequences() {
     c.h0 = Some((vec![3, 4, 128, 96], F32));
     let p = run(&PER_KEY, &c).unwrap();
     assert_eq!(p.seqs, vec![(0, 10), (10, 0), (10, 190)]);
-    assert_eq!(p.total_chunks, 4, "1 + 0 + 3 chunks");
+    let ch = p.spec.chunk as usize;
+    assert_eq!(p.total_chunks, 10usize.div_ceil(ch) + 190usize.div_ceil(ch), "ceil(10 / C) + 0 + ceil(190 / C) chunks");
     assert_eq!(p.state_shape(), [3, 4, 128, 96]);
     c.h0 = Some((vec![1, 4, 128, 96], F32));
     check_err(&PER_KEY, &c, &["`initial_state`", "[3, 4, 128, 96]"]);
