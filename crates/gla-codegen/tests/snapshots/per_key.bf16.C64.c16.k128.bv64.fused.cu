@@ -1048,7 +1048,7 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 // Stage gate_decays (per key; a group whose threads each own one (row segment, column pair), SEGS·DK/2 = its
 // threads): gate_cumsum and, on mild chunks, decay_operands' Q̃ / K̃ / K̂ in one pass, Γ kept in registers —
 //   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ) (hi + lo halves), K̂ = K̃ ⊙ exp(Γ_L).
-// The same operations in the same order as gate_cumsum + decay_operands (bit-identical results), without writing
+// The same f32 operations in the same order as gate_cumsum + decay_operands (the same bits), without writing
 // Γ to shared memory and reading it back. Non-mild chunks get Γ in s.G (and Γ_L, exp(Γ_L)) for the exact path.
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
 template <class G>
