@@ -126,11 +126,13 @@ impl KernelSpec {
 
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
-    /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one 128-wide
-    /// value tile per head, 8 consumer warps and one group of 4 producer warps (2026-12-01, third session); otherwise (2026-12-01, second session): d = 128 → C 64 with one 128-wide value
-    /// tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8 warps otherwise;
-    /// d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits
-    /// their sequences until the GPU is full. Where a choice does not fit (f32 needs more shared memory) the next
+    /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
+    /// 128-wide value tile per head, 8 consumer warps and one group of 4 producer warps (2026-12-01, third
+    /// session); otherwise (2026-12-01, second session): d = 128 → C 64 with one 128-wide value tile per head,
+    /// 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
+    /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
+    /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
+    /// is full. Where a choice does not fit (f32 needs more shared memory) the next
     /// smaller configuration is taken.
     pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
         let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;

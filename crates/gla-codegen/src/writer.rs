@@ -42,6 +42,11 @@ pub struct SmemLayout {
     pub tot: u32,
     /// Bytes available at `tot` (per producer group).
     pub tot_bytes: u32,
+    /// Bytes from one producer group's Γ tile / segment totals to the next group's (0 unless warp-specialised).
+    pub g_stride: u32,
+    pub tot_stride: u32,
+    /// Bytes of the state tile `st`.
+    pub st_bytes: u32,
     pub total: u32,
 }
 
@@ -101,6 +106,9 @@ impl SmemLayout {
             gl: base + ro[5],
             tot: base + ro[1],
             tot_bytes: dk * ldv * e,
+            g_stride: 0,
+            tot_stride: 0,
+            st_bytes: dk * ldv * e,
             total: base + rest,
         }
     }
@@ -127,11 +135,12 @@ impl SmemLayout {
         let group_threads = 32 * spec.tiles.producer_warps / groups;
         let segs = if group_threads >= dk / 2 { group_threads / (dk / 2) } else { 1 };
         let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
-        let g_bytes = if per_key { c * (dk + 12) * 4 } else { 0 };
+        let g_stride = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
+        let tot_stride = tot_bytes.div_ceil(128) * 128;
         let (ro, rest) = carve(&[
-            groups * g_bytes.div_ceil(128) * 128,               // Γ (per key, one per producer group)
+            groups * g_stride,                                  // Γ (per key, one per producer group)
             dk * ldv * e,                                       // S (consumers')
-            groups * tot_bytes.div_ceil(128) * 128,             // segment totals (one per producer group)
+            groups * tot_stride,                                // segment totals (one per producer group)
         ]);
         let stages = if 3 * slot_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
         let base = stages * slot_bytes;
@@ -150,6 +159,9 @@ impl SmemLayout {
             gl: so[6],
             tot: base + ro[2],
             tot_bytes,
+            g_stride,
+            tot_stride,
+            st_bytes: dk * ldv * e,
             total: base + rest,
         }
     }
@@ -337,13 +349,12 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(
         w,
         "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {};  // gate_cumsum's segment totals (per producer group), the state tile",
-        lay.tot, lay.tot_bytes, spec.dk * (spec.tiles.block_v + 8) * spec.dtype.size_bytes() as u32
+        lay.tot, lay.tot_bytes, lay.st_bytes
     );
     let _ = writeln!(
         w,
         "constexpr unsigned G_STRIDE = {}, TOT_STRIDE = {};  // bytes between the producer groups' Γ tiles and totals",
-        if spec.gate.shape() == GateShape::PerKey { (spec.chunk * (spec.dk + 12) * 4).div_ceil(128) * 128 } else { 0 },
-        lay.tot_bytes.div_ceil(128) * 128
+        lay.g_stride, lay.tot_stride
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);

@@ -34,7 +34,7 @@ constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chu
 constexpr unsigned STAGE_BYTES = 22016, STAGE_Q = 0, STAGE_K = 8704, STAGE_V = 17408, STAGE_X = 22016;
 constexpr unsigned OFF_G = 44032, OFF_ST = 44160, OFF_A = 62592, OFF_VT = 65152, OFF_ALO = 65152, OFF_GL = 67712;  // 67712 B of shared memory
 constexpr unsigned OFF_TOT = 44160, TOT_BYTES = 18432, ST_BYTES = 18432;  // gate_cumsum's segment totals (per producer group), the state tile
-constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 18432;  // bytes between the producer groups' Γ tiles and totals
+constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 
 // ---- element type (f16) ----
 typedef unsigned short elem_t;  // f16 bits
@@ -602,6 +602,14 @@ __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
 #endif
 }
 
+// Where gate_cumsum / gate_decays post their per-segment totals ([SEGS][DK] f32): the state tile st for the whole
+// CTA (free then), the group's own region for producers of the warp-specialised kernel (the consumers own st).
+template <class G, int SEGS>
+__device__ __forceinline__ float* seg_totals(const Tiles& s) {
+    static_assert(SEGS == 1 || SEGS * DK * 4 <= (G::FIRST_THREAD > 0 ? TOT_BYTES : ST_BYTES), "segment totals must fit");
+    return G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);
+}
+
 // Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
 // Returns (CTA-uniform) whether the chunk is "mild": its decay span −min_d Γ_L,d is at most SPAN_MAX, so the
 // chunk-level factorisation of intra_scores_factored is safe (per-key gates only; always false otherwise).
@@ -617,8 +625,7 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     // st, which is free here (the previous chunk's output has read it; state_to_smem writes it after this stage),
     // or, for the producers of the warp-specialised kernel (the consumers own st), in their own region tot.
     constexpr int CP = DK / 2, SEGS = G::NT >= CP ? G::NT / CP : 1, SR = C / SEGS, PER = (SEGS * CP + G::NT - 1) / G::NT;
-    static_assert(SEGS == 1 || SEGS * DK * 4 <= (G::FIRST_THREAD > 0 ? TOT_BYTES : ST_BYTES), "segment totals must fit");
-    float* tot = G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);  // [SEGS][DK]
+    float* tot = seg_totals<G, SEGS>(s);  // [SEGS][DK]
     const bool full = rows == C && a.dk == DK;  // no padding rows, no masked columns (every chunk but a last one)
     bool mild = true;  // every Γ_L of this thread's columns >= −SPAN_MAX (false for NaN)
 #pragma unroll
@@ -1055,11 +1062,10 @@ template <class G>
 __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     constexpr int CP = DK / 2, SEGS = G::NT / CP, SR = C / SEGS;
     static_assert(SEGS >= 1 && SEGS * CP == G::NT && C % SEGS == 0, "one (segment, column pair) per thread");
-    static_assert(SEGS == 1 || SEGS * DK * 4 <= (G::FIRST_THREAD > 0 ? TOT_BYTES : ST_BYTES), "segment totals must fit");
     const int tid = G::tid(), d = (tid % CP) * 2, seg = tid / CP, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
-    float* tot = G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);  // [SEGS][DK]
+    float* tot = seg_totals<G, SEGS>(s);  // [SEGS][DK]
     float g0[SR], g1[SR];  // this thread's Γ (column d, d + 1) over its rows
     float acc0 = 0.f, acc1 = 0.f;
     if (rows == C && a.dk == DK) {
