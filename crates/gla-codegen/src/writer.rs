@@ -402,9 +402,9 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         LaunchPlan {
             kernels: vec![
                 KernelLaunch {
-                    name: "gla_fwd_seg_states".into(),
+                    name: if spec.tiles.specialised() { "gla_fwd_ws_states" } else { "gla_fwd_seg_states" }.into(),
                     grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SplitSeqSegments],
-                    block: nt,
+                    block: if spec.tiles.specialised() { spec.tiles.threads() } else { nt },
                     smem_bytes: lay.total,
                 },
                 KernelLaunch {

@@ -223,10 +223,12 @@ fn warp_specialised_plan_and_slot_ring() {
     use gla_codegen::writer::SmemLayout;
     let s = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
     let g = generate(&s).unwrap();
-    // The segment passes run on the state warps alone; the fused pass is the warp-specialised kernel.
+    // The segment-state pass is warp-specialised too, the combine runs on the state warps alone, the fused pass
+    // is the warp-specialised kernel.
     let k: Vec<(&str, u32)> = g.plan.kernels.iter().map(|k| (k.name.as_str(), k.block)).collect();
-    assert_eq!(k, [("gla_fwd_seg_states", 256), ("gla_fwd_seg_combine", 256), ("gla_fwd_ws", 384)]);
+    assert_eq!(k, [("gla_fwd_ws_states", 384), ("gla_fwd_seg_combine", 256), ("gla_fwd_ws", 384)]);
     assert!(g.source.contains("__launch_bounds__(NT + PT, 1) gla_fwd_ws("));
+    assert!(g.source.contains("__launch_bounds__(NT + PT, 1) gla_fwd_ws_states("));
     assert!(g.source.contains("#define GLA_WS 1"), "the plain fused kernel is compiled out");
     // d = 128, 128-wide value tiles at C 32: three slots fit (loads of chunk n+1 land while the producers work on
     // chunk n and the consumers on chunk n-1).

@@ -44,6 +44,36 @@ constexpr int DEC = 1;
 #endif
 constexpr int DEC_PER_THREAD = (DEC + NT - 1) / NT;
 
+// Segment decay Σ Γ_L, one running sum per thread and decay index i = threadIdx.x + u·NT (thread < NT).
+__device__ __forceinline__ void add_seg_decay(const Tiles& s, float (&dec)[DEC_PER_THREAD]) {
+#pragma unroll
+    for (int u = 0; u < DEC_PER_THREAD; ++u) {
+        const int i = threadIdx.x + u * NT;
+#if KEY_GATE == GATE_PER_KEY
+        if (i < DEC) dec[u] += s.GL[i];
+#elif KEY_GATE == GATE_PER_VALUE
+        if (i < DEC) dec[u] += s.G[(C - 1) * LDG + i];
+#else
+        if (i < DEC) dec[u] += s.G[C - 1];
+#endif
+    }
+}
+__device__ __forceinline__ void store_seg_decay(const FwdArgs& a, int z, int head, const Seq& sq, const float (&dec)[DEC_PER_THREAD]) {
+    float* dz = seg_decay(a, z, head);
+#pragma unroll
+    for (int u = 0; u < DEC_PER_THREAD; ++u) {
+        const int i = threadIdx.x + u * NT;
+#if KEY_GATE == GATE_PER_KEY
+        if (i < a.dk) dz[i] = dec[u];
+#elif KEY_GATE == GATE_PER_VALUE
+        if (i < BV && sq.v0 + i < a.dv) dz[sq.v0 + i] = dec[u];
+#else
+        (void)sq;
+        if (i == 0 && blockIdx.x == 0) dz[0] = dec[u];
+#endif
+    }
+}
+
 #if !GLA_WS
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
 // the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
@@ -126,11 +156,12 @@ __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1
 
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
-template <class P>
+// STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
+template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
-        return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, true);
+        return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
@@ -145,6 +176,19 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             cp_async_wait<0>();
         }
         P::sync();
+        if constexpr (STATES) {
+#if KEY_GATE == GATE_PER_KEY
+            gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);     // Γ = log2e · cumsum(gate(x))  (ends on a barrier)
+            decay_operands<P>(s, b, false, false);              // K̂ = K ⊙ exp(Γ_L − Γ)
+#else
+            float gam[GPL];
+            scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam);  // Γ (every warp)
+            decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
+#endif
+            bar_arrive(BAR_FULL + b);
+            if (PG > 1 && jn < nchunks) x = issue(jn);
+            continue;
+        }
 #if KEY_GATE == GATE_PER_KEY
         // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
@@ -161,9 +205,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
 #else
-        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ = log2e · cumsum(gate(x))
-        P::sync();
-        intra_and_operands<P>(s, b, false);                  // A = (Q K^T) ⊙ D;  K̂ = K ⊙ exp(Γ_L − Γ)
+        float gam[GPL];
+        gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
+        decay_keys<P>(s, b, gam);                            // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
         bar_arrive(BAR_FULL + b);                            // slot b holds chunk j
         if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
@@ -207,8 +251,39 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
         if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
     }
 }
+
+// Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
+// segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
+// Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
+extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+    const Seq sq = locate(a, n, head, blockIdx.x);
+    int c0, c1;
+    seg_range(a, sq, p, c0, c1);
+    const int nchunks = c1 - c0;
+    if ((int)threadIdx.x >= NT + PGT) {
+        produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+    } else if ((int)threadIdx.x >= NT) {
+        produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    } else {
+        SRegs S = {};
+        float dec[DEC_PER_THREAD] = {};
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES;
+            const Tiles s = carve_slot(smem, b);
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+            add_seg_decay(s, dec);                           // Σ Γ_L
+            state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+        }
+        state_global<true, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
+        store_seg_decay(a, z, head, sq, dec);
+    }
+}
 #endif
 
+#if !GLA_WS
 // Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(128) unsigned char smem[];
@@ -234,17 +309,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
         __syncthreads();
         gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
         __syncthreads();
-#pragma unroll
-        for (int u = 0; u < DEC_PER_THREAD; ++u) {           // Σ Γ_L
-            const int i = threadIdx.x + u * NT;
-#if KEY_GATE == GATE_PER_KEY
-            if (i < DEC) dec[u] += s.GL[i];
-#elif KEY_GATE == GATE_PER_VALUE
-            if (i < DEC) dec[u] += s.G[(C - 1) * LDG + i];
-#else
-            if (i < DEC) dec[u] += s.G[C - 1];
-#endif
-        }
+        add_seg_decay(s, dec);                               // Σ Γ_L
         decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)  (value gate: V̂)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
@@ -253,19 +318,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }
     state_global<true>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
-    float* dz = seg_decay(a, z, head);
-#pragma unroll
-    for (int u = 0; u < DEC_PER_THREAD; ++u) {
-        const int i = threadIdx.x + u * NT;
-#if KEY_GATE == GATE_PER_KEY
-        if (i < a.dk) dz[i] = dec[u];
-#elif KEY_GATE == GATE_PER_VALUE
-        if (i < BV && sq.v0 + i < a.dv) dz[sq.v0 + i] = dec[u];
-#else
-        if (i == 0 && blockIdx.x == 0) dz[0] = dec[u];
-#endif
-    }
+    store_seg_decay(a, z, head, sq, dec);
 }
+#endif
 
 // Two-level scan, pass 2 (one CTA per value tile, head, sequence; sequential over the segments, elementwise):
 //   S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.

@@ -250,6 +250,61 @@ __device__ __forceinline__ float* seg_totals(const Tiles& s) {
     return G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);
 }
 
+#if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
+constexpr int GPL = C / 32;  // scalar gates: Γ values per lane (lane l holds rows l·GPL .. l·GPL + GPL − 1)
+// Scalar gate, one warp (all 32 lanes): Γ_i = log2(e) · Σ_{m<=i} gate(x_m) for this lane's GPL rows — a serial
+// sum over the lane's rows, then a shuffle scan across lanes. Padding rows (i >= rows) repeat the last valid row's
+// Γ bit for bit: the state update's Γ_L = Γ_{C−1} must cancel exactly against Γ of the last token. Every warp that
+// runs it gets the same bits (the same operations in the same order).
+__device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL]) {
+    const int rows = min(C, sq.len - i0);
+    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    float v[GPL], sum = 0.f;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) {
+        const int i = lane * GPL + u;
+#if KEY_GATE == GATE_PER_HEAD
+        v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
+#else
+        v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
+#endif
+        sum += v[u];
+    }
+    (void)p; (void)b;
+    float incl = sum;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const float n = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += n;
+    }
+    // Exclusive prefix by shuffle (not incl − sum, which cancels badly once Γ is large).
+    const float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    float run = lane == 0 ? 0.f : excl;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) { run += v[u]; gam[u] = run; }
+    const int last = rows - 1;
+    float gl = 0.f;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) {
+        const float x = __shfl_sync(0xffffffffu, gam[u], last / GPL);
+        if (u == last % GPL) gl = x;
+    }
+#pragma unroll
+    for (int u = 0; u < GPL; ++u)
+        if (lane * GPL + u >= rows) gam[u] = gl;
+}
+// Γ_i from the registers of scalar_scan (every lane of the warp takes part; i may differ per lane).
+__device__ __forceinline__ float gamma_at(const float (&gam)[GPL], int i) {
+    float x = 0.f;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) {
+        const float y = __shfl_sync(0xffffffffu, gam[u], i / GPL);
+        if (i % GPL == u) x = y;
+    }
+    return x;
+}
+#endif
+
 // Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
 // Returns (CTA-uniform) whether the chunk is "mild": its decay span −min_d Γ_L,d is at most SPAN_MAX, so the
 // chunk-level factorisation of intra_scores_factored is safe (per-key gates only; always false otherwise).
@@ -339,38 +394,12 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     }
     (void)fixed_log_alpha;
 #else
-    // Scalar gate: warp 0 scans the C values (C/32 per lane, then a shuffle scan across lanes).
+    // Scalar gate: warp 0 scans the C values (scalar_scan) and publishes Γ.
     if (tid < 32) {
-        constexpr int PER = C / 32;
-        float v[PER], sum = 0.f;
+        float gam[GPL];
+        scalar_scan(a, s, sq, i0, b, fixed_log_alpha, tid, gam);
 #pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            const int i = tid * PER + u;
-#if KEY_GATE == GATE_PER_HEAD
-            v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
-#else
-            v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
-#endif
-            sum += v[u];
-        }
-        float incl = sum;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const float n = __shfl_up_sync(0xffffffffu, incl, off);
-            if (tid >= off) incl += n;
-        }
-        // Exclusive prefix by shuffle (not incl − sum, which cancels badly once Γ is large).
-        const float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-        float run = tid == 0 ? 0.f : excl;
-#pragma unroll
-        for (int u = 0; u < PER; ++u) { run += v[u]; s.G[tid * PER + u] = run; }
-        __syncwarp();
-        // Padding rows repeat the last valid row's Γ bit for bit: the state update's Γ_L = G[C−1] must cancel
-        // exactly against Γ of the last token (different lanes' sums may round differently).
-#pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            if (tid * PER + u >= rows) s.G[tid * PER + u] = s.G[rows - 1];
-        }
+        for (int u = 0; u < GPL; ++u) s.G[tid * GPL + u] = gam[u];
     }
     (void)b; (void)fixed_log_alpha;
 #endif
@@ -584,6 +613,77 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             }
     }
     G::sync();
+}
+#endif
+
+#if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
+// Stage gate_scores (scalar gate, a producer group of the warp-specialised kernel): gate_cumsum's scan on every
+// warp, Γ kept in registers (no barrier, no round trip through shared memory), and intra_scores' product
+//   A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
+// With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
+// shuffle chain overlaps the tensor-core chain. Warp 0 publishes Γ (s.G) for the consumers. Ends on a barrier (k is then rewritten as K̂).
+__device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL]) {
+    scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam);
+    if (warp == 0) {
+#pragma unroll
+        for (int m = 0; m < GPL; ++m) s.G[lane * GPL + m] = gam[m];
+    }
+}
+template <class G>
+__device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL]) {
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    constexpr int PW = per_warp(A_WTILES, G::NW) > 0 ? per_warp(A_WTILES, G::NW) : 1;
+    // With one score tile a warp the scan goes after its product (overlap); with more, first (registers).
+    constexpr bool SCAN_FIRST = PW > 1;
+    if (SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+#pragma unroll 1
+    for (int u = 0; u < PW; ++u) {
+        const int wt = warp + u * G::NW;
+        const bool has_tile = wt < A_WTILES;  // warp-uniform
+        const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(has_tile ? wt : 0);
+        float c[A_WM][A_WN][4] = {};
+        if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.k(b), LDK, o.y, DK);
+        if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+        if (!has_tile) continue;
+        float gi[A_WM][2], gj[A_WN][2];
+#pragma unroll
+        for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) gi[mi][h] = gamma_at(gam, o.x + mi * 16 + g + 8 * h);
+#pragma unroll
+        for (int ni = 0; ni < A_WN; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) gj[ni][e] = gamma_at(gam, o.y + ni * 8 + 2 * t + e);
+#pragma unroll
+        for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < A_WN; ++ni) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int i = o.x + mi * 16 + g + (r >= 2 ? 8 : 0), j = o.y + ni * 8 + 2 * t + (r & 1);
+                    c[mi][ni][r] = (j <= i) ? c[mi][ni][r] * exp_nonpos(gi[mi][r >> 1] - gj[ni][r & 1]) : 0.f;
+                }
+                tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
+            }
+    }
+    G::sync();  // every warp has read k
+}
+
+// Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors).
+template <class G>
+__device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&gam)[GPL]) {
+    constexpr int N = C * (DK / VEC);
+    const float gl = gamma_at(gam, C - 1);
+    for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
+        const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
+        const float f = exp_nonpos(gl - gamma_at(gam, i));
+        if (idx >= N) continue;
+        float kf[VEC];
+        load_vec(s.k(b) + i * LDK + d, kf);
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) kf[u] *= f;
+        store_vec(s.k(b) + i * LDK + d, kf);
+    }
 }
 #endif
 

@@ -610,6 +610,61 @@ __device__ __forceinline__ float* seg_totals(const Tiles& s) {
     return G::FIRST_THREAD > 0 ? s.tot : reinterpret_cast<float*>(s.st);
 }
 
+#if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
+constexpr int GPL = C / 32;  // scalar gates: Γ values per lane (lane l holds rows l·GPL .. l·GPL + GPL − 1)
+// Scalar gate, one warp (all 32 lanes): Γ_i = log2(e) · Σ_{m<=i} gate(x_m) for this lane's GPL rows — a serial
+// sum over the lane's rows, then a shuffle scan across lanes. Padding rows (i >= rows) repeat the last valid row's
+// Γ bit for bit: the state update's Γ_L = Γ_{C−1} must cancel exactly against Γ of the last token. Every warp that
+// runs it gets the same bits (the same operations in the same order).
+__device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL]) {
+    const int rows = min(C, sq.len - i0);
+    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    float v[GPL], sum = 0.f;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) {
+        const int i = lane * GPL + u;
+#if KEY_GATE == GATE_PER_HEAD
+        v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
+#else
+        v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
+#endif
+        sum += v[u];
+    }
+    (void)p; (void)b;
+    float incl = sum;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const float n = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += n;
+    }
+    // Exclusive prefix by shuffle (not incl − sum, which cancels badly once Γ is large).
+    const float excl = __shfl_up_sync(0xffffffffu, incl, 1);
+    float run = lane == 0 ? 0.f : excl;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) { run += v[u]; gam[u] = run; }
+    const int last = rows - 1;
+    float gl = 0.f;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) {
+        const float x = __shfl_sync(0xffffffffu, gam[u], last / GPL);
+        if (u == last % GPL) gl = x;
+    }
+#pragma unroll
+    for (int u = 0; u < GPL; ++u)
+        if (lane * GPL + u >= rows) gam[u] = gl;
+}
+// Γ_i from the registers of scalar_scan (every lane of the warp takes part; i may differ per lane).
+__device__ __forceinline__ float gamma_at(const float (&gam)[GPL], int i) {
+    float x = 0.f;
+#pragma unroll
+    for (int u = 0; u < GPL; ++u) {
+        const float y = __shfl_sync(0xffffffffu, gam[u], i / GPL);
+        if (i % GPL == u) x = y;
+    }
+    return x;
+}
+#endif
+
 // Stage gate + cumsum:  Γ_i = log2(e) · Σ_{m<=i} gate(x_m)   (f32; padding rows and masked columns contribute 0).
 // Returns (CTA-uniform) whether the chunk is "mild": its decay span −min_d Γ_L,d is at most SPAN_MAX, so the
 // chunk-level factorisation of intra_scores_factored is safe (per-key gates only; always false otherwise).
@@ -699,38 +754,12 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     }
     (void)fixed_log_alpha;
 #else
-    // Scalar gate: warp 0 scans the C values (C/32 per lane, then a shuffle scan across lanes).
+    // Scalar gate: warp 0 scans the C values (scalar_scan) and publishes Γ.
     if (tid < 32) {
-        constexpr int PER = C / 32;
-        float v[PER], sum = 0.f;
+        float gam[GPL];
+        scalar_scan(a, s, sq, i0, b, fixed_log_alpha, tid, gam);
 #pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            const int i = tid * PER + u;
-#if KEY_GATE == GATE_PER_HEAD
-            v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
-#else
-            v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
-#endif
-            sum += v[u];
-        }
-        float incl = sum;
-#pragma unroll
-        for (int off = 1; off < 32; off <<= 1) {
-            const float n = __shfl_up_sync(0xffffffffu, incl, off);
-            if (tid >= off) incl += n;
-        }
-        // Exclusive prefix by shuffle (not incl − sum, which cancels badly once Γ is large).
-        const float excl = __shfl_up_sync(0xffffffffu, incl, 1);
-        float run = tid == 0 ? 0.f : excl;
-#pragma unroll
-        for (int u = 0; u < PER; ++u) { run += v[u]; s.G[tid * PER + u] = run; }
-        __syncwarp();
-        // Padding rows repeat the last valid row's Γ bit for bit: the state update's Γ_L = G[C−1] must cancel
-        // exactly against Γ of the last token (different lanes' sums may round differently).
-#pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            if (tid * PER + u >= rows) s.G[tid * PER + u] = s.G[rows - 1];
-        }
+        for (int u = 0; u < GPL; ++u) s.G[tid * GPL + u] = gam[u];
     }
     (void)b; (void)fixed_log_alpha;
 #endif
@@ -944,6 +973,77 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             }
     }
     G::sync();
+}
+#endif
+
+#if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
+// Stage gate_scores (scalar gate, a producer group of the warp-specialised kernel): gate_cumsum's scan on every
+// warp, Γ kept in registers (no barrier, no round trip through shared memory), and intra_scores' product
+//   A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
+// With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
+// shuffle chain overlaps the tensor-core chain. Warp 0 publishes Γ (s.G) for the consumers. Ends on a barrier (k is then rewritten as K̂).
+__device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL]) {
+    scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam);
+    if (warp == 0) {
+#pragma unroll
+        for (int m = 0; m < GPL; ++m) s.G[lane * GPL + m] = gam[m];
+    }
+}
+template <class G>
+__device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL]) {
+    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    constexpr int PW = per_warp(A_WTILES, G::NW) > 0 ? per_warp(A_WTILES, G::NW) : 1;
+    // With one score tile a warp the scan goes after its product (overlap); with more, first (registers).
+    constexpr bool SCAN_FIRST = PW > 1;
+    if (SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+#pragma unroll 1
+    for (int u = 0; u < PW; ++u) {
+        const int wt = warp + u * G::NW;
+        const bool has_tile = wt < A_WTILES;  // warp-uniform
+        const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(has_tile ? wt : 0);
+        float c[A_WM][A_WN][4] = {};
+        if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.k(b), LDK, o.y, DK);
+        if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+        if (!has_tile) continue;
+        float gi[A_WM][2], gj[A_WN][2];
+#pragma unroll
+        for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) gi[mi][h] = gamma_at(gam, o.x + mi * 16 + g + 8 * h);
+#pragma unroll
+        for (int ni = 0; ni < A_WN; ++ni)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) gj[ni][e] = gamma_at(gam, o.y + ni * 8 + 2 * t + e);
+#pragma unroll
+        for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < A_WN; ++ni) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) {
+                    const int i = o.x + mi * 16 + g + (r >= 2 ? 8 : 0), j = o.y + ni * 8 + 2 * t + (r & 1);
+                    c[mi][ni][r] = (j <= i) ? c[mi][ni][r] * exp_nonpos(gi[mi][r >> 1] - gj[ni][r & 1]) : 0.f;
+                }
+                tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
+            }
+    }
+    G::sync();  // every warp has read k
+}
+
+// Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors).
+template <class G>
+__device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&gam)[GPL]) {
+    constexpr int N = C * (DK / VEC);
+    const float gl = gamma_at(gam, C - 1);
+    for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
+        const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
+        const float f = exp_nonpos(gl - gamma_at(gam, i));
+        if (idx >= N) continue;
+        float kf[VEC];
+        load_vec(s.k(b) + i * LDK + d, kf);
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) kf[u] *= f;
+        store_vec(s.k(b) + i * LDK + d, kf);
+    }
 }
 #endif
 
@@ -1388,6 +1488,36 @@ constexpr int DEC = 1;
 #endif
 constexpr int DEC_PER_THREAD = (DEC + NT - 1) / NT;
 
+// Segment decay Σ Γ_L, one running sum per thread and decay index i = threadIdx.x + u·NT (thread < NT).
+__device__ __forceinline__ void add_seg_decay(const Tiles& s, float (&dec)[DEC_PER_THREAD]) {
+#pragma unroll
+    for (int u = 0; u < DEC_PER_THREAD; ++u) {
+        const int i = threadIdx.x + u * NT;
+#if KEY_GATE == GATE_PER_KEY
+        if (i < DEC) dec[u] += s.GL[i];
+#elif KEY_GATE == GATE_PER_VALUE
+        if (i < DEC) dec[u] += s.G[(C - 1) * LDG + i];
+#else
+        if (i < DEC) dec[u] += s.G[C - 1];
+#endif
+    }
+}
+__device__ __forceinline__ void store_seg_decay(const FwdArgs& a, int z, int head, const Seq& sq, const float (&dec)[DEC_PER_THREAD]) {
+    float* dz = seg_decay(a, z, head);
+#pragma unroll
+    for (int u = 0; u < DEC_PER_THREAD; ++u) {
+        const int i = threadIdx.x + u * NT;
+#if KEY_GATE == GATE_PER_KEY
+        if (i < a.dk) dz[i] = dec[u];
+#elif KEY_GATE == GATE_PER_VALUE
+        if (i < BV && sq.v0 + i < a.dv) dz[sq.v0 + i] = dec[u];
+#else
+        (void)sq;
+        if (i == 0 && blockIdx.x == 0) dz[0] = dec[u];
+#endif
+    }
+}
+
 #if !GLA_WS
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
 // the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
@@ -1470,11 +1600,12 @@ __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1
 
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
-template <class P>
+// STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
+template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
-        return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, true);
+        return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
@@ -1489,6 +1620,19 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             cp_async_wait<0>();
         }
         P::sync();
+        if constexpr (STATES) {
+#if KEY_GATE == GATE_PER_KEY
+            gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);     // Γ = log2e · cumsum(gate(x))  (ends on a barrier)
+            decay_operands<P>(s, b, false, false);              // K̂ = K ⊙ exp(Γ_L − Γ)
+#else
+            float gam[GPL];
+            scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam);  // Γ (every warp)
+            decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
+#endif
+            bar_arrive(BAR_FULL + b);
+            if (PG > 1 && jn < nchunks) x = issue(jn);
+            continue;
+        }
 #if KEY_GATE == GATE_PER_KEY
         // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
@@ -1505,9 +1649,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
 #else
-        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ = log2e · cumsum(gate(x))
-        P::sync();
-        intra_and_operands<P>(s, b, false);                  // A = (Q K^T) ⊙ D;  K̂ = K ⊙ exp(Γ_L − Γ)
+        float gam[GPL];
+        gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
+        decay_keys<P>(s, b, gam);                            // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
         bar_arrive(BAR_FULL + b);                            // slot b holds chunk j
         if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
@@ -1551,8 +1695,39 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
         if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
     }
 }
+
+// Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
+// segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
+// Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
+extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+    const Seq sq = locate(a, n, head, blockIdx.x);
+    int c0, c1;
+    seg_range(a, sq, p, c0, c1);
+    const int nchunks = c1 - c0;
+    if ((int)threadIdx.x >= NT + PGT) {
+        produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+    } else if ((int)threadIdx.x >= NT) {
+        produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    } else {
+        SRegs S = {};
+        float dec[DEC_PER_THREAD] = {};
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES;
+            const Tiles s = carve_slot(smem, b);
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+            add_seg_decay(s, dec);                           // Σ Γ_L
+            state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+        }
+        state_global<true, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
+        store_seg_decay(a, z, head, sq, dec);
+    }
+}
 #endif
 
+#if !GLA_WS
 // Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(128) unsigned char smem[];
@@ -1578,17 +1753,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
         __syncthreads();
         gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
         __syncthreads();
-#pragma unroll
-        for (int u = 0; u < DEC_PER_THREAD; ++u) {           // Σ Γ_L
-            const int i = threadIdx.x + u * NT;
-#if KEY_GATE == GATE_PER_KEY
-            if (i < DEC) dec[u] += s.GL[i];
-#elif KEY_GATE == GATE_PER_VALUE
-            if (i < DEC) dec[u] += s.G[(C - 1) * LDG + i];
-#else
-            if (i < DEC) dec[u] += s.G[C - 1];
-#endif
-        }
+        add_seg_decay(s, dec);                               // Σ Γ_L
         decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)  (value gate: V̂)
         __syncthreads();
         state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
@@ -1597,19 +1762,9 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }
     state_global<true>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
-    float* dz = seg_decay(a, z, head);
-#pragma unroll
-    for (int u = 0; u < DEC_PER_THREAD; ++u) {
-        const int i = threadIdx.x + u * NT;
-#if KEY_GATE == GATE_PER_KEY
-        if (i < a.dk) dz[i] = dec[u];
-#elif KEY_GATE == GATE_PER_VALUE
-        if (i < BV && sq.v0 + i < a.dv) dz[sq.v0 + i] = dec[u];
-#else
-        if (i == 0 && blockIdx.x == 0) dz[0] = dec[u];
-#endif
-    }
+    store_seg_decay(a, z, head, sq, dec);
 }
+#endif
 
 // Two-level scan, pass 2 (one CTA per value tile, head, sequence; sequential over the segments, elementwise):
 //   S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.
