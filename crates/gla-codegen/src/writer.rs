@@ -409,7 +409,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                 },
                 KernelLaunch {
                     name: "gla_fwd_seg_combine".into(),
-                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SplitSequences],
+                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::HeadBlocks { blocks: combine_blocks(spec) }, GridAxis::SplitSequences],
                     block: nt,
                     smem_bytes: 0,
                 },
@@ -425,4 +425,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         }
     };
     Generated { source: src, plan }
+}
+
+/// CTAs per head of the segment combine (`gla_fwd_seg_combine`): blocks of `COMBINE_ROWS = 4 · NT / block_v` state
+/// rows, NT the state warps' threads (4 elements a thread).
+fn combine_blocks(spec: &KernelSpec) -> u32 {
+    let rows = 4 * spec.tiles.warps * 32 / spec.tiles.block_v;
+    spec.dk.div_ceil(rows.max(1))
 }

@@ -84,6 +84,7 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
         GridAxis::SeqSegments => s.seq_lens.len() * s.segs.max(1),
         GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * s.segs } else { 0 },
         GridAxis::SplitSequences => if s.segs > 1 { s.seq_lens.len() } else { 0 },
+        GridAxis::HeadBlocks { blocks } => s.h * blocks as usize,
     }
 }
 

@@ -158,7 +158,7 @@ __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
 template <class P, bool STATES = false>
-__device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
+__device__ __noinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
@@ -178,8 +178,12 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         P::sync();
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY
-            gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);     // Γ = log2e · cumsum(gate(x))  (ends on a barrier)
-            decay_operands<P>(s, b, false, false);              // K̂ = K ⊙ exp(Γ_L − Γ)
+            if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
+                gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+            } else {
+                gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))  (ends on a barrier)
+                decay_operands<P>(s, b, false, false);           // K̂ = K ⊙ exp(Γ_L − Γ)
+            }
 #else
             float gam[GPL];
             scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam);  // Γ (every warp)
@@ -230,6 +234,35 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
         produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
     } else if ((int)threadIdx.x >= NT) {
         produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    } else if constexpr (ST_FORM) {
+        // ---- consumers, state transposed: warp w owns value columns 16 w .. 16 w + 15 (no consumer barrier) ----
+        const int warp = threadIdx.x >> 5, e0 = warp * 16;
+        const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
+        STRegs S = {};
+        if (a.segs > 1) state_global_t<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0, e0);
+        else if (a.h0) state_global_t<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0, e0);
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const Tiles s = carve_slot(smem, b);
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+            float o[OTN][4] = {};
+            output_inter_t(o, S, s.q(b));                    // O^T = S^T Q̃^T
+#if KEY_GATE != GATE_PER_KEY
+#pragma unroll
+            for (int ni = 0; ni < OTN; ++ni) {               // scalar gate: O ← diag(exp(Γ)) Q S (columns of O^T)
+                const int qc = ni * 8 + 2 * (threadIdx.x & 3);
+                const float f0 = exp_nonpos(s.G[qc]), f1 = exp_nonpos(s.G[qc + 1]);
+                o[ni][0] *= f0; o[ni][1] *= f1; o[ni][2] *= f0; o[ni][3] *= f1;
+            }
+#endif
+            unsigned va[VKS][4];
+            ld_vt(va, s.v(b), e0);                           // V_w^T (both products below)
+            output_intra_t(o, va, s);                        //     + V^T A^T
+            output_store_t(a, s, sq, i0, o, warp);           // O (rows of the sequence only)
+            state_update_t(S, va, s, b);                     // S^T ← S^T diag(exp(Γ_L)) + V^T K̂
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));  // slot b is free
+        }
+        if (a.ht && a.segs == 1) state_global_t<true>(S, a.ht + slab, a, sq.v0, e0);
     } else {
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
@@ -322,45 +355,55 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
 }
 #endif
 
-// Two-level scan, pass 2 (one CTA per value tile, head, sequence; sequential over the segments, elementwise):
-//   S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.
+// Two-level scan, pass 2 (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
+// the segments):  S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.
+// Grid: (value tile, head · row block, sequence); COMBINE_PER elements a thread, every segment's loads issued
+// before its stores (the stores go to the same workspace, so they would otherwise serialise the loads).
+constexpr int COMBINE_PER = 4, COMBINE_ROWS = COMBINE_PER * NT / BV, COMBINE_BLOCKS = (DK + COMBINE_ROWS - 1) / COMBINE_ROWS;
+static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT, "whole rows per block");
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __grid_constant__ FwdArgs a) {
-    const int head = blockIdx.y, n = blockIdx.z, v0 = blockIdx.x * BV;
+    const int head = blockIdx.y / COMBINE_BLOCKS, d0 = (blockIdx.y % COMBINE_BLOCKS) * COMBINE_ROWS;
+    const int n = blockIdx.z, v0 = blockIdx.x * BV;
     const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
-    constexpr int PER = (DK * BV + NT - 1) / NT;
-    float S[PER];
+    float S[COMBINE_PER];
+    i64 off[COMBINE_PER];  // element offset in a [dk, dv] slab
+    int row[COMBINE_PER];
+    bool ok[COMBINE_PER];
 #pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int idx = threadIdx.x + u * NT, d = idx / BV, e = v0 + idx % BV;
-        const bool ok = idx < DK * BV && d < a.dk && e < a.dv;
-        S[u] = (ok && a.h0) ? a.h0[slab + (i64)d * a.dv + e] : 0.f;
+    for (int u = 0; u < COMBINE_PER; ++u) {
+        const int idx = threadIdx.x + u * NT, d = d0 + idx / BV, e = v0 + idx % BV;
+        ok[u] = d < a.dk && e < a.dv;
+        row[u] = d;
+        off[u] = (i64)d * a.dv + e;
+#if KEY_GATE == GATE_PER_VALUE
+        row[u] = e;
+#endif
+        S[u] = (ok[u] && a.h0) ? a.h0[slab + off[u]] : 0.f;
     }
     for (int p = 0; p < a.segs; ++p) {
         const int z = n * a.segs + p;
         float* ds = a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv;
         const float* dz = seg_decay(a, z, head);
+        float delta[COMBINE_PER], f[COMBINE_PER];
 #pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            const int idx = threadIdx.x + u * NT, d = idx / BV, e = v0 + idx % BV;
-            if (!(idx < DK * BV && d < a.dk && e < a.dv)) continue;
-            const float delta = ds[(i64)d * a.dv + e];
-            ds[(i64)d * a.dv + e] = S[u];                    // S_init(p), in place of ΔS_p
-#if KEY_GATE == GATE_PER_KEY
-            const float f = exp_nonpos(dz[d]);
-#elif KEY_GATE == GATE_PER_VALUE
-            const float f = exp_nonpos(dz[e]);
+        for (int u = 0; u < COMBINE_PER; ++u) {
+            delta[u] = ok[u] ? ds[off[u]] : 0.f;
+#if KEY_GATE == GATE_PER_KEY || KEY_GATE == GATE_PER_VALUE
+            f[u] = ok[u] ? exp_nonpos(dz[row[u]]) : 0.f;
 #else
-            const float f = exp_nonpos(dz[0]);
+            f[u] = exp_nonpos(dz[0]);
 #endif
-            S[u] = f * S[u] + delta;
+        }
+#pragma unroll
+        for (int u = 0; u < COMBINE_PER; ++u) {
+            if (ok[u]) ds[off[u]] = S[u];                     // S_init(p), in place of ΔS_p
+            S[u] = f[u] * S[u] + delta[u];
         }
     }
     if (a.ht) {
 #pragma unroll
-        for (int u = 0; u < PER; ++u) {
-            const int idx = threadIdx.x + u * NT, d = idx / BV, e = v0 + idx % BV;
-            if (idx < DK * BV && d < a.dk && e < a.dv) a.ht[slab + (i64)d * a.dv + e] = S[u];
-        }
+        for (int u = 0; u < COMBINE_PER; ++u)
+            if (ok[u]) a.ht[slab + off[u]] = S[u];
     }
 }
 #else
