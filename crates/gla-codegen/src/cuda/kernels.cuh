@@ -158,7 +158,7 @@ __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
 template <class P, bool STATES = false>
-__device__ __noinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
+__device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
@@ -234,35 +234,6 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
         produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
     } else if ((int)threadIdx.x >= NT) {
         produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
-    } else if constexpr (ST_FORM) {
-        // ---- consumers, state transposed: warp w owns value columns 16 w .. 16 w + 15 (no consumer barrier) ----
-        const int warp = threadIdx.x >> 5, e0 = warp * 16;
-        const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
-        STRegs S = {};
-        if (a.segs > 1) state_global_t<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0, e0);
-        else if (a.h0) state_global_t<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0, e0);
-        for (int j = 0; j < nchunks; ++j) {
-            const int b = j % STAGES, i0 = (c0 + j) * C;
-            const Tiles s = carve_slot(smem, b);
-            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
-            float o[OTN][4] = {};
-            output_inter_t(o, S, s.q(b));                    // O^T = S^T Q̃^T
-#if KEY_GATE != GATE_PER_KEY
-#pragma unroll
-            for (int ni = 0; ni < OTN; ++ni) {               // scalar gate: O ← diag(exp(Γ)) Q S (columns of O^T)
-                const int qc = ni * 8 + 2 * (threadIdx.x & 3);
-                const float f0 = exp_nonpos(s.G[qc]), f1 = exp_nonpos(s.G[qc + 1]);
-                o[ni][0] *= f0; o[ni][1] *= f1; o[ni][2] *= f0; o[ni][3] *= f1;
-            }
-#endif
-            unsigned va[VKS][4];
-            ld_vt(va, s.v(b), e0);                           // V_w^T (both products below)
-            output_intra_t(o, va, s);                        //     + V^T A^T
-            output_store_t(a, s, sq, i0, o, warp);           // O (rows of the sequence only)
-            state_update_t(S, va, s, b);                     // S^T ← S^T diag(exp(Γ_L)) + V^T K̂
-            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));  // slot b is free
-        }
-        if (a.ht && a.segs == 1) state_global_t<true>(S, a.ht + slab, a, sq.v0, e0);
     } else {
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;

@@ -1227,7 +1227,6 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
         return false;
     }
     const float e0 = exp_nonpos(gl0), e1 = exp_nonpos(gl1);
-    if (seg == SEGS - 1) { s.EGL[d] = e0; s.EGL[d + 1] = e1; }  // exp(Γ_L) for the consumers' state update
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;
@@ -1435,180 +1434,6 @@ __device__ __forceinline__ void state_update(SRegs& S, const Tiles& s, int b) {
     }
 }
 
-#if GLA_WS && GLA_TENSOR_CORES
-// ---- Consumers with the state transposed (ST_FORM: the value tile is 16 columns per consumer warp) ------------
-// Warp w owns value columns e0 = 16 w .. e0 + 15 of the tile and holds S_w^T (16 x DK) as mma accumulators:
-//   O_w^T = S_w^T Q̃^T + V_w^T A^T                 (output: the inter-chunk product's A operand comes from registers)
-//   S_w^T ← S_w^T diag(exp(Γ_L)) + V_w^T K̂         (state update; V_w^T's fragments serve both products)
-// No S round trip through shared memory and no barrier among the consumer warps: each owns its columns outright.
-// Where registers allow it (C 32, at most 384 threads: 168 registers a thread; at 512 threads or C 64 it spills);
-// elsewhere the consumers keep S in the plain layout (state_to_smem, output_chunk, state_update).
-constexpr int OST_LD = 24;  // staging row of a warp's output tile: 16 values + 8 pad (elem_t)
-constexpr bool ST_FORM = BV == 16 * NW && C == 32 && NT + PT <= 384 && DK % 16 == 0 && NW * C * OST_LD * (int)sizeof(elem_t) <= (int)ST_BYTES;
-constexpr int STN = DK / 8, OTN = C / 8, VKS = C / 16;  // n-tiles of S_w^T and of O_w^T; k-steps over keys
-// S as hi + lo halves in Q̃ S (tests/examples/rounding_budget.rs: "PLAN + S split"): per-key gates (at C 32 the
-// bf16 S is their largest error term after K̂; scalar gates are already well inside fla's error, and their
-// consumers would spill with the second operand).
-constexpr bool SPLIT_S = SPLIT_A && KEY_GATE == GATE_PER_KEY;
-typedef float STRegs[STN][4];
-
-// One k-step's B fragments of n-tiles n0 .. n0 + 15 (b[0..1] the first n-tile, b[2..3] the second):
-// B_KN = false: B stored n-major [n][k] (ldmatrix);  true: B stored [k][n] (ldmatrix.trans).
-template <bool B_KN>
-__device__ __forceinline__ void ld_b_pair(unsigned (&b)[4], const elem_t* B, int ldb, int kk, int n0) {
-    const int lane = threadIdx.x & 31;
-    if (B_KN) {
-        const unsigned addr = smem_u32(B + (kk + (lane & 7) + ((lane >> 3) & 1) * 8) * ldb + n0 + (lane >> 4) * 8);
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(addr));
-    } else {
-        const unsigned addr = smem_u32(B + (n0 + (lane & 7) + (lane >> 4) * 8) * ldb + kk + ((lane >> 3) & 1) * 8);
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(addr));
-    }
-}
-// Two tensor-core steps sharing the A fragment. Volatile, like the fragment loads, so that the PTX keeps the
-// written interleaving of loads and steps (the compiler otherwise hoists every load of a stage ahead of the
-// steps, and the transposed-state consumers run out of registers).
-__device__ __forceinline__ void mma_v(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." GLA_MMA_TYPE "." GLA_MMA_TYPE ".f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void mma_pair(float (&c0)[4], float (&c1)[4], const unsigned (&a)[4], const unsigned (&b)[4]) {
-    mma_v(c0, a, b[0], b[1]);
-    mma_v(c1, a, b[2], b[3]);
-}
-
-// A fragments of V_w^T (16 value columns x C keys), one per key k-step: V is stored [key][value] (ldmatrix.trans).
-__device__ __forceinline__ void ld_vt(unsigned (&va)[VKS][4], const elem_t* v, int e0) {
-    const int lane = threadIdx.x & 31;
-    const unsigned addr = smem_u32(v + ((lane & 7) + (lane >> 4) * 8) * LDV + e0 + ((lane >> 3) & 1) * 8);
-#pragma unroll
-    for (int ks = 0; ks < VKS; ++ks)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(va[ks][0]), "=r"(va[ks][1]), "=r"(va[ks][2]), "=r"(va[ks][3])
-                     : "r"(addr + ks * 16 * LDV * (int)sizeof(elem_t)));
-}
-
-// Stage output_inter_t:  O_w^T += S_w^T Q̃^T.  The A operand of k-step kk (keys d = 16 kk ..) is two accumulator
-// tiles of S_w^T packed to elem_t pairs (the m16n8 accumulator and m16k16 operand layouts line up); B = Q̃ [query][d].
-__device__ __forceinline__ void output_inter_t(float (&o)[OTN][4], const STRegs& S, const elem_t* q) {
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; ++kk) {
-        const float* c0 = S[2 * kk];
-        const float* c1 = S[2 * kk + 1];
-        const unsigned a[4] = {pack2(c0[0], c0[1]), pack2(c0[2], c0[3]), pack2(c1[0], c1[1]), pack2(c1[2], c1[3])};
-        unsigned lo[4];
-        if (SPLIT_S) {  // the rounding remainders S − hi(S), rounded once more
-            const float x[8] = {c0[0], c0[1], c0[2], c0[3], c1[0], c1[1], c1[2], c1[3]};
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                const float2 h = unpack2(a[r]);
-                lo[r] = pack2(x[2 * r] - h.x, x[2 * r + 1] - h.y);
-            }
-        }
-#pragma unroll
-        for (int p = 0; p < OTN / 2; ++p) {
-            unsigned b[4];
-            ld_b_pair<false>(b, q, LDK, kk * 16, p * 16);
-            mma_pair(o[2 * p], o[2 * p + 1], a, b);
-            if (SPLIT_S) mma_pair(o[2 * p], o[2 * p + 1], lo, b);
-        }
-    }
-}
-
-// Stage output_intra_t:  O_w^T += V_w^T A^T (+ V_w^T A_lo^T).  B = A [query][key]; key steps wholly above the
-// diagonal of a query pair (A = 0 there) are skipped.
-__device__ __forceinline__ void output_intra_t(float (&o)[OTN][4], const unsigned (&va)[VKS][4], const Tiles& s) {
-#pragma unroll
-    for (int ks = 0; ks < VKS; ++ks)
-#pragma unroll
-        for (int p = 0; p < OTN / 2; ++p) {
-            if (ks > p) continue;  // keys 16 ks.. > queries 16 p .. 16 p + 15
-            unsigned b[4];
-            ld_b_pair<false>(b, s.A, LDC, ks * 16, p * 16);
-            mma_pair(o[2 * p], o[2 * p + 1], va[ks], b);
-#if SPLIT_A
-            ld_b_pair<false>(b, s.A_lo, LDC, ks * 16, p * 16);
-            mma_pair(o[2 * p], o[2 * p + 1], va[ks], b);
-#endif
-        }
-}
-
-// Stage state_update_t:  S_w^T ← S_w^T diag(exp(Γ_L)) + V_w^T K̂   (B = K̂ [key][d], ldmatrix.trans). Per pair of
-// n-tiles: scale its columns d (exp(Γ_L) from the producers, s.EGL; one factor for scalar gates), then add.
-__device__ __forceinline__ void state_update_t(STRegs& S, const unsigned (&va)[VKS][4], const Tiles& s, int b) {
-    const int t = threadIdx.x & 3;
-#if KEY_GATE != GATE_PER_KEY
-    const float f = exp_nonpos(s.G[C - 1]);
-    (void)t;
-#endif
-#pragma unroll
-    for (int p = 0; p < STN / 2; ++p) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            float* c = S[2 * p + h];
-#if KEY_GATE == GATE_PER_KEY
-            const float2 f = *reinterpret_cast<const float2*>(s.EGL + (2 * p + h) * 8 + 2 * t);
-            c[0] *= f.x; c[1] *= f.y; c[2] *= f.x; c[3] *= f.y;
-#else
-            c[0] *= f; c[1] *= f; c[2] *= f; c[3] *= f;
-#endif
-        }
-#pragma unroll
-        for (int ks = 0; ks < VKS; ++ks) {
-            unsigned bf[4];
-            ld_b_pair<true>(bf, s.k(b), LDK, ks * 16, p * 16);
-            mma_pair(S[2 * p], S[2 * p + 1], va[ks], bf);
-        }
-    }
-}
-
-// Stage output_store_t:  O rows (scaled) from O_w^T, through the warp's staging tile [C][OST_LD] in st (free in
-// this form): each lane then moves whole rows of the warp's 16 columns (two 16-byte stores), masked at the end.
-__device__ __forceinline__ void output_store_t(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, const float (&o)[OTN][4], int warp) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, e0 = warp * 16;
-    elem_t* stg = s.st + warp * C * OST_LD;
-#pragma unroll
-    for (int ni = 0; ni < OTN; ++ni)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) stg[(ni * 8 + 2 * t + (r & 1)) * OST_LD + g + 8 * (r >> 1)] = to_elem(a.scale * o[ni][r]);
-    __syncwarp();
-    const bool full_cols = (a.dv & 7) == 0 && sq.v0 + e0 + 16 <= a.dv;  // 16-byte aligned, whole rows of 16
-#pragma unroll
-    for (int q = lane; q < C; q += 32) {
-        if (i0 + q >= sq.len) continue;
-        elem_t* dst = a.o + ((sq.bos + i0 + q) * a.h + sq.head) * (i64)a.dv + sq.v0 + e0;
-        const elem_t* src = stg + q * OST_LD;
-        if (full_cols) {
-            reinterpret_cast<uint4*>(dst)[0] = reinterpret_cast<const uint4*>(src)[0];
-            reinterpret_cast<uint4*>(dst)[1] = reinterpret_cast<const uint4*>(src)[1];
-        } else {
-            for (int e = 0; e < 16; ++e)
-                if (sq.v0 + e0 + e < a.dv) dst[e] = src[e];
-        }
-    }
-    __syncwarp();  // the staging tile is rewritten by the next chunk
-}
-
-// S_w^T to or from a global [.., H, dk, dv] f32 slab (h0, ht, segment states); masked to the real dims.
-template <bool STORE>
-__device__ __forceinline__ void state_global_t(STRegs& S, float* base, const FwdArgs& a, int v0, int e0) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int ni = 0; ni < STN; ++ni)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int d = ni * 8 + 2 * t + (r & 1), e = v0 + e0 + g + 8 * (r >> 1);
-            if (d >= a.dk || e >= a.dv) continue;
-            if (STORE) base[(i64)d * a.dv + e] = S[ni][r];
-            else S[ni][r] = base[(i64)d * a.dv + e];
-        }
-}
-#endif
-
 __device__ __forceinline__ Seq locate(const FwdArgs& a, int n, int head, int vtile) {
     Seq sq;
     sq.bos = a.cu_seqlens[n];
@@ -1788,7 +1613,7 @@ __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
 template <class P, bool STATES = false>
-__device__ __noinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
+__device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
@@ -1864,35 +1689,6 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
         produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
     } else if ((int)threadIdx.x >= NT) {
         produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
-    } else if constexpr (ST_FORM) {
-        // ---- consumers, state transposed: warp w owns value columns 16 w .. 16 w + 15 (no consumer barrier) ----
-        const int warp = threadIdx.x >> 5, e0 = warp * 16;
-        const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
-        STRegs S = {};
-        if (a.segs > 1) state_global_t<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0, e0);
-        else if (a.h0) state_global_t<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0, e0);
-        for (int j = 0; j < nchunks; ++j) {
-            const int b = j % STAGES, i0 = (c0 + j) * C;
-            const Tiles s = carve_slot(smem, b);
-            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
-            float o[OTN][4] = {};
-            output_inter_t(o, S, s.q(b));                    // O^T = S^T Q̃^T
-#if KEY_GATE != GATE_PER_KEY
-#pragma unroll
-            for (int ni = 0; ni < OTN; ++ni) {               // scalar gate: O ← diag(exp(Γ)) Q S (columns of O^T)
-                const int qc = ni * 8 + 2 * (threadIdx.x & 3);
-                const float f0 = exp_nonpos(s.G[qc]), f1 = exp_nonpos(s.G[qc + 1]);
-                o[ni][0] *= f0; o[ni][1] *= f1; o[ni][2] *= f0; o[ni][3] *= f1;
-            }
-#endif
-            unsigned va[VKS][4];
-            ld_vt(va, s.v(b), e0);                           // V_w^T (both products below)
-            output_intra_t(o, va, s);                        //     + V^T A^T
-            output_store_t(a, s, sq, i0, o, warp);           // O (rows of the sequence only)
-            state_update_t(S, va, s, b);                     // S^T ← S^T diag(exp(Γ_L)) + V^T K̂
-            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));  // slot b is free
-        }
-        if (a.ht && a.segs == 1) state_global_t<true>(S, a.ht + slab, a, sq.v0, e0);
     } else {
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
