@@ -127,8 +127,8 @@ impl KernelSpec {
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
     /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
-    /// 128-wide value tile per head, 8 consumer warps and one group of 4 producer warps (2026-12-01, third
-    /// session); otherwise (2026-12-01, second session): d = 128 → C 64 with one 128-wide value tile per head,
+    /// 128-wide value tile per head, 8 consumer warps and 4 producer warps, in one group for per-key gates and two
+    /// for scalar ones (2026-12-01, third and fourth sessions); otherwise (2026-12-01, second session): d = 128 → C 64 with one 128-wide value tile per head,
     /// 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
     /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
     /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
@@ -142,9 +142,10 @@ impl KernelSpec {
         let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
         let mut prefs: Vec<(u32, u32, u32, u32, u32)> = Vec::new();
         if ws && kd == 128 {
-            // Warp-specialised, 2026-12-01c H200 measurements (8×4096×16×128): C 32, 8 consumer + 4 producer warps
-            // in one group (GLA 0.364 ms, Mamba-2 0.272 ms). (Two producer groups measured 0.259 ms for Mamba-2,
-            // but their EMPTY barriers were fixed after the last GPU run: not the default until that is re-run.)
+            // Warp-specialised, H200 measurements at 8×4096×16×128: C 32, 8 consumer + 4 producer warps; per-key
+            // gates in one producer group (GLA 0.364 ms, 2026-12-01c), scalar gates in two groups on alternate
+            // chunks (Mamba-2 0.264 ms vs 0.279 ms with one group, 2026-12-01d, after the EMPTY-barrier fix).
+            prefs.push((32, 128, 8, 4, if per_key { 1 } else { 2 }));
             prefs.push((32, 128, 8, 4, 1));
         }
         prefs.extend(match kd {
