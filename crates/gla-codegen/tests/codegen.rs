@@ -230,6 +230,16 @@ fn warp_specialised_plan_and_slot_ring() {
     assert_eq!(k, [("gla_fwd_ws_states", 384), ("gla_fwd_seg_combine", 256), ("gla_fwd_ws", 384)]);
     assert!(g.source.contains("__launch_bounds__(NT + PT, 1) gla_fwd_ws("));
     assert!(g.source.contains("__launch_bounds__(NT + PT, 1) gla_fwd_ws_states("));
+    // The combine's grid: value tiles x (heads · blocks of 4·256/128 = 8 state rows: 128 / 8 = 16) x sequences.
+    use gla_codegen::GridAxis;
+    assert_eq!(
+        g.plan.kernels[1].grid,
+        [GridAxis::VTiles { block_v: 128 }, GridAxis::HeadBlocks { blocks: 16 }, GridAxis::SplitSequences]
+    );
+    // A plain variant: 4 warps, 64-wide tiles, d_k 64 → blocks of 8 rows, 8 blocks per head.
+    let plain = generate(&spec(32, 16, 64, 64, false).unwrap()).unwrap();
+    let comb = plain.plan.kernels.iter().find(|k| k.name == "gla_fwd_seg_combine").unwrap();
+    assert_eq!(comb.grid[1], GridAxis::HeadBlocks { blocks: 8 });
     assert!(g.source.contains("#define GLA_WS 1"), "the plain fused kernel is compiled out");
     // d = 128, 128-wide value tiles at C 32: three slots fit (loads of chunk n+1 land while the producers work on
     // chunk n and the consumers on chunk n-1).

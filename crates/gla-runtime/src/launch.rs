@@ -508,6 +508,7 @@ mod tests {
         assert_eq!(resolve_axis(GridAxis::SeqSegments, &four), 8);
         assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &four), 8);
         assert_eq!(resolve_axis(GridAxis::SplitSequences, &four), 2);
+        assert_eq!(resolve_axis(GridAxis::HeadBlocks { blocks: 16 }, &four), 32, "the combine: H x row blocks");
         // P: fills the GPU only when the CTAs would fill at most half of it; at most the chunks of the longest sequence.
         assert_eq!(gla_codegen::segments(8, 16, 1, 64), 1);
         assert_eq!(gla_codegen::segments(2, 16, 1, 256), 4);
