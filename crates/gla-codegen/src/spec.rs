@@ -128,8 +128,8 @@ impl KernelSpec {
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
     /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
     /// 128-wide value tile per head, 8 consumer warps and 4 producer warps, in one group for per-key gates and two
-    /// for scalar ones (2026-12-01, third and fourth sessions); otherwise (2026-12-01, second session): d = 128 → C 64 with one 128-wide value tile per head,
-    /// 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
+    /// for scalar ones (2026-12-01, third and fourth sessions); otherwise (2026-12-01, second session): d = 128 →
+    /// C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
     /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
     /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
     /// is full. Where a choice does not fit (f32 needs more shared memory) the next
@@ -145,7 +145,9 @@ impl KernelSpec {
             // Warp-specialised, H200 measurements at 8×4096×16×128: C 32, 8 consumer + 4 producer warps; per-key
             // gates in one producer group (GLA 0.364 ms, 2026-12-01c), scalar gates in two groups on alternate
             // chunks (Mamba-2 0.264 ms vs 0.279 ms with one group, 2026-12-01d, after the EMPTY-barrier fix).
-            prefs.push((32, 128, 8, 4, if per_key { 1 } else { 2 }));
+            if !per_key {
+                prefs.push((32, 128, 8, 4, 2));
+            }
             prefs.push((32, 128, 8, 4, 1));
         }
         prefs.extend(match kd {

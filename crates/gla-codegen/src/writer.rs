@@ -353,6 +353,12 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
+        "constexpr int COMBINE_PER = {COMBINE_PER}, COMBINE_ROWS = {}, COMBINE_BLOCKS = {};  // the segment combine's state-row blocks (grid y = H · blocks)",
+        combine_rows(spec),
+        combine_blocks(spec)
+    );
+    let _ = writeln!(
+        w,
         "constexpr unsigned G_STRIDE = {}, TOT_STRIDE = {};  // bytes between the producer groups' Γ tiles and totals",
         lay.g_stride, lay.tot_stride
     );
@@ -427,9 +433,13 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     Generated { source: src, plan }
 }
 
-/// CTAs per head of the segment combine (`gla_fwd_seg_combine`): blocks of `COMBINE_ROWS = 4 · NT / block_v` state
-/// rows, NT the state warps' threads (4 elements a thread).
+/// State elements a thread of the segment combine (`gla_fwd_seg_combine`) carries.
+const COMBINE_PER: u32 = 4;
+/// State rows of one combine CTA: `COMBINE_PER · NT / block_v`, NT the state warps' threads.
+fn combine_rows(spec: &KernelSpec) -> u32 {
+    (COMBINE_PER * spec.tiles.warps * 32 / spec.tiles.block_v).max(1)
+}
+/// Combine CTAs per head (the `HeadBlocks` grid axis and the kernel's `COMBINE_BLOCKS` are this one number).
 fn combine_blocks(spec: &KernelSpec) -> u32 {
-    let rows = 4 * spec.tiles.warps * 32 / spec.tiles.block_v;
-    spec.dk.div_ceil(rows.max(1))
+    spec.dk.div_ceil(combine_rows(spec))
 }

@@ -328,10 +328,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
 
 // Two-level scan, pass 2 (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
 // the segments):  S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.
-// Grid: (value tile, head · row block, sequence); COMBINE_PER elements a thread, every segment's loads issued
-// before its stores (the stores go to the same workspace, so they would otherwise serialise the loads).
-constexpr int COMBINE_PER = 4, COMBINE_ROWS = COMBINE_PER * NT / BV, COMBINE_BLOCKS = (DK + COMBINE_ROWS - 1) / COMBINE_ROWS;
-static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT, "whole rows per block");
+// Grid: (value tile, head · row block, sequence) with COMBINE_ROWS / COMBINE_BLOCKS from the writer (the plan's
+// grid uses the same numbers); COMBINE_PER elements a thread, every segment's loads issued before its stores (the
+// stores go to the same workspace, so they would otherwise serialise the loads).
+static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT && COMBINE_BLOCKS * COMBINE_ROWS >= DK, "whole rows per block");
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __grid_constant__ FwdArgs a) {
     const int head = blockIdx.y / COMBINE_BLOCKS, d0 = (blockIdx.y % COMBINE_BLOCKS) * COMBINE_ROWS;
     const int n = blockIdx.z, v0 = blockIdx.x * BV;

@@ -617,11 +617,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #endif
 
 #if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
-// Stage gate_scores (scalar gate, a producer group of the warp-specialised kernel): gate_cumsum's scan on every
-// warp, Γ kept in registers (no barrier, no round trip through shared memory), and intra_scores' product
-//   A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
-// With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
-// shuffle chain overlaps the tensor-core chain. Warp 0 publishes Γ (s.G) for the consumers. Ends on a barrier (k is then rewritten as K̂).
+// scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
 __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL]) {
     scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam);
     if (warp == 0) {
@@ -629,6 +625,11 @@ __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, c
         for (int m = 0; m < GPL; ++m) s.G[lane * GPL + m] = gam[m];
     }
 }
+// Stage gate_scores (scalar gate, a producer group of the warp-specialised kernel): gate_cumsum's scan on every
+// warp, Γ kept in registers (no barrier, no round trip through shared memory), and intra_scores' product
+//   A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
+// With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
+// shuffle chain overlaps the tensor-core chain. Ends on a barrier (k is then rewritten as K̂).
 template <class G>
 __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL]) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;

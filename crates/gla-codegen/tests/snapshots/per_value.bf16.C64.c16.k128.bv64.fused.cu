@@ -34,6 +34,7 @@ constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chu
 constexpr unsigned STAGE_BYTES = 53248, STAGE_Q = 0, STAGE_K = 17408, STAGE_V = 34816, STAGE_X = 44032;
 constexpr unsigned OFF_G = 106496, OFF_ST = 123904, OFF_A = 142336, OFF_VT = 151552, OFF_ALO = 160768, OFF_GL = 160768;  // 160768 B of shared memory
 constexpr unsigned OFF_TOT = 123904, TOT_BYTES = 18432, ST_BYTES = 18432;  // gate_cumsum's segment totals (per producer group), the state tile
+constexpr int COMBINE_PER = 4, COMBINE_ROWS = 16, COMBINE_BLOCKS = 8;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 
 // ---- element type (bf16) ----
@@ -977,11 +978,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #endif
 
 #if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
-// Stage gate_scores (scalar gate, a producer group of the warp-specialised kernel): gate_cumsum's scan on every
-// warp, Γ kept in registers (no barrier, no round trip through shared memory), and intra_scores' product
-//   A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
-// With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
-// shuffle chain overlaps the tensor-core chain. Warp 0 publishes Γ (s.G) for the consumers. Ends on a barrier (k is then rewritten as K̂).
+// scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
 __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL]) {
     scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam);
     if (warp == 0) {
@@ -989,6 +986,11 @@ __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, c
         for (int m = 0; m < GPL; ++m) s.G[lane * GPL + m] = gam[m];
     }
 }
+// Stage gate_scores (scalar gate, a producer group of the warp-specialised kernel): gate_cumsum's scan on every
+// warp, Γ kept in registers (no barrier, no round trip through shared memory), and intra_scores' product
+//   A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
+// With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
+// shuffle chain overlaps the tensor-core chain. Ends on a barrier (k is then rewritten as K̂).
 template <class G>
 __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL]) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -1783,10 +1785,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
 
 // Two-level scan, pass 2 (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
 // the segments):  S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.
-// Grid: (value tile, head · row block, sequence); COMBINE_PER elements a thread, every segment's loads issued
-// before its stores (the stores go to the same workspace, so they would otherwise serialise the loads).
-constexpr int COMBINE_PER = 4, COMBINE_ROWS = COMBINE_PER * NT / BV, COMBINE_BLOCKS = (DK + COMBINE_ROWS - 1) / COMBINE_ROWS;
-static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT, "whole rows per block");
+// Grid: (value tile, head · row block, sequence) with COMBINE_ROWS / COMBINE_BLOCKS from the writer (the plan's
+// grid uses the same numbers); COMBINE_PER elements a thread, every segment's loads issued before its stores (the
+// stores go to the same workspace, so they would otherwise serialise the loads).
+static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT && COMBINE_BLOCKS * COMBINE_ROWS >= DK, "whole rows per block");
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __grid_constant__ FwdArgs a) {
     const int head = blockIdx.y / COMBINE_BLOCKS, d0 = (blockIdx.y % COMBINE_BLOCKS) * COMBINE_ROWS;
     const int n = blockIdx.z, v0 = blockIdx.x * BV;
