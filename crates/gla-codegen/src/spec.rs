@@ -24,6 +24,11 @@ pub struct Tiles {
     /// The producer warps split into this many independent groups (1 or 2) that take alternate chunks, so that two
     /// chunks' S-independent stages are in flight at once (each group has its own barrier and Γ tile).
     pub producer_groups: u32,
+    /// The consumers' products on the warpgroup tensor-core instruction (`wgmma.mma_async`, sm_90a) instead of
+    /// `mma.sync`: the state lives transposed in wgmma accumulators (one warpgroup per 64 value columns), the
+    /// operands are read by the tensor cores from shared memory in the 128-byte-swizzled layout that the producers
+    /// then write. Warp-specialised variants only.
+    pub wgmma: bool,
 }
 
 impl Tiles {
@@ -79,7 +84,7 @@ impl KernelSpec {
     /// Stable identifier, e.g. `gla.fwd.bf16.C64.c16.k128.v128.bv64.w4.fused`.
     pub fn id(&self) -> String {
         format!(
-            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}.{}",
+            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}{}.{}",
             self.gate.name(),
             match self.pass {
                 Pass::Forward => "fwd",
@@ -96,6 +101,7 @@ impl KernelSpec {
                 (p, 1) => format!("p{p}"),
                 (p, g) => format!("p{p}x{g}"),
             },
+            if self.tiles.wgmma { "g" } else { "" },
             if self.materialize { "mat" } else { "fused" }
         )
     }
@@ -158,7 +164,7 @@ impl KernelSpec {
         prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)]);
         let mut first_err = None;
         for (chunk, bv, warps, producer_warps, producer_groups) in prefs {
-            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups };
+            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma: false };
             match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
@@ -214,6 +220,25 @@ impl KernelSpec {
             }
             if self.shape() == GateShape::PerValue {
                 return bad("warp specialisation supports per-key, per-head and fixed gates, not per-value; use producer_warps = 0".into());
+            }
+        }
+        if self.tiles.wgmma {
+            let t = &self.tiles;
+            if !t.specialised() {
+                return bad("wgmma consumers need a warp-specialised variant (producer_warps 4 or 8)".into());
+            }
+            if t.block_v != 16 * t.warps {
+                return bad(format!(
+                    "wgmma consumers hold 64 value columns per warpgroup of 4 warps: block_v must be 16 · warps = {}, got {}",
+                    16 * t.warps,
+                    t.block_v
+                ));
+            }
+            if self.dk > 128 {
+                return bad(format!("wgmma consumers keep the d_k x 64 state of a warpgroup in registers: d_k must be 64 or 128, got {}", self.dk));
+            }
+            if self.chunk != 32 {
+                return bad(format!("wgmma consumers run C = 32 (the output and state accumulators of C 64 do not fit beside the state), got C = {}", self.chunk));
             }
         }
         let smem = crate::writer::SmemLayout::of(self).total;
@@ -282,7 +307,7 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 if block_v == 128 && !(d == 128 && warps >= 8) {
                                     continue;
                                 }
-                                let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1 };
+                                let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1, wgmma: false };
                                 if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
                                     out.push(s);
                                 }
@@ -315,9 +340,18 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             if producer_groups == 2 && (d != 128 || chunk != 32) {
                                 continue;
                             }
-                            let tiles = Tiles { block_v, warps, producer_warps, producer_groups };
+                            let tiles = Tiles { block_v, warps, producer_warps, producer_groups, wgmma: false };
                             if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
                                 out.push(s);
+                            }
+                            // The same with wgmma consumers where they apply (C 32, 64 value columns per consumer
+                            // warpgroup, d <= 128) and their accumulators fit: 8 + 8 warps leave 128 registers a
+                            // thread, less than the state, the output and the state's bf16 copy need.
+                            let tiles = Tiles { wgmma: true, ..tiles };
+                            if producer_warps + warps <= 12 {
+                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                    out.push(s);
+                                }
                             }
                         }
                     }

@@ -47,18 +47,29 @@ pub struct SmemLayout {
     pub tot_stride: u32,
     /// Bytes of the state tile `st`.
     pub st_bytes: u32,
+    /// wgmma consumers: the output staging tile (C x (block_v + 8) elements; 0 bytes otherwise).
+    pub os: u32,
+    /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
 
 fn carve(sizes: &[u32]) -> (Vec<u32>, u32) {
+    carve_aligned(sizes, 128)
+}
+
+/// Consecutive offsets of tiles of `sizes` bytes, each starting on a multiple of `align`; and the bytes taken.
+fn carve_aligned(sizes: &[u32], align: u32) -> (Vec<u32>, u32) {
     let mut off = Vec::with_capacity(sizes.len());
     let mut at = 0;
     for s in sizes {
         off.push(at);
-        at += s.div_ceil(128) * 128;
+        at += s.div_ceil(align) * align;
     }
     (off, at)
 }
+
+/// Alignment of the 128-byte-swizzled tiles of wgmma variants (the swizzle pattern repeats every 8 rows of 128 B).
+pub const SWIZZLE_ALIGN: u32 = 1024;
 
 impl SmemLayout {
     pub fn of(spec: &KernelSpec) -> Self {
@@ -109,6 +120,7 @@ impl SmemLayout {
             g_stride: 0,
             tot_stride: 0,
             st_bytes: dk * ldv * e,
+            os: 0,
             total: base + rest,
         }
     }
@@ -119,8 +131,12 @@ impl SmemLayout {
         let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
         let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
         let per_key = spec.gate.shape() == GateShape::PerKey;
+        let wg = spec.tiles.wgmma;
+        // wgmma: q, k, v and A in the swizzled layout (unpadded rows; A's rows one 64-element panel), 1024-aligned.
+        let (ldk, ldv, ldc) = if wg { (dk, bv, c.max(64)) } else { (ldk, ldv, ldc) };
+        let x = if wg && per_key { c * (dk + 8) * e } else { x };  // the logits / K̃ tile stays padded
         let a_bytes = c * ldc * e;
-        let (so, slot_bytes) = carve(&[
+        let (so, slot_bytes) = carve_aligned(&[
             c * ldk * e,                                        // q → Q̃
             c * ldk * e,                                        // k → K̂
             c * ldv * e,                                        // v
@@ -129,7 +145,7 @@ impl SmemLayout {
             if split_a(spec) { a_bytes } else { 0 },            // A_lo
             if per_key { 2 * dk * 4 } else { 0 },               // Γ_L, exp(Γ_L)
             if per_key { 0 } else { c * 4 },                    // Γ (scalar gates)
-        ]);
+        ], if wg { SWIZZLE_ALIGN } else { 128 });
         // Per producer group: its Γ tile (per key) and its segment totals.
         let groups = spec.tiles.producer_groups;
         let group_threads = 32 * spec.tiles.producer_warps / groups;
@@ -137,12 +153,16 @@ impl SmemLayout {
         let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
         let g_stride = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
         let tot_stride = tot_bytes.div_ceil(128) * 128;
+        let st_bytes = if wg { 0 } else { dk * (bv + 8) * e };  // wgmma: S stays in the accumulators
+        let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
         let (ro, rest) = carve(&[
             groups * g_stride,                                  // Γ (per key, one per producer group)
-            dk * ldv * e,                                       // S (consumers')
+            st_bytes,                                           // S (consumers')
             groups * tot_stride,                                // segment totals (one per producer group)
+            os_bytes,                                           // output staging (wgmma)
         ]);
-        let stages = if 3 * slot_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
+        let slack = if wg { SWIZZLE_ALIGN } else { 0 };
+        let stages = if 3 * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
         let base = stages * slot_bytes;
         SmemLayout {
             stages,
@@ -161,8 +181,9 @@ impl SmemLayout {
             tot_bytes,
             g_stride,
             tot_stride,
-            st_bytes: dk * ldv * e,
-            total: base + rest,
+            st_bytes,
+            os: if wg { base + ro[3] } else { 0 },
+            total: base + rest + slack,
         }
     }
 }
@@ -303,6 +324,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         spec.tiles.producer_groups
     );
     let _ = writeln!(w, "#define GLA_WS {}", spec.tiles.specialised() as u32);
+    let _ = writeln!(
+        w,
+        "#define GLA_WGMMA {}    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout",
+        spec.tiles.wgmma as u32
+    );
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
         w,
@@ -348,8 +374,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {};  // gate_cumsum's segment totals (per producer group), the state tile",
-        lay.tot, lay.tot_bytes, lay.st_bytes
+        "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {}, OFF_OS = {};  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile",
+        lay.tot, lay.tot_bytes, lay.st_bytes, lay.os
     );
     let _ = writeln!(
         w,
@@ -378,6 +404,10 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w);
     w.push_str(PRELUDE);
     let _ = writeln!(w);
+    if spec.tiles.wgmma {
+        write_wgmma(w, spec);
+        let _ = writeln!(w);
+    }
     w.push_str(STAGES);
     let _ = writeln!(w);
     w.push_str(KERNELS);
@@ -442,4 +472,56 @@ fn combine_rows(spec: &KernelSpec) -> u32 {
 /// Combine CTAs per head (the `HeadBlocks` grid axis and the kernel's `COMBINE_BLOCKS` are this one number).
 fn combine_blocks(spec: &KernelSpec) -> u32 {
     spec.dk.div_ceil(combine_rows(spec))
+}
+
+/// The three warpgroup products of the wgmma consumers, one PTX instruction each (f32 accumulators, operands in
+/// shared memory through matrix descriptors, or A from registers; `tnsp` 1 = MN-major in shared memory):
+///   wg_out_s: Oᵀ (64 x C) += Sᵀ (registers, bf16/f16) · Q̃ᵀ (K-major)          — m64nCk16
+///   wg_out_v: Oᵀ (64 x C) += Vᵀ (MN-major) · Aᵀ (K-major)                       — m64nCk16
+///   wg_state: Sᵀ (64 x d_k) += Vᵀ (MN-major) · K̂ (N-major)                      — m64n{d_k}k16
+fn write_wgmma(w: &mut String, spec: &KernelSpec) {
+    let ty = match spec.dtype {
+        DType::F16 => "f16",
+        _ => "bf16",
+    };
+    let _ = writeln!(w, "// ---- warpgroup tensor-core products (wgmma.mma_async, sm_90a) ----");
+    let acc = |n: u32| (0..n / 2).map(|i| format!("%{i}")).collect::<Vec<_>>().join(",");
+    let outs = |n: u32| (0..n / 2).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
+    let emit = |w: &mut String, name: &str, n: u32, a_regs: bool, tnsp_a: u32, tnsp_b: u32, doc: &str| {
+        let m = n / 2;
+        let _ = writeln!(w, "// {doc}");
+        if a_regs {
+            let _ = writeln!(w, "__device__ __forceinline__ void {name}(float (&d)[{m}], const unsigned (&a)[4], unsigned long long db) {{");
+            let _ = writeln!(
+                w,
+                "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, {{%{},%{},%{},%{}}}, %{}, p, 1, 1, {tnsp_b}; }}\\n\"",
+                m + 5,
+                acc(n),
+                m,
+                m + 1,
+                m + 2,
+                m + 3,
+                m + 4
+            );
+            let _ = writeln!(w, "                 : {}", outs(n));
+            let _ = writeln!(w, "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(1));");
+        } else {
+            let _ = writeln!(w, "__device__ __forceinline__ void {name}(float (&d)[{m}], unsigned long long da, unsigned long long db) {{");
+            let _ = writeln!(
+                w,
+                "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{}, %{}, p, 1, 1, {tnsp_a}, {tnsp_b}; }}\\n\"",
+                m + 2,
+                acc(n),
+                m,
+                m + 1
+            );
+            let _ = writeln!(w, "                 : {}", outs(n));
+            let _ = writeln!(w, "                 : \"l\"(da), \"l\"(db), \"r\"(1));");
+        }
+        let _ = writeln!(w, "}}");
+    };
+    let (c, dk) = (spec.chunk, spec.dk);
+    emit(w, "wg_out_s", c, true, 0, 0, "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ in registers, B = Q̃ [C][d_k] K-major");
+    emit(w, "wg_out_v", c, false, 1, 0, "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
+    emit(w, "wg_state", dk, false, 1, 1, "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
 }

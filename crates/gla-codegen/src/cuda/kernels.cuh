@@ -153,6 +153,200 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 // barrier orders the shared-memory writes before it against the reads after it.
 __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
 __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
+// x as a value the compiler knows is the same on every lane of the warp (lane 0's): a branch on it is not divergent,
+// which wgmma inside it requires (ptxas otherwise serialises the wgmma instructions).
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
+
+// Producers publish slot b (FULL). wgmma reads shared memory through the async proxy, so with wgmma consumers each
+// producer thread first orders its own generic-proxy writes (stores, cp.async) before it.
+__device__ __forceinline__ void publish(int b) {
+#if GLA_WGMMA
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+    bar_arrive(BAR_FULL + b);
+}
+
+// Base of the dynamic shared memory: 1024-byte aligned for the swizzled tiles of wgmma variants (the plan asks for
+// SWIZZLE_ALIGN bytes of slack), as declared otherwise.
+__device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
+#if GLA_WGMMA
+    return raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u);
+#else
+    return raw;
+#endif
+}
+
+#if GLA_WGMMA
+// Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file, 168
+// a thread at 384 threads, split so that the consumers keep 160 and the producers (per key: Γ of 16 rows in
+// registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
+constexpr int REG_CAP = (65536 / (NT + PT)) / 8 * 8 > 255 ? 255 : (65536 / (NT + PT)) / 8 * 8;
+constexpr int REG_CONSUMER = 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
+__device__ __forceinline__ void regs_producer() {
+    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
+}
+__device__ __forceinline__ void regs_consumer() {
+    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
+}
+#else
+__device__ __forceinline__ void regs_producer() {}
+__device__ __forceinline__ void regs_consumer() {}
+#endif
+
+#if GLA_WGMMA
+// ---------------------------------------------------------------------------------------------------------------
+// Consumers on wgmma. Warpgroup wg (4 warps) owns the value columns [64 wg, 64 wg + 64) of the CTA's tile and keeps
+// its part of the state TRANSPOSED, Sᵀ (64 x d_k, f32), in wgmma accumulators. Per chunk, two asynchronous groups:
+//   output:  Oᵀ = Sᵀ Q̃ᵀ  +  Vᵀ Aᵀ            (O = Q̃ S + A V; scalar gates scale Sᵀ Q̃ᵀ's column t by exp(Γ_t))
+//   state:   Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂    (S ← diag(exp(Γ_L)) S + K̂ᵀ V)
+// Sᵀ enters the output product as bf16/f16 registers (the A operand); Q̃, V, A, K̂ are read by the tensor cores
+// from the slot. Accumulator element i of a thread (lane = 4 g + t, warp w of its warpgroup) is row
+// 16 w + g + 8·((i >> 1) & 1), column 8·(i >> 2) + 2 t + (i & 1).
+// ---------------------------------------------------------------------------------------------------------------
+constexpr int NWG = NW / 4;
+static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
+constexpr int BAR_WG = BAR_EMPTY + STAGES * PG;  // one per consumer warpgroup (the output staging tile)
+static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
+constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
+typedef float WgState[DK / 2];
+typedef float WgOut[C / 2];  // Oᵀ: both products accumulate into it (scalar gates get Q̃ = Q ⊙ exp(Γ) from decay_keys)
+typedef unsigned WgStateA[DK / 16][4];
+
+// Matrix descriptor of a swizzled tile at byte offset off: 128-byte swizzle, 8-row groups 1024 bytes apart (SBO),
+// lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
+__device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
+    const unsigned addr = smem_u32(tile) + off;
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+           ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+}
+constexpr unsigned PANEL = C * 128;  // bytes of one 64-element panel of a C-row tile
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Keep the compiler from moving accesses of registers an asynchronous group uses across its wait.
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void reg_fence(WgStateA& r) {
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[k][i])::"memory");
+}
+__device__ __forceinline__ int wg_index() { return (int)threadIdx.x >> 7; }
+
+// Sᵀ between the accumulators and a global [.., H, dk, dv] f32 slab (h0, ht, S_init, ΔS), masked to the real dims.
+template <bool STORE>
+__device__ __forceinline__ void wg_state_global(WgState& S, float* base, const FwdArgs& a, int v0) {
+    const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int e0 = v0 + 64 * wg_index() + 16 * w + g;
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) {
+        const int e = e0 + 8 * ((i >> 1) & 1), d = 8 * (i >> 2) + 2 * t + (i & 1);
+        const bool ok = d < a.dk && e < a.dv;
+        if (STORE) { if (ok) base[(i64)d * a.dv + e] = S[i]; }
+        else S[i] = ok ? base[(i64)d * a.dv + e] : 0.f;
+    }
+}
+
+// Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group. sa: Sᵀ as the A operand (packed by
+// wg_pack before the state decays).
+__device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k) {  // accumulator columns 16k..16k+15 = the A fragment of k-step k
+        sa[k][0] = pack2(S[8 * k + 0], S[8 * k + 1]);
+        sa[k][1] = pack2(S[8 * k + 2], S[8 * k + 3]);
+        sa[k][2] = pack2(S[8 * k + 4], S[8 * k + 5]);
+        sa[k][3] = pack2(S[8 * k + 6], S[8 * k + 7]);
+    }
+}
+__device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b) {
+    const int wg = wg_index();
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) o[i] = 0.f;
+    reg_fence(sa); reg_fence(o);  // defined before the fence, not sunk past it
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k)  // K = d: Q̃'s 16-column step k, in panel k / 4
+        wg_out_s(o, sa[k], wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#pragma unroll
+    for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
+        const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
+        wg_out_v(o, dv, wg_desc(s.A, k * 32, 16));
+#if SPLIT_A
+        wg_out_v(o, dv, wg_desc(s.A_lo, k * 32, 16));
+#endif
+    }
+    wg_commit();
+}
+
+// Stage wg_decay:  Sᵀ ← Sᵀ diag(exp(Γ_L))  (S ← diag(exp(Γ_L)) S; before any wgmma group is issued, so no
+// register of a pending group is touched).
+__device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
+#if KEY_GATE == GATE_PER_KEY
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < DK / 8; ++j) {  // column d of Sᵀ is row d of S
+        const float f0 = exp_nonpos(s.GL[8 * j + 2 * t]), f1 = exp_nonpos(s.GL[8 * j + 2 * t + 1]);
+        S[4 * j] *= f0; S[4 * j + 1] *= f1; S[4 * j + 2] *= f0; S[4 * j + 3] *= f1;
+    }
+#else
+    const float f = exp_nonpos(s.G[C - 1]);
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) S[i] *= f;
+#endif
+}
+
+// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group.
+__device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int b) {
+    const int wg = wg_index();
+    reg_fence(S);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < C / 16; ++k)
+        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(s.k(b), k * 2048, PANEL));
+    wg_commit();
+}
+
+// Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
+// then written as 16-byte rows (masked to the sequence and d_v).
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os) {
+    const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    float x[C / 2];
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");  // the last chunk's rows have been written out
+    const int m = lane >> 3, rr = lane & 7;
+#pragma unroll
+    for (int p = 0; p < C / 16; ++p) {  // 8x8 matrices (h = m & 1: rows +8h of the warp's 16; token block 2p + m/2)
+        unsigned r[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = 2 * p + (q >> 1), h = q & 1;
+            r[q] = pack2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]);
+        }
+        const elem_t* dst = os + (8 * (2 * p + (m >> 1)) + rr) * LDO + 64 * wg + 16 * w + 8 * (m & 1);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(dst)),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+    const bool full = a.dv % VEC == 0 && sq.v0 + BV <= a.dv;
+    for (int idx = threadIdx.x & 127; idx < C * (64 / VEC); idx += 128) {
+        const int row = idx / (64 / VEC), col = 64 * wg + (idx % (64 / VEC)) * VEC;
+        if (i0 + row >= sq.len) continue;
+        const elem_t* src = os + row * LDO + col;
+        elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + col;
+        if (full) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        else
+            for (int u = 0; u < VEC; ++u)
+                if (sq.v0 + col + u < a.dv) dst[u] = src[u];
+    }
+}
+#endif
 
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
@@ -189,7 +383,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam);  // Γ (every warp)
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
-            bar_arrive(BAR_FULL + b);
+            publish(b);
             if (PG > 1 && jn < nchunks) x = issue(jn);
             continue;
         }
@@ -211,9 +405,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
-        decay_keys<P>(s, b, gam);                            // K̂ = K ⊙ exp(Γ_L − Γ)
+        decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
-        bar_arrive(BAR_FULL + b);                            // slot b holds chunk j
+        publish(b);                                          // slot b holds chunk j
         if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
     }
 }
@@ -224,19 +418,47 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 // EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
 // j ≡ g (mod 2), so two chunks' producer stages overlap.
 extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    if ((int)threadIdx.x >= NT + PGT) {
-        produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-    } else if ((int)threadIdx.x >= NT) {
-        produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    if (role_warp >= NT / 32) {
+        regs_producer();                                     // (one warpgroup: both producer groups)
+        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+        else produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
     } else {
-        // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
+        regs_consumer();
         const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
+#if GLA_WGMMA
+        // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
+        WgState S = {};
+        if (a.segs > 1) wg_state_global<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
+        else if (a.h0) wg_state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
+        elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const Tiles s = carve_slot(smem, b);
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+            WgStateA sa;
+            WgOut o;
+            wg_pack(S, sa);                                  // Sᵀ (bf16) for the output product
+            wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
+            wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
+            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
+            wg_wait<1>();                                    // the output group is done
+            reg_fence(o); reg_fence(sa);
+            wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
+            wg_wait<0>();                                    // the state group is done: slot b is read
+            reg_fence(S);
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+        }
+        if (a.ht && a.segs == 1) wg_state_global<true>(S, a.ht + slab, a, sq.v0);
+#else
+        // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         SRegs S = {};
         if (a.segs > 1) state_global<false, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
         else if (a.h0) state_global<false, Consumers>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
@@ -253,6 +475,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
         }
         if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
+#endif
     }
 }
 
@@ -260,19 +483,37 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
 extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    if ((int)threadIdx.x >= NT + PGT) {
-        produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-    } else if ((int)threadIdx.x >= NT) {
-        produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    if (role_warp >= NT / 32) {
+        regs_producer();                                     // (one warpgroup: both producer groups)
+        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+        else produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
     } else {
-        SRegs S = {};
+        regs_consumer();
         float dec[DEC_PER_THREAD] = {};
+#if GLA_WGMMA
+        WgState S = {};
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES;
+            const Tiles s = carve_slot(smem, b);
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+            add_seg_decay(s, dec);                           // Σ Γ_L
+            wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
+            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂
+            wg_wait<0>();
+            reg_fence(S);
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+        }
+        wg_state_global<true>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
+#else
+        SRegs S = {};
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES;
             const Tiles s = carve_slot(smem, b);
@@ -282,6 +523,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
             if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
         }
         state_global<true, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
+#endif
         store_seg_decay(a, z, head, sq, dec);
     }
 }

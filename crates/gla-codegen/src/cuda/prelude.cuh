@@ -78,7 +78,6 @@ __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, 
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 #else
-__device__ __forceinline__ elem_t At_(const elem_t* A, int lda, int k, int m) { return A[k * lda + m]; }
 // The exact-f32 step of one reduction index: rows (g, g+8) x cols (2t, 2t+1) of the accumulator layout.
 __device__ __forceinline__ void fma_2x2(float c[4], float al, float ah, float x0, float x1) {
     c[0] = fmaf(al, x0, c[0]);
@@ -186,27 +185,51 @@ __device__ __forceinline__ void tile_mma_tn(float c[4], const elem_t* At, int ld
 #endif
 }
 
+// Shared-memory tile layouts, element offset of (row r, column c):
+//   Pad: row-major with a padded row length ld (bank-conflict-free fragment loads).
+//   Swz: the 128-byte-swizzled wgmma operand layout (CUTLASS's Swizzle<3,4,3>): 64-element-wide panels of C rows
+//        (panel p at p·C·64 elements, each 1024-byte aligned), and the 16-byte chunk ch of row r stored at chunk
+//        position ch ^ (r mod 8) — the address bits the tensor cores' 128-byte swizzle XORs. ldmatrix rows and
+//        16-byte vectors never straddle a chunk, so every access below goes through off().
+struct Pad {
+    const elem_t* p;
+    int ld;
+    __device__ __forceinline__ int off(int r, int c) const { return r * ld + c; }
+};
+// (As one XOR on the linear offset: its bits 3..5 are c's chunk within the panel, r·64 leaves them alone.)
+__device__ __forceinline__ int swz(int r, int c) { return ((c >> 6) * (C * 64) + r * 64 + (c & 63)) ^ ((r & 7) << 3); }
+struct Swz {
+    const elem_t* p;
+    __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }
+};
+
 // Warp-tile product: acc[mi][ni] (16x8 tiles) += A[r0 + 16 mi .. +16, k] · B[k, c0 + 8 ni .. +8] for k in [0, kend)
 // (kend a multiple of 16, at most K). Each k-step loads every A fragment once for all NI tiles and every B fragment
 // once for all MI tiles (ldmatrix.x4: two n-tiles of B per load), and the MI·NI accumulators are independent, so the
-// tensor-core steps of one k-step overlap instead of waiting on each other.
-//   A_T  = false: A row-major [m][k] (lda);   true: A stored k-major [k][m], read with ldmatrix.trans.
-//   B_KN = true:  B row-major [k][n] (ldb), read with ldmatrix.trans;   false: B stored n-major [n][k].
-template <int MI, int NI, bool A_T, bool B_KN, int K>
-__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0, int kend) {
+// tensor-core steps of one k-step overlap instead of waiting on each other. A and B are tiles of layout LA / LB.
+//   A_T  = false: A row-major [m][k];   true: A stored k-major [k][m], read with ldmatrix.trans.
+//   B_KN = true:  B row-major [k][n], read with ldmatrix.trans;   false: B stored n-major [n][k].
+template <int MI, int NI, bool A_T, bool B_KN, int K, class LA, class LB>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const LA A, int r0, const LB B, int c0, int kend) {
     const int lane = threadIdx.x & 31;
 #if GLA_TENSOR_CORES
     static_assert(NI == 1 || NI % 2 == 0, "B fragments are loaded for pairs of n-tiles");
-    const unsigned a_addr = A_T ? smem_u32(A + ((lane & 7) + (lane >> 4) * 8) * lda + r0 + ((lane >> 3) & 1) * 8)
-                                : smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
-    const unsigned b_addr = B_KN ? smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb + c0 + (lane >> 4) * 8)
-                                 : smem_u32(B + (c0 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
+    const unsigned a_base = smem_u32(A.p), b_base = smem_u32(B.p);
     constexpr int ES = (int)sizeof(elem_t);
+    // The (row, column) this lane addresses for ldmatrix of m-tile mi / n-tile pair p at k-step kk.
+    auto a_addr = [&](int mi, int kk) {
+        return a_base + ES * (A_T ? A.off(kk + (lane & 7) + (lane >> 4) * 8, r0 + mi * 16 + ((lane >> 3) & 1) * 8)
+                                  : A.off(r0 + mi * 16 + (lane & 15), kk + (lane >> 4) * 8));
+    };
+    auto b_addr = [&](int p, int kk) {
+        return b_base + ES * (B_KN ? B.off(kk + (lane & 7) + ((lane >> 3) & 1) * 8, c0 + p * 16 + (lane >> 4) * 8)
+                                   : B.off(c0 + p * 16 + (lane & 7) + (lane >> 4) * 8, kk + ((lane >> 3) & 1) * 8));
+    };
     // Fragments of k-step kk into (a, b).
     auto load = [&](int kk, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-            const unsigned addr = a_addr + (A_T ? (kk * lda + mi * 16) : (mi * 16 * lda + kk)) * ES;
+            const unsigned addr = a_addr(mi, kk);
             if (A_T)
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
@@ -216,7 +239,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
         }
 #pragma unroll
         for (int p = 0; p < (NI + 1) / 2; ++p) {
-            const unsigned addr = b_addr + (B_KN ? (kk * ldb + p * 16) : (p * 16 * ldb + kk)) * ES;
+            const unsigned addr = b_addr(p, kk);
             if (NI == 1) {
                 if (B_KN)
                     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
@@ -257,18 +280,23 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
             const int m = r0 + mi * 16 + g;
-            const float al = to_f32(A_T ? At_(A, lda, kk, m) : A[m * lda + kk]);
-            const float ah = to_f32(A_T ? At_(A, lda, kk, m + 8) : A[(m + 8) * lda + kk]);
+            const float al = to_f32(A.p[A_T ? A.off(kk, m) : A.off(m, kk)]);
+            const float ah = to_f32(A.p[A_T ? A.off(kk, m + 8) : A.off(m + 8, kk)]);
 #pragma unroll
             for (int ni = 0; ni < NI; ++ni) {
                 const int n = c0 + ni * 8 + 2 * t;
-                const float x0 = to_f32(B_KN ? B[kk * ldb + n] : B[n * ldb + kk]);
-                const float x1 = to_f32(B_KN ? B[kk * ldb + n + 1] : B[(n + 1) * ldb + kk]);
+                const float x0 = to_f32(B.p[B_KN ? B.off(kk, n) : B.off(n, kk)]);
+                const float x1 = to_f32(B.p[B_KN ? B.off(kk, n + 1) : B.off(n + 1, kk)]);
                 fma_2x2(acc[mi][ni], al, ah, x0, x1);
             }
         }
     }
 #endif
+}
+// The same on padded row-major tiles given as (pointer, row length).
+template <int MI, int NI, bool A_T, bool B_KN, int K>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0, int kend) {
+    warp_mma<MI, NI, A_T, B_KN, K>(acc, Pad{A, lda}, r0, Pad{B, ldb}, c0, kend);
 }
 
 // Store a pair of adjacent elements (e even, so 4-byte aligned for 16-bit types) as one store.

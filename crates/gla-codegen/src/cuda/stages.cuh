@@ -8,6 +8,26 @@
 
 constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
 constexpr int LDV = BV + 8;
+// Layout of the q, k, v tiles and the scores A (element offsets KO / VO / AO, row step KROW / VROW between rows
+// 8 apart): padded row-major, or (GLA_WGMMA) the 128-byte-swizzled wgmma operand layout — A's rows are then one
+// 64-element panel. The logits / K̃ tile x, Γ and the overlays stay padded row-major in both.
+#if GLA_WGMMA
+__device__ __forceinline__ int KO(int r, int d) { return swz(r, d); }
+__device__ __forceinline__ int VO(int r, int e) { return swz(r, e); }
+__device__ __forceinline__ int AO(int i, int j) { return swz(i, j); }
+constexpr int KROW = 64, VROW = 64;
+__device__ __forceinline__ Swz ktile(const elem_t* p) { return Swz{p}; }
+__device__ __forceinline__ Swz vtile(const elem_t* p) { return Swz{p}; }
+__device__ __forceinline__ Swz atile(const elem_t* p) { return Swz{p}; }
+#else
+__device__ __forceinline__ int KO(int r, int d) { return r * LDK + d; }
+__device__ __forceinline__ int VO(int r, int e) { return r * LDV + e; }
+__device__ __forceinline__ int AO(int i, int j) { return i * LDC + j; }
+constexpr int KROW = LDK, VROW = LDV;
+__device__ __forceinline__ Pad ktile(const elem_t* p) { return Pad{p, LDK}; }
+__device__ __forceinline__ Pad vtile(const elem_t* p) { return Pad{p, LDV}; }
+__device__ __forceinline__ Pad atile(const elem_t* p) { return Pad{p, LDC}; }
+#endif
 #if KEY_GATE == GATE_PER_KEY
 // Padded Γ row. Rows land 12 banks apart (row-parallel float4 reads do not conflict), and one row holds two
 // bf16/f16 rows of LDK: on mild chunks decay_operands overlays row i of Γ with the low halves Q̃_lo, K̃_lo of row i.
@@ -135,23 +155,24 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         const int r0 = tid / VPR, d = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * DK;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)DK + d;
-        if (C % RSTEP == 0 && rows == C) {
+        // (Swizzled tiles: steps of whole 8-row groups keep the swizzle phase, so the shared address is linear too.)
+        if (C % RSTEP == 0 && (!GLA_WGMMA || RSTEP % 8 == 0) && rows == C) {
             // A whole chunk (every chunk but a sequence's last): no predicates; the shared addresses advance by
             // RSTEP rows, the global ones by RSTEP row strides.
             const i64 step = (i64)RSTEP * rs;
             const elem_t* gq = a.q + base;
             const elem_t* gk = a.k + base;
             const elem_t* gx = a.g + base;
-            const unsigned so = smem_u32(s.q(b) + r0 * LDK + d), sko = smem_u32(s.k(b) + r0 * LDK + d);
+            const unsigned so = smem_u32(s.q(b) + KO(r0, d)), sko = smem_u32(s.k(b) + KO(r0, d));
             const unsigned sxo = smem_u32(s.x(b) + r0 * LDK + d);
             (void)gx; (void)sxo;
 #pragma unroll
             for (int u = 0; u < C / RSTEP; ++u) {
-                const unsigned row = u * RSTEP * LDK * (unsigned)sizeof(elem_t);
+                const unsigned row = u * RSTEP * KROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * LDK * (unsigned)sizeof(elem_t);
                 if (with_q) cp_async16_full(so + row, gq);
                 cp_async16_full(sko + row, gk);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16_full(sxo + row, gx);
+                cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gq += step;
@@ -162,8 +183,8 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             for (int i = r0; i < C; i += RSTEP) {
                 const bool ok = i < rows;
                 const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
-                if (with_q) cp_async16(s.q(b) + i * LDK + d, a.q + off, ok);
-                cp_async16(s.k(b) + i * LDK + d, a.k + off, ok);
+                if (with_q) cp_async16(s.q(b) + KO(i, d), a.q + off, ok);
+                cp_async16(s.k(b) + KO(i, d), a.k + off, ok);
 #if KEY_GATE == GATE_PER_KEY
                 cp_async16(s.x(b) + i * LDK + d, a.g + off, ok);
 #endif
@@ -174,8 +195,8 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const int i = idx / DK, d = idx - (idx / DK) * DK;
             const bool ok = (i < rows) && (d < a.dk);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d;
-            if (with_q) s.q(b)[i * LDK + d] = ok ? a.q[off] : elem_t(0);
-            s.k(b)[i * LDK + d] = ok ? a.k[off] : elem_t(0);
+            if (with_q) s.q(b)[KO(i, d)] = ok ? a.q[off] : elem_t(0);
+            s.k(b)[KO(i, d)] = ok ? a.k[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_KEY
             s.x(b)[i * LDK + d] = ok ? a.g[off] : elem_t(0);
 #endif
@@ -186,18 +207,19 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         const int r0 = tid / VPR, e = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * a.dv;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
-        if (C % RSTEP == 0 && rows == C) {  // whole chunk, as above
+        if (C % RSTEP == 0 && (!GLA_WGMMA || RSTEP % 8 == 0) && rows == C) {  // whole chunk, as above
             const i64 step = (i64)RSTEP * rs;
             const elem_t* gv = a.v + base;
             const elem_t* gx = a.g + base;
-            const unsigned svo = smem_u32(s.v(b) + r0 * LDV + e), sxo = smem_u32(s.x(b) + r0 * LDV + e);
+            const unsigned svo = smem_u32(s.v(b) + VO(r0, e)), sxo = smem_u32(s.x(b) + r0 * LDV + e);
             (void)gx; (void)sxo;
 #pragma unroll
             for (int u = 0; u < C / RSTEP; ++u) {
-                const unsigned row = u * RSTEP * LDV * (unsigned)sizeof(elem_t);
+                const unsigned row = u * RSTEP * VROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * LDV * (unsigned)sizeof(elem_t);
+                (void)xrow;
                 cp_async16_full(svo + row, gv);
 #if KEY_GATE == GATE_PER_VALUE
-                cp_async16_full(sxo + row, gx);
+                cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gv += step;
@@ -207,7 +229,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             for (int i = r0; i < C; i += RSTEP) {
                 const bool ok = i < rows;
                 const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
-                cp_async16(s.v(b) + i * LDV + e, a.v + off, ok);
+                cp_async16(s.v(b) + VO(i, e), a.v + off, ok);
 #if KEY_GATE == GATE_PER_VALUE
                 cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
 #endif
@@ -218,7 +240,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
-            s.v(b)[i * LDV + e] = ok ? a.v[off] : elem_t(0);
+            s.v(b)[VO(i, e)] = ok ? a.v[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_VALUE
             s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
 #endif
@@ -494,9 +516,9 @@ __device__ __forceinline__ void load_g(const float* p, float out[VEC]) {
 // Store A_ij (f32) as bf16/f16 hi + lo halves (SPLIT_A), or rounded once.
 __device__ __forceinline__ void store_split(const Tiles& s, int i, int j, float x) {
     const elem_t hi = to_elem(x);
-    s.A[i * LDC + j] = hi;
+    s.A[AO(i, j)] = hi;
 #if SPLIT_A
-    s.A_lo[i * LDC + j] = to_elem(x - to_f32(hi));
+    s.A_lo[AO(i, j)] = to_elem(x - to_f32(hi));
 #endif
 }
 // Store a 16x8 accumulator tile of A (rows r0.., cols c0..), split into hi + lo halves when SPLIT_A.
@@ -519,9 +541,9 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     for (int idx = tid; idx < C * C; idx += G::NT) {  // causal mask: zero above the diagonal
         const int i = idx / C, j = idx - (idx / C) * C;
         if (j > i) {
-            s.A[i * LDC + j] = elem_t(0);
+            s.A[AO(i, j)] = elem_t(0);
 #if SPLIT_A
-            s.A_lo[i * LDC + j] = elem_t(0);
+            s.A_lo[AO(i, j)] = elem_t(0);
 #endif
         }
     }
@@ -532,14 +554,14 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         float qi[DPL], gi[DPL];
 #pragma unroll
         for (int u = 0; u < DPL; ++u) {
-            qi[u] = to_f32(q[i * LDK + lane + 32 * u]);
+            qi[u] = to_f32(q[KO(i, lane + 32 * u)]);
             gi[u] = s.G[i * LDG + lane + 32 * u];
         }
         for (int j = (i / SC) * SC; j <= i; ++j) {
             float acc = 0.f;
 #pragma unroll
             for (int u = 0; u < DPL; ++u)
-                acc += qi[u] * to_f32(k[j * LDK + lane + 32 * u]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
+                acc += qi[u] * to_f32(k[KO(j, lane + 32 * u)]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
             if (lane == 0) store_split(s, i, j, acc);
@@ -553,7 +575,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             const int row = idx / (DK / VEC), d = (idx - row * (DK / VEC)) * VEC;
             Vec16 in, out;
             if (row < SC) {  // query rows r + row
-                in.u = *reinterpret_cast<const uint4*>(q + (r + row) * LDK + d);
+                in.u = *reinterpret_cast<const uint4*>(q + KO(r + row, d));
                 float gi[VEC], gr[VEC];
                 load_g(s.G + (r + row) * LDG + d, gi);
                 load_g(s.G + r * LDG + d, gr);
@@ -562,7 +584,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
                 *reinterpret_cast<uint4*>(qs + row * LDK + d) = out.u;
             } else {         // key rows j = row − SC < r
                 const int j = row - SC;
-                in.u = *reinterpret_cast<const uint4*>(k + j * LDK + d);
+                in.u = *reinterpret_cast<const uint4*>(k + KO(j, d));
                 float gj[VEC], gr[VEC];
                 load_g(s.G + j * LDG + d, gj);
                 load_g(s.G + r * LDG + d, gr);
@@ -595,7 +617,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         if (wt >= A_WTILES) continue;
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
-        if (o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.k(b), LDK, o.y, DK);
+        if (o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, ktile(s.k(b)), o.y, DK);
 #pragma unroll
         for (int mi = 0; mi < A_WM; ++mi)
 #pragma unroll
@@ -643,7 +665,7 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
         const bool has_tile = wt < A_WTILES;  // warp-uniform
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(has_tile ? wt : 0);
         float c[A_WM][A_WN][4] = {};
-        if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.k(b), LDK, o.y, DK);
+        if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, ktile(s.k(b)), o.y, DK);
         if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
         if (!has_tile) continue;
         float gi[A_WM][2], gj[A_WN][2];
@@ -670,20 +692,30 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
     G::sync();  // every warp has read k
 }
 
-// Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors).
-template <class G>
+// Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors);
+// WITH_Q (wgmma consumers, whose output product has one accumulator): also q ← Q̃ = q ⊙ exp(Γ) in place, as per-key
+// gates do, instead of the consumers scaling O's rows.
+template <class G, bool WITH_Q = false>
 __device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&gam)[GPL]) {
     constexpr int N = C * (DK / VEC);
     const float gl = gamma_at(gam, C - 1);
     for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
         const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
-        const float f = exp_nonpos(gl - gamma_at(gam, i));
+        const float gi = gamma_at(gam, i), f = exp_nonpos(gl - gi);
         if (idx >= N) continue;
         float kf[VEC];
-        load_vec(s.k(b) + i * LDK + d, kf);
+        load_vec(s.k(b) + KO(i, d), kf);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kf[u] *= f;
-        store_vec(s.k(b) + i * LDK + d, kf);
+        store_vec(s.k(b) + KO(i, d), kf);
+        if (WITH_Q) {
+            const float fq = exp_nonpos(gi);
+            float qf[VEC];
+            load_vec(s.q(b) + KO(i, d), qf);
+#pragma unroll
+            for (int u = 0; u < VEC; ++u) qf[u] *= fq;
+            store_vec(s.q(b) + KO(i, d), qf);
+        }
     }
 }
 #endif
@@ -696,13 +728,13 @@ __device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
     for (int idx = G::tid(); idx < C * (BV / VEC); idx += G::NT) {
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         Vec16 in;
-        in.u = *reinterpret_cast<const uint4*>(v + i * LDV + e);
+        in.u = *reinterpret_cast<const uint4*>(v + VO(i, e));
         float gi[VEC], gl[VEC];
         load_g(s.G + i * LDG + e, gi);
         load_g(s.G + (C - 1) * LDG + e, gl);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) in.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gl[u] - gi[u]));
-        *reinterpret_cast<uint4*>(v + i * LDV + e) = in.u;
+        *reinterpret_cast<uint4*>(v + VO(i, e)) = in.u;
     }
 }
 #endif
@@ -725,14 +757,14 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
     for (int idx = G::tid(); idx < C * (DK / VEC); idx += G::NT) {
         const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
         float kf[VEC], kh[VEC];
-        load_vec(s.k(b) + i * LDK + d, kf);
+        load_vec(s.k(b) + KO(i, d), kf);
 #if KEY_GATE == GATE_PER_KEY
         float gi[VEC];
         load_g(s.G + i * LDG + d, gi);
         bool done = false;
         if (with_q) {
             float qf[VEC];
-            load_vec(s.q(b) + i * LDK + d, qf);
+            load_vec(s.q(b) + KO(i, d), qf);
 #pragma unroll
             for (int u = 0; u < VEC; ++u) qf[u] *= exp_nonpos(gi[u]);
             if (mild) {
@@ -747,15 +779,15 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
                 // The lo halves overlay row i of Γ: a warp owns whole rows (C·d_k/VEC is a multiple of 32 and a
                 // row is at most 32 vectors), so once every lane has read its Γ values the warp may overwrite them.
                 __syncwarp();
-                store_vec_split(s.q(b) + i * LDK + d, q_lo(s, i) + d, qf);
+                store_vec_split(s.q(b) + KO(i, d), q_lo(s, i) + d, qf);
                 store_vec_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, kt);
 #else
-                store_vec(s.q(b) + i * LDK + d, qf);
+                store_vec(s.q(b) + KO(i, d), qf);
                 store_vec(s.x(b) + i * LDK + d, kt);
 #endif
                 done = true;
             } else {
-                store_vec(s.q(b) + i * LDK + d, qf);
+                store_vec(s.q(b) + KO(i, d), qf);
             }
         }
         if (!done) {
@@ -769,7 +801,7 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kh[u] = kf[u] * f;
 #endif
-        store_vec(s.k(b) + i * LDK + d, kh);  // in place: this thread read k here above
+        store_vec(s.k(b) + KO(i, d), kh);  // in place: this thread read k here above
     }
 #else
     if (!with_q) {
@@ -780,7 +812,7 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         const int p = (i / SC) * SC + SC - 1;  // reference: last row of the key sub-chunk
         Vec16 in;
-        in.u = *reinterpret_cast<const uint4*>(s.v(b) + i * LDV + e);
+        in.u = *reinterpret_cast<const uint4*>(s.v(b) + VO(i, e));
         float gi[VEC], gp[VEC];
         load_g(s.G + i * LDG + e, gi);
         load_g(s.G + p * LDG + e, gp);
@@ -853,8 +885,8 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
-            const float2 kf = load_pair(s.k(b) + i * LDK + d);
-            st_pair(s.k(b) + i * LDK + d, kf.x * exp_nonpos(gl0 - g0[u]), kf.y * exp_nonpos(gl1 - g1[u]));
+            const float2 kf = load_pair(s.k(b) + KO(i, d));
+            st_pair(s.k(b) + KO(i, d), kf.x * exp_nonpos(gl0 - g0[u]), kf.y * exp_nonpos(gl1 - g1[u]));
         }
         G::sync();
         return false;
@@ -871,12 +903,12 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;
-        const float2 qf = load_pair(s.q(b) + i * LDK + d), kf = load_pair(s.k(b) + i * LDK + d);
+        const float2 qf = load_pair(s.q(b) + KO(i, d)), kf = load_pair(s.k(b) + KO(i, d));
         const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
         const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
-        st_pair_split(s.q(b) + i * LDK + d, q_lo(s, i) + d, q0, q1);
+        st_pair_split(s.q(b) + KO(i, d), q_lo(s, i) + d, q0, q1);
         st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);
-        st_pair(s.k(b) + i * LDK + d, t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
+        st_pair(s.k(b) + KO(i, d), t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
     }
     G::sync();
     return true;
@@ -898,13 +930,13 @@ __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
         if (o.y <= o.x + 16 * A_WM - 1) {                                                   // not wholly above the diagonal
-            warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.x(b), LDK, o.y, DK);          // Q̃_hi K̃_hi^T
+            warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, Pad{s.x(b), LDK}, o.y, DK);          // Q̃_hi K̃_hi^T
 #if SPLIT_A
             // The two correction products accumulate apart from the main one (independent tensor-core chains),
             // then add in: + Q̃_lo K̃_hi^T + Q̃_hi K̃_lo^T.
             float lo[A_WM][A_WN][4] = {};
             warp_mma<A_WM, A_WN, false, false, DK>(lo, q_lo(s, 0), LDLO, o.x, s.x(b), LDK, o.y, DK);
-            warp_mma<A_WM, A_WN, false, false, DK>(lo, s.q(b), LDK, o.x, k_lo(s, 0), LDLO, o.y, DK);
+            warp_mma<A_WM, A_WN, false, false, DK>(lo, ktile(s.q(b)), o.x, Pad{k_lo(s, 0), LDLO}, o.y, DK);
 #pragma unroll
             for (int mi = 0; mi < A_WM; ++mi)
 #pragma unroll
@@ -969,11 +1001,11 @@ __device__ __forceinline__ void value_gate_intra(float c[4], const Tiles& s, int
     const elem_t* v = s.v(b);
     for (int j = sb * SC; j <= row[1]; ++j) {                           // diagonal sub-chunk, pairwise
         const float gj0 = s.G[j * LDG + col], gj1 = s.G[j * LDG + col + 1];
-        const float v0 = to_f32(v[j * LDV + col]), v1 = to_f32(v[j * LDV + col + 1]);
+        const float v0 = to_f32(v[VO(j, col)]), v1 = to_f32(v[VO(j, col + 1)]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             if (j > row[h]) continue;
-            const float aij = to_f32(s.A[row[h] * LDC + j]);
+            const float aij = to_f32(s.A[AO(row[h], j)]);
             c[2 * h] += aij * exp_nonpos(gi[h][0] - gj0) * v0;
             c[2 * h + 1] += aij * exp_nonpos(gi[h][1] - gj1) * v1;
         }
@@ -991,7 +1023,7 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         if (wt >= O_WTILES) continue;
         const int2 o = wtile_origin<O_WM, O_WN, O_WCOLS>(wt);
         float c[O_WM][O_WN][4] = {};
-        warp_mma<O_WM, O_WN, false, true, DK>(c, s.q(b), LDK, o.x, s.st, LDV, o.y, DK);    // inter: Q̃ S
+        warp_mma<O_WM, O_WN, false, true, DK>(c, ktile(s.q(b)), o.x, Pad{s.st, LDV}, o.y, DK);    // inter: Q̃ S
 #if KEY_GATE == GATE_PER_VALUE
 #pragma unroll
         for (int mi = 0; mi < O_WM; ++mi)
@@ -1010,9 +1042,9 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         }
 #endif
         const int kend = min(C, o.x + 16 * O_WM);                                       // A_ij = 0 for j > i
-        warp_mma<O_WM, O_WN, false, true, C>(c, s.A, LDC, o.x, s.v(b), LDV, o.y, kend);     // intra: A V
+        warp_mma<O_WM, O_WN, false, true, C>(c, atile(s.A), o.x, vtile(s.v(b)), o.y, kend);     // intra: A V
 #if SPLIT_A
-        warp_mma<O_WM, O_WN, false, true, C>(c, s.A_lo, LDC, o.x, s.v(b), LDV, o.y, kend);  //        + A_lo V
+        warp_mma<O_WM, O_WN, false, true, C>(c, atile(s.A_lo), o.x, vtile(s.v(b)), o.y, kend);  //        + A_lo V
 #endif
 #endif
         // Store: one 32-bit pair per (row, column pair); rows past the sequence end and columns past d_v are skipped.
@@ -1071,7 +1103,7 @@ __device__ __forceinline__ void state_update(SRegs& S, const Tiles& s, int b) {
         }
         (void)t;
 #endif
-        warp_mma<S_WM, S_WN, true, true, C>(S[u], s.k(b), LDK, o.x, s.v(b), LDV, o.y, C);  // + K̂^T V  (value gate: K^T V̂)
+        warp_mma<S_WM, S_WN, true, true, C>(S[u], ktile(s.k(b)), o.x, vtile(s.v(b)), o.y, C);  // + K̂^T V  (value gate: K^T V̂)
     }
 }
 

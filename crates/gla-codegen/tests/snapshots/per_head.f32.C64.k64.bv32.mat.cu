@@ -18,6 +18,7 @@ constexpr int PW = 0;       // producer warps of the warp-specialised kernel (0:
 constexpr int PT = 32 * PW;
 constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 0
+#define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 constexpr int O_WM = 1, O_WN = 4, S_WM = 2, S_WN = 2, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -33,7 +34,7 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chunk n computes)
 constexpr unsigned STAGE_BYTES = 47360, STAGE_Q = 0, STAGE_K = 18432, STAGE_V = 36864, STAGE_X = 47104;
 constexpr unsigned OFF_G = 94720, OFF_ST = 94976, OFF_A = 105216, OFF_VT = 123648, OFF_ALO = 123648, OFF_GL = 123648;  // 123648 B of shared memory
-constexpr unsigned OFF_TOT = 94976, TOT_BYTES = 10240, ST_BYTES = 10240;  // gate_cumsum's segment totals (per producer group), the state tile
+constexpr unsigned OFF_TOT = 94976, TOT_BYTES = 10240, ST_BYTES = 10240, OFF_OS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 16, COMBINE_BLOCKS = 4;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 
@@ -138,7 +139,6 @@ __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, 
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 #else
-__device__ __forceinline__ elem_t At_(const elem_t* A, int lda, int k, int m) { return A[k * lda + m]; }
 // The exact-f32 step of one reduction index: rows (g, g+8) x cols (2t, 2t+1) of the accumulator layout.
 __device__ __forceinline__ void fma_2x2(float c[4], float al, float ah, float x0, float x1) {
     c[0] = fmaf(al, x0, c[0]);
@@ -246,27 +246,51 @@ __device__ __forceinline__ void tile_mma_tn(float c[4], const elem_t* At, int ld
 #endif
 }
 
+// Shared-memory tile layouts, element offset of (row r, column c):
+//   Pad: row-major with a padded row length ld (bank-conflict-free fragment loads).
+//   Swz: the 128-byte-swizzled wgmma operand layout (CUTLASS's Swizzle<3,4,3>): 64-element-wide panels of C rows
+//        (panel p at p·C·64 elements, each 1024-byte aligned), and the 16-byte chunk ch of row r stored at chunk
+//        position ch ^ (r mod 8) — the address bits the tensor cores' 128-byte swizzle XORs. ldmatrix rows and
+//        16-byte vectors never straddle a chunk, so every access below goes through off().
+struct Pad {
+    const elem_t* p;
+    int ld;
+    __device__ __forceinline__ int off(int r, int c) const { return r * ld + c; }
+};
+// (As one XOR on the linear offset: its bits 3..5 are c's chunk within the panel, r·64 leaves them alone.)
+__device__ __forceinline__ int swz(int r, int c) { return ((c >> 6) * (C * 64) + r * 64 + (c & 63)) ^ ((r & 7) << 3); }
+struct Swz {
+    const elem_t* p;
+    __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }
+};
+
 // Warp-tile product: acc[mi][ni] (16x8 tiles) += A[r0 + 16 mi .. +16, k] · B[k, c0 + 8 ni .. +8] for k in [0, kend)
 // (kend a multiple of 16, at most K). Each k-step loads every A fragment once for all NI tiles and every B fragment
 // once for all MI tiles (ldmatrix.x4: two n-tiles of B per load), and the MI·NI accumulators are independent, so the
-// tensor-core steps of one k-step overlap instead of waiting on each other.
-//   A_T  = false: A row-major [m][k] (lda);   true: A stored k-major [k][m], read with ldmatrix.trans.
-//   B_KN = true:  B row-major [k][n] (ldb), read with ldmatrix.trans;   false: B stored n-major [n][k].
-template <int MI, int NI, bool A_T, bool B_KN, int K>
-__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0, int kend) {
+// tensor-core steps of one k-step overlap instead of waiting on each other. A and B are tiles of layout LA / LB.
+//   A_T  = false: A row-major [m][k];   true: A stored k-major [k][m], read with ldmatrix.trans.
+//   B_KN = true:  B row-major [k][n], read with ldmatrix.trans;   false: B stored n-major [n][k].
+template <int MI, int NI, bool A_T, bool B_KN, int K, class LA, class LB>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const LA A, int r0, const LB B, int c0, int kend) {
     const int lane = threadIdx.x & 31;
 #if GLA_TENSOR_CORES
     static_assert(NI == 1 || NI % 2 == 0, "B fragments are loaded for pairs of n-tiles");
-    const unsigned a_addr = A_T ? smem_u32(A + ((lane & 7) + (lane >> 4) * 8) * lda + r0 + ((lane >> 3) & 1) * 8)
-                                : smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
-    const unsigned b_addr = B_KN ? smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb + c0 + (lane >> 4) * 8)
-                                 : smem_u32(B + (c0 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
+    const unsigned a_base = smem_u32(A.p), b_base = smem_u32(B.p);
     constexpr int ES = (int)sizeof(elem_t);
+    // The (row, column) this lane addresses for ldmatrix of m-tile mi / n-tile pair p at k-step kk.
+    auto a_addr = [&](int mi, int kk) {
+        return a_base + ES * (A_T ? A.off(kk + (lane & 7) + (lane >> 4) * 8, r0 + mi * 16 + ((lane >> 3) & 1) * 8)
+                                  : A.off(r0 + mi * 16 + (lane & 15), kk + (lane >> 4) * 8));
+    };
+    auto b_addr = [&](int p, int kk) {
+        return b_base + ES * (B_KN ? B.off(kk + (lane & 7) + ((lane >> 3) & 1) * 8, c0 + p * 16 + (lane >> 4) * 8)
+                                   : B.off(c0 + p * 16 + (lane & 7) + (lane >> 4) * 8, kk + ((lane >> 3) & 1) * 8));
+    };
     // Fragments of k-step kk into (a, b).
     auto load = [&](int kk, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-            const unsigned addr = a_addr + (A_T ? (kk * lda + mi * 16) : (mi * 16 * lda + kk)) * ES;
+            const unsigned addr = a_addr(mi, kk);
             if (A_T)
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
@@ -276,7 +300,7 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
         }
 #pragma unroll
         for (int p = 0; p < (NI + 1) / 2; ++p) {
-            const unsigned addr = b_addr + (B_KN ? (kk * ldb + p * 16) : (p * 16 * ldb + kk)) * ES;
+            const unsigned addr = b_addr(p, kk);
             if (NI == 1) {
                 if (B_KN)
                     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
@@ -317,18 +341,23 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* 
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
             const int m = r0 + mi * 16 + g;
-            const float al = to_f32(A_T ? At_(A, lda, kk, m) : A[m * lda + kk]);
-            const float ah = to_f32(A_T ? At_(A, lda, kk, m + 8) : A[(m + 8) * lda + kk]);
+            const float al = to_f32(A.p[A_T ? A.off(kk, m) : A.off(m, kk)]);
+            const float ah = to_f32(A.p[A_T ? A.off(kk, m + 8) : A.off(m + 8, kk)]);
 #pragma unroll
             for (int ni = 0; ni < NI; ++ni) {
                 const int n = c0 + ni * 8 + 2 * t;
-                const float x0 = to_f32(B_KN ? B[kk * ldb + n] : B[n * ldb + kk]);
-                const float x1 = to_f32(B_KN ? B[kk * ldb + n + 1] : B[(n + 1) * ldb + kk]);
+                const float x0 = to_f32(B.p[B_KN ? B.off(kk, n) : B.off(n, kk)]);
+                const float x1 = to_f32(B.p[B_KN ? B.off(kk, n + 1) : B.off(n + 1, kk)]);
                 fma_2x2(acc[mi][ni], al, ah, x0, x1);
             }
         }
     }
 #endif
+}
+// The same on padded row-major tiles given as (pointer, row length).
+template <int MI, int NI, bool A_T, bool B_KN, int K>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0, int kend) {
+    warp_mma<MI, NI, A_T, B_KN, K>(acc, Pad{A, lda}, r0, Pad{B, ldb}, c0, kend);
 }
 
 // Store a pair of adjacent elements (e even, so 4-byte aligned for 16-bit types) as one store.
@@ -361,6 +390,26 @@ __device__ __forceinline__ void tile_store(const float c[4], elem_t* M, int ld, 
 
 constexpr int VEC = 16 / sizeof(elem_t);  // elements per 16-byte vector
 constexpr int LDV = BV + 8;
+// Layout of the q, k, v tiles and the scores A (element offsets KO / VO / AO, row step KROW / VROW between rows
+// 8 apart): padded row-major, or (GLA_WGMMA) the 128-byte-swizzled wgmma operand layout — A's rows are then one
+// 64-element panel. The logits / K̃ tile x, Γ and the overlays stay padded row-major in both.
+#if GLA_WGMMA
+__device__ __forceinline__ int KO(int r, int d) { return swz(r, d); }
+__device__ __forceinline__ int VO(int r, int e) { return swz(r, e); }
+__device__ __forceinline__ int AO(int i, int j) { return swz(i, j); }
+constexpr int KROW = 64, VROW = 64;
+__device__ __forceinline__ Swz ktile(const elem_t* p) { return Swz{p}; }
+__device__ __forceinline__ Swz vtile(const elem_t* p) { return Swz{p}; }
+__device__ __forceinline__ Swz atile(const elem_t* p) { return Swz{p}; }
+#else
+__device__ __forceinline__ int KO(int r, int d) { return r * LDK + d; }
+__device__ __forceinline__ int VO(int r, int e) { return r * LDV + e; }
+__device__ __forceinline__ int AO(int i, int j) { return i * LDC + j; }
+constexpr int KROW = LDK, VROW = LDV;
+__device__ __forceinline__ Pad ktile(const elem_t* p) { return Pad{p, LDK}; }
+__device__ __forceinline__ Pad vtile(const elem_t* p) { return Pad{p, LDV}; }
+__device__ __forceinline__ Pad atile(const elem_t* p) { return Pad{p, LDC}; }
+#endif
 #if KEY_GATE == GATE_PER_KEY
 // Padded Γ row. Rows land 12 banks apart (row-parallel float4 reads do not conflict), and one row holds two
 // bf16/f16 rows of LDK: on mild chunks decay_operands overlays row i of Γ with the low halves Q̃_lo, K̃_lo of row i.
@@ -488,23 +537,24 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         const int r0 = tid / VPR, d = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * DK;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)DK + d;
-        if (C % RSTEP == 0 && rows == C) {
+        // (Swizzled tiles: steps of whole 8-row groups keep the swizzle phase, so the shared address is linear too.)
+        if (C % RSTEP == 0 && (!GLA_WGMMA || RSTEP % 8 == 0) && rows == C) {
             // A whole chunk (every chunk but a sequence's last): no predicates; the shared addresses advance by
             // RSTEP rows, the global ones by RSTEP row strides.
             const i64 step = (i64)RSTEP * rs;
             const elem_t* gq = a.q + base;
             const elem_t* gk = a.k + base;
             const elem_t* gx = a.g + base;
-            const unsigned so = smem_u32(s.q(b) + r0 * LDK + d), sko = smem_u32(s.k(b) + r0 * LDK + d);
+            const unsigned so = smem_u32(s.q(b) + KO(r0, d)), sko = smem_u32(s.k(b) + KO(r0, d));
             const unsigned sxo = smem_u32(s.x(b) + r0 * LDK + d);
             (void)gx; (void)sxo;
 #pragma unroll
             for (int u = 0; u < C / RSTEP; ++u) {
-                const unsigned row = u * RSTEP * LDK * (unsigned)sizeof(elem_t);
+                const unsigned row = u * RSTEP * KROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * LDK * (unsigned)sizeof(elem_t);
                 if (with_q) cp_async16_full(so + row, gq);
                 cp_async16_full(sko + row, gk);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16_full(sxo + row, gx);
+                cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gq += step;
@@ -515,8 +565,8 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             for (int i = r0; i < C; i += RSTEP) {
                 const bool ok = i < rows;
                 const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
-                if (with_q) cp_async16(s.q(b) + i * LDK + d, a.q + off, ok);
-                cp_async16(s.k(b) + i * LDK + d, a.k + off, ok);
+                if (with_q) cp_async16(s.q(b) + KO(i, d), a.q + off, ok);
+                cp_async16(s.k(b) + KO(i, d), a.k + off, ok);
 #if KEY_GATE == GATE_PER_KEY
                 cp_async16(s.x(b) + i * LDK + d, a.g + off, ok);
 #endif
@@ -527,8 +577,8 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const int i = idx / DK, d = idx - (idx / DK) * DK;
             const bool ok = (i < rows) && (d < a.dk);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d;
-            if (with_q) s.q(b)[i * LDK + d] = ok ? a.q[off] : elem_t(0);
-            s.k(b)[i * LDK + d] = ok ? a.k[off] : elem_t(0);
+            if (with_q) s.q(b)[KO(i, d)] = ok ? a.q[off] : elem_t(0);
+            s.k(b)[KO(i, d)] = ok ? a.k[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_KEY
             s.x(b)[i * LDK + d] = ok ? a.g[off] : elem_t(0);
 #endif
@@ -539,18 +589,19 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         const int r0 = tid / VPR, e = (tid % VPR) * VEC;
         const i64 rs = (i64)a.h * a.dv;
         const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
-        if (C % RSTEP == 0 && rows == C) {  // whole chunk, as above
+        if (C % RSTEP == 0 && (!GLA_WGMMA || RSTEP % 8 == 0) && rows == C) {  // whole chunk, as above
             const i64 step = (i64)RSTEP * rs;
             const elem_t* gv = a.v + base;
             const elem_t* gx = a.g + base;
-            const unsigned svo = smem_u32(s.v(b) + r0 * LDV + e), sxo = smem_u32(s.x(b) + r0 * LDV + e);
+            const unsigned svo = smem_u32(s.v(b) + VO(r0, e)), sxo = smem_u32(s.x(b) + r0 * LDV + e);
             (void)gx; (void)sxo;
 #pragma unroll
             for (int u = 0; u < C / RSTEP; ++u) {
-                const unsigned row = u * RSTEP * LDV * (unsigned)sizeof(elem_t);
+                const unsigned row = u * RSTEP * VROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * LDV * (unsigned)sizeof(elem_t);
+                (void)xrow;
                 cp_async16_full(svo + row, gv);
 #if KEY_GATE == GATE_PER_VALUE
-                cp_async16_full(sxo + row, gx);
+                cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gv += step;
@@ -560,7 +611,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             for (int i = r0; i < C; i += RSTEP) {
                 const bool ok = i < rows;
                 const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
-                cp_async16(s.v(b) + i * LDV + e, a.v + off, ok);
+                cp_async16(s.v(b) + VO(i, e), a.v + off, ok);
 #if KEY_GATE == GATE_PER_VALUE
                 cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
 #endif
@@ -571,7 +622,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
             const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
-            s.v(b)[i * LDV + e] = ok ? a.v[off] : elem_t(0);
+            s.v(b)[VO(i, e)] = ok ? a.v[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_VALUE
             s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
 #endif
@@ -847,9 +898,9 @@ __device__ __forceinline__ void load_g(const float* p, float out[VEC]) {
 // Store A_ij (f32) as bf16/f16 hi + lo halves (SPLIT_A), or rounded once.
 __device__ __forceinline__ void store_split(const Tiles& s, int i, int j, float x) {
     const elem_t hi = to_elem(x);
-    s.A[i * LDC + j] = hi;
+    s.A[AO(i, j)] = hi;
 #if SPLIT_A
-    s.A_lo[i * LDC + j] = to_elem(x - to_f32(hi));
+    s.A_lo[AO(i, j)] = to_elem(x - to_f32(hi));
 #endif
 }
 // Store a 16x8 accumulator tile of A (rows r0.., cols c0..), split into hi + lo halves when SPLIT_A.
@@ -872,9 +923,9 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     for (int idx = tid; idx < C * C; idx += G::NT) {  // causal mask: zero above the diagonal
         const int i = idx / C, j = idx - (idx / C) * C;
         if (j > i) {
-            s.A[i * LDC + j] = elem_t(0);
+            s.A[AO(i, j)] = elem_t(0);
 #if SPLIT_A
-            s.A_lo[i * LDC + j] = elem_t(0);
+            s.A_lo[AO(i, j)] = elem_t(0);
 #endif
         }
     }
@@ -885,14 +936,14 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         float qi[DPL], gi[DPL];
 #pragma unroll
         for (int u = 0; u < DPL; ++u) {
-            qi[u] = to_f32(q[i * LDK + lane + 32 * u]);
+            qi[u] = to_f32(q[KO(i, lane + 32 * u)]);
             gi[u] = s.G[i * LDG + lane + 32 * u];
         }
         for (int j = (i / SC) * SC; j <= i; ++j) {
             float acc = 0.f;
 #pragma unroll
             for (int u = 0; u < DPL; ++u)
-                acc += qi[u] * to_f32(k[j * LDK + lane + 32 * u]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
+                acc += qi[u] * to_f32(k[KO(j, lane + 32 * u)]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
             if (lane == 0) store_split(s, i, j, acc);
@@ -906,7 +957,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             const int row = idx / (DK / VEC), d = (idx - row * (DK / VEC)) * VEC;
             Vec16 in, out;
             if (row < SC) {  // query rows r + row
-                in.u = *reinterpret_cast<const uint4*>(q + (r + row) * LDK + d);
+                in.u = *reinterpret_cast<const uint4*>(q + KO(r + row, d));
                 float gi[VEC], gr[VEC];
                 load_g(s.G + (r + row) * LDG + d, gi);
                 load_g(s.G + r * LDG + d, gr);
@@ -915,7 +966,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
                 *reinterpret_cast<uint4*>(qs + row * LDK + d) = out.u;
             } else {         // key rows j = row − SC < r
                 const int j = row - SC;
-                in.u = *reinterpret_cast<const uint4*>(k + j * LDK + d);
+                in.u = *reinterpret_cast<const uint4*>(k + KO(j, d));
                 float gj[VEC], gr[VEC];
                 load_g(s.G + j * LDG + d, gj);
                 load_g(s.G + r * LDG + d, gr);
@@ -948,7 +999,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         if (wt >= A_WTILES) continue;
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
-        if (o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.k(b), LDK, o.y, DK);
+        if (o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, ktile(s.k(b)), o.y, DK);
 #pragma unroll
         for (int mi = 0; mi < A_WM; ++mi)
 #pragma unroll
@@ -996,7 +1047,7 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
         const bool has_tile = wt < A_WTILES;  // warp-uniform
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(has_tile ? wt : 0);
         float c[A_WM][A_WN][4] = {};
-        if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.k(b), LDK, o.y, DK);
+        if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, ktile(s.k(b)), o.y, DK);
         if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
         if (!has_tile) continue;
         float gi[A_WM][2], gj[A_WN][2];
@@ -1023,20 +1074,30 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
     G::sync();  // every warp has read k
 }
 
-// Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors).
-template <class G>
+// Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors);
+// WITH_Q (wgmma consumers, whose output product has one accumulator): also q ← Q̃ = q ⊙ exp(Γ) in place, as per-key
+// gates do, instead of the consumers scaling O's rows.
+template <class G, bool WITH_Q = false>
 __device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&gam)[GPL]) {
     constexpr int N = C * (DK / VEC);
     const float gl = gamma_at(gam, C - 1);
     for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
         const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
-        const float f = exp_nonpos(gl - gamma_at(gam, i));
+        const float gi = gamma_at(gam, i), f = exp_nonpos(gl - gi);
         if (idx >= N) continue;
         float kf[VEC];
-        load_vec(s.k(b) + i * LDK + d, kf);
+        load_vec(s.k(b) + KO(i, d), kf);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kf[u] *= f;
-        store_vec(s.k(b) + i * LDK + d, kf);
+        store_vec(s.k(b) + KO(i, d), kf);
+        if (WITH_Q) {
+            const float fq = exp_nonpos(gi);
+            float qf[VEC];
+            load_vec(s.q(b) + KO(i, d), qf);
+#pragma unroll
+            for (int u = 0; u < VEC; ++u) qf[u] *= fq;
+            store_vec(s.q(b) + KO(i, d), qf);
+        }
     }
 }
 #endif
@@ -1049,13 +1110,13 @@ __device__ __forceinline__ void decay_values_for_state(const Tiles& s, int b) {
     for (int idx = G::tid(); idx < C * (BV / VEC); idx += G::NT) {
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         Vec16 in;
-        in.u = *reinterpret_cast<const uint4*>(v + i * LDV + e);
+        in.u = *reinterpret_cast<const uint4*>(v + VO(i, e));
         float gi[VEC], gl[VEC];
         load_g(s.G + i * LDG + e, gi);
         load_g(s.G + (C - 1) * LDG + e, gl);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) in.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gl[u] - gi[u]));
-        *reinterpret_cast<uint4*>(v + i * LDV + e) = in.u;
+        *reinterpret_cast<uint4*>(v + VO(i, e)) = in.u;
     }
 }
 #endif
@@ -1078,14 +1139,14 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
     for (int idx = G::tid(); idx < C * (DK / VEC); idx += G::NT) {
         const int i = idx / (DK / VEC), d = (idx - i * (DK / VEC)) * VEC;
         float kf[VEC], kh[VEC];
-        load_vec(s.k(b) + i * LDK + d, kf);
+        load_vec(s.k(b) + KO(i, d), kf);
 #if KEY_GATE == GATE_PER_KEY
         float gi[VEC];
         load_g(s.G + i * LDG + d, gi);
         bool done = false;
         if (with_q) {
             float qf[VEC];
-            load_vec(s.q(b) + i * LDK + d, qf);
+            load_vec(s.q(b) + KO(i, d), qf);
 #pragma unroll
             for (int u = 0; u < VEC; ++u) qf[u] *= exp_nonpos(gi[u]);
             if (mild) {
@@ -1100,15 +1161,15 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
                 // The lo halves overlay row i of Γ: a warp owns whole rows (C·d_k/VEC is a multiple of 32 and a
                 // row is at most 32 vectors), so once every lane has read its Γ values the warp may overwrite them.
                 __syncwarp();
-                store_vec_split(s.q(b) + i * LDK + d, q_lo(s, i) + d, qf);
+                store_vec_split(s.q(b) + KO(i, d), q_lo(s, i) + d, qf);
                 store_vec_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, kt);
 #else
-                store_vec(s.q(b) + i * LDK + d, qf);
+                store_vec(s.q(b) + KO(i, d), qf);
                 store_vec(s.x(b) + i * LDK + d, kt);
 #endif
                 done = true;
             } else {
-                store_vec(s.q(b) + i * LDK + d, qf);
+                store_vec(s.q(b) + KO(i, d), qf);
             }
         }
         if (!done) {
@@ -1122,7 +1183,7 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kh[u] = kf[u] * f;
 #endif
-        store_vec(s.k(b) + i * LDK + d, kh);  // in place: this thread read k here above
+        store_vec(s.k(b) + KO(i, d), kh);  // in place: this thread read k here above
     }
 #else
     if (!with_q) {
@@ -1133,7 +1194,7 @@ __device__ __forceinline__ void decay_operands(const Tiles& s, int b, bool with_
         const int i = idx / (BV / VEC), e = (idx - i * (BV / VEC)) * VEC;
         const int p = (i / SC) * SC + SC - 1;  // reference: last row of the key sub-chunk
         Vec16 in;
-        in.u = *reinterpret_cast<const uint4*>(s.v(b) + i * LDV + e);
+        in.u = *reinterpret_cast<const uint4*>(s.v(b) + VO(i, e));
         float gi[VEC], gp[VEC];
         load_g(s.G + i * LDG + e, gi);
         load_g(s.G + p * LDG + e, gp);
@@ -1206,8 +1267,8 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
-            const float2 kf = load_pair(s.k(b) + i * LDK + d);
-            st_pair(s.k(b) + i * LDK + d, kf.x * exp_nonpos(gl0 - g0[u]), kf.y * exp_nonpos(gl1 - g1[u]));
+            const float2 kf = load_pair(s.k(b) + KO(i, d));
+            st_pair(s.k(b) + KO(i, d), kf.x * exp_nonpos(gl0 - g0[u]), kf.y * exp_nonpos(gl1 - g1[u]));
         }
         G::sync();
         return false;
@@ -1224,12 +1285,12 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;
-        const float2 qf = load_pair(s.q(b) + i * LDK + d), kf = load_pair(s.k(b) + i * LDK + d);
+        const float2 qf = load_pair(s.q(b) + KO(i, d)), kf = load_pair(s.k(b) + KO(i, d));
         const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
         const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
-        st_pair_split(s.q(b) + i * LDK + d, q_lo(s, i) + d, q0, q1);
+        st_pair_split(s.q(b) + KO(i, d), q_lo(s, i) + d, q0, q1);
         st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);
-        st_pair(s.k(b) + i * LDK + d, t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
+        st_pair(s.k(b) + KO(i, d), t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
     }
     G::sync();
     return true;
@@ -1251,13 +1312,13 @@ __device__ __forceinline__ void intra_scores_factored(const Tiles& s, int b) {
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(wt);
         float c[A_WM][A_WN][4] = {};
         if (o.y <= o.x + 16 * A_WM - 1) {                                                   // not wholly above the diagonal
-            warp_mma<A_WM, A_WN, false, false, DK>(c, s.q(b), LDK, o.x, s.x(b), LDK, o.y, DK);          // Q̃_hi K̃_hi^T
+            warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, Pad{s.x(b), LDK}, o.y, DK);          // Q̃_hi K̃_hi^T
 #if SPLIT_A
             // The two correction products accumulate apart from the main one (independent tensor-core chains),
             // then add in: + Q̃_lo K̃_hi^T + Q̃_hi K̃_lo^T.
             float lo[A_WM][A_WN][4] = {};
             warp_mma<A_WM, A_WN, false, false, DK>(lo, q_lo(s, 0), LDLO, o.x, s.x(b), LDK, o.y, DK);
-            warp_mma<A_WM, A_WN, false, false, DK>(lo, s.q(b), LDK, o.x, k_lo(s, 0), LDLO, o.y, DK);
+            warp_mma<A_WM, A_WN, false, false, DK>(lo, ktile(s.q(b)), o.x, Pad{k_lo(s, 0), LDLO}, o.y, DK);
 #pragma unroll
             for (int mi = 0; mi < A_WM; ++mi)
 #pragma unroll
@@ -1322,11 +1383,11 @@ __device__ __forceinline__ void value_gate_intra(float c[4], const Tiles& s, int
     const elem_t* v = s.v(b);
     for (int j = sb * SC; j <= row[1]; ++j) {                           // diagonal sub-chunk, pairwise
         const float gj0 = s.G[j * LDG + col], gj1 = s.G[j * LDG + col + 1];
-        const float v0 = to_f32(v[j * LDV + col]), v1 = to_f32(v[j * LDV + col + 1]);
+        const float v0 = to_f32(v[VO(j, col)]), v1 = to_f32(v[VO(j, col + 1)]);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             if (j > row[h]) continue;
-            const float aij = to_f32(s.A[row[h] * LDC + j]);
+            const float aij = to_f32(s.A[AO(row[h], j)]);
             c[2 * h] += aij * exp_nonpos(gi[h][0] - gj0) * v0;
             c[2 * h + 1] += aij * exp_nonpos(gi[h][1] - gj1) * v1;
         }
@@ -1344,7 +1405,7 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         if (wt >= O_WTILES) continue;
         const int2 o = wtile_origin<O_WM, O_WN, O_WCOLS>(wt);
         float c[O_WM][O_WN][4] = {};
-        warp_mma<O_WM, O_WN, false, true, DK>(c, s.q(b), LDK, o.x, s.st, LDV, o.y, DK);    // inter: Q̃ S
+        warp_mma<O_WM, O_WN, false, true, DK>(c, ktile(s.q(b)), o.x, Pad{s.st, LDV}, o.y, DK);    // inter: Q̃ S
 #if KEY_GATE == GATE_PER_VALUE
 #pragma unroll
         for (int mi = 0; mi < O_WM; ++mi)
@@ -1363,9 +1424,9 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         }
 #endif
         const int kend = min(C, o.x + 16 * O_WM);                                       // A_ij = 0 for j > i
-        warp_mma<O_WM, O_WN, false, true, C>(c, s.A, LDC, o.x, s.v(b), LDV, o.y, kend);     // intra: A V
+        warp_mma<O_WM, O_WN, false, true, C>(c, atile(s.A), o.x, vtile(s.v(b)), o.y, kend);     // intra: A V
 #if SPLIT_A
-        warp_mma<O_WM, O_WN, false, true, C>(c, s.A_lo, LDC, o.x, s.v(b), LDV, o.y, kend);  //        + A_lo V
+        warp_mma<O_WM, O_WN, false, true, C>(c, atile(s.A_lo), o.x, vtile(s.v(b)), o.y, kend);  //        + A_lo V
 #endif
 #endif
         // Store: one 32-bit pair per (row, column pair); rows past the sequence end and columns past d_v are skipped.
@@ -1424,7 +1485,7 @@ __device__ __forceinline__ void state_update(SRegs& S, const Tiles& s, int b) {
         }
         (void)t;
 #endif
-        warp_mma<S_WM, S_WN, true, true, C>(S[u], s.k(b), LDK, o.x, s.v(b), LDV, o.y, C);  // + K̂^T V  (value gate: K^T V̂)
+        warp_mma<S_WM, S_WN, true, true, C>(S[u], ktile(s.k(b)), o.x, vtile(s.v(b)), o.y, C);  // + K̂^T V  (value gate: K^T V̂)
     }
 }
 
@@ -1602,6 +1663,200 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 // barrier orders the shared-memory writes before it against the reads after it.
 __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
 __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
+// x as a value the compiler knows is the same on every lane of the warp (lane 0's): a branch on it is not divergent,
+// which wgmma inside it requires (ptxas otherwise serialises the wgmma instructions).
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
+
+// Producers publish slot b (FULL). wgmma reads shared memory through the async proxy, so with wgmma consumers each
+// producer thread first orders its own generic-proxy writes (stores, cp.async) before it.
+__device__ __forceinline__ void publish(int b) {
+#if GLA_WGMMA
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+    bar_arrive(BAR_FULL + b);
+}
+
+// Base of the dynamic shared memory: 1024-byte aligned for the swizzled tiles of wgmma variants (the plan asks for
+// SWIZZLE_ALIGN bytes of slack), as declared otherwise.
+__device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
+#if GLA_WGMMA
+    return raw + ((1024u - (smem_u32(raw) & 1023u)) & 1023u);
+#else
+    return raw;
+#endif
+}
+
+#if GLA_WGMMA
+// Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file, 168
+// a thread at 384 threads, split so that the consumers keep 160 and the producers (per key: Γ of 16 rows in
+// registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
+constexpr int REG_CAP = (65536 / (NT + PT)) / 8 * 8 > 255 ? 255 : (65536 / (NT + PT)) / 8 * 8;
+constexpr int REG_CONSUMER = 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
+__device__ __forceinline__ void regs_producer() {
+    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
+}
+__device__ __forceinline__ void regs_consumer() {
+    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
+}
+#else
+__device__ __forceinline__ void regs_producer() {}
+__device__ __forceinline__ void regs_consumer() {}
+#endif
+
+#if GLA_WGMMA
+// ---------------------------------------------------------------------------------------------------------------
+// Consumers on wgmma. Warpgroup wg (4 warps) owns the value columns [64 wg, 64 wg + 64) of the CTA's tile and keeps
+// its part of the state TRANSPOSED, Sᵀ (64 x d_k, f32), in wgmma accumulators. Per chunk, two asynchronous groups:
+//   output:  Oᵀ = Sᵀ Q̃ᵀ  +  Vᵀ Aᵀ            (O = Q̃ S + A V; scalar gates scale Sᵀ Q̃ᵀ's column t by exp(Γ_t))
+//   state:   Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂    (S ← diag(exp(Γ_L)) S + K̂ᵀ V)
+// Sᵀ enters the output product as bf16/f16 registers (the A operand); Q̃, V, A, K̂ are read by the tensor cores
+// from the slot. Accumulator element i of a thread (lane = 4 g + t, warp w of its warpgroup) is row
+// 16 w + g + 8·((i >> 1) & 1), column 8·(i >> 2) + 2 t + (i & 1).
+// ---------------------------------------------------------------------------------------------------------------
+constexpr int NWG = NW / 4;
+static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
+constexpr int BAR_WG = BAR_EMPTY + STAGES * PG;  // one per consumer warpgroup (the output staging tile)
+static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
+constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
+typedef float WgState[DK / 2];
+typedef float WgOut[C / 2];  // Oᵀ: both products accumulate into it (scalar gates get Q̃ = Q ⊙ exp(Γ) from decay_keys)
+typedef unsigned WgStateA[DK / 16][4];
+
+// Matrix descriptor of a swizzled tile at byte offset off: 128-byte swizzle, 8-row groups 1024 bytes apart (SBO),
+// lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
+__device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
+    const unsigned addr = smem_u32(tile) + off;
+    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+           ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+}
+constexpr unsigned PANEL = C * 128;  // bytes of one 64-element panel of a C-row tile
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Keep the compiler from moving accesses of registers an asynchronous group uses across its wait.
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void reg_fence(WgStateA& r) {
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[k][i])::"memory");
+}
+__device__ __forceinline__ int wg_index() { return (int)threadIdx.x >> 7; }
+
+// Sᵀ between the accumulators and a global [.., H, dk, dv] f32 slab (h0, ht, S_init, ΔS), masked to the real dims.
+template <bool STORE>
+__device__ __forceinline__ void wg_state_global(WgState& S, float* base, const FwdArgs& a, int v0) {
+    const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int e0 = v0 + 64 * wg_index() + 16 * w + g;
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) {
+        const int e = e0 + 8 * ((i >> 1) & 1), d = 8 * (i >> 2) + 2 * t + (i & 1);
+        const bool ok = d < a.dk && e < a.dv;
+        if (STORE) { if (ok) base[(i64)d * a.dv + e] = S[i]; }
+        else S[i] = ok ? base[(i64)d * a.dv + e] : 0.f;
+    }
+}
+
+// Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group. sa: Sᵀ as the A operand (packed by
+// wg_pack before the state decays).
+__device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k) {  // accumulator columns 16k..16k+15 = the A fragment of k-step k
+        sa[k][0] = pack2(S[8 * k + 0], S[8 * k + 1]);
+        sa[k][1] = pack2(S[8 * k + 2], S[8 * k + 3]);
+        sa[k][2] = pack2(S[8 * k + 4], S[8 * k + 5]);
+        sa[k][3] = pack2(S[8 * k + 6], S[8 * k + 7]);
+    }
+}
+__device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b) {
+    const int wg = wg_index();
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) o[i] = 0.f;
+    reg_fence(sa); reg_fence(o);  // defined before the fence, not sunk past it
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k)  // K = d: Q̃'s 16-column step k, in panel k / 4
+        wg_out_s(o, sa[k], wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#pragma unroll
+    for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
+        const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
+        wg_out_v(o, dv, wg_desc(s.A, k * 32, 16));
+#if SPLIT_A
+        wg_out_v(o, dv, wg_desc(s.A_lo, k * 32, 16));
+#endif
+    }
+    wg_commit();
+}
+
+// Stage wg_decay:  Sᵀ ← Sᵀ diag(exp(Γ_L))  (S ← diag(exp(Γ_L)) S; before any wgmma group is issued, so no
+// register of a pending group is touched).
+__device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
+#if KEY_GATE == GATE_PER_KEY
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < DK / 8; ++j) {  // column d of Sᵀ is row d of S
+        const float f0 = exp_nonpos(s.GL[8 * j + 2 * t]), f1 = exp_nonpos(s.GL[8 * j + 2 * t + 1]);
+        S[4 * j] *= f0; S[4 * j + 1] *= f1; S[4 * j + 2] *= f0; S[4 * j + 3] *= f1;
+    }
+#else
+    const float f = exp_nonpos(s.G[C - 1]);
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) S[i] *= f;
+#endif
+}
+
+// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group.
+__device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int b) {
+    const int wg = wg_index();
+    reg_fence(S);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < C / 16; ++k)
+        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(s.k(b), k * 2048, PANEL));
+    wg_commit();
+}
+
+// Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
+// then written as 16-byte rows (masked to the sequence and d_v).
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os) {
+    const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    float x[C / 2];
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");  // the last chunk's rows have been written out
+    const int m = lane >> 3, rr = lane & 7;
+#pragma unroll
+    for (int p = 0; p < C / 16; ++p) {  // 8x8 matrices (h = m & 1: rows +8h of the warp's 16; token block 2p + m/2)
+        unsigned r[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = 2 * p + (q >> 1), h = q & 1;
+            r[q] = pack2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]);
+        }
+        const elem_t* dst = os + (8 * (2 * p + (m >> 1)) + rr) * LDO + 64 * wg + 16 * w + 8 * (m & 1);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(dst)),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+    const bool full = a.dv % VEC == 0 && sq.v0 + BV <= a.dv;
+    for (int idx = threadIdx.x & 127; idx < C * (64 / VEC); idx += 128) {
+        const int row = idx / (64 / VEC), col = 64 * wg + (idx % (64 / VEC)) * VEC;
+        if (i0 + row >= sq.len) continue;
+        const elem_t* src = os + row * LDO + col;
+        elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + col;
+        if (full) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        else
+            for (int u = 0; u < VEC; ++u)
+                if (sq.v0 + col + u < a.dv) dst[u] = src[u];
+    }
+}
+#endif
 
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
@@ -1638,7 +1893,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam);  // Γ (every warp)
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
-            bar_arrive(BAR_FULL + b);
+            publish(b);
             if (PG > 1 && jn < nchunks) x = issue(jn);
             continue;
         }
@@ -1660,9 +1915,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
-        decay_keys<P>(s, b, gam);                            // K̂ = K ⊙ exp(Γ_L − Γ)
+        decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
-        bar_arrive(BAR_FULL + b);                            // slot b holds chunk j
+        publish(b);                                          // slot b holds chunk j
         if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
     }
 }
@@ -1673,19 +1928,47 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 // EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
 // j ≡ g (mod 2), so two chunks' producer stages overlap.
 extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    if ((int)threadIdx.x >= NT + PGT) {
-        produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-    } else if ((int)threadIdx.x >= NT) {
-        produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    if (role_warp >= NT / 32) {
+        regs_producer();                                     // (one warpgroup: both producer groups)
+        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+        else produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
     } else {
-        // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
+        regs_consumer();
         const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
+#if GLA_WGMMA
+        // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
+        WgState S = {};
+        if (a.segs > 1) wg_state_global<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
+        else if (a.h0) wg_state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
+        elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const Tiles s = carve_slot(smem, b);
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+            WgStateA sa;
+            WgOut o;
+            wg_pack(S, sa);                                  // Sᵀ (bf16) for the output product
+            wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
+            wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
+            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
+            wg_wait<1>();                                    // the output group is done
+            reg_fence(o); reg_fence(sa);
+            wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
+            wg_wait<0>();                                    // the state group is done: slot b is read
+            reg_fence(S);
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+        }
+        if (a.ht && a.segs == 1) wg_state_global<true>(S, a.ht + slab, a, sq.v0);
+#else
+        // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         SRegs S = {};
         if (a.segs > 1) state_global<false, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
         else if (a.h0) state_global<false, Consumers>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
@@ -1702,6 +1985,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
         }
         if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
+#endif
     }
 }
 
@@ -1709,19 +1993,37 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
 extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    if ((int)threadIdx.x >= NT + PGT) {
-        produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-    } else if ((int)threadIdx.x >= NT) {
-        produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    if (role_warp >= NT / 32) {
+        regs_producer();                                     // (one warpgroup: both producer groups)
+        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+        else produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
     } else {
-        SRegs S = {};
+        regs_consumer();
         float dec[DEC_PER_THREAD] = {};
+#if GLA_WGMMA
+        WgState S = {};
+        for (int j = 0; j < nchunks; ++j) {
+            const int b = j % STAGES;
+            const Tiles s = carve_slot(smem, b);
+            bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+            add_seg_decay(s, dec);                           // Σ Γ_L
+            wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
+            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂
+            wg_wait<0>();
+            reg_fence(S);
+            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+        }
+        wg_state_global<true>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
+#else
+        SRegs S = {};
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES;
             const Tiles s = carve_slot(smem, b);
@@ -1731,6 +2033,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
             if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
         }
         state_global<true, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
+#endif
         store_seg_decay(a, z, head, sq, dec);
     }
 }
