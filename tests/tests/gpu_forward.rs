@@ -246,6 +246,8 @@ fn warp_specialised_variants_over_the_shapes() {
         gla.compile_spec(s).unwrap_or_else(|e| panic!("{}: {e}", s.id()));
     });
     println!("compiled {} warp-specialised variants", all.len());
+    // GLA_TEST_TRACE=1 prints every run before it starts (to name the one a device error stops).
+    let trace = std::env::var("GLA_TEST_TRACE").is_ok();
     for &gate in &gates {
         for dt in [DType::BF16, DType::F16] {
             println!("{} {dt}", gate.name());
@@ -260,6 +262,9 @@ fn warp_specialised_variants_over_the_shapes() {
                 let want = case.reference(gate, None);
                 for spec in specs {
                     for segs in [None, Some(1)] {
+                        if trace {
+                            println!("  {} {} segments {segs:?}", spec.id(), sh.name);
+                        }
                         let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
                         runs += 1;
                         let e = eo.max(es);

@@ -345,13 +345,16 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 out.push(s);
                             }
                             // The same with wgmma consumers where they apply (C 32, 64 value columns per consumer
-                            // warpgroup, d <= 128) and their accumulators fit: 8 + 8 warps leave 128 registers a
-                            // thread, less than the state, the output and the state's bf16 copy need.
+                            // warpgroup, d <= 128; at 8 + 8 warps Sᵀ reaches the output product through shared
+                            // memory, see writer::wg_smem_s).
                             let tiles = Tiles { wgmma: true, ..tiles };
-                            if producer_warps + warps <= 12 {
-                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
-                                    out.push(s);
-                                }
+                            // 8 + 8 warps leave the producers 136 registers a thread (the consumers keep 120):
+                            // enough for one group of scalar-gate producers; per-key ones and two groups spill.
+                            if warps + producer_warps > 12 && (gate.shape() == GateShape::PerKey || producer_groups > 1) {
+                                continue;
+                            }
+                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                out.push(s);
                             }
                         }
                     }

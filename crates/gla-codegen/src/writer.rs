@@ -153,14 +153,16 @@ impl SmemLayout {
         let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
         let g_stride = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
         let tot_stride = tot_bytes.div_ceil(128) * 128;
-        let st_bytes = if wg { 0 } else { dk * (bv + 8) * e };  // wgmma: S stays in the accumulators
+        // wgmma: S stays in the accumulators; at 8 + 8 warps the output product reads a bf16 copy of Sᵀ from
+        // shared memory (one 64 x d_k swizzled tile per consumer warpgroup) instead of registers.
+        let st_bytes = if wg_smem_s(spec) { (spec.tiles.warps / 4) * 64 * dk * e } else if wg { 0 } else { dk * (bv + 8) * e };
         let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
-        let (ro, rest) = carve(&[
-            groups * g_stride,                                  // Γ (per key, one per producer group)
+        let (ro, rest) = carve_aligned(&[
             st_bytes,                                           // S (consumers')
+            groups * g_stride,                                  // Γ (per key, one per producer group)
             groups * tot_stride,                                // segment totals (one per producer group)
             os_bytes,                                           // output staging (wgmma)
-        ]);
+        ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let stages = if 3 * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
         let base = stages * slot_bytes;
@@ -171,8 +173,8 @@ impl SmemLayout {
             stage_k: so[1],
             stage_v: so[2],
             stage_x: so[3],
-            g: if per_key { base + ro[0] } else { so[7] },
-            st: base + ro[1],
+            g: if per_key { base + ro[1] } else { so[7] },
+            st: base + ro[0],
             a: so[4],
             vt: 0,
             a_lo: so[5],
@@ -186,6 +188,12 @@ impl SmemLayout {
             total: base + rest + slack,
         }
     }
+}
+
+/// wgmma variants whose consumers read Sᵀ for the output product from shared memory (8 + 8 warps: 128 registers
+/// a thread do not hold the state, its bf16 copy and the output accumulators).
+pub fn wg_smem_s(spec: &KernelSpec) -> bool {
+    spec.tiles.wgmma && spec.tiles.warps + spec.tiles.producer_warps > 12
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates
@@ -329,6 +337,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "#define GLA_WGMMA {}    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout",
         spec.tiles.wgmma as u32
     );
+    let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
         w,
@@ -522,6 +531,7 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     };
     let (c, dk) = (spec.chunk, spec.dk);
     emit(w, "wg_out_s", c, true, 0, 0, "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ in registers, B = Q̃ [C][d_k] K-major");
+    emit(w, "wg_out_t", c, false, 0, 0, "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ [64][d_k] K-major in shared memory, B = Q̃ [C][d_k] K-major");
     emit(w, "wg_out_v", c, false, 1, 0, "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
     emit(w, "wg_state", dk, false, 1, 1, "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
 }

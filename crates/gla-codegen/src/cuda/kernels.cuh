@@ -177,11 +177,12 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 }
 
 #if GLA_WGMMA
-// Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file, 168
-// a thread at 384 threads, split so that the consumers keep 160 and the producers (per key: Γ of 16 rows in
-// registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
+// Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
+// a thread at 384 threads, 128 at 512), split so that the consumers keep 160 (120 when Sᵀ reaches the output
+// product through shared memory) and the producers (per key: Γ of their rows in registers plus the swizzled
+// addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_CAP = (65536 / (NT + PT)) / 8 * 8 > 255 ? 255 : (65536 / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+constexpr int REG_CONSUMER = GLA_WG_SMEM_S ? 120 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
 constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
 __device__ __forceinline__ void regs_producer() {
     if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
@@ -215,10 +216,12 @@ typedef unsigned WgStateA[DK / 16][4];
 
 // Matrix descriptor of a swizzled tile at byte offset off: 128-byte swizzle, 8-row groups 1024 bytes apart (SBO),
 // lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
+// (The start address field is addr / 16 < 2^14 for any shared address, so a 16-byte multiple off is added to the
+// descriptor of the tile's base without carrying into the other fields: one add per k-step.)
 __device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
-    const unsigned addr = smem_u32(tile) + off;
-    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-           ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+    const unsigned long long base = (unsigned long long)(smem_u32(tile) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+                                    ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+    return base + (off >> 4);
 }
 constexpr unsigned PANEL = C * 128;  // bytes of one 64-element panel of a C-row tile
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -253,6 +256,30 @@ __device__ __forceinline__ void wg_state_global(WgState& S, float* base, const F
     }
 }
 
+#if GLA_WG_SMEM_S
+// Stage wg_stage_state (8 + 8 warps, where the registers do not hold a bf16 copy of Sᵀ): Sᵀ as bf16/f16 into the
+// warpgroup's tile st (64 rows x d_k, the K-major swizzled layout: the A operand of Sᵀ Q̃ᵀ) by stmatrix, then
+// fenced for the async proxy and barriered within the warpgroup.
+__device__ __forceinline__ void wg_stage_state(const WgState& S, elem_t* st) {
+    const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, m = lane >> 3, rr = lane & 7;
+    elem_t* tile = st + wg * 64 * DK;
+#pragma unroll
+    for (int jp = 0; jp < DK / 16; ++jp) {  // 8x8 matrices q: rows 16 w + 8 (q & 1).., columns 8 (2 jp + q / 2)..
+        unsigned r[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = 2 * jp + (q >> 1), h = q & 1;
+            r[q] = pack2(S[4 * j + 2 * h], S[4 * j + 2 * h + 1]);
+        }
+        const elem_t* dst = tile + swz_rows<64>(16 * w + 8 * (m & 1) + rr, 8 * (2 * jp + (m >> 1)));
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(dst)),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+}
+#endif
+
 // Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group. sa: Sᵀ as the A operand (packed by
 // wg_pack before the state decays).
 __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
@@ -268,11 +295,20 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
     const int wg = wg_index();
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) o[i] = 0.f;
-    reg_fence(sa); reg_fence(o);  // defined before the fence, not sunk past it
+#if !GLA_WG_SMEM_S
+    reg_fence(sa);
+#endif
+    reg_fence(o);  // defined before the fence, not sunk past it
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < DK / 16; ++k)  // K = d: Q̃'s 16-column step k, in panel k / 4
+    for (int k = 0; k < DK / 16; ++k) {  // K = d: Q̃'s 16-column step k, in panel k / 4
+#if GLA_WG_SMEM_S
+        (void)sa;
+        wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#else
         wg_out_s(o, sa[k], wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#endif
+    }
 #pragma unroll
     for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
         const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
@@ -390,7 +426,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #if KEY_GATE == GATE_PER_KEY
         // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
-        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && NT + PT <= 384) {
+        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
@@ -445,12 +481,19 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
+#if GLA_WG_SMEM_S
+            wg_stage_state(S, s.st);                         // Sᵀ (bf16) for the output product, in shared memory
+#else
             wg_pack(S, sa);                                  // Sᵀ (bf16) for the output product
+#endif
             wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
             wg_wait<1>();                                    // the output group is done
-            reg_fence(o); reg_fence(sa);
+            reg_fence(o);
+#if !GLA_WG_SMEM_S
+            reg_fence(sa);
+#endif
             wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);

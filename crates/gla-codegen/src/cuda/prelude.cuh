@@ -197,7 +197,9 @@ struct Pad {
     __device__ __forceinline__ int off(int r, int c) const { return r * ld + c; }
 };
 // (As one XOR on the linear offset: its bits 3..5 are c's chunk within the panel, r·64 leaves them alone.)
-__device__ __forceinline__ int swz(int r, int c) { return ((c >> 6) * (C * 64) + r * 64 + (c & 63)) ^ ((r & 7) << 3); }
+template <int ROWS>
+__device__ __forceinline__ int swz_rows(int r, int c) { return ((c >> 6) * (ROWS * 64) + r * 64 + (c & 63)) ^ ((r & 7) << 3); }
+__device__ __forceinline__ int swz(int r, int c) { return swz_rows<C>(r, c); }
 struct Swz {
     const elem_t* p;
     __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }
