@@ -30,7 +30,8 @@ fn kernel_gates() -> Vec<&'static dyn Gate> {
     }
 }
 
-/// `GLA_TEST_VARIANTS=part,part` narrows the every-variant test to the variants whose id contains one of the parts
+/// `GLA_TEST_VARIANTS=part,part` narrows the every-variant test and the warp-specialised sweep to the variants whose
+/// id contains one of the parts
 /// (e.g. `p4.,p8.` for the warp-specialised ones); printed, so a narrowed log says so.
 fn variant_selected(s: &KernelSpec) -> bool {
     match std::env::var("GLA_TEST_VARIANTS") {
@@ -222,7 +223,7 @@ fn warp_specialised_variants_over_the_shapes() {
         ] {
             let tiles = Tiles { block_v: if wg { 16 * warps } else { bv.min(vd) }, warps, producer_warps: pw, producer_groups: pg, wgmma: wg };
             if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {
-                if !specs.contains(&s) {
+                if !specs.contains(&s) && variant_selected(&s) {
                     specs.push(s);
                 }
             }
