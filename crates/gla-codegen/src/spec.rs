@@ -133,8 +133,8 @@ impl KernelSpec {
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
     /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
-    /// 128-wide value tile per head, 8 consumer warps and 4 producer warps, in one group for per-key gates and two
-    /// for scalar ones (2026-12-01, third and fourth sessions); otherwise (2026-12-01, second session): d = 128 →
+    /// 128-wide value tile per head, 8 consumer warps on wgmma and 4 producer warps (2026-12-01, fifth session;
+    /// where it does not apply, i.e. d_v < 128, the mma.sync kernels of the third and fourth); otherwise (2026-12-01, second session): d = 128 →
     /// C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
     /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
     /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
@@ -144,27 +144,34 @@ impl KernelSpec {
         let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
         let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
         let per_key = gate.shape() == GateShape::PerKey;
-        // (chunk, block_v, warps, producer warps, producer groups) in order of preference.
+        // (chunk, block_v, warps, producer warps, producer groups, wgmma) in order of preference.
         let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
-        let mut prefs: Vec<(u32, u32, u32, u32, u32)> = Vec::new();
+        let mut prefs: Vec<(u32, u32, u32, u32, u32, bool)> = Vec::new();
         if ws && kd == 128 {
-            // Warp-specialised, H200 measurements at 8×4096×16×128: C 32, 8 consumer + 4 producer warps; per-key
-            // gates in one producer group (GLA 0.364 ms, 2026-12-01c), scalar gates in two groups on alternate
-            // chunks (Mamba-2 0.264 ms vs 0.279 ms with one group, 2026-12-01d, after the EMPTY-barrier fix).
+            // Warp-specialised, H200 measurements at 8×4096×16×128 (2026-12-01e): C 32, 8 consumer + 4 producer
+            // warps in one group, consumers on wgmma (Mamba-2 0.240 ms vs 0.262 ms for the best mma.sync kernel,
+            // GLA 0.361 vs 0.364 ms); then the mma.sync kernels of 2026-12-01c/d: scalar gates in two producer
+            // groups on alternate chunks, per-key gates in one.
+            prefs.push((32, 128, 8, 4, 1, true));
             if !per_key {
-                prefs.push((32, 128, 8, 4, 2));
+                prefs.push((32, 128, 8, 4, 2, false));
             }
-            prefs.push((32, 128, 8, 4, 1));
+            prefs.push((32, 128, 8, 4, 1, false));
         }
-        prefs.extend(match kd {
-            64 => vec![if per_key { (32, 64, 4, 0, 1) } else { (64, 64, 8, 0, 1) }, (32, 64, 4, 0, 1)],
-            128 => vec![(64, 128, if per_key { 16 } else { 8 }, 0, 1), (32, 64, 8, 0, 1)],
-            _ => vec![if per_key { (32, 64, 8, 0, 1) } else { (64, 64, 8, 0, 1) }],
-        });
-        prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)]);
+        let plain = |(c, bv, w, p, g): (u32, u32, u32, u32, u32)| (c, bv, w, p, g, false);
+        prefs.extend(
+            match kd {
+                64 => vec![if per_key { (32, 64, 4, 0, 1) } else { (64, 64, 8, 0, 1) }, (32, 64, 4, 0, 1)],
+                128 => vec![(64, 128, if per_key { 16 } else { 8 }, 0, 1), (32, 64, 8, 0, 1)],
+                _ => vec![if per_key { (32, 64, 8, 0, 1) } else { (64, 64, 8, 0, 1) }],
+            }
+            .into_iter()
+            .map(plain),
+        );
+        prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)].into_iter().map(plain));
         let mut first_err = None;
-        for (chunk, bv, warps, producer_warps, producer_groups) in prefs {
-            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma: false };
+        for (chunk, bv, warps, producer_warps, producer_groups, wgmma) in prefs {
+            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma };
             match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles) {
                 Ok(s) => return Ok(s),
                 Err(e) => {

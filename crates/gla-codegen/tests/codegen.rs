@@ -124,9 +124,12 @@ fn default_variants_follow_the_measurements() {
     let id = |g: &'static dyn gla_core::Gate, d: usize| KernelSpec::default_for(g, DType::BF16, d, d).unwrap().id();
     // d = 128: one 128-wide value tile per head (narrow problems are split into segments by the plan instead).
     // d = 128, bf16/f16: the warp-specialised kernel; f32 and value gates: the plain fused one.
-    assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C32.c16.k128.v128.bv128.w8p4.fused");
-    assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C32.c16.k128.v128.bv128.w8p4x2.fused");
-    assert_eq!(id(&fixtures::FIXED, 128), "fixture_fixed.fwd.bf16.C32.c16.k128.v128.bv128.w8p4x2.fused");
+    // (consumers on wgmma: 2026-12-01e; with d_v < 128 the mma.sync kernels.)
+    assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C32.c16.k128.v128.bv128.w8p4g.fused");
+    assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C32.c16.k128.v128.bv128.w8p4g.fused");
+    assert_eq!(id(&fixtures::FIXED, 128), "fixture_fixed.fwd.bf16.C32.c16.k128.v128.bv128.w8p4g.fused");
+    let narrow_v = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 128, 64).unwrap();
+    assert!(narrow_v.tiles.specialised() && !narrow_v.tiles.wgmma, "{}", narrow_v.id());
     assert!(!KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 128, 128).unwrap().tiles.specialised());
     assert!(!KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 128, 128).unwrap().tiles.specialised());
     assert_eq!(id(&fixtures::PER_KEY, 64), "fixture_per_key.fwd.bf16.C32.c16.k64.v64.bv64.w4.fused");

@@ -461,7 +461,8 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
+    const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
@@ -533,7 +534,8 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
+    const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));

@@ -295,10 +295,88 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const LA A, in
     }
 #endif
 }
-// The same on padded row-major tiles given as (pointer, row length).
 template <int MI, int NI, bool A_T, bool B_KN, int K>
 __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0, int kend) {
-    warp_mma<MI, NI, A_T, B_KN, K>(acc, Pad{A, lda}, r0, Pad{B, ldb}, c0, kend);
+    const int lane = threadIdx.x & 31;
+#if GLA_TENSOR_CORES
+    static_assert(NI == 1 || NI % 2 == 0, "B fragments are loaded for pairs of n-tiles");
+    const unsigned a_addr = A_T ? smem_u32(A + ((lane & 7) + (lane >> 4) * 8) * lda + r0 + ((lane >> 3) & 1) * 8)
+                                : smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
+    const unsigned b_addr = B_KN ? smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb + c0 + (lane >> 4) * 8)
+                                 : smem_u32(B + (c0 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
+    constexpr int ES = (int)sizeof(elem_t);
+    // Fragments of k-step kk into (a, b).
+    auto load = [&](int kk, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const unsigned addr = a_addr + (A_T ? (kk * lda + mi * 16) : (mi * 16 * lda + kk)) * ES;
+            if (A_T)
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
+            else
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
+        }
+#pragma unroll
+        for (int p = 0; p < (NI + 1) / 2; ++p) {
+            const unsigned addr = b_addr + (B_KN ? (kk * ldb + p * 16) : (p * 16 * ldb + kk)) * ES;
+            if (NI == 1) {
+                if (B_KN)
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                                 : "=r"(b[0][0]), "=r"(b[0][1]) : "r"(addr));
+                else
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                                 : "=r"(b[0][0]), "=r"(b[0][1]) : "r"(addr));
+            } else {
+                if (B_KN)
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
+                else
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
+            }
+        }
+    };
+    // Double-buffered fragments: step kk + 16's loads are issued before step kk's tensor-core steps, so the
+    // ldmatrix latency overlaps the mma chain instead of preceding it.
+    unsigned a[2][MI][4], b[2][NI][2];
+    if (kend > 0) load(0, a[0], b[0]);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        if (kk >= kend) break;
+        const int cur = (kk / 16) & 1;
+        if (kk + 16 < K && kk + 16 < kend) load(kk + 16, a[cur ^ 1], b[cur ^ 1]);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+                mma_16816(acc[mi][ni], a[cur][mi][0], a[cur][mi][1], a[cur][mi][2], a[cur][mi][3], b[cur][ni][0], b[cur][ni][1]);
+    }
+#else
+    // Exact f32 path (no tf32): same output mapping as the tensor-core path.
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll 2
+    for (int kk = 0; kk < kend; ++kk) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const int m = r0 + mi * 16 + g;
+            const float al = to_f32(A_T ? At_(A, lda, kk, m) : A[m * lda + kk]);
+            const float ah = to_f32(A_T ? At_(A, lda, kk, m + 8) : A[(m + 8) * lda + kk]);
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) {
+                const int n = c0 + ni * 8 + 2 * t;
+                const float x0 = to_f32(B_KN ? B[kk * ldb + n] : B[n * ldb + kk]);
+                const float x1 = to_f32(B_KN ? B[kk * ldb + n + 1] : B[(n + 1) * ldb + kk]);
+                fma_2x2(acc[mi][ni], al, ah, x0, x1);
+            }
+        }
+    }
+#endif
+}
+
+template <int MI, int NI, bool A_T, bool B_KN, int K>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const Pad A, int r0, const Pad B, int c0, int kend) {
+    warp_mma<MI, NI, A_T, B_KN, K>(acc, A.p, A.ld, r0, B.p, B.ld, c0, kend);
 }
 
 // Store a pair of adjacent elements (e even, so 4-byte aligned for 16-bit types) as one store.

@@ -19,6 +19,7 @@ constexpr int PT = 32 * PW;
 constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 0
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
+#define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -266,7 +267,9 @@ struct Pad {
     __device__ __forceinline__ int off(int r, int c) const { return r * ld + c; }
 };
 // (As one XOR on the linear offset: its bits 3..5 are c's chunk within the panel, r·64 leaves them alone.)
-__device__ __forceinline__ int swz(int r, int c) { return ((c >> 6) * (C * 64) + r * 64 + (c & 63)) ^ ((r & 7) << 3); }
+template <int ROWS>
+__device__ __forceinline__ int swz_rows(int r, int c) { return ((c >> 6) * (ROWS * 64) + r * 64 + (c & 63)) ^ ((r & 7) << 3); }
+__device__ __forceinline__ int swz(int r, int c) { return swz_rows<C>(r, c); }
 struct Swz {
     const elem_t* p;
     __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }
@@ -362,10 +365,88 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const LA A, in
     }
 #endif
 }
-// The same on padded row-major tiles given as (pointer, row length).
 template <int MI, int NI, bool A_T, bool B_KN, int K>
 __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const elem_t* A, int lda, int r0, const elem_t* B, int ldb, int c0, int kend) {
-    warp_mma<MI, NI, A_T, B_KN, K>(acc, Pad{A, lda}, r0, Pad{B, ldb}, c0, kend);
+    const int lane = threadIdx.x & 31;
+#if GLA_TENSOR_CORES
+    static_assert(NI == 1 || NI % 2 == 0, "B fragments are loaded for pairs of n-tiles");
+    const unsigned a_addr = A_T ? smem_u32(A + ((lane & 7) + (lane >> 4) * 8) * lda + r0 + ((lane >> 3) & 1) * 8)
+                                : smem_u32(A + (r0 + (lane & 15)) * lda + (lane >> 4) * 8);
+    const unsigned b_addr = B_KN ? smem_u32(B + ((lane & 7) + ((lane >> 3) & 1) * 8) * ldb + c0 + (lane >> 4) * 8)
+                                 : smem_u32(B + (c0 + (lane & 7) + (lane >> 4) * 8) * ldb + ((lane >> 3) & 1) * 8);
+    constexpr int ES = (int)sizeof(elem_t);
+    // Fragments of k-step kk into (a, b).
+    auto load = [&](int kk, unsigned (&a)[MI][4], unsigned (&b)[NI][2]) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const unsigned addr = a_addr + (A_T ? (kk * lda + mi * 16) : (mi * 16 * lda + kk)) * ES;
+            if (A_T)
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
+            else
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(a[mi][0]), "=r"(a[mi][1]), "=r"(a[mi][2]), "=r"(a[mi][3]) : "r"(addr));
+        }
+#pragma unroll
+        for (int p = 0; p < (NI + 1) / 2; ++p) {
+            const unsigned addr = b_addr + (B_KN ? (kk * ldb + p * 16) : (p * 16 * ldb + kk)) * ES;
+            if (NI == 1) {
+                if (B_KN)
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                                 : "=r"(b[0][0]), "=r"(b[0][1]) : "r"(addr));
+                else
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                                 : "=r"(b[0][0]), "=r"(b[0][1]) : "r"(addr));
+            } else {
+                if (B_KN)
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
+                else
+                    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                                 : "=r"(b[2 * p][0]), "=r"(b[2 * p][1]), "=r"(b[(2 * p + 1) % NI][0]), "=r"(b[(2 * p + 1) % NI][1]) : "r"(addr));
+            }
+        }
+    };
+    // Double-buffered fragments: step kk + 16's loads are issued before step kk's tensor-core steps, so the
+    // ldmatrix latency overlaps the mma chain instead of preceding it.
+    unsigned a[2][MI][4], b[2][NI][2];
+    if (kend > 0) load(0, a[0], b[0]);
+#pragma unroll
+    for (int kk = 0; kk < K; kk += 16) {
+        if (kk >= kend) break;
+        const int cur = (kk / 16) & 1;
+        if (kk + 16 < K && kk + 16 < kend) load(kk + 16, a[cur ^ 1], b[cur ^ 1]);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni)
+                mma_16816(acc[mi][ni], a[cur][mi][0], a[cur][mi][1], a[cur][mi][2], a[cur][mi][3], b[cur][ni][0], b[cur][ni][1]);
+    }
+#else
+    // Exact f32 path (no tf32): same output mapping as the tensor-core path.
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll 2
+    for (int kk = 0; kk < kend; ++kk) {
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+            const int m = r0 + mi * 16 + g;
+            const float al = to_f32(A_T ? At_(A, lda, kk, m) : A[m * lda + kk]);
+            const float ah = to_f32(A_T ? At_(A, lda, kk, m + 8) : A[(m + 8) * lda + kk]);
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) {
+                const int n = c0 + ni * 8 + 2 * t;
+                const float x0 = to_f32(B_KN ? B[kk * ldb + n] : B[n * ldb + kk]);
+                const float x1 = to_f32(B_KN ? B[kk * ldb + n + 1] : B[(n + 1) * ldb + kk]);
+                fma_2x2(acc[mi][ni], al, ah, x0, x1);
+            }
+        }
+    }
+#endif
+}
+
+template <int MI, int NI, bool A_T, bool B_KN, int K>
+__device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const Pad A, int r0, const Pad B, int c0, int kend) {
+    warp_mma<MI, NI, A_T, B_KN, K>(acc, A.p, A.ld, r0, B.p, B.ld, c0, kend);
 }
 
 // Store a pair of adjacent elements (e even, so 4-byte aligned for 16-bit types) as one store.
@@ -1695,11 +1776,12 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 }
 
 #if GLA_WGMMA
-// Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file, 168
-// a thread at 384 threads, split so that the consumers keep 160 and the producers (per key: Γ of 16 rows in
-// registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
+// Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
+// a thread at 384 threads, 128 at 512), split so that the consumers keep 160 (120 when Sᵀ reaches the output
+// product through shared memory) and the producers (per key: Γ of their rows in registers plus the swizzled
+// addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_CAP = (65536 / (NT + PT)) / 8 * 8 > 255 ? 255 : (65536 / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+constexpr int REG_CONSUMER = GLA_WG_SMEM_S ? 120 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
 constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
 __device__ __forceinline__ void regs_producer() {
     if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
@@ -1733,10 +1815,12 @@ typedef unsigned WgStateA[DK / 16][4];
 
 // Matrix descriptor of a swizzled tile at byte offset off: 128-byte swizzle, 8-row groups 1024 bytes apart (SBO),
 // lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
+// (The start address field is addr / 16 < 2^14 for any shared address, so a 16-byte multiple off is added to the
+// descriptor of the tile's base without carrying into the other fields: one add per k-step.)
 __device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
-    const unsigned addr = smem_u32(tile) + off;
-    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-           ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+    const unsigned long long base = (unsigned long long)(smem_u32(tile) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+                                    ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+    return base + (off >> 4);
 }
 constexpr unsigned PANEL = C * 128;  // bytes of one 64-element panel of a C-row tile
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -1771,6 +1855,30 @@ __device__ __forceinline__ void wg_state_global(WgState& S, float* base, const F
     }
 }
 
+#if GLA_WG_SMEM_S
+// Stage wg_stage_state (8 + 8 warps, where the registers do not hold a bf16 copy of Sᵀ): Sᵀ as bf16/f16 into the
+// warpgroup's tile st (64 rows x d_k, the K-major swizzled layout: the A operand of Sᵀ Q̃ᵀ) by stmatrix, then
+// fenced for the async proxy and barriered within the warpgroup.
+__device__ __forceinline__ void wg_stage_state(const WgState& S, elem_t* st) {
+    const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, m = lane >> 3, rr = lane & 7;
+    elem_t* tile = st + wg * 64 * DK;
+#pragma unroll
+    for (int jp = 0; jp < DK / 16; ++jp) {  // 8x8 matrices q: rows 16 w + 8 (q & 1).., columns 8 (2 jp + q / 2)..
+        unsigned r[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = 2 * jp + (q >> 1), h = q & 1;
+            r[q] = pack2(S[4 * j + 2 * h], S[4 * j + 2 * h + 1]);
+        }
+        const elem_t* dst = tile + swz_rows<64>(16 * w + 8 * (m & 1) + rr, 8 * (2 * jp + (m >> 1)));
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(dst)),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+}
+#endif
+
 // Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group. sa: Sᵀ as the A operand (packed by
 // wg_pack before the state decays).
 __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
@@ -1786,11 +1894,20 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
     const int wg = wg_index();
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) o[i] = 0.f;
-    reg_fence(sa); reg_fence(o);  // defined before the fence, not sunk past it
+#if !GLA_WG_SMEM_S
+    reg_fence(sa);
+#endif
+    reg_fence(o);  // defined before the fence, not sunk past it
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < DK / 16; ++k)  // K = d: Q̃'s 16-column step k, in panel k / 4
+    for (int k = 0; k < DK / 16; ++k) {  // K = d: Q̃'s 16-column step k, in panel k / 4
+#if GLA_WG_SMEM_S
+        (void)sa;
+        wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#else
         wg_out_s(o, sa[k], wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#endif
+    }
 #pragma unroll
     for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
         const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
@@ -1908,7 +2025,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #if KEY_GATE == GATE_PER_KEY
         // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
-        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && NT + PT <= 384) {
+        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
@@ -1943,7 +2060,8 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
+    const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
@@ -1963,12 +2081,19 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
+#if GLA_WG_SMEM_S
+            wg_stage_state(S, s.st);                         // Sᵀ (bf16) for the output product, in shared memory
+#else
             wg_pack(S, sa);                                  // Sᵀ (bf16) for the output product
+#endif
             wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
             wg_wait<1>();                                    // the output group is done
-            reg_fence(o); reg_fence(sa);
+            reg_fence(o);
+#if !GLA_WG_SMEM_S
+            reg_fence(sa);
+#endif
             wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
@@ -2008,7 +2133,8 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     const int nchunks = c1 - c0;
-    const int role_warp = warp_uniform((int)threadIdx.x >> 5);  // the role branches are warp-uniform (wgmma needs it)
+    // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
+    const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
