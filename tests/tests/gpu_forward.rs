@@ -175,6 +175,7 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
                 mat.materialize = true;
                 mat.tiles.producer_warps = 0; // the materialized plan is not warp-specialised
                 mat.tiles.producer_groups = 1;
+                mat.tiles.wgmma = false;
                 if mat.validate().is_err() {
                     mat.chunk = 32;
                 }

@@ -78,6 +78,7 @@ __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, 
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 #else
+__device__ __forceinline__ elem_t At_(const elem_t* A, int lda, int k, int m) { return A[k * lda + m]; }
 // The exact-f32 step of one reduction index: rows (g, g+8) x cols (2t, 2t+1) of the accumulator layout.
 __device__ __forceinline__ void fma_2x2(float c[4], float al, float ah, float x0, float x1) {
     c[0] = fmaf(al, x0, c[0]);
