@@ -168,11 +168,13 @@ def fla_err(fla, gate, shape):
 
 
 # --------------------------------------------------------------------------------------------- report
-def build(ours, fla):
+def build(ours, fla, note=None):
     lines = []
     m = fla["metas"][0] if fla["metas"] else {}
     lines.append("# GLA forward on the H200: ours vs fla vs SDPA")
     lines.append("")
+    if note:
+        lines += [f"> {note}", ""]
     info = []
     if m:
         info.append(f"fla run: {m.get('device', DASH)}, torch {m.get('torch', DASH)}, triton {m.get('triton', DASH)}, "
@@ -374,11 +376,12 @@ def main(argv=None):
     ap.add_argument("--out-dir", default="benches/results/")
     ap.add_argument("--same-inputs", default=None,
                     help="JSON of `bench --fla-dump` (ours vs fla vs f64 on fla's dumped inputs)")
+    ap.add_argument("--note", default=None, help="a line quoted under the title (e.g. where the fla figures come from)")
     args = ap.parse_args(argv)
     ours = load_ours(args.ours)
     fla = load_fla(args.fla)
     os.makedirs(args.out_dir, exist_ok=True)
-    md = build(ours, fla)
+    md = build(ours, fla, args.note)
     if args.same_inputs:
         with open(args.same_inputs) as f:
             si = json.load(f)["same_inputs"]
