@@ -2,7 +2,7 @@
 //!
 //! * `autotune --plan` (no GPU needed): generate and compile every variant for sm_90a with NVRTC in parallel, print
 //!   a resource table (variant, registers, shared memory, spills, compile ms) and exit non-zero if any variant fails
-//!   to compile, spills (beyond `gla_codegen::spills_acceptable`: only the segment-combine kernel may, a little),
+//!   to compile, spills registers (`gla_codegen::spills_acceptable`: no kernel may),
 //!   or needs more than 227 KB of shared memory.
 //! * `autotune` with no GPU does the same and then says what it would do with one; with a GPU it also checks every
 //!   variant against the f64 CPU reference and times it (see `--help`).
