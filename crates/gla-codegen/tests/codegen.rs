@@ -304,3 +304,44 @@ fn wgmma_variants_are_validated() {
         assert!(s.id().contains("g.fused") && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
     }
 }
+
+#[test]
+fn wgmma_tiles_are_swizzle_aligned_and_fit() {
+    use gla_codegen::writer::{wg_smem_s, SmemLayout, SWIZZLE_ALIGN};
+    let mut seen = 0;
+    for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
+        for s in all_variants(g).into_iter().filter(|s| s.tiles.wgmma) {
+            seen += 1;
+            let l = SmemLayout::of(&s);
+            let e = s.dtype.size_bytes() as u32;
+            // Every swizzled tile (q, k, v, A, A_lo) starts on a 1024-byte boundary of every slot, and holds its
+            // unpadded rows: q / k C x d_k, v C x block_v, A C x 64 (one panel); the panels of q / k / v are
+            // C x 64 elements (the kernel's PANEL = C · 128 bytes).
+            assert_eq!(l.stage_bytes % SWIZZLE_ALIGN, 0, "{}", s.id());
+            for (name, off) in [("q", l.stage_q), ("k", l.stage_k), ("v", l.stage_v), ("A", l.a), ("A_lo", l.a_lo)] {
+                assert_eq!(off % SWIZZLE_ALIGN, 0, "{} tile {name} at {off}", s.id());
+            }
+            assert!(l.stage_k - l.stage_q >= s.chunk * s.dk * e && l.stage_x - l.stage_v >= s.chunk * s.tiles.block_v * e, "{}", s.id());
+            assert!(l.a_lo - l.a >= s.chunk * 64 * e, "{}", s.id());
+            // The state copy of the 8 + 8-warp form (one 64 x d_k tile per consumer warpgroup) is aligned too; the
+            // output staging tile holds C rows of block_v + 8 elements; the slack lets the kernel align its base.
+            if wg_smem_s(&s) {
+                assert_eq!(l.st % SWIZZLE_ALIGN, 0, "{}", s.id());
+                assert_eq!(l.st_bytes, (s.tiles.warps / 4) * 64 * s.dk * e, "{}", s.id());
+            } else {
+                assert_eq!(l.st_bytes, 0, "{}", s.id());
+            }
+            assert!(l.os % 16 == 0 && l.os >= l.stages * l.stage_bytes, "{}", s.id());
+            assert!(l.total >= l.os + s.chunk * (s.tiles.block_v + 8) * e + SWIZZLE_ALIGN, "{}", s.id());
+            assert!(l.total <= gla_codegen::spec::MAX_SMEM_BYTES, "{}", s.id());
+            // The emitted source says so, and carries the variant's wgmma instructions.
+            let src = generate(&s).unwrap().source;
+            assert!(src.contains("#define GLA_WGMMA 1") && src.contains(&format!("m64n{}k16", s.dk)) && src.contains(&format!("m64n{}k16", s.chunk)), "{}", s.id());
+        }
+    }
+    assert!(seen >= 12, "{seen} wgmma variants");
+    // Without the flag nothing of it is emitted.
+    let plain = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
+    let src = generate(&plain).unwrap().source;
+    assert!(src.contains("#define GLA_WGMMA 0") && !src.contains("wgmma.mma_async.sync"));
+}
