@@ -22,6 +22,7 @@ struct R {
     split_a: bool, // A = hi + lo (store error ~u²)
     exact_a_factors: bool, // factorised A from unrounded Q̃, K̃ (bf16x3), Q̃ still rounded for Q̃S if qt
     split_s: bool, // S = hi + lo halves for Q̃S (two products), error ~u²
+    q_exact_in_a: bool, // factorised A from unrounded Q̃ but rounded K̃ (bf16x2: Q̃_hi K̃_hi + Q̃_lo K̃_hi)
 }
 
 fn run(r: R, q: &[f64], k: &[f64], v: &[f64], la: &[f64], t: usize, d: usize, c: usize) -> Vec<f64> {
@@ -48,7 +49,8 @@ fn run(r: R, q: &[f64], k: &[f64], v: &[f64], la: &[f64], t: usize, d: usize, c:
                 let mut acc = 0.0;
                 if r.factor {
                     for dd in 0..d {
-                        let qi = if r.exact_a_factors { q[(c0 + i) * d + dd] * g[i * d + dd].exp() } else { qt[i * d + dd] };
+                        let exact_q = r.exact_a_factors || r.q_exact_in_a;
+                        let qi = if exact_q { q[(c0 + i) * d + dd] * g[i * d + dd].exp() } else { qt[i * d + dd] };
                         acc += qi * rd(r.kt && !r.exact_a_factors, k[(c0 + j) * d + dd] * (-g[j * d + dd]).exp());
                     }
                 } else if i / sub == j / sub {
@@ -135,6 +137,10 @@ fn main() {
         ("PLAN: bf16x3 A, A split, Q̃ rounded in Q̃S", R { factor: true, split_a: true, exact_a_factors: true, ..all }),
         ("scalar-like: exact A, A split", R { factor: false, split_a: true, exact_a_factors: true, kt: false, ..all }),
         ("PLAN + S split (hi + lo for Q̃S)", R { factor: true, split_a: true, exact_a_factors: true, split_s: true, ..all }),
+        // Two of the three score products (bf16x2): which correction term can go.
+        ("bf16x2 A: Q̃_hi (K̃_hi + K̃_lo), A split", R { factor: true, split_a: true, kt: false, ..all }),
+        ("bf16x2 A: (Q̃_hi + Q̃_lo) K̃_hi, A split", R { factor: true, split_a: true, q_exact_in_a: true, ..all }),
+        ("bf16x3 A, A not split", R { factor: true, exact_a_factors: true, ..all }),
     ];
     for (name, r) in cases {
         println!("{:<48} {:.2e}", name, rel(&run(r, &q, &k, &v, &la, t, d, c)));
