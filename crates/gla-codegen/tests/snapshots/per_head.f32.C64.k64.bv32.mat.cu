@@ -140,6 +140,7 @@ __device__ __forceinline__ void mma_16816(float c[4], unsigned a0, unsigned a1, 
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 #else
+__device__ __forceinline__ elem_t At_(const elem_t* A, int lda, int k, int m) { return A[k * lda + m]; }
 // The exact-f32 step of one reduction index: rows (g, g+8) x cols (2t, 2t+1) of the accumulator layout.
 __device__ __forceinline__ void fma_2x2(float c[4], float al, float ah, float x0, float x1) {
     c[0] = fmaf(al, x0, c[0]);
@@ -1790,10 +1791,10 @@ __device__ __forceinline__ void regs_consumer() {}
 // ---------------------------------------------------------------------------------------------------------------
 // Consumers on wgmma. Warpgroup wg (4 warps) owns the value columns [64 wg, 64 wg + 64) of the CTA's tile and keeps
 // its part of the state TRANSPOSED, Sᵀ (64 x d_k, f32), in wgmma accumulators. Per chunk, two asynchronous groups:
-//   output:  Oᵀ = Sᵀ Q̃ᵀ  +  Vᵀ Aᵀ            (O = Q̃ S + A V; scalar gates scale Sᵀ Q̃ᵀ's column t by exp(Γ_t))
+//   output:  Oᵀ = Sᵀ Q̃ᵀ  +  Vᵀ Aᵀ            (O = Q̃ S + A V; Q̃ = Q ⊙ exp(Γ) for every gate shape here)
 //   state:   Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂    (S ← diag(exp(Γ_L)) S + K̂ᵀ V)
-// Sᵀ enters the output product as bf16/f16 registers (the A operand); Q̃, V, A, K̂ are read by the tensor cores
-// from the slot. Accumulator element i of a thread (lane = 4 g + t, warp w of its warpgroup) is row
+// Sᵀ enters the output product as bf16/f16 registers (the A operand; at 8 + 8 warps a shared tile instead); Q̃,
+// V, A, K̂ are read by the tensor cores from the slot. Accumulator element i of a thread (lane = 4 g + t, warp w of its warpgroup) is row
 // 16 w + g + 8·((i >> 1) & 1), column 8·(i >> 2) + 2 t + (i & 1).
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
