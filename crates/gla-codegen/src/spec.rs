@@ -347,9 +347,21 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             if producer_groups == 2 && (d != 128 || chunk != 32) {
                                 continue;
                             }
+                            // Per-key gates, 8 + 8 warps (128 registers a thread) with one 128-wide tile at C 32, or
+                            // 64-wide at C 64 and d = 64: their producers spill 12–136 B since the stages address
+                            // tiles through the layout functions (2026-12-01e; v8 fitted exactly). Left out: the
+                            // strict no-spill rule stands, and they were never the fastest (GLA 0.40–0.44 ms at
+                            // 8×4096×16×128 against 0.365 for w8p4g).
+                            let per_key = gate.shape() == GateShape::PerKey;
+                            let spills_8x8 = per_key
+                                && warps == 8
+                                && producer_warps == 8
+                                && ((d == 128 && chunk == 32 && block_v == 128) || (d == 64 && chunk == 64 && block_v == 64));
                             let tiles = Tiles { block_v, warps, producer_warps, producer_groups, wgmma: false };
-                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
-                                out.push(s);
+                            if !spills_8x8 {
+                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                    out.push(s);
+                                }
                             }
                             // The same with wgmma consumers where they apply (C 32, 64 value columns per consumer
                             // warpgroup, d <= 128; at 8 + 8 warps Sᵀ reaches the output product through shared
@@ -357,7 +369,8 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             let tiles = Tiles { wgmma: true, ..tiles };
                             // 8 + 8 warps leave the producers 136 registers a thread (the consumers keep 120):
                             // enough for one group of scalar-gate producers; per-key ones and two groups spill.
-                            if warps + producer_warps > 12 && (gate.shape() == GateShape::PerKey || producer_groups > 1) {
+                            // Per-key wgmma producers in two groups of two warps spill as well (416 B).
+                            if (warps + producer_warps > 12 && (per_key || producer_groups > 1)) || (per_key && producer_groups > 1) {
                                 continue;
                             }
                             if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
