@@ -367,10 +367,12 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             // warpgroup, d <= 128; at 8 + 8 warps Sᵀ reaches the output product through shared
                             // memory, see writer::wg_smem_s).
                             let tiles = Tiles { wgmma: true, ..tiles };
-                            // 8 + 8 warps leave the producers 136 registers a thread (the consumers keep 120):
-                            // enough for one group of scalar-gate producers; per-key ones and two groups spill.
-                            // Per-key wgmma producers in two groups of two warps spill as well (416 B).
-                            if (warps + producer_warps > 12 && (per_key || producer_groups > 1)) || (per_key && producer_groups > 1) {
+                            // Register fits (ptxas, no spill): 8 + 8 warps leave the producers 136 registers a thread
+                            // (the consumers keep 120) — enough for one group of scalar-gate producers only; per-key
+                            // producers in two groups of two warps spill at any warp count (416 B).
+                            let sixteen_warps = warps + producer_warps > 12;
+                            let two_groups = producer_groups > 1;
+                            if (per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups) {
                                 continue;
                             }
                             if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {

@@ -209,7 +209,8 @@ struct Swz {
 // Warp-tile product: acc[mi][ni] (16x8 tiles) += A[r0 + 16 mi .. +16, k] · B[k, c0 + 8 ni .. +8] for k in [0, kend)
 // (kend a multiple of 16, at most K). Each k-step loads every A fragment once for all NI tiles and every B fragment
 // once for all MI tiles (ldmatrix.x4: two n-tiles of B per load), and the MI·NI accumulators are independent, so the
-// tensor-core steps of one k-step overlap instead of waiting on each other. A and B are tiles of layout LA / LB.
+// tensor-core steps of one k-step overlap instead of waiting on each other. A and B are tiles of layout LA / LB
+// (used with a swizzled tile; padded tiles on both sides resolve to the overload below).
 //   A_T  = false: A row-major [m][k];   true: A stored k-major [k][m], read with ldmatrix.trans.
 //   B_KN = true:  B row-major [k][n], read with ldmatrix.trans;   false: B stored n-major [n][k].
 template <int MI, int NI, bool A_T, bool B_KN, int K, class LA, class LB>
@@ -276,24 +277,9 @@ __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const LA A, in
                 mma_16816(acc[mi][ni], a[cur][mi][0], a[cur][mi][1], a[cur][mi][2], a[cur][mi][3], b[cur][ni][0], b[cur][ni][1]);
     }
 #else
-    // Exact f32 path (no tf32): same output mapping as the tensor-core path.
-    const int g = lane >> 2, t = lane & 3;
-#pragma unroll 2
-    for (int kk = 0; kk < kend; ++kk) {
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-            const int m = r0 + mi * 16 + g;
-            const float al = to_f32(A.p[A_T ? A.off(kk, m) : A.off(m, kk)]);
-            const float ah = to_f32(A.p[A_T ? A.off(kk, m + 8) : A.off(m + 8, kk)]);
-#pragma unroll
-            for (int ni = 0; ni < NI; ++ni) {
-                const int n = c0 + ni * 8 + 2 * t;
-                const float x0 = to_f32(B.p[B_KN ? B.off(kk, n) : B.off(n, kk)]);
-                const float x1 = to_f32(B.p[B_KN ? B.off(kk, n + 1) : B.off(n + 1, kk)]);
-                fma_2x2(acc[mi][ni], al, ah, x0, x1);
-            }
-        }
-    }
+    // Only swizzled (wgmma, tensor-core) tiles come here: padded ones take the overload below, f32 included.
+    static_assert(sizeof(LA) == 0, "the layout-generic warp_mma is for tensor-core dtypes");
+    (void)lane; (void)A; (void)B; (void)r0; (void)c0; (void)kend; (void)acc;
 #endif
 }
 template <int MI, int NI, bool A_T, bool B_KN, int K>
