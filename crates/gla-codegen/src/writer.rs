@@ -49,6 +49,11 @@ pub struct SmemLayout {
     pub st_bytes: u32,
     /// wgmma consumers: the output staging tile (C x (block_v + 8) elements; 0 bytes otherwise).
     pub os: u32,
+    /// Producer-side wgmma scores (`wg_scores`): per producer group, [Q̃_hi; Q̃_lo] and [K̃_hi; K̃_lo] as two
+    /// 64-row swizzled operand tiles, then an f32 scratch tile for the lo·hi partial sums (0 bytes otherwise).
+    pub ps: u32,
+    /// Bytes from one producer group's `ps` region to the next group's.
+    pub ps_stride: u32,
     /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
@@ -121,6 +126,8 @@ impl SmemLayout {
             tot_stride: 0,
             st_bytes: dk * ldv * e,
             os: 0,
+            ps: 0,
+            ps_stride: 0,
             total: base + rest,
         }
     }
@@ -157,11 +164,14 @@ impl SmemLayout {
         // shared memory (one 64 x d_k swizzled tile per consumer warpgroup) instead of registers.
         let st_bytes = if wg_smem_s(spec) { (spec.tiles.warps / 4) * 64 * dk * e } else if wg { 0 } else { dk * (bv + 8) * e };
         let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
+        // Producer-side wgmma scores: two 64 x d_k operand tiles and the 32 x LDSC f32 scratch, per group.
+        let ps_stride = if wg_scores(spec) { (2 * 64 * dk * e + c * WG_SCRATCH_LD * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
         let (ro, rest) = carve_aligned(&[
             st_bytes,                                           // S (consumers')
             groups * g_stride,                                  // Γ (per key, one per producer group)
             groups * tot_stride,                                // segment totals (one per producer group)
             os_bytes,                                           // output staging (wgmma)
+            groups * ps_stride,                                 // [Q̃_hi; Q̃_lo], [K̃_hi; K̃_lo], scratch (wg_scores)
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let stages = if 3 * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
@@ -185,6 +195,8 @@ impl SmemLayout {
             tot_stride,
             st_bytes,
             os: if wg { base + ro[3] } else { 0 },
+            ps: if ps_stride > 0 { base + ro[4] } else { 0 },
+            ps_stride,
             total: base + rest + slack,
         }
     }
@@ -194,6 +206,19 @@ impl SmemLayout {
 /// a thread do not hold the state, its bf16 copy and the output accumulators).
 pub fn wg_smem_s(spec: &KernelSpec) -> bool {
     spec.tiles.wgmma && spec.tiles.warps + spec.tiles.producer_warps > 12
+}
+
+/// Row stride (floats) of the wg_scores scratch tile: 40 floats put the float2 accesses of a half-warp (4 rows x 4
+/// pairs) in distinct banks.
+pub const WG_SCRATCH_LD: u32 = 40;
+
+/// wgmma variants whose producer warpgroup computes the per-key scores as one wgmma group: with C = 32 the bf16x3
+/// product Q̃_hi K̃_hiᵀ + Q̃_hi K̃_loᵀ + Q̃_lo K̃_hiᵀ is one m64 n64 product [Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ (its lo·lo
+/// block, ~2⁻¹⁶ of A, is added too); it needs a producer group of exactly one warpgroup.
+pub fn wg_scores(spec: &KernelSpec) -> bool {
+    let t = &spec.tiles;
+    t.wgmma && spec.gate.shape() == GateShape::PerKey && split_a(spec) && spec.chunk == 32 && t.producer_groups >= 1
+        && t.producer_warps / t.producer_groups == 4
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates
@@ -338,6 +363,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         spec.tiles.wgmma as u32
     );
     let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
+    let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the bf16x3 scores as one wgmma group", wg_scores(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
         w,
@@ -396,6 +422,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         w,
         "constexpr unsigned G_STRIDE = {}, TOT_STRIDE = {};  // bytes between the producer groups' Γ tiles and totals",
         lay.g_stride, lay.tot_stride
+    );
+    let _ = writeln!(
+        w,
+        "constexpr unsigned OFF_PS = {}, PS_STRIDE = {}, LDSC = {WG_SCRATCH_LD};  // wg_scores: the producer groups' operand tiles and scratch",
+        lay.ps, lay.ps_stride
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);
@@ -534,4 +565,7 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     emit(w, "wg_out_t", c, false, 0, 0, "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ [64][d_k] K-major in shared memory, B = Q̃ [C][d_k] K-major");
     emit(w, "wg_out_v", c, false, 1, 0, "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
     emit(w, "wg_state", dk, false, 1, 1, "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
+    if wg_scores(spec) {
+        emit(w, "wg_scores_mma", 2 * c, false, 0, 0, "[Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ (producers): A = [64][d_k] K-major, B = [2C][d_k] K-major");
+    }
 }

@@ -80,8 +80,13 @@ fn check_snapshot(name: &str, got: &str) {
 
 #[test]
 fn snapshots_of_emitted_source() {
-    let cases: [(&str, KernelSpec); 6] = [
+    let cases: [(&str, KernelSpec); 7] = [
         ("per_key.bf16.C32.c16.k128.bv128.w8p4.fused.cu", ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap()),
+        (
+            // the per-key default at d = 128: wgmma consumers and the producers' wgmma scores
+            "per_key.bf16.C32.c16.k128.bv128.w8p4g.fused.cu",
+            KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true }).unwrap(),
+        ),
         (
             "per_head.bf16.C32.k128.bv128.w8p4x2g.fused.cu",
             KernelSpec::new(&fixtures::PER_HEAD, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 2, wgmma: true }).unwrap(),
@@ -307,8 +312,9 @@ fn wgmma_variants_are_validated() {
 
 #[test]
 fn wgmma_tiles_are_swizzle_aligned_and_fit() {
-    use gla_codegen::writer::{wg_smem_s, SmemLayout, SWIZZLE_ALIGN};
+    use gla_codegen::writer::{wg_scores, wg_smem_s, SmemLayout, SWIZZLE_ALIGN, WG_SCRATCH_LD};
     let mut seen = 0;
+    let mut scored = 0;
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
         for s in all_variants(g).into_iter().filter(|s| s.tiles.wgmma) {
             seen += 1;
@@ -337,9 +343,26 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             // The emitted source says so, and carries the variant's wgmma instructions.
             let src = generate(&s).unwrap().source;
             assert!(src.contains("#define GLA_WGMMA 1") && src.contains(&format!("m64n{}k16", s.dk)) && src.contains(&format!("m64n{}k16", s.chunk)), "{}", s.id());
+            // Producer-side wgmma scores: per group two 64 x d_k operand tiles and the C x LDSC f32 scratch, 1024-aligned,
+            // after everything else and inside the allocation (less the alignment slack).
+            if wg_scores(&s) {
+                scored += 1;
+                assert!(s.chunk == 32 && s.tiles.producer_warps / s.tiles.producer_groups == 4, "{}", s.id());
+                assert_eq!(l.ps % SWIZZLE_ALIGN, 0, "{}", s.id());
+                assert!(l.ps_stride % SWIZZLE_ALIGN == 0 && l.ps_stride >= 2 * 64 * s.dk * e + s.chunk * WG_SCRATCH_LD * 4, "{}", s.id());
+                assert!(l.ps >= l.os + s.chunk * (s.tiles.block_v + 8) * e, "{}", s.id());
+                assert!(l.total >= l.ps + s.tiles.producer_groups * l.ps_stride + SWIZZLE_ALIGN, "{}", s.id());
+                assert!(src.contains("#define GLA_WG_SCORES 1") && src.contains(&format!("m64n{}k16", 2 * s.chunk)), "{}", s.id());
+            } else {
+                assert!(l.ps == 0 && l.ps_stride == 0 && src.contains("#define GLA_WG_SCORES 0"), "{}", s.id());
+            }
         }
     }
     assert!(seen >= 12, "{seen} wgmma variants");
+    assert!(scored >= 2, "{scored} variants with the producers' wgmma scores");
+    // The per-key default at d = 128 has them.
+    let d = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
+    assert!(wg_scores(&d), "{}", d.id());
     // Without the flag nothing of it is emitted.
     let plain = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
     let src = generate(&plain).unwrap().source;

@@ -146,6 +146,11 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
     s.G = reinterpret_cast<float*>(smem + OFF_G + off);
 #endif
     s.tot = reinterpret_cast<float*>(smem + OFF_TOT + g * TOT_STRIDE);
+#if GLA_WG_SCORES
+    s.qq = reinterpret_cast<elem_t*>(smem + OFF_PS + g * PS_STRIDE);
+    s.kk = s.qq + 64 * DK;
+    s.sc = reinterpret_cast<float*>(s.kk + 64 * DK);
+#endif
     return s;
 }
 // Producer -> consumer hand-off on named barrier `id` (the NT consumers and one producer group take part): the
@@ -384,6 +389,55 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 }
 #endif
 
+#if GLA_WG_SCORES
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays wrote the operands and fenced them):
+//   A = (Q̃ K̃ᵀ) ⊙ M in bf16x3 as ONE wgmma group:  D = [Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ  (64 x 64, f32)
+//   A_ij = (D[i][j] + D[i][C+j]) + (D[C+i][j] + D[C+i][C+j])     (hh + hl, then lh + ll: ll is ~2⁻¹⁶ of A)
+// Warps 2, 3 hold rows C.. of D: they post their sum in the scratch tile; warps 0, 1 add it to theirs, mask
+// causally and store A as hi + lo halves.
+template <class P>
+__device__ __forceinline__ void wg_scores(const Tiles& s) {
+    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃_hi; Q̃_lo] is one m64 operand");
+    const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
+    float d[C];  // m64 n(2C): element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
+#pragma unroll
+    for (int e = 0; e < C; ++e) d[e] = 0.f;
+    // (The tile pointers pass through an empty asm: the descriptors are then not loop-invariant, so the compiler does
+    // not keep all 2·DK/16 of them live across the producer's whole chunk loop.)
+    const elem_t* qq = s.qq;
+    const elem_t* kk = s.kk;
+    asm volatile("" : "+l"(qq), "+l"(kk));
+    reg_fence(d);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k)  // K = d: 16-column step k in panel k / 4 of the 64-row tiles
+        wg_scores_mma(d, wg_desc(qq, (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(kk, (k / 4) * (64 * 128) + (k % 4) * 32, 16));
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(d);
+    float a[C / 2];  // column blocks j and C + j of this thread's rows
+#pragma unroll
+    for (int e = 0; e < C / 2; ++e) a[e] = d[e] + d[e + C / 2];
+    if (w >= 2) {
+#pragma unroll
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * (w - 2) + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            *reinterpret_cast<float2*>(s.sc + i * LDSC + j) = make_float2(a[e], a[e + 1]);
+        }
+    }
+    P::sync();
+    if (w < 2) {
+#pragma unroll
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            const float2 p = *reinterpret_cast<const float2*>(s.sc + i * LDSC + j);
+            const float x = j <= i ? a[e] + p.x : 0.f, y = j + 1 <= i ? a[e + 1] + p.y : 0.f;
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), x, y);
+        }
+    }
+}
+#endif
+
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
@@ -428,13 +482,19 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
-            if (gate_decays<P>(a, s, sq, i0, b)) {
+            // (warp_uniform: the branch holds wgmma with GLA_WG_SCORES; gate_decays' answer is group-uniform)
+            if (warp_uniform((int)gate_decays<P>(a, s, sq, i0, b))) {
+#if GLA_WG_SCORES
+                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one wgmma group, bf16x3)
+#else
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
+#endif
             } else {
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
         } else {
+            static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays");
             const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }

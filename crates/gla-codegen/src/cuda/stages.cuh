@@ -48,6 +48,9 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
+    elem_t* qq;       // GLA_WG_SCORES: [Q̃_hi; Q̃_lo] and [K̃_hi; K̃_lo] (64 x DK swizzled each; the producer
+    elem_t* kk;       // group's own, like G) and the f32 scratch sc [C][LDSC] of wg_scores
+    float* sc;
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -112,16 +115,18 @@ __device__ __forceinline__ void store_vec_split(elem_t* hi_p, elem_t* lo_p, cons
     (void)lo_p;
 #endif
 }
-// A pair of adjacent elements as hi + lo halves (x ≈ hi + lo), each pair one 32-bit store.
-__device__ __forceinline__ void st_pair_split(elem_t* hi_p, elem_t* lo_p, float x, float y) {
+// A pair of adjacent elements as hi + lo halves (x ≈ hi + lo), each pair one 32-bit store; returns the hi pair.
+__device__ __forceinline__ unsigned st_pair_split(elem_t* hi_p, elem_t* lo_p, float x, float y) {
 #if GLA_TENSOR_CORES
     const unsigned hi = pack2(x, y);
     const float2 h = unpack2(hi);
     *reinterpret_cast<unsigned*>(hi_p) = hi;
     *reinterpret_cast<unsigned*>(lo_p) = pack2(x - h.x, y - h.y);
+    return hi;
 #else
     hi_p[0] = x; hi_p[1] = y;
     (void)lo_p;
+    return 0u;
 #endif
 }
 // Two adjacent elements (4-byte aligned for 16-bit types) as f32.
@@ -906,10 +911,20 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
         const float2 qf = load_pair(s.q(b) + KO(i, d)), kf = load_pair(s.k(b) + KO(i, d));
         const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
         const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
+#if GLA_WG_SCORES
+        // the wgmma operands [Q̃_hi; Q̃_lo], [K̃_hi; K̃_lo] (rows i, C + i), and Q̃_hi for the consumers
+        const unsigned qh = st_pair_split(s.qq + swz_rows<64>(i, d), s.qq + swz_rows<64>(C + i, d), q0, q1);
+        *reinterpret_cast<unsigned*>(s.q(b) + KO(i, d)) = qh;
+        st_pair_split(s.kk + swz_rows<64>(i, d), s.kk + swz_rows<64>(C + i, d), t0, t1);
+#else
         st_pair_split(s.q(b) + KO(i, d), q_lo(s, i) + d, q0, q1);
         st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);
+#endif
         st_pair(s.k(b) + KO(i, d), t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
     }
+#if GLA_WG_SCORES
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the operand tiles, to the tensor cores
+#endif
     G::sync();
     return true;
 }

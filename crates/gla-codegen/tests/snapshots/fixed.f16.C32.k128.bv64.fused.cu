@@ -20,6 +20,7 @@ constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_WS 0
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 #define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
+#define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the bf16x3 scores as one wgmma group
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -38,6 +39,7 @@ constexpr unsigned OFF_G = 44032, OFF_ST = 44160, OFF_A = 62592, OFF_VT = 65152,
 constexpr unsigned OFF_TOT = 44160, TOT_BYTES = 18432, ST_BYTES = 18432, OFF_OS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
+constexpr unsigned OFF_PS = 0, PS_STRIDE = 0, LDSC = 40;  // wg_scores: the producer groups' operand tiles and scratch
 
 // ---- element type (f16) ----
 typedef unsigned short elem_t;  // f16 bits
@@ -506,6 +508,9 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
+    elem_t* qq;       // GLA_WG_SCORES: [Q̃_hi; Q̃_lo] and [K̃_hi; K̃_lo] (64 x DK swizzled each; the producer
+    elem_t* kk;       // group's own, like G) and the f32 scratch sc [C][LDSC] of wg_scores
+    float* sc;
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -570,16 +575,18 @@ __device__ __forceinline__ void store_vec_split(elem_t* hi_p, elem_t* lo_p, cons
     (void)lo_p;
 #endif
 }
-// A pair of adjacent elements as hi + lo halves (x ≈ hi + lo), each pair one 32-bit store.
-__device__ __forceinline__ void st_pair_split(elem_t* hi_p, elem_t* lo_p, float x, float y) {
+// A pair of adjacent elements as hi + lo halves (x ≈ hi + lo), each pair one 32-bit store; returns the hi pair.
+__device__ __forceinline__ unsigned st_pair_split(elem_t* hi_p, elem_t* lo_p, float x, float y) {
 #if GLA_TENSOR_CORES
     const unsigned hi = pack2(x, y);
     const float2 h = unpack2(hi);
     *reinterpret_cast<unsigned*>(hi_p) = hi;
     *reinterpret_cast<unsigned*>(lo_p) = pack2(x - h.x, y - h.y);
+    return hi;
 #else
     hi_p[0] = x; hi_p[1] = y;
     (void)lo_p;
+    return 0u;
 #endif
 }
 // Two adjacent elements (4-byte aligned for 16-bit types) as f32.
@@ -1364,10 +1371,20 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
         const float2 qf = load_pair(s.q(b) + KO(i, d)), kf = load_pair(s.k(b) + KO(i, d));
         const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
         const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
+#if GLA_WG_SCORES
+        // the wgmma operands [Q̃_hi; Q̃_lo], [K̃_hi; K̃_lo] (rows i, C + i), and Q̃_hi for the consumers
+        const unsigned qh = st_pair_split(s.qq + swz_rows<64>(i, d), s.qq + swz_rows<64>(C + i, d), q0, q1);
+        *reinterpret_cast<unsigned*>(s.q(b) + KO(i, d)) = qh;
+        st_pair_split(s.kk + swz_rows<64>(i, d), s.kk + swz_rows<64>(C + i, d), t0, t1);
+#else
         st_pair_split(s.q(b) + KO(i, d), q_lo(s, i) + d, q0, q1);
         st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);
+#endif
         st_pair(s.k(b) + KO(i, d), t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
     }
+#if GLA_WG_SCORES
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the operand tiles, to the tensor cores
+#endif
     G::sync();
     return true;
 }
@@ -1732,6 +1749,11 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
     s.G = reinterpret_cast<float*>(smem + OFF_G + off);
 #endif
     s.tot = reinterpret_cast<float*>(smem + OFF_TOT + g * TOT_STRIDE);
+#if GLA_WG_SCORES
+    s.qq = reinterpret_cast<elem_t*>(smem + OFF_PS + g * PS_STRIDE);
+    s.kk = s.qq + 64 * DK;
+    s.sc = reinterpret_cast<float*>(s.kk + 64 * DK);
+#endif
     return s;
 }
 // Producer -> consumer hand-off on named barrier `id` (the NT consumers and one producer group take part): the
@@ -1970,6 +1992,55 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 }
 #endif
 
+#if GLA_WG_SCORES
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays wrote the operands and fenced them):
+//   A = (Q̃ K̃ᵀ) ⊙ M in bf16x3 as ONE wgmma group:  D = [Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ  (64 x 64, f32)
+//   A_ij = (D[i][j] + D[i][C+j]) + (D[C+i][j] + D[C+i][C+j])     (hh + hl, then lh + ll: ll is ~2⁻¹⁶ of A)
+// Warps 2, 3 hold rows C.. of D: they post their sum in the scratch tile; warps 0, 1 add it to theirs, mask
+// causally and store A as hi + lo halves.
+template <class P>
+__device__ __forceinline__ void wg_scores(const Tiles& s) {
+    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃_hi; Q̃_lo] is one m64 operand");
+    const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
+    float d[C];  // m64 n(2C): element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
+#pragma unroll
+    for (int e = 0; e < C; ++e) d[e] = 0.f;
+    // (The tile pointers pass through an empty asm: the descriptors are then not loop-invariant, so the compiler does
+    // not keep all 2·DK/16 of them live across the producer's whole chunk loop.)
+    const elem_t* qq = s.qq;
+    const elem_t* kk = s.kk;
+    asm volatile("" : "+l"(qq), "+l"(kk));
+    reg_fence(d);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k)  // K = d: 16-column step k in panel k / 4 of the 64-row tiles
+        wg_scores_mma(d, wg_desc(qq, (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(kk, (k / 4) * (64 * 128) + (k % 4) * 32, 16));
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(d);
+    float a[C / 2];  // column blocks j and C + j of this thread's rows
+#pragma unroll
+    for (int e = 0; e < C / 2; ++e) a[e] = d[e] + d[e + C / 2];
+    if (w >= 2) {
+#pragma unroll
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * (w - 2) + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            *reinterpret_cast<float2*>(s.sc + i * LDSC + j) = make_float2(a[e], a[e + 1]);
+        }
+    }
+    P::sync();
+    if (w < 2) {
+#pragma unroll
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            const float2 p = *reinterpret_cast<const float2*>(s.sc + i * LDSC + j);
+            const float x = j <= i ? a[e] + p.x : 0.f, y = j + 1 <= i ? a[e + 1] + p.y : 0.f;
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), x, y);
+        }
+    }
+}
+#endif
+
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
@@ -2014,13 +2085,19 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
-            if (gate_decays<P>(a, s, sq, i0, b)) {
+            // (warp_uniform: the branch holds wgmma with GLA_WG_SCORES; gate_decays' answer is group-uniform)
+            if (warp_uniform((int)gate_decays<P>(a, s, sq, i0, b))) {
+#if GLA_WG_SCORES
+                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one wgmma group, bf16x3)
+#else
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
+#endif
             } else {
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
         } else {
+            static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays");
             const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
