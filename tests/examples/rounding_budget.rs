@@ -10,6 +10,12 @@ fn bf(x: f64) -> f64 {
     f32::from_bits(r) as f64
 }
 
+// tf32 as `cvt.rna.tf32.f32` rounds (10 mantissa bits, ties away from zero).
+fn tf32(x: f64) -> f64 {
+    let b = (x as f32).to_bits();
+    f32::from_bits(b.wrapping_add(0x1000) & 0xffff_e000) as f64
+}
+
 #[derive(Clone, Copy, Default)]
 struct R {
     qt: bool,     // Q̃ = q·e^Γ rounded (operand of Q̃S and of the factorised A)
@@ -23,6 +29,7 @@ struct R {
     exact_a_factors: bool, // factorised A from unrounded Q̃, K̃ (bf16x3), Q̃ still rounded for Q̃S if qt
     split_s: bool, // S = hi + lo halves for Q̃S (two products), error ~u²
     q_exact_in_a: bool, // factorised A from unrounded Q̃ but rounded K̃ (bf16x2: Q̃_hi K̃_hi + Q̃_lo K̃_hi)
+    tf32_a: bool, // factorised A from Q̃, K̃ rounded to tf32 (one tf32 product instead of bf16x3)
 }
 
 fn run(r: R, q: &[f64], k: &[f64], v: &[f64], la: &[f64], t: usize, d: usize, c: usize) -> Vec<f64> {
@@ -50,6 +57,10 @@ fn run(r: R, q: &[f64], k: &[f64], v: &[f64], la: &[f64], t: usize, d: usize, c:
                 if r.factor {
                     for dd in 0..d {
                         let exact_q = r.exact_a_factors || r.q_exact_in_a;
+                        if r.tf32_a {
+                            acc += tf32(q[(c0 + i) * d + dd] * g[i * d + dd].exp()) * tf32(k[(c0 + j) * d + dd] * (-g[j * d + dd]).exp());
+                            continue;
+                        }
                         let qi = if exact_q { q[(c0 + i) * d + dd] * g[i * d + dd].exp() } else { qt[i * d + dd] };
                         acc += qi * rd(r.kt && !r.exact_a_factors, k[(c0 + j) * d + dd] * (-g[j * d + dd]).exp());
                     }
@@ -141,6 +152,7 @@ fn main() {
         ("bf16x2 A: Q̃_hi (K̃_hi + K̃_lo), A split", R { factor: true, split_a: true, kt: false, ..all }),
         ("bf16x2 A: (Q̃_hi + Q̃_lo) K̃_hi, A split", R { factor: true, split_a: true, q_exact_in_a: true, ..all }),
         ("bf16x3 A, A not split", R { factor: true, exact_a_factors: true, ..all }),
+        ("tf32 A (Q̃, K̃ rounded to tf32), A split", R { factor: true, split_a: true, tf32_a: true, ..all }),
     ];
     for (name, r) in cases {
         println!("{:<48} {:.2e}", name, rel(&run(r, &q, &k, &v, &la, t, d, c)));

@@ -49,8 +49,8 @@ pub struct SmemLayout {
     pub st_bytes: u32,
     /// wgmma consumers: the output staging tile (C x (block_v + 8) elements; 0 bytes otherwise).
     pub os: u32,
-    /// Producer-side wgmma scores (`wg_scores`): per producer group, [Q̃_hi; Q̃_lo] and [K̃_hi; K̃_lo] as two
-    /// 64-row swizzled operand tiles, then an f32 scratch tile for the lo·hi partial sums (0 bytes otherwise).
+    /// Producer-side wgmma scores (`wg_scores`): per producer group, [Q̃; K̃] in tf32 as one 64-row swizzled f32
+    /// operand tile (0 bytes otherwise).
     pub ps: u32,
     /// Bytes from one producer group's `ps` region to the next group's.
     pub ps_stride: u32,
@@ -164,14 +164,14 @@ impl SmemLayout {
         // shared memory (one 64 x d_k swizzled tile per consumer warpgroup) instead of registers.
         let st_bytes = if wg_smem_s(spec) { (spec.tiles.warps / 4) * 64 * dk * e } else if wg { 0 } else { dk * (bv + 8) * e };
         let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
-        // Producer-side wgmma scores: two 64 x d_k operand tiles and the 32 x LDSC f32 scratch, per group.
-        let ps_stride = if wg_scores(spec) { (2 * 64 * dk * e + c * WG_SCRATCH_LD * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
+        // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group.
+        let ps_stride = if wg_scores(spec) { (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
         let (ro, rest) = carve_aligned(&[
             st_bytes,                                           // S (consumers')
             groups * g_stride,                                  // Γ (per key, one per producer group)
             groups * tot_stride,                                // segment totals (one per producer group)
             os_bytes,                                           // output staging (wgmma)
-            groups * ps_stride,                                 // [Q̃_hi; Q̃_lo], [K̃_hi; K̃_lo], scratch (wg_scores)
+            groups * ps_stride,                                 // [Q̃; K̃] in tf32 (wg_scores)
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let stages = if 3 * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
@@ -208,13 +208,11 @@ pub fn wg_smem_s(spec: &KernelSpec) -> bool {
     spec.tiles.wgmma && spec.tiles.warps + spec.tiles.producer_warps > 12
 }
 
-/// Row stride (floats) of the wg_scores scratch tile: 40 floats put the float2 accesses of a half-warp (4 rows x 4
-/// pairs) in distinct banks.
-pub const WG_SCRATCH_LD: u32 = 40;
-
-/// wgmma variants whose producer warpgroup computes the per-key scores as one wgmma group: with C = 32 the bf16x3
-/// product Q̃_hi K̃_hiᵀ + Q̃_hi K̃_loᵀ + Q̃_lo K̃_hiᵀ is one m64 n64 product [Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ (its lo·lo
-/// block, ~2⁻¹⁶ of A, is added too); it needs a producer group of exactly one warpgroup.
+/// wgmma variants whose producer warpgroup computes the per-key scores on the tensor cores: A = Q̃ K̃ᵀ as ONE tf32
+/// product (Q̃, K̃ rounded to tf32 — 10 mantissa bits where the mma.sync path's bf16x3 keeps ~16; the rounding
+/// emulator gives 2.26e-3 vs 2.24e-3 for the whole forward) from the producers' f32 tile [Q̃; K̃]: its 2C = 64 rows
+/// are the m64 A operand (rows C.. give K̃ K̃ᵀ, discarded), rows C.. the n = C B operand. C = 32 and a producer group
+/// of one warpgroup; the operands need the tensor-core dtypes' split (bf16/f16 kernels).
 pub fn wg_scores(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
     t.wgmma && spec.gate.shape() == GateShape::PerKey && split_a(spec) && spec.chunk == 32 && t.producer_groups >= 1
@@ -363,7 +361,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         spec.tiles.wgmma as u32
     );
     let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
-    let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the bf16x3 scores as one wgmma group", wg_scores(spec) as u32);
+    let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group", wg_scores(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
         w,
@@ -425,7 +423,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_PS = {}, PS_STRIDE = {}, LDSC = {WG_SCRATCH_LD};  // wg_scores: the producer groups' operand tiles and scratch",
+        "constexpr unsigned OFF_PS = {}, PS_STRIDE = {};  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]",
         lay.ps, lay.ps_stride
     );
     let _ = writeln!(w);
@@ -566,6 +564,20 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     emit(w, "wg_out_v", c, false, 1, 0, "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
     emit(w, "wg_state", dk, false, 1, 1, "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
     if wg_scores(spec) {
-        emit(w, "wg_scores_mma", 2 * c, false, 0, 0, "[Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ (producers): A = [64][d_k] K-major, B = [2C][d_k] K-major");
+        // tf32 operands are K-major only (no transpose immediates).
+        let m = c / 2;
+        let _ = writeln!(w, "// D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major");
+        let _ = writeln!(w, "__device__ __forceinline__ void wg_scores_mma(float (&d)[{m}], unsigned long long da, unsigned long long db) {{");
+        let _ = writeln!(
+            w,
+            "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{c}k8.f32.tf32.tf32 {{{}}}, %{}, %{}, p, 1, 1; }}\\n\"",
+            m + 2,
+            acc(c),
+            m,
+            m + 1
+        );
+        let _ = writeln!(w, "                 : {}", outs(c));
+        let _ = writeln!(w, "                 : \"l\"(da), \"l\"(db), \"r\"(1));");
+        let _ = writeln!(w, "}}");
     }
 }

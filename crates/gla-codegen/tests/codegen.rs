@@ -312,7 +312,7 @@ fn wgmma_variants_are_validated() {
 
 #[test]
 fn wgmma_tiles_are_swizzle_aligned_and_fit() {
-    use gla_codegen::writer::{wg_scores, wg_smem_s, SmemLayout, SWIZZLE_ALIGN, WG_SCRATCH_LD};
+    use gla_codegen::writer::{wg_scores, wg_smem_s, SmemLayout, SWIZZLE_ALIGN};
     let mut seen = 0;
     let mut scored = 0;
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
@@ -343,16 +343,16 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             // The emitted source says so, and carries the variant's wgmma instructions.
             let src = generate(&s).unwrap().source;
             assert!(src.contains("#define GLA_WGMMA 1") && src.contains(&format!("m64n{}k16", s.dk)) && src.contains(&format!("m64n{}k16", s.chunk)), "{}", s.id());
-            // Producer-side wgmma scores: per group two 64 x d_k operand tiles and the C x LDSC f32 scratch, 1024-aligned,
-            // after everything else and inside the allocation (less the alignment slack).
+            // Producer-side wgmma scores: per group the 2C x d_k f32 tile [Q̃; K̃] (tf32), 1024-aligned, after everything
+            // else and inside the allocation (less the alignment slack).
             if wg_scores(&s) {
                 scored += 1;
                 assert!(s.chunk == 32 && s.tiles.producer_warps / s.tiles.producer_groups == 4, "{}", s.id());
                 assert_eq!(l.ps % SWIZZLE_ALIGN, 0, "{}", s.id());
-                assert!(l.ps_stride % SWIZZLE_ALIGN == 0 && l.ps_stride >= 2 * 64 * s.dk * e + s.chunk * WG_SCRATCH_LD * 4, "{}", s.id());
+                assert!(l.ps_stride % SWIZZLE_ALIGN == 0 && l.ps_stride >= 2 * s.chunk * s.dk * 4, "{}", s.id());
                 assert!(l.ps >= l.os + s.chunk * (s.tiles.block_v + 8) * e, "{}", s.id());
                 assert!(l.total >= l.ps + s.tiles.producer_groups * l.ps_stride + SWIZZLE_ALIGN, "{}", s.id());
-                assert!(src.contains("#define GLA_WG_SCORES 1") && src.contains(&format!("m64n{}k16", 2 * s.chunk)), "{}", s.id());
+                assert!(src.contains("#define GLA_WG_SCORES 1") && src.contains(&format!("m64n{}k8.f32.tf32.tf32", s.chunk)), "{}", s.id());
             } else {
                 assert!(l.ps == 0 && l.ps_stride == 0 && src.contains("#define GLA_WG_SCORES 0"), "{}", s.id());
             }

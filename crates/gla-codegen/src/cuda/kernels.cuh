@@ -147,9 +147,7 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 #endif
     s.tot = reinterpret_cast<float*>(smem + OFF_TOT + g * TOT_STRIDE);
 #if GLA_WG_SCORES
-    s.qq = reinterpret_cast<elem_t*>(smem + OFF_PS + g * PS_STRIDE);
-    s.kk = s.qq + 64 * DK;
-    s.sc = reinterpret_cast<float*>(s.kk + 64 * DK);
+    s.qk = reinterpret_cast<float*>(smem + OFF_PS + g * PS_STRIDE);
 #endif
     return s;
 }
@@ -390,49 +388,35 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #endif
 
 #if GLA_WG_SCORES
-// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays wrote the operands and fenced them):
-//   A = (Q̃ K̃ᵀ) ⊙ M in bf16x3 as ONE wgmma group:  D = [Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ  (64 x 64, f32)
-//   A_ij = (D[i][j] + D[i][C+j]) + (D[C+i][j] + D[C+i][C+j])     (hh + hl, then lh + ll: ll is ~2⁻¹⁶ of A)
-// Warps 2, 3 hold rows C.. of D: they post their sum in the scratch tile; warps 0, 1 add it to theirs, mask
-// causally and store A as hi + lo halves.
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays wrote [Q̃; K̃] in tf32 and fenced it):
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves.
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
-    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃_hi; Q̃_lo] is one m64 operand");
+    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
     const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
-    float d[C];  // m64 n(2C): element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
+    float d[C / 2];  // m64 nC: element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
 #pragma unroll
-    for (int e = 0; e < C; ++e) d[e] = 0.f;
-    // (The tile pointers pass through an empty asm: the descriptors are then not loop-invariant, so the compiler does
-    // not keep all 2·DK/16 of them live across the producer's whole chunk loop.)
-    const elem_t* qq = s.qq;
-    const elem_t* kk = s.kk;
-    asm volatile("" : "+l"(qq), "+l"(kk));
+    for (int e = 0; e < C / 2; ++e) d[e] = 0.f;
+    // (The tile pointer passes through an empty asm: the descriptors are then not loop-invariant, so the compiler
+    // does not keep all 2·DK/8 of them live across the producer's whole chunk loop.)
+    const float* qk = s.qk;
+    asm volatile("" : "+l"(qk));
     reg_fence(d);
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < DK / 16; ++k)  // K = d: 16-column step k in panel k / 4 of the 64-row tiles
-        wg_scores_mma(d, wg_desc(qq, (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(kk, (k / 4) * (64 * 128) + (k % 4) * 32, 16));
+    for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
+        const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
+    }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
-    float a[C / 2];  // column blocks j and C + j of this thread's rows
-#pragma unroll
-    for (int e = 0; e < C / 2; ++e) a[e] = d[e] + d[e + C / 2];
-    if (w >= 2) {
-#pragma unroll
-        for (int e = 0; e < C / 2; e += 2) {
-            const int i = 16 * (w - 2) + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
-            *reinterpret_cast<float2*>(s.sc + i * LDSC + j) = make_float2(a[e], a[e + 1]);
-        }
-    }
-    P::sync();
     if (w < 2) {
 #pragma unroll
         for (int e = 0; e < C / 2; e += 2) {
             const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
-            const float2 p = *reinterpret_cast<const float2*>(s.sc + i * LDSC + j);
-            const float x = j <= i ? a[e] + p.x : 0.f, y = j + 1 <= i ? a[e + 1] + p.y : 0.f;
-            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), x, y);
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
         }
     }
 }
@@ -485,7 +469,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // (warp_uniform: the branch holds wgmma with GLA_WG_SCORES; gate_decays' answer is group-uniform)
             if (warp_uniform((int)gate_decays<P>(a, s, sq, i0, b))) {
 #if GLA_WG_SCORES
-                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one wgmma group, bf16x3)
+                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
 #else
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
 #endif

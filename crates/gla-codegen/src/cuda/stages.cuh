@@ -48,9 +48,7 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
-    elem_t* qq;       // GLA_WG_SCORES: [Q̃_hi; Q̃_lo] and [K̃_hi; K̃_lo] (64 x DK swizzled each; the producer
-    elem_t* kk;       // group's own, like G) and the f32 scratch sc [C][LDSC] of wg_scores
-    float* sc;
+    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -912,10 +910,10 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
         const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
         const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
 #if GLA_WG_SCORES
-        // the wgmma operands [Q̃_hi; Q̃_lo], [K̃_hi; K̃_lo] (rows i, C + i), and Q̃_hi for the consumers
-        const unsigned qh = st_pair_split(s.qq + swz_rows<64>(i, d), s.qq + swz_rows<64>(C + i, d), q0, q1);
-        *reinterpret_cast<unsigned*>(s.q(b) + KO(i, d)) = qh;
-        st_pair_split(s.kk + swz_rows<64>(i, d), s.kk + swz_rows<64>(C + i, d), t0, t1);
+        // Q̃ (bf16/f16) for the consumers; the scores' operands Q̃, K̃ in tf32 (rows i, C + i of [Q̃; K̃])
+        st_pair(s.q(b) + KO(i, d), q0, q1);
+        *reinterpret_cast<float2*>(s.qk + swz32_rows<2 * C>(i, d)) = make_float2(tf32_rna(q0), tf32_rna(q1));
+        *reinterpret_cast<float2*>(s.qk + swz32_rows<2 * C>(C + i, d)) = make_float2(tf32_rna(t0), tf32_rna(t1));
 #else
         st_pair_split(s.q(b) + KO(i, d), q_lo(s, i) + d, q0, q1);
         st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);

@@ -20,7 +20,7 @@ constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_WS 1
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 #define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
-#define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the bf16x3 scores as one wgmma group
+#define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -39,7 +39,7 @@ constexpr unsigned OFF_G = 157696, OFF_ST = 122880, OFF_A = 34816, OFF_VT = 0, O
 constexpr unsigned OFF_TOT = 175616, TOT_BYTES = 1024, ST_BYTES = 34816, OFF_OS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 17920, TOT_STRIDE = 1024;  // bytes between the producer groups' Γ tiles and totals
-constexpr unsigned OFF_PS = 0, PS_STRIDE = 0, LDSC = 40;  // wg_scores: the producer groups' operand tiles and scratch
+constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -273,6 +273,15 @@ struct Pad {
 template <int ROWS>
 __device__ __forceinline__ int swz_rows(int r, int c) { return ((c >> 6) * (ROWS * 64) + r * 64 + (c & 63)) ^ ((r & 7) << 3); }
 __device__ __forceinline__ int swz(int r, int c) { return swz_rows<C>(r, c); }
+// The same 128-byte swizzle for an f32 tile (32 elements a row of a panel; 4 a 16-byte chunk).
+template <int ROWS>
+__device__ __forceinline__ int swz32_rows(int r, int c) { return ((c >> 5) * (ROWS * 32) + r * 32 + (c & 31)) ^ ((r & 7) << 2); }
+// x rounded to tf32 (10 mantissa bits, ties away; the tensor cores would truncate), as an f32.
+__device__ __forceinline__ float tf32_rna(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
 struct Swz {
     const elem_t* p;
     __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }
@@ -508,9 +517,7 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
-    elem_t* qq;       // GLA_WG_SCORES: [Q̃_hi; Q̃_lo] and [K̃_hi; K̃_lo] (64 x DK swizzled each; the producer
-    elem_t* kk;       // group's own, like G) and the f32 scratch sc [C][LDSC] of wg_scores
-    float* sc;
+    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -1372,10 +1379,10 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
         const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
         const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
 #if GLA_WG_SCORES
-        // the wgmma operands [Q̃_hi; Q̃_lo], [K̃_hi; K̃_lo] (rows i, C + i), and Q̃_hi for the consumers
-        const unsigned qh = st_pair_split(s.qq + swz_rows<64>(i, d), s.qq + swz_rows<64>(C + i, d), q0, q1);
-        *reinterpret_cast<unsigned*>(s.q(b) + KO(i, d)) = qh;
-        st_pair_split(s.kk + swz_rows<64>(i, d), s.kk + swz_rows<64>(C + i, d), t0, t1);
+        // Q̃ (bf16/f16) for the consumers; the scores' operands Q̃, K̃ in tf32 (rows i, C + i of [Q̃; K̃])
+        st_pair(s.q(b) + KO(i, d), q0, q1);
+        *reinterpret_cast<float2*>(s.qk + swz32_rows<2 * C>(i, d)) = make_float2(tf32_rna(q0), tf32_rna(q1));
+        *reinterpret_cast<float2*>(s.qk + swz32_rows<2 * C>(C + i, d)) = make_float2(tf32_rna(t0), tf32_rna(t1));
 #else
         st_pair_split(s.q(b) + KO(i, d), q_lo(s, i) + d, q0, q1);
         st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);
@@ -1750,9 +1757,7 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 #endif
     s.tot = reinterpret_cast<float*>(smem + OFF_TOT + g * TOT_STRIDE);
 #if GLA_WG_SCORES
-    s.qq = reinterpret_cast<elem_t*>(smem + OFF_PS + g * PS_STRIDE);
-    s.kk = s.qq + 64 * DK;
-    s.sc = reinterpret_cast<float*>(s.kk + 64 * DK);
+    s.qk = reinterpret_cast<float*>(smem + OFF_PS + g * PS_STRIDE);
 #endif
     return s;
 }
@@ -1993,49 +1998,35 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #endif
 
 #if GLA_WG_SCORES
-// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays wrote the operands and fenced them):
-//   A = (Q̃ K̃ᵀ) ⊙ M in bf16x3 as ONE wgmma group:  D = [Q̃_hi; Q̃_lo] [K̃_hi; K̃_lo]ᵀ  (64 x 64, f32)
-//   A_ij = (D[i][j] + D[i][C+j]) + (D[C+i][j] + D[C+i][C+j])     (hh + hl, then lh + ll: ll is ~2⁻¹⁶ of A)
-// Warps 2, 3 hold rows C.. of D: they post their sum in the scratch tile; warps 0, 1 add it to theirs, mask
-// causally and store A as hi + lo halves.
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays wrote [Q̃; K̃] in tf32 and fenced it):
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves.
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
-    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃_hi; Q̃_lo] is one m64 operand");
+    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
     const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
-    float d[C];  // m64 n(2C): element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
+    float d[C / 2];  // m64 nC: element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
 #pragma unroll
-    for (int e = 0; e < C; ++e) d[e] = 0.f;
-    // (The tile pointers pass through an empty asm: the descriptors are then not loop-invariant, so the compiler does
-    // not keep all 2·DK/16 of them live across the producer's whole chunk loop.)
-    const elem_t* qq = s.qq;
-    const elem_t* kk = s.kk;
-    asm volatile("" : "+l"(qq), "+l"(kk));
+    for (int e = 0; e < C / 2; ++e) d[e] = 0.f;
+    // (The tile pointer passes through an empty asm: the descriptors are then not loop-invariant, so the compiler
+    // does not keep all 2·DK/8 of them live across the producer's whole chunk loop.)
+    const float* qk = s.qk;
+    asm volatile("" : "+l"(qk));
     reg_fence(d);
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < DK / 16; ++k)  // K = d: 16-column step k in panel k / 4 of the 64-row tiles
-        wg_scores_mma(d, wg_desc(qq, (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(kk, (k / 4) * (64 * 128) + (k % 4) * 32, 16));
+    for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
+        const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
+    }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
-    float a[C / 2];  // column blocks j and C + j of this thread's rows
-#pragma unroll
-    for (int e = 0; e < C / 2; ++e) a[e] = d[e] + d[e + C / 2];
-    if (w >= 2) {
-#pragma unroll
-        for (int e = 0; e < C / 2; e += 2) {
-            const int i = 16 * (w - 2) + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
-            *reinterpret_cast<float2*>(s.sc + i * LDSC + j) = make_float2(a[e], a[e + 1]);
-        }
-    }
-    P::sync();
     if (w < 2) {
 #pragma unroll
         for (int e = 0; e < C / 2; e += 2) {
             const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
-            const float2 p = *reinterpret_cast<const float2*>(s.sc + i * LDSC + j);
-            const float x = j <= i ? a[e] + p.x : 0.f, y = j + 1 <= i ? a[e + 1] + p.y : 0.f;
-            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), x, y);
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
         }
     }
 }
@@ -2088,7 +2079,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // (warp_uniform: the branch holds wgmma with GLA_WG_SCORES; gate_decays' answer is group-uniform)
             if (warp_uniform((int)gate_decays<P>(a, s, sq, i0, b))) {
 #if GLA_WG_SCORES
-                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one wgmma group, bf16x3)
+                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
 #else
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
 #endif
