@@ -13,7 +13,7 @@ fn bf(x: f64) -> f64 {
 // tf32 as `cvt.rna.tf32.f32` rounds (10 mantissa bits, ties away from zero).
 fn tf32(x: f64) -> f64 {
     let b = (x as f32).to_bits();
-    f32::from_bits(b.wrapping_add(0x1000) & 0xffff_e000) as f64
+    f32::from_bits(if std::env::var("TF32_TRUNC").is_ok() { b & 0xffff_e000 } else { b.wrapping_add(0x1000) & 0xffff_e000 }) as f64
 }
 
 #[derive(Clone, Copy, Default)]
