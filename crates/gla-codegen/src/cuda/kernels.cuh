@@ -466,14 +466,16 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
-            // (warp_uniform: the branch holds wgmma with GLA_WG_SCORES; gate_decays' answer is group-uniform)
-            if (warp_uniform((int)gate_decays<P>(a, s, sq, i0, b))) {
 #if GLA_WG_SCORES
+            // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
+            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
-#else
-                intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
-#endif
             } else {
+#else
+            if (gate_decays<P>(a, s, sq, i0, b)) {
+                intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
+            } else {
+#endif
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }

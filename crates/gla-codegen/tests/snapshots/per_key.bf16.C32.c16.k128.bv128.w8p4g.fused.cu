@@ -1408,20 +1408,111 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
         const float2 qf = load_pair(s.q(b) + KO(i, d)), kf = load_pair(s.k(b) + KO(i, d));
         const float q0 = qf.x * exp_nonpos(g0[u]), q1 = qf.y * exp_nonpos(g1[u]);      // Q̃
         const float t0 = kf.x * exp_span(-g0[u]), t1 = kf.y * exp_span(-g1[u]);        // K̃
-#if GLA_WG_SCORES
-        // Q̃ (bf16/f16) for the consumers; the scores' operands Q̃, K̃ in tf32 (rows i, C + i of [Q̃; K̃])
-        st_pair(s.q(b) + KO(i, d), q0, q1);
-        *reinterpret_cast<float2*>(s.qk + swz32_rows<2 * C>(i, d)) = make_float2(tf32_rna(q0), tf32_rna(q1));
-        *reinterpret_cast<float2*>(s.qk + swz32_rows<2 * C>(C + i, d)) = make_float2(tf32_rna(t0), tf32_rna(t1));
-#else
         st_pair_split(s.q(b) + KO(i, d), q_lo(s, i) + d, q0, q1);
         st_pair_split(s.x(b) + i * LDK + d, k_lo(s, i) + d, t0, t1);
-#endif
         st_pair(s.k(b) + KO(i, d), t0 * e0, t1 * e1);                              // K̂ = K̃ ⊙ exp(Γ_L)
     }
-#if GLA_WG_SCORES
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the operand tiles, to the tensor cores
+    G::sync();
+    return true;
+}
 #endif
+
+#if GLA_WG_SCORES
+// Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
+// (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
+// are SEGS consecutive lanes of one warp, so the segment offsets are a shuffle scan (no barrier, no totals tile):
+//   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  mild chunks: Q̃ = Q ⊙ exp(Γ) (bf16/f16 for the consumers, tf32 in [Q̃; K̃]),
+//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
+// Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
+template <class G>
+__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS;
+    static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
+                  "one (octet, segment) per thread, an octet's segments in one warp");
+    const int tid = G::tid(), seg = tid % SEGS, d = (tid / SEGS) * 8, r0 = seg * SR;
+    const int rows = min(C, sq.len - i0);
+    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const bool full = rows == C && a.dk == DK;
+    float g[SR][8];  // this thread's Γ
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {
+        const int i = r0 + u;
+        float x[8];
+        load_vec(s.x(b) + i * LDK + d, x);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            acc[c] += (full || (i < rows && d + c < a.dk)) ? LOG2E * gate_log_alpha(x[c], p) : 0.f;
+            g[u][c] = acc[c];
+        }
+    }
+    // Inclusive scan of the segment sums over the octet's lanes; the exclusive offset is the previous lane's.
+    float inc[8], gl[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) inc[c] = acc[c];
+#pragma unroll
+    for (int o = 1; o < SEGS; o <<= 1)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const float v = __shfl_up_sync(0xffffffffu, inc[c], o, SEGS);
+            if (seg >= o) inc[c] += v;
+        }
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+        const float off = __shfl_up_sync(0xffffffffu, inc[c], 1, SEGS);
+        gl[c] = __shfl_sync(0xffffffffu, inc[c], SEGS - 1, SEGS);  // Γ_L = the last segment's inclusive sum
+        if (seg > 0)
+#pragma unroll
+            for (int u = 0; u < SR; ++u) g[u][c] += off;
+    }
+    if (seg == SEGS - 1) {
+        *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
+        *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
+    }
+    bool ok = true;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;
+    const bool mild = G::all(ok);  // NaN fails: the exact path handles it
+    if (!mild) {  // the exact path reads Γ and exp(Γ_L) from shared memory
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
+            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
+        }
+        if (seg == SEGS - 1)
+#pragma unroll
+            for (int c = 0; c < 8; ++c) s.EGL[d + c] = exp_nonpos(gl[c]);
+        G::sync();
+        return false;
+    }
+    float e[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {
+        const int i = r0 + u;
+        float qf[8], kf[8];
+        load_vec(s.q(b) + KO(i, d), qf);
+        load_vec(s.k(b) + KO(i, d), kf);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            qf[c] *= exp_nonpos(g[u][c]);  // Q̃
+            kf[c] *= exp_span(-g[u][c]);   // K̃
+        }
+        store_vec(s.q(b) + KO(i, d), qf);
+        float* qr = s.qk + swz32_rows<2 * C>(i, d);
+        float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
+        float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
+        float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
+        *reinterpret_cast<float4*>(qr) = make_float4(tf32_rna(qf[0]), tf32_rna(qf[1]), tf32_rna(qf[2]), tf32_rna(qf[3]));
+        *reinterpret_cast<float4*>(qr4) = make_float4(tf32_rna(qf[4]), tf32_rna(qf[5]), tf32_rna(qf[6]), tf32_rna(qf[7]));
+        *reinterpret_cast<float4*>(kr) = make_float4(tf32_rna(kf[0]), tf32_rna(kf[1]), tf32_rna(kf[2]), tf32_rna(kf[3]));
+        *reinterpret_cast<float4*>(kr4) = make_float4(tf32_rna(kf[4]), tf32_rna(kf[5]), tf32_rna(kf[6]), tf32_rna(kf[7]));
+#pragma unroll
+        for (int c = 0; c < 8; ++c) kf[c] *= e[c];  // K̂ = K̃ ⊙ exp(Γ_L)
+        store_vec(s.k(b) + KO(i, d), kf);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
     G::sync();
     return true;
 }
@@ -2106,14 +2197,16 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         // 168 registers a thread or more); else the two passes, Γ through shared memory.
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
-            // (warp_uniform: the branch holds wgmma with GLA_WG_SCORES; gate_decays' answer is group-uniform)
-            if (warp_uniform((int)gate_decays<P>(a, s, sq, i0, b))) {
 #if GLA_WG_SCORES
+            // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
+            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
-#else
-                intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
-#endif
             } else {
+#else
+            if (gate_decays<P>(a, s, sq, i0, b)) {
+                intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
+            } else {
+#endif
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
