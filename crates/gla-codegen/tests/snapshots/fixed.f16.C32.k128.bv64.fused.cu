@@ -1406,15 +1406,28 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     const bool full = rows == C && a.dk == DK;
     float g[SR][8];  // this thread's Γ
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (full) {  // every chunk but a sequence's last: no predicates (a branch per element would serialise the gate)
 #pragma unroll
-    for (int u = 0; u < SR; ++u) {
-        const int i = r0 + u;
-        float x[8];
-        load_vec(s.x(b) + i * LDK + d, x);
+        for (int u = 0; u < SR; ++u) {
+            float x[8];
+            load_vec(s.x(b) + (r0 + u) * LDK + d, x);
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            acc[c] += (full || (i < rows && d + c < a.dk)) ? LOG2E * gate_log_alpha(x[c], p) : 0.f;
-            g[u][c] = acc[c];
+            for (int c = 0; c < 8; ++c) {
+                acc[c] += LOG2E * gate_log_alpha(x[c], p);
+                g[u][c] = acc[c];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            const int i = r0 + u;
+            float x[8];
+            load_vec(s.x(b) + i * LDK + d, x);
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                acc[c] += (i < rows && d + c < a.dk) ? LOG2E * gate_log_alpha(x[c], p) : 0.f;
+                g[u][c] = acc[c];
+            }
         }
     }
     // Inclusive scan of the segment sums over the octet's lanes; the exclusive offset is the previous lane's.
