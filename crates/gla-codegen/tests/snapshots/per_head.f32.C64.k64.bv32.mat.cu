@@ -2095,7 +2095,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #endif
 
 #if GLA_WG_SCORES
-// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays wrote [Q̃; K̃] in tf32 and fenced it):
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
 //   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
 // Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves.
 template <class P>
@@ -2170,7 +2170,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         }
 #if KEY_GATE == GATE_PER_KEY
         // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
-        // 168 registers a thread or more); else the two passes, Γ through shared memory.
+        // 168 registers a thread or more; with the producers' wgmma scores one (row segment, 8 columns) per thread);
+        // else the two passes, Γ through shared memory.
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
@@ -2187,7 +2188,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
         } else {
-            static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays");
+            static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
             const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
