@@ -525,14 +525,17 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     let _ = writeln!(w, "// ---- warpgroup tensor-core products (wgmma.mma_async, sm_90a) ----");
     let acc = |n: u32| (0..n / 2).map(|i| format!("%{i}")).collect::<Vec<_>>().join(",");
     let outs = |n: u32| (0..n / 2).map(|i| format!("\"+f\"(d[{i}])")).collect::<Vec<_>>().join(", ");
-    let emit = |w: &mut String, name: &str, n: u32, a_regs: bool, tnsp_a: u32, tnsp_b: u32, doc: &str| {
+    // One wrapper `name(d, a | da, db)`: D (m64 x n, f32) += A B for instruction shape/types `op` (e.g.
+    // "m64n32k16.f32.bf16.bf16"); A from registers (a_regs) or a descriptor; `imm` the transpose immediates
+    // (", tnsp_b" with A in registers, ", tnsp_a, tnsp_b" otherwise; none for tf32, whose operands are K-major only).
+    let emit = |w: &mut String, name: &str, n: u32, a_regs: bool, op: &str, imm: &str, doc: &str| {
         let m = n / 2;
         let _ = writeln!(w, "// {doc}");
         if a_regs {
             let _ = writeln!(w, "__device__ __forceinline__ void {name}(float (&d)[{m}], const unsigned (&a)[4], unsigned long long db) {{");
             let _ = writeln!(
                 w,
-                "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, {{%{},%{},%{},%{}}}, %{}, p, 1, 1, {tnsp_b}; }}\\n\"",
+                "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.{op} {{{}}}, {{%{},%{},%{},%{}}}, %{}, p, 1, 1{imm}; }}\\n\"",
                 m + 5,
                 acc(n),
                 m,
@@ -547,7 +550,7 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
             let _ = writeln!(w, "__device__ __forceinline__ void {name}(float (&d)[{m}], unsigned long long da, unsigned long long db) {{");
             let _ = writeln!(
                 w,
-                "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{}, %{}, p, 1, 1, {tnsp_a}, {tnsp_b}; }}\\n\"",
+                "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.{op} {{{}}}, %{}, %{}, p, 1, 1{imm}; }}\\n\"",
                 m + 2,
                 acc(n),
                 m,
@@ -559,25 +562,13 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
         let _ = writeln!(w, "}}");
     };
     let (c, dk) = (spec.chunk, spec.dk);
-    emit(w, "wg_out_s", c, true, 0, 0, "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ in registers, B = Q̃ [C][d_k] K-major");
-    emit(w, "wg_out_t", c, false, 0, 0, "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ [64][d_k] K-major in shared memory, B = Q̃ [C][d_k] K-major");
-    emit(w, "wg_out_v", c, false, 1, 0, "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
-    emit(w, "wg_state", dk, false, 1, 1, "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
+    let op = |n: u32| format!("m64n{n}k16.f32.{ty}.{ty}");
+    emit(w, "wg_out_s", c, true, &op(c), ", 0", "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ in registers, B = Q̃ [C][d_k] K-major");
+    emit(w, "wg_out_t", c, false, &op(c), ", 0, 0", "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ [64][d_k] K-major in shared memory, B = Q̃ [C][d_k] K-major");
+    emit(w, "wg_out_v", c, false, &op(c), ", 1, 0", "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
+    emit(w, "wg_state", dk, false, &op(dk), ", 1, 1", "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
     if wg_scores(spec) {
-        // tf32 operands are K-major only (no transpose immediates).
-        let m = c / 2;
-        let _ = writeln!(w, "// D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major");
-        let _ = writeln!(w, "__device__ __forceinline__ void wg_scores_mma(float (&d)[{m}], unsigned long long da, unsigned long long db) {{");
-        let _ = writeln!(
-            w,
-            "    asm volatile(\"{{ .reg .pred p; setp.ne.b32 p, %{}, 0; wgmma.mma_async.sync.aligned.m64n{c}k8.f32.tf32.tf32 {{{}}}, %{}, %{}, p, 1, 1; }}\\n\"",
-            m + 2,
-            acc(c),
-            m,
-            m + 1
-        );
-        let _ = writeln!(w, "                 : {}", outs(c));
-        let _ = writeln!(w, "                 : \"l\"(da), \"l\"(db), \"r\"(1));");
-        let _ = writeln!(w, "}}");
+        let doc = "D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major";
+        emit(w, "wg_scores_mma", c, false, &format!("m64n{c}k8.f32.tf32.tf32"), "", doc);
     }
 }

@@ -580,18 +580,16 @@ __device__ __forceinline__ void store_vec_split(elem_t* hi_p, elem_t* lo_p, cons
     (void)lo_p;
 #endif
 }
-// A pair of adjacent elements as hi + lo halves (x ≈ hi + lo), each pair one 32-bit store; returns the hi pair.
-__device__ __forceinline__ unsigned st_pair_split(elem_t* hi_p, elem_t* lo_p, float x, float y) {
+// A pair of adjacent elements as hi + lo halves (x ≈ hi + lo), each pair one 32-bit store.
+__device__ __forceinline__ void st_pair_split(elem_t* hi_p, elem_t* lo_p, float x, float y) {
 #if GLA_TENSOR_CORES
     const unsigned hi = pack2(x, y);
     const float2 h = unpack2(hi);
     *reinterpret_cast<unsigned*>(hi_p) = hi;
     *reinterpret_cast<unsigned*>(lo_p) = pack2(x - h.x, y - h.y);
-    return hi;
 #else
     hi_p[0] = x; hi_p[1] = y;
     (void)lo_p;
-    return 0u;
 #endif
 }
 // Two adjacent elements (4-byte aligned for 16-bit types) as f32.
