@@ -209,7 +209,7 @@ fn warp_specialised_variants_over_the_shapes() {
     let specs_for = |gate: &'static dyn Gate, dt: DType, d: &Dims| {
         let (kd, vd) = (specialised_dim(d.dk).unwrap(), specialised_dim(d.dv).unwrap());
         let mut specs: Vec<KernelSpec> = Vec::new();
-        // (The wgmma consumers at C 32 with 4 + 4 and 8 + 4 warps, one and two producer groups.)
+        // (The wgmma consumers at C 32 with 4 + 4, 8 + 4 and 8 + 8 warps, one and two producer groups.)
         for (chunk, bv, warps, pw, pg, wg) in [
             (32, 64, 4, 4, 1, false),
             (32, 64, 8, 4, 1, false),
@@ -221,6 +221,7 @@ fn warp_specialised_variants_over_the_shapes() {
             (32, 64, 4, 4, 1, true),
             (32, 128, 8, 4, 1, true),
             (32, 128, 8, 4, 2, true),
+            (32, 128, 8, 8, 1, true),
         ] {
             let tiles = Tiles { block_v: if wg { 16 * warps } else { bv.min(vd) }, warps, producer_warps: pw, producer_groups: pg, wgmma: wg };
             if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {

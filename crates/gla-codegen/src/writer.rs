@@ -216,7 +216,12 @@ pub fn wg_smem_s(spec: &KernelSpec) -> bool {
 pub fn wg_scores(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
     t.wgmma && spec.gate.shape() == GateShape::PerKey && split_a(spec) && spec.chunk == 32 && t.producer_groups >= 1
-        && t.producer_warps / t.producer_groups == 4
+        && matches!(t.producer_warps / t.producer_groups, 4 | 8)
+}
+
+/// Producer warpgroups per group in `wg_scores`: with two, each computes half of the score columns (m64 n C/2).
+pub fn wg_scores_groups(spec: &KernelSpec) -> u32 {
+    (spec.tiles.producer_warps / spec.tiles.producer_groups.max(1) / 4).max(1)
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates
@@ -569,6 +574,7 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     emit(w, "wg_state", dk, false, &op(dk), ", 1, 1", "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
     if wg_scores(spec) {
         let doc = "D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major";
-        emit(w, "wg_scores_mma", c, false, &format!("m64n{c}k8.f32.tf32.tf32"), "", doc);
+        let n = c / wg_scores_groups(spec);
+        emit(w, "wg_scores_mma", n, false, &format!("m64n{n}k8.f32.tf32.tf32"), "", doc);
     }
 }

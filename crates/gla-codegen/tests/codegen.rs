@@ -347,12 +347,16 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             // else and inside the allocation (less the alignment slack).
             if wg_scores(&s) {
                 scored += 1;
-                assert!(s.chunk == 32 && s.tiles.producer_warps / s.tiles.producer_groups == 4, "{}", s.id());
+                // One producer warpgroup (m64 nC), or two splitting the score columns (m64 nC/2 each).
+                let per_group = s.tiles.producer_warps / s.tiles.producer_groups;
+                assert!(s.chunk == 32 && (per_group == 4 || per_group == 8), "{}", s.id());
+                assert_eq!(gla_codegen::writer::wg_scores_groups(&s), per_group / 4, "{}", s.id());
                 assert_eq!(l.ps % SWIZZLE_ALIGN, 0, "{}", s.id());
                 assert!(l.ps_stride % SWIZZLE_ALIGN == 0 && l.ps_stride >= 2 * s.chunk * s.dk * 4, "{}", s.id());
                 assert!(l.ps >= l.os + s.chunk * (s.tiles.block_v + 8) * e, "{}", s.id());
                 assert!(l.total >= l.ps + s.tiles.producer_groups * l.ps_stride + SWIZZLE_ALIGN, "{}", s.id());
-                assert!(src.contains("#define GLA_WG_SCORES 1") && src.contains(&format!("m64n{}k8.f32.tf32.tf32", s.chunk)), "{}", s.id());
+                let n = s.chunk / (per_group / 4);
+                assert!(src.contains("#define GLA_WG_SCORES 1") && src.contains(&format!("m64n{n}k8.f32.tf32.tf32")), "{}", s.id());
             } else {
                 assert!(l.ps == 0 && l.ps_stride == 0 && src.contains("#define GLA_WG_SCORES 0"), "{}", s.id());
             }
@@ -382,11 +386,12 @@ fn gate_decays_vec_lane_map_is_bank_conflict_free() {
         4 * (((c >> 5) * (rows * 32) + r * 32 + (c & 31)) ^ ((r & 7) << 2))
     }
     // Worst multiplicity of a 16-byte bank group within a quarter-warp, over the thread's rows u.
-    fn worst(dk: u32, c: u32, consecutive: bool, byte: &dyn Fn(u32, u32) -> u32) -> usize {
-        let (segs, sr) = (128 / (dk / 8), c / (128 / (dk / 8)));
+    // `nt` threads in the producer group (one warpgroup, or two at 8 + 8 warps).
+    fn worst(nt: u32, dk: u32, c: u32, consecutive: bool, byte: &dyn Fn(u32, u32) -> u32) -> usize {
+        let (segs, sr) = (nt / (dk / 8), c / (nt / (dk / 8)));
         let opw = 32 / segs;
         let mut w = 0;
-        for warp in 0..4 {
+        for warp in 0..nt / 32 {
             for u in 0..sr {
                 for q in 0..4 {
                     let mut groups = [0usize; 8];
@@ -400,15 +405,15 @@ fn gate_decays_vec_lane_map_is_bank_conflict_free() {
         }
         w
     }
-    for dk in [64u32, 128] {
+    for (nt, dk) in [(128u32, 64u32), (128, 128), (256, 64), (256, 128)] {
         let c = 32;
         let x = |r: u32, col: u32| 2 * (r * (dk + 8) + col);
         let qk_lo = |r: u32, col: u32| swz_f32(2 * c, r, col);
         let qk_hi = |r: u32, col: u32| swz_f32(2 * c, r, col + 4);
-        assert_eq!(worst(dk, c, false, &x), 1, "logits tile, d_k = {dk}");
-        assert_eq!(worst(dk, c, false, &|r, col| swz_bf16(c, r, col)), 1, "q / k tiles, d_k = {dk}");
-        assert!(worst(dk, c, false, &qk_lo) <= 2 && worst(dk, c, false, &qk_hi) <= 2, "[Q̃; K̃], d_k = {dk}");
+        assert_eq!(worst(nt, dk, c, false, &x), 1, "logits tile, {nt} threads, d_k = {dk}");
+        assert_eq!(worst(nt, dk, c, false, &|r, col| swz_bf16(c, r, col)), 1, "q / k tiles, {nt} threads, d_k = {dk}");
+        assert!(worst(nt, dk, c, false, &qk_lo) <= 2 && worst(nt, dk, c, false, &qk_hi) <= 2, "[Q̃; K̃], {nt} threads, d_k = {dk}");
     }
     // The model sees v10c's conflicts at d_k = 128, where they were measured (so the test can fail).
-    assert!(worst(128, 32, true, &|r, col| swz_bf16(32, r, col)) >= 4);
+    assert!(worst(128, 128, 32, true, &|r, col| swz_bf16(32, r, col)) >= 4);
 }

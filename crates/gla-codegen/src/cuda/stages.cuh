@@ -881,7 +881,10 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
             for (int u = 0; u < SR; ++u) { g0[u] += off.x; g1[u] += off.y; }
         }
     }
-    if (seg == SEGS - 1) { s.GL[d] = gl0; s.GL[d + 1] = gl1; }
+    if (seg == SEGS - 1) {  // Γ_L and exp(Γ_L) (the consumers' state decay; the exact path's K̂)
+        s.GL[d] = gl0; s.GL[d + 1] = gl1;
+        s.EGL[d] = exp_nonpos(gl0); s.EGL[d + 1] = exp_nonpos(gl1);
+    }
     if constexpr (KHAT_ONLY) {
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
@@ -896,7 +899,6 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
     if (!mild) {  // the exact path reads Γ and exp(Γ_L) from shared memory
 #pragma unroll
         for (int u = 0; u < SR; ++u) *reinterpret_cast<float2*>(s.G + (r0 + u) * LDG + d) = make_float2(g0[u], g1[u]);
-        if (seg == SEGS - 1) { s.EGL[d] = exp_nonpos(gl0); s.EGL[d + 1] = exp_nonpos(gl1); }
         G::sync();
         return false;
     }
@@ -980,9 +982,14 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
 #pragma unroll
             for (int u = 0; u < SR; ++u) g[u][c] += off;
     }
-    if (seg == SEGS - 1) {
+    float e[8];  // exp(Γ_L)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
+    if (seg == SEGS - 1) {  // Γ_L and exp(Γ_L) (the consumers' state decay; the exact path's K̂)
         *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
         *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
+        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
+        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
     }
     bool ok = true;
 #pragma unroll
@@ -994,15 +1001,9 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
             *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
         }
-        if (seg == SEGS - 1)
-#pragma unroll
-            for (int c = 0; c < 8; ++c) s.EGL[d + c] = exp_nonpos(gl[c]);
         G::sync();
         return false;
     }
-    float e[8];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;

@@ -1348,7 +1348,10 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
             for (int u = 0; u < SR; ++u) { g0[u] += off.x; g1[u] += off.y; }
         }
     }
-    if (seg == SEGS - 1) { s.GL[d] = gl0; s.GL[d + 1] = gl1; }
+    if (seg == SEGS - 1) {  // Γ_L and exp(Γ_L) (the consumers' state decay; the exact path's K̂)
+        s.GL[d] = gl0; s.GL[d + 1] = gl1;
+        s.EGL[d] = exp_nonpos(gl0); s.EGL[d + 1] = exp_nonpos(gl1);
+    }
     if constexpr (KHAT_ONLY) {
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
@@ -1363,7 +1366,6 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
     if (!mild) {  // the exact path reads Γ and exp(Γ_L) from shared memory
 #pragma unroll
         for (int u = 0; u < SR; ++u) *reinterpret_cast<float2*>(s.G + (r0 + u) * LDG + d) = make_float2(g0[u], g1[u]);
-        if (seg == SEGS - 1) { s.EGL[d] = exp_nonpos(gl0); s.EGL[d + 1] = exp_nonpos(gl1); }
         G::sync();
         return false;
     }
@@ -1447,9 +1449,14 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
 #pragma unroll
             for (int u = 0; u < SR; ++u) g[u][c] += off;
     }
-    if (seg == SEGS - 1) {
+    float e[8];  // exp(Γ_L)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
+    if (seg == SEGS - 1) {  // Γ_L and exp(Γ_L) (the consumers' state decay; the exact path's K̂)
         *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
         *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
+        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
+        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
     }
     bool ok = true;
 #pragma unroll
@@ -1461,15 +1468,9 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
             *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
         }
-        if (seg == SEGS - 1)
-#pragma unroll
-            for (int c = 0; c < 8; ++c) s.EGL[d + c] = exp_nonpos(gl[c]);
         G::sync();
         return false;
     }
-    float e[8];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;
@@ -1963,6 +1964,25 @@ template <bool STORE>
 __device__ __forceinline__ void wg_state_global(WgState& S, float* base, const FwdArgs& a, int v0) {
     const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int e0 = v0 + 64 * wg_index() + 16 * w + g;
+#if KEY_GATE == GATE_PER_KEY
+    // (Per key: one running pointer — rows 8j + 2t, 8j + 2t + 1, columns e0, e0 + 8 — and at most 16 accesses in
+    // flight, so that few address registers are live while the accumulators fill: the 8 + 8-warp consumers have
+    // 120 registers, and their per-key kernels spill with the plain form below. The scalar gates' fit with it.)
+    const bool oke0 = e0 < a.dv, oke1 = e0 + 8 < a.dv;
+    float* r = base + (i64)(2 * t) * a.dv + e0;
+#pragma unroll
+    for (int j = 0; j < DK / 8; ++j, r += 8 * (i64)a.dv) {
+        const int d = 8 * j + 2 * t;
+        const bool ok[4] = {d < a.dk && oke0, d + 1 < a.dk && oke0, d < a.dk && oke1, d + 1 < a.dk && oke1};
+        float* p[4] = {r, r + a.dv, r + 8, r + a.dv + 8};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // element 4j + q: row d + (q & 1), column e0 + 8 (q >> 1)
+            if (STORE) { if (ok[q]) *p[q] = S[4 * j + q]; }
+            else S[4 * j + q] = ok[q] ? *p[q] : 0.f;
+        }
+        if ((j & 3) == 3) asm volatile("" ::: "memory");
+    }
+#else
 #pragma unroll
     for (int i = 0; i < DK / 2; ++i) {
         const int e = e0 + 8 * ((i >> 1) & 1), d = 8 * (i >> 2) + 2 * t + (i & 1);
@@ -1970,6 +1990,7 @@ __device__ __forceinline__ void wg_state_global(WgState& S, float* base, const F
         if (STORE) { if (ok) base[(i64)d * a.dv + e] = S[i]; }
         else S[i] = ok ? base[(i64)d * a.dv + e] : 0.f;
     }
+#endif
 }
 
 #if GLA_WG_SMEM_S
@@ -2043,8 +2064,8 @@ __device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
     const int t = threadIdx.x & 3;
 #pragma unroll
     for (int j = 0; j < DK / 8; ++j) {  // column d of Sᵀ is row d of S
-        const float f0 = exp_nonpos(s.GL[8 * j + 2 * t]), f1 = exp_nonpos(s.GL[8 * j + 2 * t + 1]);
-        S[4 * j] *= f0; S[4 * j + 1] *= f1; S[4 * j + 2] *= f0; S[4 * j + 3] *= f1;
+        const float2 f = *reinterpret_cast<const float2*>(s.EGL + 8 * j + 2 * t);  // exp(Γ_L), from the producers
+        S[4 * j] *= f.x; S[4 * j + 1] *= f.y; S[4 * j + 2] *= f.x; S[4 * j + 3] *= f.y;
     }
 #else
     const float f = exp_nonpos(s.G[C - 1]);
@@ -2101,34 +2122,38 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #endif
 
 #if GLA_WG_SCORES
-// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
-//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
-// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves.
+// Stage wg_scores (the producer group, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group a warpgroup:  D = [Q̃; K̃] K̃ᵀ  (m64 k8 steps; rows C.. of D are K̃ K̃ᵀ,
+//   unused). A group of WGS warpgroups splits the columns: warpgroup w computes columns [w·C/WGS, (w+1)·C/WGS).
+// Warps 0, 1 of each warpgroup hold rows 0..C of D: they mask causally and store A as hi + lo halves.
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
-    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
+    constexpr int WGS = P::NT / 128, N = C / WGS;  // warpgroups of the group, score columns a warpgroup
+    static_assert((WGS == 1 || WGS == 2) && P::NT == 128 * WGS && C == 32, "one or two producer warpgroups, C = 32: [Q̃; K̃] is one m64 operand");
     const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
-    float d[C / 2];  // m64 nC: element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
+    const int wg = w / 4, wr = w % 4;  // warpgroup of the group, warp in it
+    float d[N / 2];  // m64 nN: element e is row 16 wr + g + 8·((e >> 1) & 1), column N wg + 8·(e >> 2) + 2 t + (e & 1)
 #pragma unroll
-    for (int e = 0; e < C / 2; ++e) d[e] = 0.f;
+    for (int e = 0; e < N / 2; ++e) d[e] = 0.f;
     // (The tile pointer passes through an empty asm: the descriptors are then not loop-invariant, so the compiler
     // does not keep all 2·DK/8 of them live across the producer's whole chunk loop.)
     const float* qk = s.qk;
     asm volatile("" : "+l"(qk));
     reg_fence(d);
     wg_fence();
+    const unsigned boff = (C + N * wg) * 128;  // B = K̃ rows C + N wg ..: whole 8-row (1024-byte) swizzle atoms
 #pragma unroll
     for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
         const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
-        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + boff, 16));
     }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
-    if (w < 2) {
+    if (wr < 2) {
 #pragma unroll
-        for (int e = 0; e < C / 2; e += 2) {
-            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+        for (int e = 0; e < N / 2; e += 2) {
+            const int i = 16 * wr + g + 8 * ((e >> 1) & 1), j = N * wg + 8 * (e >> 2) + 2 * t;
             st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
         }
     }
