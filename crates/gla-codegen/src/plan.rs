@@ -118,4 +118,18 @@ pub struct ForwardArgs {
     pub scale: f32,
     /// Segments per sequence `P` of a segmented plan ([`segments`]); 1 otherwise.
     pub segs: i32,
+    /// 1 when the four tensor maps are encoded (kernels with TMA loads then move whole chunks by TMA; 0: by cp.async).
+    pub tma: i32,
+    pub pad: i32,
+    /// TMA descriptors (CUtensorMap) over the `[tokens, H, d]` views of q, k, v and the per-key logits: 3-d, boxes of
+    /// 64 × 1 × C elements, 128-byte swizzle. All zero unless `tma` is 1.
+    pub tm_q: TmaMap,
+    pub tm_k: TmaMap,
+    pub tm_v: TmaMap,
+    pub tm_g: TmaMap,
 }
+
+/// One encoded CUtensorMap: 128 opaque bytes, 64-byte aligned (as the driver and the kernel's parameter require).
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TmaMap(pub [u64; 16]);

@@ -369,11 +369,10 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             let tiles = Tiles { wgmma: true, ..tiles };
                             // Register fits (ptxas, no spill): 8 + 8 warps leave the producers 136 registers a thread
                             // (the consumers keep 120) — enough for one group of scalar-gate producers only; per-key
-                            // producers in two groups of two warps spill at any warp count (416 B). Per-key 8 + 8 with
-                            // the tf32 wgmma scores (one group of two warpgroups, the score columns split; the kernel
-                            // supports it and the GPU shape sweep runs it) fits for gla / hgrn2 but is slower:
-                            // 0.441 vs 0.345 ms for w8p4g at 8×4096×16×128 (2026-12-01g, call 1: the gate's MUFU
-                            // latency is not hidden by a second warp a scheduler) — not enumerated.
+                            // producers in two groups of two warps spill at any warp count (416 B). (Per-key 8 + 8 with
+                            // the tf32 wgmma scores split over two producer warpgroups was built and measured in
+                            // 2026-12-01g, call 1: 0.441 vs 0.345 ms for w8p4g at 8×4096×16×128 — a second warp a
+                            // scheduler does not hide the gate's MUFU latency — and removed again.)
                             let sixteen_warps = warps + producer_warps > 12;
                             let two_groups = producer_groups > 1;
                             if (per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups) {

@@ -54,6 +54,8 @@ pub struct SmemLayout {
     pub ps: u32,
     /// Bytes from one producer group's `ps` region to the next group's.
     pub ps_stride: u32,
+    /// TMA variants ([`tma`]): one 8-byte mbarrier a slot (0 otherwise).
+    pub mbar: u32,
     /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
@@ -128,6 +130,7 @@ impl SmemLayout {
             os: 0,
             ps: 0,
             ps_stride: 0,
+            mbar: 0,
             total: base + rest,
         }
     }
@@ -172,6 +175,7 @@ impl SmemLayout {
             groups * tot_stride,                                // segment totals (one per producer group)
             os_bytes,                                           // output staging (wgmma)
             groups * ps_stride,                                 // [Q̃; K̃] in tf32 (wg_scores)
+            if tma(spec) { 8 * 3 } else { 0 },                  // one mbarrier a slot (TMA loads)
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let stages = if 3 * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
@@ -197,6 +201,7 @@ impl SmemLayout {
             os: if wg { base + ro[3] } else { 0 },
             ps: if ps_stride > 0 { base + ro[4] } else { 0 },
             ps_stride,
+            mbar: if tma(spec) { base + ro[5] } else { 0 },
             total: base + rest + slack,
         }
     }
@@ -216,12 +221,21 @@ pub fn wg_smem_s(spec: &KernelSpec) -> bool {
 pub fn wg_scores(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
     t.wgmma && spec.gate.shape() == GateShape::PerKey && split_a(spec) && spec.chunk == 32 && t.producer_groups >= 1
-        && matches!(t.producer_warps / t.producer_groups, 4 | 8)
+        && t.producer_warps / t.producer_groups == 4
 }
 
-/// Producer warpgroups per group in `wg_scores`: with two, each computes half of the score columns (m64 n C/2).
-pub fn wg_scores_groups(spec: &KernelSpec) -> u32 {
-    (spec.tiles.producer_warps / spec.tiles.producer_groups.max(1) / 4).max(1)
+/// Warp-specialised wgmma variants whose producers load whole chunks by TMA (`cp.async.bulk.tensor`, one thread, an
+/// mbarrier a slot) instead of 16-byte cp.async from every producer thread: boxes of 64 columns × C rows land in the
+/// 128-byte-swizzled layout the tiles already have, the per-key logits' tile included (`gate_decays_vec` reads it
+/// through the same swizzle). The runtime encodes the tensor maps; partial chunks, masked head dims and strides the
+/// driver cannot encode use cp.async. Per-key gates with the producers' wgmma scores ([`wg_scores`]) only: the scalar
+/// gates' kernels were measured in 2026-12-01g (call 2: Mamba-2 w8p4g 0.243 vs 0.241 ms, w8p4x2g 0.235) and spill
+/// 8–136 B at f16 / 8 + 8 warps with it.
+pub fn tma(spec: &KernelSpec) -> bool {
+    let t = &spec.tiles;
+    let shape = spec.gate.shape();
+    t.wgmma && t.specialised() && !spec.materialize && shape == GateShape::PerKey && wg_scores(spec) && spec.dk % 64 == 0
+        && t.block_v % 64 == 0
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates
@@ -367,6 +381,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
     let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group", wg_scores(spec) as u32);
+    let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", tma(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
         w,
@@ -431,6 +446,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "constexpr unsigned OFF_PS = {}, PS_STRIDE = {};  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]",
         lay.ps, lay.ps_stride
     );
+    let _ = writeln!(w, "constexpr unsigned OFF_MBAR = {};  // TMA: the slots' mbarriers", lay.mbar);
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);
     w.push_str(elem_section(spec.dtype));
@@ -574,7 +590,6 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     emit(w, "wg_state", dk, false, &op(dk), ", 1, 1", "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
     if wg_scores(spec) {
         let doc = "D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major";
-        let n = c / wg_scores_groups(spec);
-        emit(w, "wg_scores_mma", n, false, &format!("m64n{n}k8.f32.tf32.tf32"), "", doc);
+        emit(w, "wg_scores_mma", c, false, &format!("m64n{c}k8.f32.tf32.tf32"), "", doc);
     }
 }

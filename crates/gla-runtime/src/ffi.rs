@@ -139,6 +139,38 @@ impl Drop for Program {
 // Device memory
 // ---------------------------------------------------------------------------------------------------------------
 
+/// Encode a 3-d TMA descriptor (`cuTensorMapEncodeTiled`) over the row-major `[dims[2]][dims[1]][dims[0]]` tensor
+/// of 2-byte elements at device address `ptr`: boxes of `box_dims` elements, 128-byte swizzle, zero fill out of
+/// bounds. `strides` are the byte strides of dims 1 and 2. The driver checks the constraints (16-byte aligned address
+/// and strides, box ≤ 256 a dim, inner box ≤ 128 bytes) and returns an error for any it cannot meet.
+pub(crate) fn encode_tensor_map_3d(ptr: u64, f16: bool, dims: [u64; 3], strides: [u64; 2], box_dims: [u32; 3]) -> Result<[u64; 16], DriverError> {
+    let mut map = cu::CUtensorMap { opaque: [0u64; 16] };
+    let elem_strides = [1u32; 3];
+    let ty = if f16 { cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16 } else { cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 };
+    // SAFETY: the call writes only the 128-byte `map` and reads the five arrays (3, 2, 3, 3 entries as the rank-3
+    // signature requires), all live locals for its duration. `ptr` is recorded in the descriptor, not dereferenced:
+    // the kernels that use the map read through it within `dims` (TMA bounds every box by the tensor's dims), and the
+    // caller makes `ptr` the start of a live allocation of at least those dims.
+    unsafe {
+        cu::cuTensorMapEncodeTiled(
+            &mut map,
+            ty,
+            3,
+            ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            box_dims.as_ptr(),
+            elem_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()?;
+    Ok(map.opaque)
+}
+
 /// A device allocation of `bytes` bytes on `stream`, contents unspecified (no memset).
 pub(crate) fn alloc_uninit(stream: &Arc<CudaStream>, bytes: usize) -> Result<CudaSlice<u8>, DriverError> {
     // SAFETY: cudarc marks `alloc` unsafe only because the memory is not initialised. Every bit pattern is a valid

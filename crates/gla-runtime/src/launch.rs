@@ -20,15 +20,16 @@ use gla_core::error::Result;
 use gla_core::{DType, GateShape, GlaError};
 use std::sync::Arc;
 
-// The C struct `FwdArgs` is 12 pointers then 6 four-byte fields: 120 bytes, 8-byte aligned.
-const _: () = assert!(std::mem::size_of::<ForwardArgs>() == 120 && std::mem::align_of::<ForwardArgs>() == 8);
+// The C struct `FwdArgs` is 12 pointers, 8 four-byte fields (128 bytes), then 4 64-byte-aligned 128-byte tensor
+// maps: 640 bytes, 64-byte aligned, no implicit padding.
+const _: () = assert!(std::mem::size_of::<ForwardArgs>() == 640 && std::mem::align_of::<ForwardArgs>() == 64);
 
 /// [`ForwardArgs`] as a kernel parameter. A newtype because the orphan rule forbids implementing cudarc's
 /// `DeviceRepr` for gla-codegen's type here.
 #[repr(transparent)]
 struct ArgsRepr(ForwardArgs);
 
-// SAFETY: `ForwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
+// SAFETY: `ForwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields and u64 arrays with no padding (asserted above), and
 // mirrors the emitted C `struct FwdArgs` field for field; `#[repr(transparent)]` gives `ArgsRepr` the same layout.
 // Passed by value (`const __grid_constant__ FwdArgs`), its bytes are copied into the launch's parameter buffer.
 #[allow(unsafe_code)]
@@ -393,7 +394,7 @@ impl<'a> Bound<'a> {
         } else {
             (0, 0)
         };
-        let args = ForwardArgs {
+        let mut args = ForwardArgs {
             q,
             k,
             v,
@@ -412,7 +413,11 @@ impl<'a> Bound<'a> {
             dv: dv as i32,
             scale,
             segs: segs as i32,
+            ..Default::default()
         };
+        if gla_codegen::writer::tma(spec) && dk == spec.dk as usize && tokens > 0 {
+            tma_maps(&mut args, spec, tokens, h, dk, dv);
+        }
         let sizes = GridSizes { h, dv, seq_lens: &lens, segs };
         let grids = variant
             .plan
@@ -429,6 +434,27 @@ impl<'a> Bound<'a> {
     }
     pub fn grids(&self) -> &[(u32, u32, u32)] {
         &self.grids
+    }
+}
+
+/// The TMA descriptors of a TMA variant (`gla_codegen::writer::tma`) over the checked `[tokens, H, d]` tensors of
+/// `args`: boxes of 64 columns × 1 head × C tokens. If the driver cannot encode one (a stride that is not a multiple
+/// of 16 bytes, say d_v = 100), `args.tma` stays 0 and the kernel loads every chunk by cp.async, as before.
+fn tma_maps(args: &mut ForwardArgs, spec: &KernelSpec, tokens: usize, h: usize, dk: usize, dv: usize) {
+    let f16 = spec.dtype == DType::F16;
+    let e = spec.dtype.size_bytes() as u64;
+    let (t, h) = (tokens as u64, h as u64);
+    let boxd = [64, 1, spec.chunk];
+    let map = |ptr: u64, d: usize| {
+        let d = d as u64;
+        crate::ffi::encode_tensor_map_3d(ptr, f16, [d, h, t], [d * e, h * d * e], boxd).map(gla_codegen::TmaMap)
+    };
+    let maps = (|| -> std::result::Result<_, DriverError> {
+        let g = if spec.gate.shape() == GateShape::PerKey { map(args.g, dk)? } else { Default::default() };
+        Ok((map(args.q, dk)?, map(args.k, dk)?, map(args.v, dv)?, g))
+    })();
+    if let Ok((q, k, v, g)) = maps {
+        (args.tm_q, args.tm_k, args.tm_v, args.tm_g, args.tma) = (q, k, v, g, 1);
     }
 }
 
@@ -543,12 +569,15 @@ mod tests {
 
     #[test]
     fn args_struct_layout_matches_c() {
-        // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, segs.
+        // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, segs, tma, pad, 4 tensor maps.
         let a = ForwardArgs { n_seqs: 1, h: 2, dk: 3, dv: 4, scale: 0.5, ..Default::default() };
         let base = &a as *const ForwardArgs as usize;
         assert_eq!(&a.chunk_index as *const u64 as usize - base, 88);
         assert_eq!(&a.n_seqs as *const i32 as usize - base, 96);
         assert_eq!(&a.scale as *const f32 as usize - base, 112);
-        assert_eq!(std::mem::size_of::<ArgsRepr>(), 120);
+        assert_eq!(&a.tma as *const i32 as usize - base, 120);
+        assert_eq!(&a.tm_q as *const _ as usize - base, 128);
+        assert_eq!(&a.tm_g as *const _ as usize - base, 128 + 3 * 128);
+        assert_eq!(std::mem::size_of::<ArgsRepr>(), 640);
     }
 }

@@ -408,38 +408,34 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #endif
 
 #if GLA_WG_SCORES
-// Stage wg_scores (the producer group, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
-//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group a warpgroup:  D = [Q̃; K̃] K̃ᵀ  (m64 k8 steps; rows C.. of D are K̃ K̃ᵀ,
-//   unused). A group of WGS warpgroups splits the columns: warpgroup w computes columns [w·C/WGS, (w+1)·C/WGS).
-// Warps 0, 1 of each warpgroup hold rows 0..C of D: they mask causally and store A as hi + lo halves.
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves.
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
-    constexpr int WGS = P::NT / 128, N = C / WGS;  // warpgroups of the group, score columns a warpgroup
-    static_assert((WGS == 1 || WGS == 2) && P::NT == 128 * WGS && C == 32, "one or two producer warpgroups, C = 32: [Q̃; K̃] is one m64 operand");
+    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
     const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
-    const int wg = w / 4, wr = w % 4;  // warpgroup of the group, warp in it
-    float d[N / 2];  // m64 nN: element e is row 16 wr + g + 8·((e >> 1) & 1), column N wg + 8·(e >> 2) + 2 t + (e & 1)
+    float d[C / 2];  // m64 nC: element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
 #pragma unroll
-    for (int e = 0; e < N / 2; ++e) d[e] = 0.f;
+    for (int e = 0; e < C / 2; ++e) d[e] = 0.f;
     // (The tile pointer passes through an empty asm: the descriptors are then not loop-invariant, so the compiler
     // does not keep all 2·DK/8 of them live across the producer's whole chunk loop.)
     const float* qk = s.qk;
     asm volatile("" : "+l"(qk));
     reg_fence(d);
     wg_fence();
-    const unsigned boff = (C + N * wg) * 128;  // B = K̃ rows C + N wg ..: whole 8-row (1024-byte) swizzle atoms
 #pragma unroll
     for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
         const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
-        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + boff, 16));
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
     }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
-    if (wr < 2) {
+    if (w < 2) {
 #pragma unroll
-        for (int e = 0; e < N / 2; e += 2) {
-            const int i = 16 * wr + g + 8 * ((e >> 1) & 1), j = N * wg + 8 * (e >> 2) + 2 * t;
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
             st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
         }
     }
@@ -453,6 +449,13 @@ template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
+#if GLA_TMA
+        if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
+            tma_issue<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
+            cp_async_commit();                  // cp_async_wait's count of groups per chunk)
+            return issue_logit<P>(a, sq, (c0 + j) * C);
+        }
+#endif
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
     };
     if (g >= nchunks) return;
@@ -467,7 +470,18 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         } else {
             cp_async_wait<0>();
         }
+#if GLA_TMA
+        // TMA chunk: every thread waits on the slot's mbarrier itself, which also makes the boxes visible to it — no
+        // group barrier where nothing else needs one (per key; a per-head logit is landed by another thread).
+        if (tma_chunk(a, sq, i0)) {
+            mbar_wait(mbar_addr(smem, b), (j / STAGES) & 1);
+            if (KEY_GATE != GATE_PER_KEY) P::sync();
+        } else {
+            P::sync();
+        }
+#else
         P::sync();
+#endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
@@ -534,6 +548,13 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     const int nchunks = c1 - c0;
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
+#if GLA_TMA
+    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
+        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+#endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
@@ -607,6 +628,13 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
     const int nchunks = c1 - c0;
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
+#if GLA_TMA
+    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
+        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+#endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));

@@ -3,6 +3,10 @@
 // ---------------------------------------------------------------------------------------------------------------
 typedef long long i64;
 
+// A CUtensorMap (TMA descriptor), encoded by the runtime; 64-byte aligned in the parameter space.
+struct alignas(64) TmaMap {
+    unsigned long long w[16];
+};
 struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const elem_t* q;           // [B*T, H, dk]
     const elem_t* k;           // [B*T, H, dk]
@@ -19,6 +23,9 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int n_seqs, h, dk, dv;
     float scale;
     int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
+    int tma;                   // 1: tm_q .. tm_g are encoded (GLA_TMA kernels then load whole chunks by TMA)
+    int pad_;
+    TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
 };
 
 // A group of warps that runs a stage together: the whole CTA (`CTA`), or one role of the warp-specialised kernel.

@@ -28,6 +28,14 @@ __device__ __forceinline__ Pad ktile(const elem_t* p) { return Pad{p, LDK}; }
 __device__ __forceinline__ Pad vtile(const elem_t* p) { return Pad{p, LDV}; }
 __device__ __forceinline__ Pad atile(const elem_t* p) { return Pad{p, LDC}; }
 #endif
+// The per-key logits as loaded (offset XO, row step XROW): swizzled like q / k where TMA fills the tile, else padded.
+#if GLA_TMA && KEY_GATE == GATE_PER_KEY
+__device__ __forceinline__ int XO(int r, int d) { return KO(r, d); }
+constexpr int XROW = KROW;
+#else
+__device__ __forceinline__ int XO(int r, int d) { return r * LDK + d; }
+constexpr int XROW = LDK;
+#endif
 #if KEY_GATE == GATE_PER_KEY
 // Padded Γ row. Rows land 12 banks apart (row-parallel float4 reads do not conflict), and one row holds two
 // bf16/f16 rows of LDK: on mild chunks decay_operands overlays row i of Γ with the low halves Q̃_lo, K̃_lo of row i.
@@ -142,6 +150,60 @@ struct Seq {
     int v0;    // first value column of this tile
 };
 
+// A per-head gate's logit of chunk row G::tid() (rows i0..; 0 past the sequence or for other gates), returned in a
+// register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
+template <class G = CTA>
+__device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, int i0) {
+    elem_t x = elem_t(0);
+#if KEY_GATE == GATE_PER_HEAD
+    if (G::tid() < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + G::tid()) * a.h + sq.head];
+#endif
+    (void)a; (void)sq; (void)i0;
+    return x;
+}
+
+#if GLA_TMA
+// Stage load by TMA (issue / wait): a whole chunk's q (optional), k, per-key logits and this CTA's value columns as
+// boxes of 64 columns x C rows (cp.async.bulk.tensor.3d over the runtime's [tokens, H, d] tensor maps), written in
+// the 128-byte-swizzled layout of swz_rows — one producer thread issues them all; the slot's mbarrier counts the
+// bytes in (expect_tx / complete_tx) and every thread of the group waits on its phase: use n of slot b (chunk
+// j = b + n·STAGES) completes phase n, parity n & 1.
+__device__ __forceinline__ unsigned mbar_addr(const unsigned char* smem, int b) { return smem_u32(smem + OFF_MBAR + 8 * b); }
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n .reg .pred p;\n TMA_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra TMA_WAIT;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, int col, int head, int row, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 ::"r"(smem_u32(dst)), "l"(&map), "r"(col), "r"(head), "r"(row), "r"(bar) : "memory");
+}
+// Whether chunk rows [i0, i0 + C) move by TMA: whole, d_k = DK, this CTA's value columns inside d_v, maps encoded.
+__device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {
+    return a.tma != 0 && sq.len - i0 >= C && a.dk == DK && sq.v0 + BV <= a.dv;
+}
+template <class G>
+__device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q, unsigned bar) {
+    if (G::tid() != G::NT - 32) return;  // lane 0 of the group's last warp (warps 0, 1 finish the scores: the longest)
+    constexpr unsigned BOX = C * 64 * sizeof(elem_t), KB = DK / 64, VB = BV / 64;
+    const unsigned bytes = ((with_q ? KB : 0) + KB + (KEY_GATE == GATE_PER_KEY ? KB : 0) + VB) * BOX;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+    const int row = (int)(sq.bos + i0);
+#pragma unroll
+    for (int p = 0; p < (int)KB; ++p) {  // panel p: columns 64p.., at element C·64·p of the tile
+        if (with_q) tma_load(s.q(b) + p * C * 64, a.tm_q, 64 * p, sq.head, row, bar);
+        tma_load(s.k(b) + p * C * 64, a.tm_k, 64 * p, sq.head, row, bar);
+#if KEY_GATE == GATE_PER_KEY
+        tma_load(s.x(b) + p * C * 64, a.tm_g, 64 * p, sq.head, row, bar);
+#endif
+    }
+#pragma unroll
+    for (int p = 0; p < (int)VB; ++p) tma_load(s.v(b) + p * C * 64, a.tm_v, sq.v0 + 64 * p, sq.head, row, bar);
+}
+#endif
+
 // Stage load (issue): start copying chunk rows [i0, i0 + C) of q (optional), k, v and the gate logits into stage
 // buffer b. Full-width rows move as 16-byte cp.async (zero-filled past the sequence end); masked head dims go
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
@@ -165,11 +227,11 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const elem_t* gk = a.k + base;
             const elem_t* gx = a.g + base;
             const unsigned so = smem_u32(s.q(b) + KO(r0, d)), sko = smem_u32(s.k(b) + KO(r0, d));
-            const unsigned sxo = smem_u32(s.x(b) + r0 * LDK + d);
+            const unsigned sxo = smem_u32(s.x(b) + XO(r0, d));
             (void)gx; (void)sxo;
 #pragma unroll
             for (int u = 0; u < C / RSTEP; ++u) {
-                const unsigned row = u * RSTEP * KROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * LDK * (unsigned)sizeof(elem_t);
+                const unsigned row = u * RSTEP * KROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * XROW * (unsigned)sizeof(elem_t);
                 if (with_q) cp_async16_full(so + row, gq);
                 cp_async16_full(sko + row, gk);
 #if KEY_GATE == GATE_PER_KEY
@@ -187,7 +249,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 if (with_q) cp_async16(s.q(b) + KO(i, d), a.q + off, ok);
                 cp_async16(s.k(b) + KO(i, d), a.k + off, ok);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16(s.x(b) + i * LDK + d, a.g + off, ok);
+                cp_async16(s.x(b) + XO(i, d), a.g + off, ok);
 #endif
             }
         }
@@ -199,7 +261,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             if (with_q) s.q(b)[KO(i, d)] = ok ? a.q[off] : elem_t(0);
             s.k(b)[KO(i, d)] = ok ? a.k[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_KEY
-            s.x(b)[i * LDK + d] = ok ? a.g[off] : elem_t(0);
+            s.x(b)[XO(i, d)] = ok ? a.g[off] : elem_t(0);
 #endif
         }
     }
@@ -248,11 +310,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         }
     }
     cp_async_commit();
-    elem_t x = elem_t(0);
-#if KEY_GATE == GATE_PER_HEAD
-    if (tid < rows) x = a.g[(sq.bos + i0 + tid) * a.h + sq.head];
-#endif
-    return x;
+    return issue_logit<G>(a, sq, i0);
 }
 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
@@ -355,14 +413,14 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
         if (full) {
 #pragma unroll 8
             for (int i = i0s; i < i0s + SR; ++i) {
-                const float2 x = load_pair(s.x(b) + i * LDK + d);
+                const float2 x = load_pair(s.x(b) + XO(i, d));
                 acc0 += LOG2E * gate_log_alpha(x.x, p);
                 acc1 += LOG2E * gate_log_alpha(x.y, p);
                 *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
             }
         } else {
             for (int i = i0s; i < i0s + SR; ++i) {
-                const float2 x = load_pair(s.x(b) + i * LDK + d);
+                const float2 x = load_pair(s.x(b) + XO(i, d));
                 acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
                 acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
                 *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
@@ -846,7 +904,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
     if (rows == C && a.dk == DK) {
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
-            const float2 x = load_pair(s.x(b) + (r0 + u) * LDK + d);
+            const float2 x = load_pair(s.x(b) + XO(r0 + u, d));
             acc0 += LOG2E * gate_log_alpha(x.x, p);
             acc1 += LOG2E * gate_log_alpha(x.y, p);
             g0[u] = acc0; g1[u] = acc1;
@@ -855,7 +913,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
-            const float2 x = load_pair(s.x(b) + i * LDK + d);
+            const float2 x = load_pair(s.x(b) + XO(i, d));
             acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
             acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
             g0[u] = acc0; g1[u] = acc1;
@@ -943,7 +1001,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             float x[8];
-            load_vec(s.x(b) + (r0 + u) * LDK + d, x);
+            load_vec(s.x(b) + XO(r0 + u, d), x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 acc[c] += LOG2E * gate_log_alpha(x[c], p);
@@ -955,7 +1013,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
             float x[8];
-            load_vec(s.x(b) + i * LDK + d, x);
+            load_vec(s.x(b) + XO(i, d), x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 acc[c] += (i < rows && d + c < a.dk) ? LOG2E * gate_log_alpha(x[c], p) : 0.f;

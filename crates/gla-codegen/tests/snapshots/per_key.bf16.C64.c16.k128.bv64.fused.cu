@@ -21,6 +21,7 @@ constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 #define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
 #define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group
+#define GLA_TMA 0    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)
 constexpr int O_WM = 2, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -40,6 +41,7 @@ constexpr unsigned OFF_TOT = 158720, TOT_BYTES = 18432, ST_BYTES = 18432, OFF_OS
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
+constexpr unsigned OFF_MBAR = 0;  // TMA: the slots' mbarriers
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -75,6 +77,10 @@ __device__ __forceinline__ float gate_log_alpha(float x, const float* p) { retur
 // ---------------------------------------------------------------------------------------------------------------
 typedef long long i64;
 
+// A CUtensorMap (TMA descriptor), encoded by the runtime; 64-byte aligned in the parameter space.
+struct alignas(64) TmaMap {
+    unsigned long long w[16];
+};
 struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const elem_t* q;           // [B*T, H, dk]
     const elem_t* k;           // [B*T, H, dk]
@@ -91,6 +97,9 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int n_seqs, h, dk, dv;
     float scale;
     int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
+    int tma;                   // 1: tm_q .. tm_g are encoded (GLA_TMA kernels then load whole chunks by TMA)
+    int pad_;
+    TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
 };
 
 // A group of warps that runs a stage together: the whole CTA (`CTA`), or one role of the warp-specialised kernel.
@@ -495,6 +504,14 @@ __device__ __forceinline__ Pad ktile(const elem_t* p) { return Pad{p, LDK}; }
 __device__ __forceinline__ Pad vtile(const elem_t* p) { return Pad{p, LDV}; }
 __device__ __forceinline__ Pad atile(const elem_t* p) { return Pad{p, LDC}; }
 #endif
+// The per-key logits as loaded (offset XO, row step XROW): swizzled like q / k where TMA fills the tile, else padded.
+#if GLA_TMA && KEY_GATE == GATE_PER_KEY
+__device__ __forceinline__ int XO(int r, int d) { return KO(r, d); }
+constexpr int XROW = KROW;
+#else
+__device__ __forceinline__ int XO(int r, int d) { return r * LDK + d; }
+constexpr int XROW = LDK;
+#endif
 #if KEY_GATE == GATE_PER_KEY
 // Padded Γ row. Rows land 12 banks apart (row-parallel float4 reads do not conflict), and one row holds two
 // bf16/f16 rows of LDK: on mild chunks decay_operands overlays row i of Γ with the low halves Q̃_lo, K̃_lo of row i.
@@ -609,6 +626,60 @@ struct Seq {
     int v0;    // first value column of this tile
 };
 
+// A per-head gate's logit of chunk row G::tid() (rows i0..; 0 past the sequence or for other gates), returned in a
+// register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
+template <class G = CTA>
+__device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, int i0) {
+    elem_t x = elem_t(0);
+#if KEY_GATE == GATE_PER_HEAD
+    if (G::tid() < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + G::tid()) * a.h + sq.head];
+#endif
+    (void)a; (void)sq; (void)i0;
+    return x;
+}
+
+#if GLA_TMA
+// Stage load by TMA (issue / wait): a whole chunk's q (optional), k, per-key logits and this CTA's value columns as
+// boxes of 64 columns x C rows (cp.async.bulk.tensor.3d over the runtime's [tokens, H, d] tensor maps), written in
+// the 128-byte-swizzled layout of swz_rows — one producer thread issues them all; the slot's mbarrier counts the
+// bytes in (expect_tx / complete_tx) and every thread of the group waits on its phase: use n of slot b (chunk
+// j = b + n·STAGES) completes phase n, parity n & 1.
+__device__ __forceinline__ unsigned mbar_addr(const unsigned char* smem, int b) { return smem_u32(smem + OFF_MBAR + 8 * b); }
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n .reg .pred p;\n TMA_WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra TMA_WAIT;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, int col, int head, int row, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 ::"r"(smem_u32(dst)), "l"(&map), "r"(col), "r"(head), "r"(row), "r"(bar) : "memory");
+}
+// Whether chunk rows [i0, i0 + C) move by TMA: whole, d_k = DK, this CTA's value columns inside d_v, maps encoded.
+__device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {
+    return a.tma != 0 && sq.len - i0 >= C && a.dk == DK && sq.v0 + BV <= a.dv;
+}
+template <class G>
+__device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q, unsigned bar) {
+    if (G::tid() != G::NT - 32) return;  // lane 0 of the group's last warp (warps 0, 1 finish the scores: the longest)
+    constexpr unsigned BOX = C * 64 * sizeof(elem_t), KB = DK / 64, VB = BV / 64;
+    const unsigned bytes = ((with_q ? KB : 0) + KB + (KEY_GATE == GATE_PER_KEY ? KB : 0) + VB) * BOX;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+    const int row = (int)(sq.bos + i0);
+#pragma unroll
+    for (int p = 0; p < (int)KB; ++p) {  // panel p: columns 64p.., at element C·64·p of the tile
+        if (with_q) tma_load(s.q(b) + p * C * 64, a.tm_q, 64 * p, sq.head, row, bar);
+        tma_load(s.k(b) + p * C * 64, a.tm_k, 64 * p, sq.head, row, bar);
+#if KEY_GATE == GATE_PER_KEY
+        tma_load(s.x(b) + p * C * 64, a.tm_g, 64 * p, sq.head, row, bar);
+#endif
+    }
+#pragma unroll
+    for (int p = 0; p < (int)VB; ++p) tma_load(s.v(b) + p * C * 64, a.tm_v, sq.v0 + 64 * p, sq.head, row, bar);
+}
+#endif
+
 // Stage load (issue): start copying chunk rows [i0, i0 + C) of q (optional), k, v and the gate logits into stage
 // buffer b. Full-width rows move as 16-byte cp.async (zero-filled past the sequence end); masked head dims go
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
@@ -632,11 +703,11 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const elem_t* gk = a.k + base;
             const elem_t* gx = a.g + base;
             const unsigned so = smem_u32(s.q(b) + KO(r0, d)), sko = smem_u32(s.k(b) + KO(r0, d));
-            const unsigned sxo = smem_u32(s.x(b) + r0 * LDK + d);
+            const unsigned sxo = smem_u32(s.x(b) + XO(r0, d));
             (void)gx; (void)sxo;
 #pragma unroll
             for (int u = 0; u < C / RSTEP; ++u) {
-                const unsigned row = u * RSTEP * KROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * LDK * (unsigned)sizeof(elem_t);
+                const unsigned row = u * RSTEP * KROW * (unsigned)sizeof(elem_t), xrow = u * RSTEP * XROW * (unsigned)sizeof(elem_t);
                 if (with_q) cp_async16_full(so + row, gq);
                 cp_async16_full(sko + row, gk);
 #if KEY_GATE == GATE_PER_KEY
@@ -654,7 +725,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 if (with_q) cp_async16(s.q(b) + KO(i, d), a.q + off, ok);
                 cp_async16(s.k(b) + KO(i, d), a.k + off, ok);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16(s.x(b) + i * LDK + d, a.g + off, ok);
+                cp_async16(s.x(b) + XO(i, d), a.g + off, ok);
 #endif
             }
         }
@@ -666,7 +737,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             if (with_q) s.q(b)[KO(i, d)] = ok ? a.q[off] : elem_t(0);
             s.k(b)[KO(i, d)] = ok ? a.k[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_KEY
-            s.x(b)[i * LDK + d] = ok ? a.g[off] : elem_t(0);
+            s.x(b)[XO(i, d)] = ok ? a.g[off] : elem_t(0);
 #endif
         }
     }
@@ -715,11 +786,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         }
     }
     cp_async_commit();
-    elem_t x = elem_t(0);
-#if KEY_GATE == GATE_PER_HEAD
-    if (tid < rows) x = a.g[(sq.bos + i0 + tid) * a.h + sq.head];
-#endif
-    return x;
+    return issue_logit<G>(a, sq, i0);
 }
 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
@@ -822,14 +889,14 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
         if (full) {
 #pragma unroll 8
             for (int i = i0s; i < i0s + SR; ++i) {
-                const float2 x = load_pair(s.x(b) + i * LDK + d);
+                const float2 x = load_pair(s.x(b) + XO(i, d));
                 acc0 += LOG2E * gate_log_alpha(x.x, p);
                 acc1 += LOG2E * gate_log_alpha(x.y, p);
                 *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
             }
         } else {
             for (int i = i0s; i < i0s + SR; ++i) {
-                const float2 x = load_pair(s.x(b) + i * LDK + d);
+                const float2 x = load_pair(s.x(b) + XO(i, d));
                 acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
                 acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
                 *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
@@ -1313,7 +1380,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
     if (rows == C && a.dk == DK) {
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
-            const float2 x = load_pair(s.x(b) + (r0 + u) * LDK + d);
+            const float2 x = load_pair(s.x(b) + XO(r0 + u, d));
             acc0 += LOG2E * gate_log_alpha(x.x, p);
             acc1 += LOG2E * gate_log_alpha(x.y, p);
             g0[u] = acc0; g1[u] = acc1;
@@ -1322,7 +1389,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
-            const float2 x = load_pair(s.x(b) + i * LDK + d);
+            const float2 x = load_pair(s.x(b) + XO(i, d));
             acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
             acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
             g0[u] = acc0; g1[u] = acc1;
@@ -1410,7 +1477,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             float x[8];
-            load_vec(s.x(b) + (r0 + u) * LDK + d, x);
+            load_vec(s.x(b) + XO(r0 + u, d), x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 acc[c] += LOG2E * gate_log_alpha(x[c], p);
@@ -1422,7 +1489,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
             float x[8];
-            load_vec(s.x(b) + i * LDK + d, x);
+            load_vec(s.x(b) + XO(i, d), x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 acc[c] += (i < rows && d + c < a.dk) ? LOG2E * gate_log_alpha(x[c], p) : 0.f;
@@ -2122,38 +2189,34 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #endif
 
 #if GLA_WG_SCORES
-// Stage wg_scores (the producer group, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
-//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group a warpgroup:  D = [Q̃; K̃] K̃ᵀ  (m64 k8 steps; rows C.. of D are K̃ K̃ᵀ,
-//   unused). A group of WGS warpgroups splits the columns: warpgroup w computes columns [w·C/WGS, (w+1)·C/WGS).
-// Warps 0, 1 of each warpgroup hold rows 0..C of D: they mask causally and store A as hi + lo halves.
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves.
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
-    constexpr int WGS = P::NT / 128, N = C / WGS;  // warpgroups of the group, score columns a warpgroup
-    static_assert((WGS == 1 || WGS == 2) && P::NT == 128 * WGS && C == 32, "one or two producer warpgroups, C = 32: [Q̃; K̃] is one m64 operand");
+    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
     const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
-    const int wg = w / 4, wr = w % 4;  // warpgroup of the group, warp in it
-    float d[N / 2];  // m64 nN: element e is row 16 wr + g + 8·((e >> 1) & 1), column N wg + 8·(e >> 2) + 2 t + (e & 1)
+    float d[C / 2];  // m64 nC: element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
 #pragma unroll
-    for (int e = 0; e < N / 2; ++e) d[e] = 0.f;
+    for (int e = 0; e < C / 2; ++e) d[e] = 0.f;
     // (The tile pointer passes through an empty asm: the descriptors are then not loop-invariant, so the compiler
     // does not keep all 2·DK/8 of them live across the producer's whole chunk loop.)
     const float* qk = s.qk;
     asm volatile("" : "+l"(qk));
     reg_fence(d);
     wg_fence();
-    const unsigned boff = (C + N * wg) * 128;  // B = K̃ rows C + N wg ..: whole 8-row (1024-byte) swizzle atoms
 #pragma unroll
     for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
         const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
-        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + boff, 16));
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
     }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
-    if (wr < 2) {
+    if (w < 2) {
 #pragma unroll
-        for (int e = 0; e < N / 2; e += 2) {
-            const int i = 16 * wr + g + 8 * ((e >> 1) & 1), j = N * wg + 8 * (e >> 2) + 2 * t;
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
             st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
         }
     }
@@ -2167,6 +2230,13 @@ template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
+#if GLA_TMA
+        if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
+            tma_issue<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
+            cp_async_commit();                  // cp_async_wait's count of groups per chunk)
+            return issue_logit<P>(a, sq, (c0 + j) * C);
+        }
+#endif
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
     };
     if (g >= nchunks) return;
@@ -2181,7 +2251,18 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         } else {
             cp_async_wait<0>();
         }
+#if GLA_TMA
+        // TMA chunk: every thread waits on the slot's mbarrier itself, which also makes the boxes visible to it — no
+        // group barrier where nothing else needs one (per key; a per-head logit is landed by another thread).
+        if (tma_chunk(a, sq, i0)) {
+            mbar_wait(mbar_addr(smem, b), (j / STAGES) & 1);
+            if (KEY_GATE != GATE_PER_KEY) P::sync();
+        } else {
+            P::sync();
+        }
+#else
         P::sync();
+#endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
@@ -2248,6 +2329,13 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     const int nchunks = c1 - c0;
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
+#if GLA_TMA
+    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
+        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+#endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
@@ -2321,6 +2409,13 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
     const int nchunks = c1 - c0;
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
+#if GLA_TMA
+    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
+        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+#endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
