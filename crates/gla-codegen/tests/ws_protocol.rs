@@ -4,7 +4,8 @@
 //! Each role is written here as the sequence of barrier operations its loop performs (the same loop structure as
 //! the CUDA code), and a scheduler runs the roles in many random interleavings with the hardware's barrier
 //! semantics (a phase completes when the consumers and one producer group have both arrived; `bar.sync` waits for
-//! its phase, `bar.arrive` does not). Checked for every chunk count 0..=13, slot count 2 and 3, one and two groups:
+//! its phase, `bar.arrive` does not; with TMA loads the group's part in EMPTY is its issuing warp alone, which is the
+//! same protocol at this level: the group's other warps never touch the slot before it is refilled). Checked for every chunk count 0..=13, slot count 2 and 3, one and two groups:
 //! no deadlock, no barrier left with a half-complete phase at exit (the ARCHITECTURE.md invariant), a slot is only
 //! refilled after the consumers finished the chunk it held, and the consumers only read a chunk after its
 //! producers published it.

@@ -1937,6 +1937,11 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 // barrier orders the shared-memory writes before it against the reads after it.
 __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
 __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
+// EMPTY: with TMA loads only the producer group's issuing warp (its last) takes part — the others go on with their
+// chunk and learn of a free slot from a group barrier only where they refill it themselves (cp.async chunks).
+constexpr int EMPTY_T = GLA_TMA ? NT + 32 : NT + PGT;
+__device__ __forceinline__ void bar_arrive_empty(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
+__device__ __forceinline__ void bar_wait_empty(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
 // x as a value the compiler knows is the same on every lane of the warp (lane 0's): a branch on it is not divergent,
 // which wgmma inside it requires (ptxas otherwise serialises the wgmma instructions).
 __device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xffffffffu, x, 0); }
@@ -2229,13 +2234,17 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
     auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
-        if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
 #if GLA_TMA
+        // (chunk j belongs to this group: j % PG == g). The issuing warp waits for the slot to be free.
+        if (j >= STAGES && P::tid() >= P::NT - 32) bar_wait_empty(bar_empty(j % STAGES, g));
         if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
             tma_issue<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
             cp_async_commit();                  // cp_async_wait's count of groups per chunk)
             return issue_logit<P>(a, sq, (c0 + j) * C);
         }
+        if (j >= STAGES) P::sync();             // cp.async: every producer thread copies, once the slot is free
+#else
+        if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
 #endif
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
     };
@@ -2371,7 +2380,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
-            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+            if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
         if (a.ht && a.segs == 1) wg_state_global<true>(S, a.ht + slab, a, sq.v0);
 #else
@@ -2389,7 +2398,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             Consumers::sync();                               // every consumer has read st
             state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
             // Slot b is free: tell the group that refills it with chunk j + STAGES (only if there is such a chunk).
-            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+            if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
         if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
 #endif
@@ -2434,7 +2443,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂
             wg_wait<0>();
             reg_fence(S);
-            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+            if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
         wg_state_global<true>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
 #else
@@ -2445,7 +2454,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             add_seg_decay(s, dec);                           // Σ Γ_L
             state_update<Consumers>(S, s, b);                // S ← diag(exp(Γ_L)) S + K̂^T V
-            if (j + STAGES < nchunks) bar_arrive(bar_empty(b, (j + STAGES) % PG));
+            if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
         state_global<true, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
 #endif
