@@ -1461,17 +1461,17 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 // 4-way conflicts, 0.635 ms):
 //   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  mild chunks: Q̃ = Q ⊙ exp(Γ) (bf16/f16 for the consumers, tf32 in [Q̃; K̃]),
 //   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
+// The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
+// one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
+// again from the (intact) logits tile and its raw q, k reloaded over the speculative Q̃, K̂.
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
 template <class G>
-__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+__device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
-    static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
-                  "one (octet, segment) per thread, an octet's segments in one warp");
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
     const bool full = rows == C && a.dk == DK;
-    float g[SR][8];  // this thread's Γ
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (full) {  // every chunk but a sequence's last: no predicates (a branch per element would serialise the gate)
 #pragma unroll
@@ -1498,7 +1498,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         }
     }
     // Inclusive scan of the segment sums over the octet's lanes; the exclusive offset is the previous lane's.
-    float inc[8], gl[8];
+    float inc[8];
 #pragma unroll
     for (int c = 0; c < 8; ++c) inc[c] = acc[c];
 #pragma unroll
@@ -1516,6 +1516,16 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
 #pragma unroll
             for (int u = 0; u < SR; ++u) g[u][c] += off;
     }
+}
+
+template <class G>
+__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
+    static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
+                  "one (octet, segment) per thread, an octet's segments in one warp");
+    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    float g[SR][8], gl[8];  // this thread's Γ, and Γ_L of its columns
+    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
     float e[8];  // exp(Γ_L)
 #pragma unroll
     for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
@@ -1527,17 +1537,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     }
     bool ok = true;
 #pragma unroll
-    for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;
-    const bool mild = G::all(ok);  // NaN fails: the exact path handles it
-    if (!mild) {  // the exact path reads Γ and exp(Γ_L) from shared memory
-#pragma unroll
-        for (int u = 0; u < SR; ++u) {
-            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
-            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
-        }
-        G::sync();
-        return false;
-    }
+    for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;
@@ -1563,8 +1563,19 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         store_vec(s.k(b) + KO(i, d), kf);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
+    if (G::all(ok)) return true;  // (the barrier that ends the decays)
+    // Not mild: Γ once more (the speculative pass consumed it) into s.G, and the raw q, k back over Q̃, K̂.
+    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {
+        *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
+        *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
+    }
+    G::sync();                              // every thread has read the logits again
+    issue_chunk<G>(a, s, sq, i0, b, true);  // (q, k, the logits, v: the last two unchanged)
+    cp_async_wait<0>();
     G::sync();
-    return true;
+    return false;
 }
 #endif
 
