@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Final device call of session 2026-12-01g (kernel v11d: v11c + with TMA loads only the issuing producer warp
-# takes part in the EMPTY barrier). First an A/B of ours new build vs the v11c build (.gpu/alt/bench_v11c) and the
-# v10 build (.gpu/alt/bench_v10) at the main shape; then the README's benchmark command (fla 0.6.0 / SDPA / copy
+# Final device call of session 2026-12-01g (kernel v11e: TMA loads of the per-key wgmma-score variants, EMPTY
+# taken by the issuing warp only, speculative decays ended by the mild vote). First an A/B of ours new build vs the
+# v11d build (.gpu/alt/bench_v11d) and the v10 build (.gpu/alt/bench_v10) at two shapes; then the README's benchmark command (fla 0.6.0 / SDPA / copy
 # at every issue shape, fla's error vs f64 and its dumped inputs, ours at every fused bf16 variant, ours on fla's
 # inputs); then the GPU tests: every wgmma variant of every gate, the warp-specialised sweep of every non-value
 # gate (wgmma variants), the default-variant shape sweep (gla) and 64-bit offsets. Steps capped to end by 580 s.
@@ -9,7 +9,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 L=$OUT/r; mkdir -p $L
 t=$(ls .gpu/tests/gpu_forward-*)
 cap() { local left=$((580 - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 5)) || echo "$1"; }
-for b in bin/bench alt/bench_v11c alt/bench_v10; do
+for b in bin/bench alt/bench_v11d alt/bench_v10; do
   n=$(basename $b)
   ( timeout 40 .gpu/$b --out $L/ab_$n.json --reps 50 --gates gla --variants w8p4g --shapes "8,4096,16,128;2,16384,16,128" ) > $L/ab_$n.log 2>&1
   echo "== $n"; grep -v screening $L/ab_$n.log | grep " ms " | head -4
