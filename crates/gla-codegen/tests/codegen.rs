@@ -315,6 +315,7 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
     use gla_codegen::writer::{wg_scores, wg_smem_s, SmemLayout, SWIZZLE_ALIGN};
     let mut seen = 0;
     let mut scored = 0;
+    let mut tma = 0;
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
         for s in all_variants(g).into_iter().filter(|s| s.tiles.wgmma) {
             seen += 1;
@@ -356,10 +357,22 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             } else {
                 assert!(l.ps == 0 && l.ps_stride == 0 && src.contains("#define GLA_WG_SCORES 0"), "{}", s.id());
             }
+            // TMA loads (the per-key wgmma-score variants): three 8-byte mbarriers inside the allocation, apart from
+            // every tile; the boxes are 64 columns wide, so d_k and the value tile are whole panels.
+            if gla_codegen::writer::tma(&s) {
+                tma += 1;
+                assert!(wg_scores(&s) && s.dk % 64 == 0 && s.tiles.block_v % 64 == 0, "{}", s.id());
+                assert!(l.mbar % 8 == 0 && l.mbar >= l.ps + s.tiles.producer_groups * l.ps_stride, "{}", s.id());
+                assert!(l.total >= l.mbar + 24 + SWIZZLE_ALIGN, "{}", s.id());
+                assert!(src.contains("#define GLA_TMA 1") && src.contains("cp.async.bulk.tensor.3d"), "{}", s.id());
+            } else {
+                assert!(l.mbar == 0 && src.contains("#define GLA_TMA 0"), "{}", s.id());
+            }
         }
     }
     assert!(seen >= 12, "{seen} wgmma variants");
     assert!(scored >= 2, "{scored} variants with the producers' wgmma scores");
+    assert!(tma >= 2, "{tma} variants with TMA loads");
     // The per-key default at d = 128 has them.
     let d = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
     assert!(wg_scores(&d), "{}", d.id());
