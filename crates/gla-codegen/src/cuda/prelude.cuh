@@ -211,10 +211,11 @@ __device__ __forceinline__ int swz(int r, int c) { return swz_rows<C>(r, c); }
 // The same 128-byte swizzle for an f32 tile (32 elements a row of a panel; 4 a 16-byte chunk).
 template <int ROWS>
 __device__ __forceinline__ int swz32_rows(int r, int c) { return ((c >> 5) * (ROWS * 32) + r * 32 + (c & 31)) ^ ((r & 7) << 2); }
-// x rounded to tf32 (10 mantissa bits, ties away from zero, as cvt.rna.tf32.f32; the tensor cores would truncate),
-// as an f32. (Integer form: finite x only — the mild chunks that use it have no NaN — and the cvt form spills a
-// register in one gate's kernel.)
-__device__ __forceinline__ float tf32_rna(float x) { return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u); }
+// x prepared for a tf32 tensor-core operand, rounded to 10 mantissa bits with ties away from zero: half a tf32 ulp
+// is added to the bits here and the tensor cores drop the low 13 bits (they truncate an f32 operand; CUTLASS's
+// round_half_ulp_truncate) — one integer add a value, where masking as well would be a second instruction. Finite x
+// only: the mild chunks that use it have no NaN (a speculative, non-mild chunk's garbage is never multiplied).
+__device__ __forceinline__ float tf32_rna(float x) { return __uint_as_float(__float_as_uint(x) + 0x1000u); }
 struct Swz {
     const elem_t* p;
     __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }
