@@ -153,7 +153,7 @@ impl SmemLayout {
             x,                                                  // logits → K̃ / scratch
             a_bytes,                                            // A
             if split_a(spec) { a_bytes } else { 0 },            // A_lo
-            if per_key { 2 * dk * 4 + 16 } else { 0 },          // Γ_L, exp(Γ_L), the K̃-form flag (wg_scores)
+            if per_key { 2 * dk * 4 } else { 0 },               // Γ_L, exp(Γ_L)
             if per_key { 0 } else { c * 4 },                    // Γ (scalar gates)
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         // Per producer group: its Γ tile (per key) and its segment totals.

@@ -583,19 +583,14 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
-#if GLA_WG_SCORES
-            const bool kt = *kt_flag(s) != 0;                // k holds K̃ (mild chunk), not K̂
-#else
-            constexpr bool kt = false;
-#endif
 #if GLA_WG_SMEM_S
             wg_stage_state(S, s.st);                         // Sᵀ (bf16) for the output product, in shared memory
 #else
             wg_pack(S, sa);                                  // Sᵀ (bf16) for the output product
 #endif
-            if (!kt) wg_decay(S, s);                         // Sᵀ ← Sᵀ diag(exp(Γ_L))
+            wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
-            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂  (K̃ form: Sᵀ += Vᵀ K̃)  (async)
+            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
 #if !GLA_WG_SMEM_S
@@ -604,7 +599,6 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
-            if (kt) wg_decay(S, s);                          // K̃ form: Sᵀ ← (Sᵀ + Vᵀ K̃) diag(exp(Γ_L))
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
         if (a.ht && a.segs == 1) wg_state_global<true>(S, a.ht + slab, a, sq.v0);

@@ -984,14 +984,11 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 // distinct bank groups of the swizzled and the padded tiles (v10c had an octet's segments in consecutive lanes:
 // 4-way conflicts, 0.635 ms):
 //   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  mild chunks: Q̃ = Q ⊙ exp(Γ) (bf16/f16 for the consumers, tf32 in [Q̃; K̃]),
-//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃], and bf16/f16 in k: the consumers' state update takes the K̃ form
-//   S ← diag(exp(Γ_L)) (S + K̃ᵀ V), flagged by kt_flag).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
+//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
 // again from the (intact) logits tile and its raw q, k reloaded over the speculative Q̃, K̂.
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
-// The slot's K̃-form flag (after Γ_L and exp(Γ_L)): 1 when k holds K̃ (a mild chunk of gate_decays_vec), 0 for K̂.
-__device__ __forceinline__ int* kt_flag(const Tiles& s) { return reinterpret_cast<int*>(s.GL + 2 * DK); }
 template <class G>
 __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
@@ -1085,14 +1082,12 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_rna(qf[4]), tf32_rna(qf[5]), tf32_rna(qf[6]), tf32_rna(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_rna(kf[0]), tf32_rna(kf[1]), tf32_rna(kf[2]), tf32_rna(kf[3]));
         *reinterpret_cast<float4*>(kr4) = make_float4(tf32_rna(kf[4]), tf32_rna(kf[5]), tf32_rna(kf[6]), tf32_rna(kf[7]));
-        store_vec(s.k(b) + KO(i, d), kf);  // K̃ itself: the consumers apply exp(Γ_L) after the state update
+#pragma unroll
+        for (int c = 0; c < 8; ++c) kf[c] *= e[c];  // K̂ = K̃ ⊙ exp(Γ_L)
+        store_vec(s.k(b) + KO(i, d), kf);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
-    if (G::all(ok)) {  // (the barrier that ends the decays)
-        if (tid == 0) *kt_flag(s) = 1;
-        return true;
-    }
-    if (tid == 0) *kt_flag(s) = 0;  // the exact path leaves K̂ in k
+    if (G::all(ok)) return true;  // (the barrier that ends the decays)
     // Not mild: Γ once more (the speculative pass consumed it) into s.G, and the raw q, k back over Q̃, K̂.
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
 #pragma unroll

@@ -35,13 +35,13 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 #define SPLIT_A 1      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)
 #define GLA_FUSED 1
 constexpr int STAGES = 3;   // chunk slots in the producer -> consumer ring
-constexpr unsigned STAGE_BYTES = 44032, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576;
-constexpr unsigned OFF_G = 132096, OFF_ST = 132096, OFF_A = 33792, OFF_VT = 0, OFF_ALO = 37888, OFF_GL = 41984;  // 195584 B of shared memory
-constexpr unsigned OFF_TOT = 150528, TOT_BYTES = 1024, ST_BYTES = 0, OFF_OS = 151552;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
+constexpr unsigned STAGE_BYTES = 43008, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576;
+constexpr unsigned OFF_G = 129024, OFF_ST = 129024, OFF_A = 33792, OFF_VT = 0, OFF_ALO = 37888, OFF_GL = 41984;  // 192512 B of shared memory
+constexpr unsigned OFF_TOT = 147456, TOT_BYTES = 1024, ST_BYTES = 0, OFF_OS = 148480;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 17920, TOT_STRIDE = 1024;  // bytes between the producer groups' Γ tiles and totals
-constexpr unsigned OFF_PS = 160768, PS_STRIDE = 32768;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
-constexpr unsigned OFF_MBAR = 193536;  // TMA: the slots' mbarriers
+constexpr unsigned OFF_PS = 157696, PS_STRIDE = 32768;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
+constexpr unsigned OFF_MBAR = 190464;  // TMA: the slots' mbarriers
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -1493,14 +1493,11 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 // distinct bank groups of the swizzled and the padded tiles (v10c had an octet's segments in consecutive lanes:
 // 4-way conflicts, 0.635 ms):
 //   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  mild chunks: Q̃ = Q ⊙ exp(Γ) (bf16/f16 for the consumers, tf32 in [Q̃; K̃]),
-//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃], and bf16/f16 in k: the consumers' state update takes the K̃ form
-//   S ← diag(exp(Γ_L)) (S + K̃ᵀ V), flagged by kt_flag).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
+//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
 // again from the (intact) logits tile and its raw q, k reloaded over the speculative Q̃, K̂.
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
-// The slot's K̃-form flag (after Γ_L and exp(Γ_L)): 1 when k holds K̃ (a mild chunk of gate_decays_vec), 0 for K̂.
-__device__ __forceinline__ int* kt_flag(const Tiles& s) { return reinterpret_cast<int*>(s.GL + 2 * DK); }
 template <class G>
 __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
@@ -1594,14 +1591,12 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_rna(qf[4]), tf32_rna(qf[5]), tf32_rna(qf[6]), tf32_rna(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_rna(kf[0]), tf32_rna(kf[1]), tf32_rna(kf[2]), tf32_rna(kf[3]));
         *reinterpret_cast<float4*>(kr4) = make_float4(tf32_rna(kf[4]), tf32_rna(kf[5]), tf32_rna(kf[6]), tf32_rna(kf[7]));
-        store_vec(s.k(b) + KO(i, d), kf);  // K̃ itself: the consumers apply exp(Γ_L) after the state update
+#pragma unroll
+        for (int c = 0; c < 8; ++c) kf[c] *= e[c];  // K̂ = K̃ ⊙ exp(Γ_L)
+        store_vec(s.k(b) + KO(i, d), kf);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
-    if (G::all(ok)) {  // (the barrier that ends the decays)
-        if (tid == 0) *kt_flag(s) = 1;
-        return true;
-    }
-    if (tid == 0) *kt_flag(s) = 0;  // the exact path leaves K̂ in k
+    if (G::all(ok)) return true;  // (the barrier that ends the decays)
     // Not mild: Γ once more (the speculative pass consumed it) into s.G, and the raw q, k back over Q̃, K̂.
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
 #pragma unroll
@@ -2413,19 +2408,14 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
-#if GLA_WG_SCORES
-            const bool kt = *kt_flag(s) != 0;                // k holds K̃ (mild chunk), not K̂
-#else
-            constexpr bool kt = false;
-#endif
 #if GLA_WG_SMEM_S
             wg_stage_state(S, s.st);                         // Sᵀ (bf16) for the output product, in shared memory
 #else
             wg_pack(S, sa);                                  // Sᵀ (bf16) for the output product
 #endif
-            if (!kt) wg_decay(S, s);                         // Sᵀ ← Sᵀ diag(exp(Γ_L))
+            wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
-            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂  (K̃ form: Sᵀ += Vᵀ K̃)  (async)
+            wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
 #if !GLA_WG_SMEM_S
@@ -2434,7 +2424,6 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
             wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
-            if (kt) wg_decay(S, s);                          // K̃ form: Sᵀ ← (Sᵀ + Vᵀ K̃) diag(exp(Γ_L))
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
         if (a.ht && a.segs == 1) wg_state_global<true>(S, a.ht + slab, a, sq.v0);
