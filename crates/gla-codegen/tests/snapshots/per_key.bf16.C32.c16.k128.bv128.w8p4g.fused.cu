@@ -2082,8 +2082,9 @@ __device__ __forceinline__ void wg_state_global(WgState& S, float* base, const F
     const int e0 = v0 + 64 * wg_index() + 16 * w + g;
 #if KEY_GATE == GATE_PER_KEY
     // (Per key: one running pointer — rows 8j + 2t, 8j + 2t + 1, columns e0, e0 + 8 — and at most 16 accesses in
-    // flight, so that few address registers are live while the accumulators fill: the 8 + 8-warp consumers have
-    // 120 registers, and their per-key kernels spill with the plain form below. The scalar gates' fit with it.)
+    // flight, so that few address registers are live while the accumulators fill. ptxas's allocation is sensitive
+    // to this prologue: the scalar gates keep the plain form below, with which their kernels fit; with this one
+    // their 8 + 8-warp kernels spill 8 B.)
     const bool oke0 = e0 < a.dv, oke1 = e0 + 8 < a.dv;
     float* r = base + (i64)(2 * t) * a.dv + e0;
 #pragma unroll
