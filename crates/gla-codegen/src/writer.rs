@@ -233,9 +233,7 @@ pub fn wg_scores(spec: &KernelSpec) -> bool {
 /// 8–136 B at f16 / 8 + 8 warps with it.
 pub fn tma(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
-    let shape = spec.gate.shape();
-    t.wgmma && t.specialised() && !spec.materialize && shape == GateShape::PerKey && wg_scores(spec) && spec.dk % 64 == 0
-        && t.block_v % 64 == 0
+    wg_scores(spec) && t.specialised() && !spec.materialize && spec.dk % 64 == 0 && t.block_v % 64 == 0
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates

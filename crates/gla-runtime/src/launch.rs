@@ -439,7 +439,9 @@ impl<'a> Bound<'a> {
 
 /// The TMA descriptors of a TMA variant (`gla_codegen::writer::tma`) over the checked `[tokens, H, d]` tensors of
 /// `args`: boxes of 64 columns × 1 head × C tokens. If the driver cannot encode one (a stride that is not a multiple
-/// of 16 bytes, say d_v = 100), `args.tma` stays 0 and the kernel loads every chunk by cp.async, as before.
+/// of 16 bytes, say d_v = 100), `args.tma` stays 0 and the kernel loads every chunk by cp.async, as before. The maps'
+/// dims are the extents `Bound::new` checked the tensors against, and TMA bounds every box by them (rows past the
+/// end read as zeros), so the copies stay inside the allocations whatever the kernel asks for.
 fn tma_maps(args: &mut ForwardArgs, spec: &KernelSpec, tokens: usize, h: usize, dk: usize, dv: usize) {
     let f16 = spec.dtype == DType::F16;
     let e = spec.dtype.size_bytes() as u64;

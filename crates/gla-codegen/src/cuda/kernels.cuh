@@ -559,11 +559,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
 #if GLA_TMA
-    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
-        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tma_init(smem);
 #endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
@@ -639,11 +635,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
 #if GLA_TMA
-    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
-        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tma_init(smem);
 #endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)

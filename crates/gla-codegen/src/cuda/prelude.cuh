@@ -215,7 +215,7 @@ __device__ __forceinline__ int swz32_rows(int r, int c) { return ((c >> 5) * (RO
 // is added to the bits here and the tensor cores drop the low 13 bits (they truncate an f32 operand; CUTLASS's
 // round_half_ulp_truncate) — one integer add a value, where masking as well would be a second instruction. Finite x
 // only: the mild chunks that use it have no NaN (a speculative, non-mild chunk's garbage is never multiplied).
-__device__ __forceinline__ float tf32_rna(float x) { return __uint_as_float(__float_as_uint(x) + 0x1000u); }
+__device__ __forceinline__ float tf32_half_ulp(float x) { return __uint_as_float(__float_as_uint(x) + 0x1000u); }
 struct Swz {
     const elem_t* p;
     __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }

@@ -289,7 +289,7 @@ __device__ __forceinline__ int swz32_rows(int r, int c) { return ((c >> 5) * (RO
 // is added to the bits here and the tensor cores drop the low 13 bits (they truncate an f32 operand; CUTLASS's
 // round_half_ulp_truncate) — one integer add a value, where masking as well would be a second instruction. Finite x
 // only: the mild chunks that use it have no NaN (a speculative, non-mild chunk's garbage is never multiplied).
-__device__ __forceinline__ float tf32_rna(float x) { return __uint_as_float(__float_as_uint(x) + 0x1000u); }
+__device__ __forceinline__ float tf32_half_ulp(float x) { return __uint_as_float(__float_as_uint(x) + 0x1000u); }
 struct Swz {
     const elem_t* p;
     __device__ __forceinline__ int off(int r, int c) const { return swz(r, c); }
@@ -660,6 +660,14 @@ __device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, i
 // Whether chunk rows [i0, i0 + C) move by TMA: whole, d_k = DK, this CTA's value columns inside d_v, maps encoded.
 __device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {
     return a.tma != 0 && sq.len - i0 >= C && a.dk == DK && sq.v0 + BV <= a.dv;
+}
+// The slots' mbarriers (one arrival each: the issuing thread's expect_tx), by thread 0 before the roles start.
+__device__ __forceinline__ void tma_init(unsigned char* smem) {
+    if (threadIdx.x == 0) {
+        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
 }
 template <class G>
 __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q, unsigned bar) {
@@ -1454,18 +1462,8 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #endif
 
 #if GLA_WG_SCORES
-// Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
-// (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
-// are lanes OPW apart in one warp (lane = m·OPW + o mod OPW), so the segment offsets are a shuffle scan (no barrier,
-// no totals tile) and each quarter-warp's 16-byte accesses (rows of 8 / OPW segments, OPW octets) fall in
-// distinct bank groups of the swizzled and the padded tiles (v10c had an octet's segments in consecutive lanes:
-// 4-way conflicts, 0.635 ms):
-//   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  mild chunks: Q̃ = Q ⊙ exp(Γ) (bf16/f16 for the consumers, tf32 in [Q̃; K̃]),
-//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
-// The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
-// one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
-// again from the (intact) logits tile and its raw q, k reloaded over the speculative Q̃, K̂.
-// Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
+// Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
+// the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
 template <class G>
 __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
@@ -1519,6 +1517,18 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
     }
 }
 
+// Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
+// (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
+// are lanes OPW apart in one warp (lane = m·OPW + o mod OPW), so the segment offsets are a shuffle scan (no barrier,
+// no totals tile) and each quarter-warp's 16-byte accesses (rows of 8 / OPW segments, OPW octets) fall in
+// distinct bank groups of the swizzled and the padded tiles (v10c had an octet's segments in consecutive lanes:
+// 4-way conflicts, 0.635 ms):
+//   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  mild chunks: Q̃ = Q ⊙ exp(Γ) (bf16/f16 for the consumers, tf32 in [Q̃; K̃]),
+//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
+// The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
+// one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
+// again from the (intact) logits tile and its raw q, k reloaded over the speculative Q̃, K̂.
+// Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
 template <class G>
 __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
@@ -1555,10 +1565,10 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
         float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
         float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
-        *reinterpret_cast<float4*>(qr) = make_float4(tf32_rna(qf[0]), tf32_rna(qf[1]), tf32_rna(qf[2]), tf32_rna(qf[3]));
-        *reinterpret_cast<float4*>(qr4) = make_float4(tf32_rna(qf[4]), tf32_rna(qf[5]), tf32_rna(qf[6]), tf32_rna(qf[7]));
-        *reinterpret_cast<float4*>(kr) = make_float4(tf32_rna(kf[0]), tf32_rna(kf[1]), tf32_rna(kf[2]), tf32_rna(kf[3]));
-        *reinterpret_cast<float4*>(kr4) = make_float4(tf32_rna(kf[4]), tf32_rna(kf[5]), tf32_rna(kf[6]), tf32_rna(kf[7]));
+        *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(qf[0]), tf32_half_ulp(qf[1]), tf32_half_ulp(qf[2]), tf32_half_ulp(qf[3]));
+        *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(qf[4]), tf32_half_ulp(qf[5]), tf32_half_ulp(qf[6]), tf32_half_ulp(qf[7]));
+        *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(kf[0]), tf32_half_ulp(kf[1]), tf32_half_ulp(kf[2]), tf32_half_ulp(kf[3]));
+        *reinterpret_cast<float4*>(kr4) = make_float4(tf32_half_ulp(kf[4]), tf32_half_ulp(kf[5]), tf32_half_ulp(kf[6]), tf32_half_ulp(kf[7]));
 #pragma unroll
         for (int c = 0; c < 8; ++c) kf[c] *= e[c];  // K̂ = K̃ ⊙ exp(Γ_L)
         store_vec(s.k(b) + KO(i, d), kf);
@@ -2352,11 +2362,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
 #if GLA_TMA
-    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
-        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tma_init(smem);
 #endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
@@ -2432,11 +2438,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const
     // The role branches, warp-uniform in a form the compiler can see for wgmma (a shuffle of lane 0's warp index).
     const int role_warp = GLA_WGMMA ? warp_uniform((int)threadIdx.x >> 5) : (int)threadIdx.x >> 5;
 #if GLA_TMA
-    if (threadIdx.x == 0) {  // the slots' mbarriers (one arrival: the issuing thread's expect_tx), before any role starts
-        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tma_init(smem);
 #endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
