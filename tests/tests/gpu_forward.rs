@@ -227,10 +227,13 @@ fn warp_specialised_variants_over_the_shapes() {
             if wg && pw == 8 && gate.shape() == GateShape::PerKey {
                 continue;
             }
-            let tiles = Tiles { block_v: if wg { 16 * warps } else { bv.min(vd) }, warps, producer_warps: pw, producer_groups: pg, wgmma: wg };
-            if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {
-                if !specs.contains(&s) && variant_selected(&s) {
-                    specs.push(s);
+            // (Two CTAs an SM where they fit: 4 + 4 warps at d = 64.)
+            for ctas_per_sm in [1, 2] {
+                let tiles = Tiles { block_v: if wg { 16 * warps } else { bv.min(vd) }, warps, producer_warps: pw, producer_groups: pg, wgmma: wg, ctas_per_sm };
+                if let Ok(s) = KernelSpec::new(gate, dt, chunk, 16, kd, vd, false, tiles) {
+                    if !specs.contains(&s) && variant_selected(&s) {
+                        specs.push(s);
+                    }
                 }
             }
         }

@@ -38,11 +38,16 @@ pub const WAVE_CTAS: usize = 132;
 /// (at most `max_chunks`, the longest sequence's chunk count, and 64), so that `N·H·tiles·P` CTAs run. `P = 1`
 /// otherwise (no segment pass).
 pub fn segments(n_seqs: usize, h: usize, vtiles: usize, max_chunks: usize) -> usize {
+    segments_on(WAVE_CTAS, n_seqs, h, vtiles, max_chunks)
+}
+
+/// [`segments`] for a GPU that holds `wave` CTAs at once (`WAVE_CTAS · ctas_per_sm`).
+pub fn segments_on(wave: usize, n_seqs: usize, h: usize, vtiles: usize, max_chunks: usize) -> usize {
     let ctas = n_seqs.saturating_mul(h).saturating_mul(vtiles);
     if ctas == 0 {
         return 1;
     }
-    (WAVE_CTAS / ctas).clamp(1, max_chunks.clamp(1, 64))
+    (wave / ctas).clamp(1, max_chunks.clamp(1, 64))
 }
 
 /// One kernel launch of a plan.

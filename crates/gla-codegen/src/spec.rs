@@ -29,6 +29,11 @@ pub struct Tiles {
     /// operands are read by the tensor cores from shared memory in the 128-byte-swizzled layout that the producers
     /// then write. Warp-specialised variants only.
     pub wgmma: bool,
+    /// CTAs resident on one SM (1 or 2; `__launch_bounds__(threads, ctas_per_sm)`). 2: warp-specialised
+    /// 256-thread variants whose shared memory fits twice in an SM (228 KB, 1 KB of it reserved a CTA); the
+    /// registers a thread are then at most 128 (setmaxnreg moves them between consumers and producers), and two
+    /// CTAs' producers hide each other's latency on problems of more CTAs than SMs.
+    pub ctas_per_sm: u32,
 }
 
 impl Tiles {
@@ -84,7 +89,7 @@ impl KernelSpec {
     /// Stable identifier, e.g. `gla.fwd.bf16.C64.c16.k128.v128.bv64.w4.fused`.
     pub fn id(&self) -> String {
         format!(
-            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}{}.{}",
+            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}{}{}.{}",
             self.gate.name(),
             match self.pass {
                 Pass::Forward => "fwd",
@@ -102,6 +107,7 @@ impl KernelSpec {
                 (p, g) => format!("p{p}x{g}"),
             },
             if self.tiles.wgmma { "g" } else { "" },
+            if self.tiles.ctas_per_sm > 1 { format!(".o{}", self.tiles.ctas_per_sm) } else { String::new() },
             if self.materialize { "mat" } else { "fused" }
         )
     }
@@ -171,7 +177,7 @@ impl KernelSpec {
         prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)].into_iter().map(plain));
         let mut first_err = None;
         for (chunk, bv, warps, producer_warps, producer_groups, wgmma) in prefs {
-            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma };
+            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma, ctas_per_sm: 1 };
             match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles) {
                 Ok(s) => return Ok(s),
                 Err(e) => {
@@ -249,6 +255,30 @@ impl KernelSpec {
             }
         }
         let smem = crate::writer::SmemLayout::of(self).total;
+        match self.tiles.ctas_per_sm {
+            1 => {}
+            2 => {
+                if !self.tiles.specialised() || self.tiles.threads() != 256 {
+                    return bad(format!(
+                        "two CTAs an SM need a warp-specialised variant of 256 threads (at most 128 registers a thread), got {} threads{}",
+                        self.tiles.threads(),
+                        if self.tiles.specialised() { "" } else { " without producer warps" }
+                    ));
+                }
+                if self.dk != 64 {
+                    return bad(format!(
+                        "two CTAs an SM (128 registers a thread) fit d_k = 64 only (at d_k = {} the kernel spills): use ctas_per_sm = 1",
+                        self.dk
+                    ));
+                }
+                if 2 * (smem + SMEM_RESERVED_PER_CTA) > SMEM_PER_SM {
+                    return bad(format!(
+                        "two CTAs an SM need 2 × ({smem} + {SMEM_RESERVED_PER_CTA}) B of shared memory, over the SM's {SMEM_PER_SM} B: use ctas_per_sm = 1"
+                    ));
+                }
+            }
+            n => return bad(format!("ctas_per_sm must be 1 or 2, got {n}")),
+        }
         if smem > MAX_SMEM_BYTES {
             return bad(format!(
                 "needs {} B of shared memory, over the {} B an sm_90 CTA can have: use a smaller chunk or block_v",
@@ -261,6 +291,9 @@ impl KernelSpec {
 
 /// Largest dynamic shared memory of one CTA on sm_90 (227 KB).
 pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
+/// Shared memory of one sm_90 SM (228 KB), and what the hardware reserves of it for each resident CTA (1 KB).
+pub const SMEM_PER_SM: u32 = 228 * 1024;
+pub const SMEM_RESERVED_PER_CTA: u32 = 1024;
 
 /// Smallest specialised head dim (64, 128, 256) that holds `d`, or `None` if `d` is 0 or > 256.
 pub fn specialised_dim(d: usize) -> Option<u32> {
@@ -314,7 +347,7 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 if block_v == 128 && !(d == 128 && warps >= 8) {
                                     continue;
                                 }
-                                let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1, wgmma: false };
+                                let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
                                 if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
                                     out.push(s);
                                 }
@@ -357,9 +390,12 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 && warps == 8
                                 && producer_warps == 8
                                 && ((d == 128 && chunk == 32 && block_v == 128) || (d == 64 && chunk == 64 && block_v == 64));
-                            let tiles = Tiles { block_v, warps, producer_warps, producer_groups, wgmma: false };
+                            let tiles = Tiles { block_v, warps, producer_warps, producer_groups, wgmma: false, ctas_per_sm: 1 };
                             if !spills_8x8 {
                                 if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                    out.push(s);
+                                }
+                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, Tiles { ctas_per_sm: 2, ..tiles }) {
                                     out.push(s);
                                 }
                             }
@@ -379,6 +415,10 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 continue;
                             }
                             if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                out.push(s);
+                            }
+                            // Two CTAs an SM where 256 threads' shared memory fits twice (d = 64).
+                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, Tiles { ctas_per_sm: 2, ..tiles }) {
                                 out.push(s);
                             }
                         }

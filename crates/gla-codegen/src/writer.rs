@@ -368,6 +368,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr int PT = 32 * PW;");
     let _ = writeln!(
         w,
+        "constexpr int CTAS_PER_SM = {};  // CTAs resident on one SM (__launch_bounds__ of the warp-specialised kernels)",
+        spec.tiles.ctas_per_sm
+    );
+    let _ = writeln!(
+        w,
         "constexpr int PG = {}, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one",
         spec.tiles.producer_groups
     );

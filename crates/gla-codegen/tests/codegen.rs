@@ -4,7 +4,7 @@ use gla_codegen::{all_variants, fixtures, generate, KernelSpec, Tiles};
 use gla_core::{DType, GlaError};
 
 fn spec(c: u32, sc: u32, d: u32, bv: u32, mat: bool) -> Result<KernelSpec, GlaError> {
-    KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, sc, d, d, mat, Tiles { block_v: bv, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false })
+    KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, sc, d, d, mat, Tiles { block_v: bv, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 })
 }
 
 #[test]
@@ -85,24 +85,24 @@ fn snapshots_of_emitted_source() {
         (
             // the per-key default at d = 128: wgmma consumers and the producers' wgmma scores
             "per_key.bf16.C32.c16.k128.bv128.w8p4g.fused.cu",
-            KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true }).unwrap(),
+            KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 }).unwrap(),
         ),
         (
             "per_head.bf16.C32.k128.bv128.w8p4x2g.fused.cu",
-            KernelSpec::new(&fixtures::PER_HEAD, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 2, wgmma: true }).unwrap(),
+            KernelSpec::new(&fixtures::PER_HEAD, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 2, wgmma: true, ctas_per_sm: 1 }).unwrap(),
         ),
         ("per_key.bf16.C64.c16.k128.bv64.fused.cu", spec(64, 16, 128, 64, false).unwrap()),
         (
             "per_head.f32.C64.k64.bv32.mat.cu",
-            KernelSpec::new(&fixtures::PER_HEAD, DType::F32, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false }).unwrap(),
+            KernelSpec::new(&fixtures::PER_HEAD, DType::F32, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap(),
         ),
         (
             "fixed.f16.C32.k128.bv64.fused.cu",
-            KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false }).unwrap(),
+            KernelSpec::new(&fixtures::FIXED, DType::F16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap(),
         ),
         (
             "per_value.bf16.C64.c16.k128.bv64.fused.cu",
-            KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 64, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 1, wgmma: false }).unwrap(),
+            KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 64, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap(),
         ),
     ];
     for (name, s) in cases {
@@ -197,7 +197,7 @@ fn warp_tiles_divide_the_products_over_the_warps() {
 }
 
 fn ws(g: &'static dyn gla_core::Gate, c: u32, d: u32, bv: u32, w: u32, p: u32) -> Result<KernelSpec, GlaError> {
-    KernelSpec::new(g, DType::BF16, c, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p, producer_groups: 1, wgmma: false })
+    KernelSpec::new(g, DType::BF16, c, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p, producer_groups: 1, wgmma: false, ctas_per_sm: 1 })
 }
 
 #[test]
@@ -208,20 +208,20 @@ fn warp_specialised_variants_are_validated_with_a_reason() {
         (ws(pk, 32, 128, 64, 16, 4), "at most 8 consumer warps"),
         (ws(&fixtures::PER_VALUE, 32, 128, 64, 8, 4), "not per-value"),
         (
-            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, true, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: false }),
+            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, true, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }),
             "fused (materialize off) plan",
         ),
         (ws(pk, 128, 128, 128, 8, 4), "shared memory"),
         (
-            KernelSpec::new(pk, DType::F32, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: false }),
+            KernelSpec::new(pk, DType::F32, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }),
             "needs a tensor-core dtype",
         ),
         (
-            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 3, wgmma: false }),
+            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 4, producer_groups: 3, wgmma: false, ctas_per_sm: 1 }),
             "producer_groups must be 1 or 2",
         ),
         (
-            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 2, wgmma: false }),
+            KernelSpec::new(pk, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 2, wgmma: false, ctas_per_sm: 1 }),
             "producer_groups must be 1 without producer warps",
         ),
     ] {
@@ -287,7 +287,7 @@ fn warp_specialised_plan_and_slot_ring() {
 
 #[test]
 fn wgmma_variants_are_validated() {
-    let t = |bv, w, p, c, d| KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p, producer_groups: 1, wgmma: true });
+    let t = |bv, w, p, c, d| KernelSpec::new(&fixtures::PER_KEY, DType::BF16, c, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p, producer_groups: 1, wgmma: true, ctas_per_sm: 1 });
     assert!(t(128, 8, 4, 32, 128).is_ok());
     assert!(t(64, 4, 4, 32, 64).is_ok());
     for (bv, w, p, c, d, what) in [
@@ -299,7 +299,7 @@ fn wgmma_variants_are_validated() {
         let e = t(bv, w, p, c, d).err().unwrap_or_else(|| panic!("bv {bv} w {w} p {p} C {c} d {d} should be refused")).to_string();
         assert!(e.contains(what), "{e}");
     }
-    let f32 = KernelSpec::new(&fixtures::PER_KEY, DType::F32, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true });
+    let f32 = KernelSpec::new(&fixtures::PER_KEY, DType::F32, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 });
     assert!(f32.is_err());
     // The search space holds them (C 32, d <= 128, 4 + 4 or 8 + 4 warps) and their ids say so.
     let all = gla_codegen::all_variants(&fixtures::PER_KEY);

@@ -248,7 +248,7 @@ fn forward_per_key_bf16_matches_reference() {
     let Some(gla) = gpu_or_skip("forward_per_key_bf16_matches_reference") else { return };
     check_case(&gla, "per_key bf16 fused", &case(&PER_KEY, DType::BF16, 2, 200, 3, 128, 128));
     let mut c = case(&PER_KEY, DType::BF16, 2, 130, 2, 64, 64);
-    c.variant = Some(KernelSpec::new(&PER_KEY, DType::BF16, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false }).unwrap());
+    c.variant = Some(KernelSpec::new(&PER_KEY, DType::BF16, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap());
     check_case(&gla, "per_key bf16 materialized", &c);
 }
 
@@ -270,7 +270,7 @@ fn forward_masked_dims_varlen_and_states() {
     c.cu = Some(vec![0, 1, 1, 65, 300]);
     c.h0 = true;
     check_case(&gla, "per_key bf16 varlen + h0", &c);
-    c.variant = Some(KernelSpec::new(&PER_KEY, DType::BF16, 32, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false }).unwrap());
+    c.variant = Some(KernelSpec::new(&PER_KEY, DType::BF16, 32, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap());
     check_case(&gla, "per_key bf16 varlen + h0 materialized", &c);
 }
 
@@ -340,7 +340,7 @@ fn empty_sequences_pass_the_state_through() {
     let Some(gla) = gpu_or_skip("empty_sequences_pass_the_state_through") else { return };
     // T = 0: no tokens, no chunks; the final state is the initial state. Fused and materialized plans.
     for materialize in [false, true] {
-        let spec = KernelSpec::new(&PER_HEAD, DType::BF16, 64, 16, 64, 64, materialize, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false }).unwrap();
+        let spec = KernelSpec::new(&PER_HEAD, DType::BF16, 64, 16, 64, 64, materialize, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap();
         let z = |shape: &[usize]| gla.zeros(DType::BF16, shape).unwrap();
         let (q, k, v, g) = (z(&[2, 0, 3, 64]), z(&[2, 0, 3, 64]), z(&[2, 0, 3, 64]), z(&[2, 0, 3]));
         let h0_vals: Vec<f32> = (0..2 * 3 * 64 * 64).map(|i| (i % 97) as f32 * 0.01).collect();

@@ -98,7 +98,10 @@ pub fn plan_segments(plan: &LaunchPlan, spec: &KernelSpec, seq_lens: &[usize], h
     let max_chunks = seq_lens.iter().map(|l| l.div_ceil(spec.chunk as usize)).max().unwrap_or(0);
     match requested {
         Some(p) => p.clamp(1, max_chunks.clamp(1, 64)),
-        None => gla_codegen::segments(seq_lens.len(), h, dv.div_ceil(spec.tiles.block_v as usize), max_chunks),
+        None => {
+            let wave = gla_codegen::WAVE_CTAS * spec.tiles.ctas_per_sm as usize;
+            gla_codegen::segments_on(wave, seq_lens.len(), h, dv.div_ceil(spec.tiles.block_v as usize), max_chunks)
+        }
     }
 }
 

@@ -260,7 +260,7 @@ fn varlen_sequences() {
 
 #[test]
 fn explicit_variants() {
-    let tiles = Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false };
+    let tiles = Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
     let mut c = base();
     c.variant = Some(KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 128, true, tiles).unwrap());
     let p = run(&PER_KEY, &c).unwrap();

@@ -191,7 +191,7 @@ fn generated_variants_compile() {
     use gla_core::DType;
     let specs = [
         KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap(),
-        KernelSpec::new(&PER_HEAD, DType::F16, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false }).unwrap(),
+        KernelSpec::new(&PER_HEAD, DType::F16, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap(),
         KernelSpec::default_for(&FIXED, DType::F32, 64, 64).unwrap(),
     ];
     for spec in specs {
