@@ -10,4 +10,4 @@ pub mod writer;
 pub mod fixtures;
 
 pub use plan::{segment_workspace_bytes, segments, segments_on, spills_acceptable, ForwardArgs, TmaMap, GridAxis, KernelLaunch, LaunchPlan, WAVE_CTAS};
-pub use spec::{all_variants, generate, specialised_dim, Generated, KernelSpec, Pass, Tiles};
+pub use spec::{all_variants, generate, specialised_dim, Generated, KernelSpec, Pass, Tiles, MAX_SMEM_BYTES, SMEM_PER_SM, SMEM_RESERVED_PER_CTA};

@@ -140,7 +140,8 @@ impl KernelSpec {
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
     /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
     /// 128-wide value tile per head, 8 consumer warps on wgmma and 4 producer warps (2026-12-01, fifth session;
-    /// where it does not apply, i.e. d_v < 128, the mma.sync kernels of the third and fourth); otherwise (2026-12-01, second session): d = 128 →
+    /// where it does not apply, i.e. d_v < 128, the mma.sync kernels of the third and fourth); bf16/f16 at d = 64
+    /// → 4 + 4 warps on wgmma with two CTAs an SM (eighth session); otherwise (2026-12-01, second session): d = 128 →
     /// C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
     /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
     /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
@@ -153,6 +154,11 @@ impl KernelSpec {
         // (chunk, block_v, warps, producer warps, producer groups, wgmma) in order of preference.
         let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
         let mut prefs: Vec<(u32, u32, u32, u32, u32, bool)> = Vec::new();
+        // d = 64 (H200, 8×4096×32×64, 2026-12-01h): 4 + 4 warps on wgmma, two CTAs an SM (GLA 0.277 ms vs 0.384 for
+        // the best one-CTA kernel; Mamba-2 0.213 vs 0.230).
+        if ws && kd == 64 {
+            prefs.push((32, 64, 4, 4, 1, true));
+        }
         if ws && kd == 128 {
             // Warp-specialised, H200 measurements at 8×4096×16×128 (2026-12-01e): C 32, 8 consumer + 4 producer
             // warps in one group, consumers on wgmma (Mamba-2 0.240 ms vs 0.262 ms for the best mma.sync kernel,
@@ -177,8 +183,11 @@ impl KernelSpec {
         prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)].into_iter().map(plain));
         let mut first_err = None;
         for (chunk, bv, warps, producer_warps, producer_groups, wgmma) in prefs {
+            // Two CTAs an SM wherever they fit (d = 64, 256 threads).
             let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma, ctas_per_sm: 1 };
-            match KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles) {
+            let two = Tiles { ctas_per_sm: 2, ..tiles };
+            let spec = KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, two).or_else(|_| KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles));
+            match spec {
                 Ok(s) => return Ok(s),
                 Err(e) => {
                     first_err.get_or_insert(e);

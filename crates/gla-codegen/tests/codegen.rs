@@ -137,8 +137,11 @@ fn default_variants_follow_the_measurements() {
     assert!(narrow_v.tiles.specialised() && !narrow_v.tiles.wgmma, "{}", narrow_v.id());
     assert!(!KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 128, 128).unwrap().tiles.specialised());
     assert!(!KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 128, 128).unwrap().tiles.specialised());
-    assert_eq!(id(&fixtures::PER_KEY, 64), "fixture_per_key.fwd.bf16.C32.c16.k64.v64.bv64.w4.fused");
-    assert_eq!(id(&fixtures::PER_HEAD, 64), "fixture_per_head.fwd.bf16.C64.c16.k64.v64.bv64.w8.fused");
+    // d = 64, bf16/f16: 4 + 4 warps on wgmma, two CTAs an SM (2026-12-01h); f32 and value gates: the plain ones.
+    assert_eq!(id(&fixtures::PER_KEY, 64), "fixture_per_key.fwd.bf16.C32.c16.k64.v64.bv64.w4p4g.o2.fused");
+    assert_eq!(id(&fixtures::PER_HEAD, 64), "fixture_per_head.fwd.bf16.C32.c16.k64.v64.bv64.w4p4g.o2.fused");
+    assert_eq!(KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 64, 64).unwrap().id(), "fixture_per_key.fwd.f32.C32.c16.k64.v64.bv64.w4.fused");
+    assert_eq!(KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 64, 64).unwrap().id(), "fixture_per_value.fwd.bf16.C64.c16.k64.v64.bv64.w8.fused");
     assert_eq!(id(&fixtures::PER_KEY, 256), "fixture_per_key.fwd.bf16.C32.c16.k256.v256.bv64.w8.fused");
     assert_eq!(id(&fixtures::PER_HEAD, 256), "fixture_per_head.fwd.bf16.C64.c16.k256.v256.bv64.w8.fused");
     // Every default is a valid, fused variant of the enumerated space, for every gate shape, dtype and head dim.
@@ -240,8 +243,9 @@ fn warp_specialised_plan_and_slot_ring() {
     // is the warp-specialised kernel.
     let k: Vec<(&str, u32)> = g.plan.kernels.iter().map(|k| (k.name.as_str(), k.block)).collect();
     assert_eq!(k, [("gla_fwd_ws_states", 384), ("gla_fwd_seg_combine", 256), ("gla_fwd_ws", 384)]);
-    assert!(g.source.contains("__launch_bounds__(NT + PT, 1) gla_fwd_ws("));
-    assert!(g.source.contains("__launch_bounds__(NT + PT, 1) gla_fwd_ws_states("));
+    assert!(g.source.contains("__launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws("));
+    assert!(g.source.contains("__launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states("));
+    assert!(g.source.contains("constexpr int CTAS_PER_SM = 1;"));
     // The combine's grid: value tiles x (heads · blocks of 4·256/128 = 8 state rows: 128 / 8 = 16) x sequences.
     use gla_codegen::GridAxis;
     assert_eq!(
@@ -306,7 +310,7 @@ fn wgmma_variants_are_validated() {
     let wg: Vec<_> = all.iter().filter(|s| s.tiles.wgmma).collect();
     assert!(!wg.is_empty());
     for s in wg {
-        assert!(s.id().contains("g.fused") && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
+        assert!((s.id().contains("g.fused") || s.id().contains("g.o2.fused")) && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
     }
 }
 
@@ -425,4 +429,31 @@ fn gate_decays_vec_lane_map_is_bank_conflict_free() {
     }
     // The model sees v10c's conflicts at d_k = 128, where they were measured (so the test can fail).
     assert!(worst(128, 128, 32, true, &|r, col| swz_bf16(32, r, col)) >= 4);
+}
+
+#[test]
+fn two_ctas_an_sm_are_validated() {
+    let t = |bv, w, p, d, wg, ctas| {
+        KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, d, d, false, Tiles { block_v: bv, warps: w, producer_warps: p, producer_groups: 1, wgmma: wg, ctas_per_sm: ctas })
+    };
+    let two = t(64, 4, 4, 64, true, 2).unwrap();
+    assert_eq!(two.id(), "fixture_per_key.fwd.bf16.C32.c16.k64.v64.bv64.w4p4g.o2.fused");
+    let g = generate(&two).unwrap();
+    assert!(g.source.contains("constexpr int CTAS_PER_SM = 2;"));
+    // Both CTAs' shared memory (and the 1 KB the hardware keeps for each) fit in one SM.
+    let smem = g.plan.kernels.iter().map(|k| k.smem_bytes).max().unwrap();
+    assert!(2 * (smem + gla_codegen::SMEM_RESERVED_PER_CTA) <= gla_codegen::SMEM_PER_SM, "{smem}");
+    for (bv, w, p, d, wg, ctas, why) in [
+        (64, 4, 0, 64, false, 2, "warp-specialised variant of 256 threads"),
+        (128, 8, 4, 128, true, 2, "256 threads"),
+        (64, 4, 4, 128, true, 2, "d_k = 64 only"),
+        (64, 4, 4, 64, true, 3, "ctas_per_sm must be 1 or 2"),
+    ] {
+        let e = t(bv, w, p, d, wg, ctas).err().unwrap_or_else(|| panic!("{bv} {w} {p} {d} {ctas} should be refused")).to_string();
+        assert!(e.contains(why), "{e}");
+    }
+    // The search space has them (every gate but value gates, d = 64) and segments fill 2 · 132 CTAs.
+    assert!(gla_codegen::all_variants(&fixtures::PER_HEAD).iter().any(|s| s.tiles.ctas_per_sm == 2));
+    assert!(gla_codegen::all_variants(&fixtures::PER_KEY).iter().filter(|s| s.tiles.ctas_per_sm == 2).all(|s| s.dk == 64 && s.tiles.threads() == 256));
+    assert_eq!(gla_codegen::segments_on(264, 2, 16, 1, 256), 8);
 }

@@ -16,6 +16,7 @@ constexpr int NW = 8;       // warps holding the state S (the whole CTA unless w
 constexpr int NT = 256;
 constexpr int PW = 4;       // producer warps of the warp-specialised kernel (0: none)
 constexpr int PT = 32 * PW;
+constexpr int CTAS_PER_SM = 1;  // CTAs resident on one SM (__launch_bounds__ of the warp-specialised kernels)
 constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 1
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
@@ -1989,11 +1990,12 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 
 #if GLA_WGMMA
 // Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
-// a thread at 384 threads, 128 at 512), split so that the consumers keep 160 (120 when Sᵀ reaches the output
-// product through shared memory) and the producers (per key: Γ of their rows in registers plus the swizzled
-// addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
-constexpr int REG_CAP = (65536 / (NT + PT)) / 8 * 8 > 255 ? 255 : (65536 / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = GLA_WG_SMEM_S ? 120 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+// a thread at 384 threads, 128 at 512 or at 256 with two CTAs an SM), split so that the consumers keep 160 (120
+// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM) and
+// the producers (per key: Γ of their rows in registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
+constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
+constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
+constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
 constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
 __device__ __forceinline__ void regs_producer() {
     if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
@@ -2351,7 +2353,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
 // EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
 // j ≡ g (mod 2), so two chunks' producer stages overlap.
-extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
+extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
@@ -2427,7 +2429,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws(const __grid
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
-extern "C" __global__ void __launch_bounds__(NT + PT, 1) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
+extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
