@@ -150,7 +150,7 @@ fn main() {
             let specs: Vec<KernelSpec> = if which_v != "default" {
                 all_variants(gate)
                     .into_iter()
-                    .filter(|s| s.dtype == DType::BF16 && s.dk as usize == d)
+                    .filter(|s| s.dtype == DType::BF16 && s.key_dim() as usize == d && s.dv as usize == d)
                     .filter(|s| which_v == "all" || s.id().contains(&which_v))
                     .collect()
             } else {

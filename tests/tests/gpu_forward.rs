@@ -91,11 +91,12 @@ fn every_variant_matches_the_f64_reference() {
     });
     println!("compiled {} variants in {:.1} s", specs.len(), t0.elapsed().as_secs_f64());
     // One problem (and one f64 reference) per (gate, dtype, head dim), shared by all variants of that key.
+    // (A key-split variant serves d_k = key_split · dk: its problem has that d_k.)
     let mut cases: BTreeMap<(String, DType, u32), (Case, (Vec<f64>, Vec<f64>))> = BTreeMap::new();
     for s in &specs {
-        let key = (s.gate.name().to_string(), s.dtype, s.dk);
+        let key = (s.gate.name().to_string(), s.dtype, s.key_dim());
         cases.entry(key).or_insert_with(|| {
-            let d = s.dk as usize;
+            let d = s.key_dim() as usize;
             let case = Case::random(s.gate, Dims::new(2, 150, 2, d, d), s.dtype, 7 + d as u64, true, None);
             let want = case.reference(s.gate, None);
             (case, want)
@@ -108,7 +109,7 @@ fn every_variant_matches_the_f64_reference() {
     let runs: Vec<(KernelSpec, Option<usize>)> =
         specs.iter().flat_map(|s| if s.materialize { vec![(*s, None)] } else { vec![(*s, None), (*s, Some(1))] }).collect();
     for (s, segs) in &runs {
-        let (case, want) = &cases[&(s.gate.name().to_string(), s.dtype, s.dk)];
+        let (case, want) = &cases[&(s.gate.name().to_string(), s.dtype, s.key_dim())];
         let (eo, es) = run_case(&gla, s.gate, case, Some(*s), *segs, want);
         let e = eo.max(es);
         let mut w = worst.lock().unwrap();
@@ -146,6 +147,8 @@ fn shapes() -> Vec<Shape> {
         s("T=63 D=100", 2, 63, 3, 100, 100, false),
         s("T=64 H=1", 1, 64, 1, 128, 128, true),
         s("T=65 D=256", 2, 65, 2, 256, 256, true),
+        s("T=130 D=200", 1, 130, 2, 200, 200, true),
+        Shape { name: "T=300 D=256 logits+12", dims: Dims::new(1, 300, 2, 256, 256), cu: None, state: true, logit_shift: 12.0 },
         s("T=1000 dk!=dv", 1, 1000, 2, 64, 128, false),
         s("T=4096", 1, 4096, 2, 128, 128, true),
         Shape { name: "varlen (empty, 1, 100, 37, 64 + state)", dims: Dims::new(1, 202, 2, 128, 128), cu: Some(vec![0, 0, 1, 101, 138, 202]), state: true, logit_shift: 0.0 },
@@ -234,6 +237,15 @@ fn warp_specialised_variants_over_the_shapes() {
                     if !specs.contains(&s) && variant_selected(&s) {
                         specs.push(s);
                     }
+                }
+            }
+        }
+        // (Per-key gates at d_k 129..=256: the key-split variant, two 128-column key slices on the wgmma kernel.)
+        let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
+        if kd == 256 && vd >= 128 {
+            if let Ok(s) = KernelSpec::new(gate, dt, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(2)) {
+                if variant_selected(&s) {
+                    specs.push(s);
                 }
             }
         }

@@ -23,6 +23,11 @@ pub enum GridAxis {
     SplitSequences,
     /// `H · blocks`: each head split into `blocks` CTAs (the combine's blocks of state rows).
     HeadBlocks { blocks: u32 },
+    /// `ceil(tokens · (H / key_split) · d_v / per_block)`: the key-split sum's blocks of outputs (H counts the key
+    /// slices, see `KernelSpec::key_split`).
+    KeySplitSum { key_split: u32, per_block: u32 },
+    /// 1.
+    One,
 }
 
 /// Whether `spill_bytes` (stores + loads) of kernel `name` is acceptable: no kernel may spill.
@@ -48,6 +53,15 @@ pub fn segments_on(wave: usize, n_seqs: usize, h: usize, vtiles: usize, max_chun
         return 1;
     }
     (wave / ctas).clamp(1, max_chunks.clamp(1, 64))
+}
+
+/// Bytes of the key-split partial outputs (`key_split > 1`: f32 `[key_split, tokens, H, d_v]`, H the real heads),
+/// which follow the segment workspace in the same buffer; 0 when `key_split == 1`.
+pub fn key_split_workspace_bytes(key_split: usize, tokens: usize, h: usize, dv: usize) -> usize {
+    if key_split <= 1 {
+        return 0;
+    }
+    key_split.saturating_mul(tokens).saturating_mul(h).saturating_mul(dv).saturating_mul(4)
 }
 
 /// One kernel launch of a plan.

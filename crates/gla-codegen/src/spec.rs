@@ -64,6 +64,13 @@ pub struct KernelSpec {
     pub materialize: bool,
     pub dtype: DType,
     pub tiles: Tiles,
+    /// Key split (1 or 2): the variant serves d_k up to `key_split · dk` by running each head as `key_split` heads
+    /// of `dk` key columns each (the chunkwise form is linear in d_k: O = Σ_s Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V over
+    /// the key slices s, and a per-key gate's state rows are independent), whose f32 partial outputs a last kernel
+    /// adds. For d_k = 256 it keeps each CTA's d_k × block_v state in the registers of one 128-wide value tile
+    /// (one gate pass per 128 value columns instead of per 64). Per-key gates, wgmma variants. Set with
+    /// [`KernelSpec::with_key_split`].
+    pub key_split: u32,
 }
 
 impl fmt::Debug for KernelSpec {
@@ -89,7 +96,7 @@ impl KernelSpec {
     /// Stable identifier, e.g. `gla.fwd.bf16.C64.c16.k128.v128.bv64.w4.fused`.
     pub fn id(&self) -> String {
         format!(
-            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}{}{}.{}",
+            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}{}{}{}.{}",
             self.gate.name(),
             match self.pass {
                 Pass::Forward => "fwd",
@@ -108,6 +115,7 @@ impl KernelSpec {
             },
             if self.tiles.wgmma { "g" } else { "" },
             if self.tiles.ctas_per_sm > 1 { format!(".o{}", self.tiles.ctas_per_sm) } else { String::new() },
+            if self.key_split > 1 { format!(".ks{}", self.key_split) } else { String::new() },
             if self.materialize { "mat" } else { "fused" }
         )
     }
@@ -115,6 +123,18 @@ impl KernelSpec {
     /// The gate's shape (convenience).
     pub fn shape(&self) -> GateShape {
         self.gate.shape()
+    }
+
+    /// The largest d_k the variant serves: `key_split · dk`.
+    pub fn key_dim(&self) -> u32 {
+        self.key_split * self.dk
+    }
+
+    /// The same variant with key split `ks` (1 or 2), validated.
+    pub fn with_key_split(self, ks: u32) -> Result<Self, GlaError> {
+        let s = KernelSpec { key_split: ks, ..self };
+        s.validate()?;
+        Ok(s)
     }
 }
 
@@ -131,7 +151,7 @@ impl KernelSpec {
         materialize: bool,
         tiles: Tiles,
     ) -> Result<Self, GlaError> {
-        let s = KernelSpec { gate, pass: Pass::Forward, chunk, sub_chunk, dk, dv, materialize, dtype, tiles };
+        let s = KernelSpec { gate, pass: Pass::Forward, chunk, sub_chunk, dk, dv, materialize, dtype, tiles, key_split: 1 };
         s.validate()?;
         Ok(s)
     }
@@ -262,6 +282,19 @@ impl KernelSpec {
             if self.chunk != 32 {
                 return bad(format!("wgmma consumers run C = 32 (the output and state accumulators of C 64 do not fit beside the state), got C = {}", self.chunk));
             }
+        }
+        match self.key_split {
+            1 => {}
+            2 => {
+                if self.shape() != GateShape::PerKey || !self.tiles.wgmma {
+                    return bad(format!(
+                        "key split 2 needs a per-key gate (state rows independent per key) and wgmma consumers, got a {} gate{}",
+                        self.shape(),
+                        if self.tiles.wgmma { "" } else { " without wgmma" }
+                    ));
+                }
+            }
+            n => return bad(format!("key_split must be 1 or 2, got {n}")),
         }
         let smem = crate::writer::SmemLayout::of(self).total;
         match self.tiles.ctas_per_sm {
@@ -433,6 +466,16 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                         }
                     }
                 }
+            }
+        }
+    }
+    // Key split 2 (per-key gates, d_k = 256): each head as two 128-column key slices on the d = 128 kernel with one
+    // 128-wide value tile (8 consumer warps on wgmma, 4 producer warps), f32 partial outputs summed by gla_fwd_ksum.
+    if gate.shape() == GateShape::PerKey {
+        for dtype in [DType::BF16, DType::F16] {
+            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
+            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles).and_then(|s| s.with_key_split(2)) {
+                out.push(s);
             }
         }
     }

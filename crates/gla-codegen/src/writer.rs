@@ -373,6 +373,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
+        "#define KSPLIT {}  // key slices a head runs as (grid heads = KSPLIT · H; > 1: f32 partial outputs, gla_fwd_ksum)",
+        spec.key_split
+    );
+    let _ = writeln!(
+        w,
         "constexpr int PG = {}, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one",
         spec.tiles.producer_groups
     );
@@ -522,8 +527,20 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             segmented: true,
         }
     };
+    let mut plan = plan;
+    if spec.key_split > 1 {
+        plan.kernels.push(KernelLaunch {
+            name: "gla_fwd_ksum".into(),
+            grid: [GridAxis::KeySplitSum { key_split: spec.key_split, per_block: KSUM_PER_BLOCK }, GridAxis::One, GridAxis::One],
+            block: 256,
+            smem_bytes: 0,
+        });
+    }
     Generated { source: src, plan }
 }
+
+/// Outputs one CTA of `gla_fwd_ksum` adds up (256 threads, 4 each).
+const KSUM_PER_BLOCK: u32 = 1024;
 
 /// State elements a thread of the segment combine (`gla_fwd_seg_combine`) carries.
 const COMBINE_PER: u32 = 4;

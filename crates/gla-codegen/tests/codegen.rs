@@ -310,7 +310,7 @@ fn wgmma_variants_are_validated() {
     let wg: Vec<_> = all.iter().filter(|s| s.tiles.wgmma).collect();
     assert!(!wg.is_empty());
     for s in wg {
-        assert!((s.id().contains("g.fused") || s.id().contains("g.o2.fused")) && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
+        assert!((s.id().contains("g.fused") || s.id().contains("g.o2.fused") || s.id().contains("g.ks2.fused")) && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
     }
 }
 
@@ -456,4 +456,39 @@ fn two_ctas_an_sm_are_validated() {
     assert!(gla_codegen::all_variants(&fixtures::PER_HEAD).iter().any(|s| s.tiles.ctas_per_sm == 2));
     assert!(gla_codegen::all_variants(&fixtures::PER_KEY).iter().filter(|s| s.tiles.ctas_per_sm == 2).all(|s| s.dk == 64 && s.tiles.threads() == 256));
     assert_eq!(gla_codegen::segments_on(264, 2, 16, 1, 256), 8);
+}
+
+#[test]
+fn key_split_variants_are_validated_and_planned() {
+    use gla_codegen::GridAxis;
+    let tiles = |wg| Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: wg, ctas_per_sm: 1 };
+    let s = KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 256, false, tiles(true)).unwrap().with_key_split(2).unwrap();
+    assert_eq!(s.id(), "fixture_per_key.fwd.bf16.C32.c16.k128.v256.bv128.w8p4g.ks2.fused");
+    assert_eq!(s.key_dim(), 256);
+    let g = generate(&s).unwrap();
+    assert!(g.source.contains("#define KSPLIT 2"));
+    assert!(g.source.contains("gla_fwd_ksum"));
+    // The key-split sum runs last, over the outputs.
+    let last = g.plan.kernels.last().unwrap();
+    assert_eq!(last.name, "gla_fwd_ksum");
+    assert_eq!(last.grid, [GridAxis::KeySplitSum { key_split: 2, per_block: 1024 }, GridAxis::One, GridAxis::One]);
+    // Without a key split the source says KSPLIT 1 and the plan has no sum.
+    let one = KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 128, false, tiles(true)).unwrap();
+    let g1 = generate(&one).unwrap();
+    assert!(g1.source.contains("#define KSPLIT 1") && g1.plan.kernels.iter().all(|k| k.name != "gla_fwd_ksum"));
+    for (gate, wg, ks, why) in [
+        (&fixtures::PER_HEAD as &'static dyn gla_core::Gate, true, 2, "per-key gate"),
+        (&fixtures::PER_KEY, false, 2, "without wgmma"),
+        (&fixtures::PER_KEY, true, 4, "key_split must be 1 or 2"),
+    ] {
+        let e = KernelSpec::new(gate, DType::BF16, 32, 16, 128, 256, false, tiles(wg)).unwrap().with_key_split(ks).unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+    }
+    // The search space has them for per-key gates only, serving d = 256.
+    let ks: Vec<_> = gla_codegen::all_variants(&fixtures::PER_KEY).into_iter().filter(|s| s.key_split > 1).collect();
+    assert_eq!(ks.len(), 2, "bf16 and f16");
+    assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256));
+    assert!(gla_codegen::all_variants(&fixtures::PER_HEAD).iter().all(|s| s.key_split == 1));
+    assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 2 * 10 * 3 * 256 * 4);
+    assert_eq!(gla_codegen::key_split_workspace_bytes(1, 10, 3, 256), 0);
 }

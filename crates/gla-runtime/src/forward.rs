@@ -159,10 +159,17 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
     if spec.dtype != dtype {
         return Err(GlaError::DType { what: "variant", expected: format!("{dtype} (the dtype of q, k, v)"), got: spec.dtype.to_string() });
     }
-    if (spec.dk as usize) < dk || (spec.dv as usize) < dv {
+    if (spec.key_dim() as usize) < dk || (spec.dv as usize) < dv {
         return Err(GlaError::Unsupported {
             variant: spec.id(),
-            msg: format!("specialised for d_k <= {}, d_v <= {}, but the inputs have d_k = {dk}, d_v = {dv}", spec.dk, spec.dv),
+            msg: format!("specialised for d_k <= {}, d_v <= {}, but the inputs have d_k = {dk}, d_v = {dv}", spec.key_dim(), spec.dv),
+        });
+    }
+    let ks = spec.key_split as usize;
+    if ks > 1 && (dk % ks != 0 || dk / ks > spec.dk as usize) {
+        return Err(GlaError::Unsupported {
+            variant: spec.id(),
+            msg: format!("splits d_k into {ks} slices of at most {} columns: d_k must be a multiple of {ks}, got {dk}", spec.dk),
         });
     }
     spec.validate()?;
@@ -406,11 +413,16 @@ impl Gla {
         let materialize = variant.plan().needs_state_buffer;
         let meta = self.seq_meta(&p.seqs, p.spec.chunk, materialize)?;
         let lens: Vec<usize> = p.seqs.iter().map(|s| s.1).collect();
-        let segs = launch::plan_segments(variant.plan(), &p.spec, &lens, p.dims.h, p.dims.dv, p.segments);
+        // A key split runs each head as `ks` heads of d_k / ks key columns (the kernels' view of q, k, logits, states).
+        let ks = p.spec.key_split.max(1) as usize;
+        let (kh, kdk) = (p.dims.h * ks, p.dims.dk / ks);
+        let segs = launch::plan_segments(variant.plan(), &p.spec, &lens, kh, p.dims.dv, p.segments);
+        let tokens: usize = lens.iter().sum();
         let need = if materialize {
             p.states_bytes().max(8)
         } else {
-            gla_codegen::segment_workspace_bytes(lens.len(), segs, p.dims.h, p.dims.dk, p.dims.dv)
+            gla_codegen::segment_workspace_bytes(lens.len(), segs, kh, kdk, p.dims.dv)
+                + gla_codegen::key_split_workspace_bytes(ks, tokens, p.dims.h, p.dims.dv)
         };
         let mut ws_guard = lock(&self.inner.workspace);
         let states = if need > 0 {
@@ -424,7 +436,7 @@ impl Gla {
             None
         };
         let bufs = Buffers { q, k, v, g: logits, params, h0, ht, o, states, meta: &meta };
-        let bound = Bound::new(gpu, &variant, bufs, p.dims.h, p.dims.dk, p.dims.dv, p.scale, segs)?;
+        let bound = Bound::new(gpu, &variant, bufs, kh, kdk, p.dims.dv, p.scale, segs)?;
         launch::launch_plan(&variant, &bound)
     }
 }

@@ -86,6 +86,11 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
         GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * s.segs } else { 0 },
         GridAxis::SplitSequences => if s.segs > 1 { s.seq_lens.len() } else { 0 },
         GridAxis::HeadBlocks { blocks } => s.h * blocks as usize,
+        GridAxis::KeySplitSum { key_split, per_block } => {
+            let tokens: usize = s.seq_lens.iter().sum();
+            (tokens * (s.h / key_split.max(1) as usize) * s.dv).div_ceil(per_block.max(1) as usize)
+        }
+        GridAxis::One => 1,
     }
 }
 
@@ -330,12 +335,16 @@ impl<'a> Bound<'a> {
     /// argument struct and resolve the grids. This is the check that makes [`launch_plan`] sound.
     #[allow(clippy::too_many_arguments)]
     /// `segs`: segments per sequence ([`plan_segments`]; 1 for plans that do not segment).
+    /// With a key split (`spec.key_split = s > 1`), `h` and `dk` are the kernels' view — `s · H` heads of `d_k / s`
+    /// key columns — and v, o and the gate parameters are checked against the real `H = h / s`.
     pub fn new(gpu: &'a Gpu, variant: &Variant, b: Buffers<'a>, h: usize, dk: usize, dv: usize, scale: f32, segs: usize) -> Result<Bound<'a>> {
         let spec = &variant.spec;
         let meta = b.meta;
-        if dk == 0 || dv == 0 || h == 0 || dk > spec.dk as usize || dv > spec.dv as usize {
+        let ks = spec.key_split.max(1) as usize;
+        if dk == 0 || dv == 0 || h == 0 || dk > spec.dk as usize || dv > spec.dv as usize || h % ks != 0 {
             return Err(GlaError::invalid("dims", format!("H = {h}, d_k = {dk}, d_v = {dv} do not fit variant {}", spec.id())));
         }
+        let hv = h / ks;
         if meta.chunk != spec.chunk {
             return Err(GlaError::invalid("sequence arrays", format!("built for C = {}, variant has C = {}", meta.chunk, spec.chunk)));
         }
@@ -349,7 +358,7 @@ impl<'a> Bound<'a> {
         let dt = spec.dtype;
         let q = need("q", b.q, gpu, prod(&[tokens, h, dk])?, dt)?;
         let k = need("k", b.k, gpu, prod(&[tokens, h, dk])?, dt)?;
-        let v = need("v", b.v, gpu, prod(&[tokens, h, dv])?, dt)?;
+        let v = need("v", b.v, gpu, prod(&[tokens, hv, dv])?, dt)?;
         let per_token = match spec.gate.shape() {
             GateShape::PerKey => Some(dk),
             GateShape::PerHead => Some(1),
@@ -368,12 +377,12 @@ impl<'a> Bound<'a> {
             (0, None) => 0,
             (0, Some(_)) => return Err(GlaError::invalid("gate params", format!("gate `{}` has no parameters", spec.gate.name()))),
             (_, None) => return Err(GlaError::invalid("gate params", format!("gate `{}` needs [H, {np}] parameters", spec.gate.name()))),
-            (p, Some(t)) => need("gate params", t, gpu, prod(&[h, p])?, DType::F32)?,
+            (p, Some(t)) => need("gate params", t, gpu, prod(&[hv, p])?, DType::F32)?,
         };
         let state_elems = prod(&[n, h, dk, dv])?;
         let h0 = b.h0.map(|t| need("initial_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
         let ht = b.ht.map(|t| need("final_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
-        let o = need("o", b.o, gpu, prod(&[tokens, h, dv])?, dt)?;
+        let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, dt)?;
         let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();
         if segs == 0 || segs > 64 || (segs > 1 && !variant.plan.segmented) {
             return Err(GlaError::invalid("segments", format!("{segs} segments per sequence for variant {} (1..=64, and 1 unless its plan segments)", spec.id())));
@@ -386,12 +395,15 @@ impl<'a> Bound<'a> {
             }
             let idx = meta.chunk_index.as_ref().ok_or_else(|| GlaError::invalid("sequence arrays", "built without chunk_index"))?;
             (ws.device_ptr(gpu.stream()).0, idx.device_ptr(gpu.stream()).0)
-        } else if segs > 1 {
-            let ws = b.states.ok_or_else(|| GlaError::invalid("states", format!("the problem runs in {segs} segments per sequence and needs a segment workspace")))?;
+        } else if segs > 1 || ks > 1 {
+            let ws = b.states.ok_or_else(|| {
+                GlaError::invalid("states", format!("the problem runs in {segs} segments per sequence and {ks} key slices and needs a workspace"))
+            })?;
             prod(&[n, segs, h, dk * dv + dk.max(dv), 4])?; // overflow check
-            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv);
+            prod(&[ks, tokens, hv, dv, 4])?;
+            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv) + gla_codegen::key_split_workspace_bytes(ks, tokens, hv, dv);
             if ws.len() < bytes {
-                return Err(GlaError::invalid("states", format!("segment workspace has {} bytes, needs {bytes}", ws.len())));
+                return Err(GlaError::invalid("states", format!("workspace has {} bytes, needs {bytes}", ws.len())));
             }
             (ws.device_ptr(gpu.stream()).0, 0)
         } else {
@@ -419,7 +431,7 @@ impl<'a> Bound<'a> {
             ..Default::default()
         };
         if gla_codegen::writer::tma(spec) && dk == spec.dk as usize && tokens > 0 {
-            tma_maps(&mut args, spec, tokens, h, dk, dv);
+            tma_maps(&mut args, spec, tokens, h, dk, dv, hv);
         }
         let sizes = GridSizes { h, dv, seq_lens: &lens, segs };
         let grids = variant
@@ -445,18 +457,20 @@ impl<'a> Bound<'a> {
 /// of 16 bytes, say d_v = 100), `args.tma` stays 0 and the kernel loads every chunk by cp.async, as before. The maps'
 /// dims are the extents `Bound::new` checked the tensors against, and TMA bounds every box by them (rows past the
 /// end read as zeros), so the copies stay inside the allocations whatever the kernel asks for.
-fn tma_maps(args: &mut ForwardArgs, spec: &KernelSpec, tokens: usize, h: usize, dk: usize, dv: usize) {
+/// (`h`: the heads of q, k and the logits — key slices with a key split; `hv`: the heads of v.)
+#[allow(clippy::too_many_arguments)]
+fn tma_maps(args: &mut ForwardArgs, spec: &KernelSpec, tokens: usize, h: usize, dk: usize, dv: usize, hv: usize) {
     let f16 = spec.dtype == DType::F16;
     let e = spec.dtype.size_bytes() as u64;
-    let (t, h) = (tokens as u64, h as u64);
+    let t = tokens as u64;
     let boxd = [64, 1, spec.chunk];
-    let map = |ptr: u64, d: usize| {
-        let d = d as u64;
+    let map = |ptr: u64, h: usize, d: usize| {
+        let (h, d) = (h as u64, d as u64);
         crate::ffi::encode_tensor_map_3d(ptr, f16, [d, h, t], [d * e, h * d * e], boxd).map(gla_codegen::TmaMap)
     };
     let maps = (|| -> std::result::Result<_, DriverError> {
-        let g = if spec.gate.shape() == GateShape::PerKey { map(args.g, dk)? } else { Default::default() };
-        Ok((map(args.q, dk)?, map(args.k, dk)?, map(args.v, dv)?, g))
+        let g = if spec.gate.shape() == GateShape::PerKey { map(args.g, h, dk)? } else { Default::default() };
+        Ok((map(args.q, h, dk)?, map(args.k, h, dk)?, map(args.v, hv, dv)?, g))
     })();
     if let Ok((q, k, v, g)) = maps {
         (args.tm_q, args.tm_k, args.tm_v, args.tm_g, args.tma) = (q, k, v, g, 1);

@@ -378,13 +378,37 @@ __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int 
     wg_commit();
 }
 
+#if KSPLIT > 1
+// Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
+// states and decays (gla_codegen::key_split_workspace_bytes).
+__device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
+    const i64 seg = a.segs > 1 ? (i64)a.n_seqs * a.segs * a.h * ((i64)a.dk * a.dv + max(a.dk, a.dv)) : 0;
+    return a.states + seg;
+}
+#endif
+
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
-// then written as 16-byte rows (masked to the sequence and d_v).
+// then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
+// slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s).
 __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float x[C / 2];
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+#if KSPLIT > 1
+    {
+        (void)os;
+        const i64 tokens = a.cu_seqlens[a.n_seqs];
+        float* part = ks_partial(a) + (i64)(sq.head % KSPLIT) * tokens * nvh(a) * a.dv;
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
+            const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
+            if (i0 + row < sq.len && col < a.dv) part[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
+        }
+        return;
+    }
+#endif
     asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");  // the last chunk's rows have been written out
     const int m = lane >> 3, rr = lane & 7;
 #pragma unroll
@@ -821,5 +845,33 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_
     intra_and_operands(s, 0, mild);                         // A, Q̃
     __syncthreads();
     output_chunk(a, s, sq, i0, 0);                          // O = Q̃ S + A V
+}
+#endif
+
+#if KSPLIT > 1
+// Key split: O = Σ_s O_s over the KSPLIT key slices (the chunkwise form is linear in d_k: each slice's CTAs computed
+// Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V from their d_k / KSPLIT key columns), summed in f32 and rounded once. 4 outputs a
+// thread, grid x = ceil(tokens · H · d_v / (4 · 256)).
+extern "C" __global__ void __launch_bounds__(256) gla_fwd_ksum(const __grid_constant__ FwdArgs a) {
+    const i64 n = a.cu_seqlens[a.n_seqs] * (i64)(a.h / KSPLIT) * a.dv;
+    const i64 i = 4 * ((i64)blockIdx.x * 256 + threadIdx.x);
+    if (i >= n) return;
+    const float* part = ks_partial(a);
+    if (n % 4 == 0) {
+        float4 acc = *reinterpret_cast<const float4*>(part + i);
+#pragma unroll
+        for (int sl = 1; sl < KSPLIT; ++sl) {
+            const float4 p = *reinterpret_cast<const float4*>(part + sl * n + i);
+            acc.x += p.x; acc.y += p.y; acc.z += p.z; acc.w += p.w;
+        }
+        a.o[i] = to_elem(acc.x); a.o[i + 1] = to_elem(acc.y); a.o[i + 2] = to_elem(acc.z); a.o[i + 3] = to_elem(acc.w);
+    } else {
+        for (i64 j = i; j < min(n, i + 4); ++j) {
+            float acc = 0.f;
+#pragma unroll
+            for (int sl = 0; sl < KSPLIT; ++sl) acc += part[sl * n + j];
+            a.o[j] = to_elem(acc);
+        }
+    }
 }
 #endif

@@ -146,9 +146,12 @@ __device__ __forceinline__ float2 load_pair(const elem_t* p) {
 struct Seq {
     i64 bos;   // first token (row of the flattened [B*T] axis)
     int len;   // tokens in the sequence
-    int head;
+    int head;  // head of q, k, the logits and the states (key split: a (head, key slice) pair, head = KSPLIT·h + slice)
     int v0;    // first value column of this tile
 };
+// The head of v, o and the gate parameters, and the number of such heads (KSPLIT > 1: a head is KSPLIT key slices).
+__device__ __forceinline__ int vhead(const Seq& sq) { return sq.head / KSPLIT; }
+__device__ __forceinline__ int nvh(const FwdArgs& a) { return a.h / KSPLIT; }
 
 // A per-head gate's logit of chunk row G::tid() (rows i0..; 0 past the sequence or for other gates), returned in a
 // register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
@@ -208,7 +211,7 @@ __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, cons
 #endif
     }
 #pragma unroll
-    for (int p = 0; p < (int)VB; ++p) tma_load(s.v(b) + p * C * 64, a.tm_v, sq.v0 + 64 * p, sq.head, row, bar);
+    for (int p = 0; p < (int)VB; ++p) tma_load(s.v(b) + p * C * 64, a.tm_v, sq.v0 + 64 * p, vhead(sq), row, bar);
 }
 #endif
 
@@ -276,8 +279,8 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
     if (a.dv % VEC == 0 && sq.v0 + BV <= a.dv) {
         constexpr int VPR = BV / VEC, RSTEP = G::NT / VPR;  // as above, rows of this CTA's value columns
         const int r0 = tid / VPR, e = (tid % VPR) * VEC;
-        const i64 rs = (i64)a.h * a.dv;
-        const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
+        const i64 rs = (i64)nvh(a) * a.dv;
+        const i64 base = ((sq.bos + i0 + r0) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + e;
         if (C % RSTEP == 0 && (!GLA_WGMMA || RSTEP % 8 == 0) && rows == C) {  // whole chunk, as above
             const i64 step = (i64)RSTEP * rs;
             const elem_t* gv = a.v + base;
@@ -310,7 +313,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         for (int idx = tid; idx < C * BV; idx += G::NT) {
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
-            const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
+            const i64 off = ((sq.bos + i0 + i) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + e;
             s.v(b)[VO(i, e)] = ok ? a.v[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_VALUE
             s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
@@ -347,7 +350,7 @@ constexpr int GPL = C / 32;  // scalar gates: Γ values per lane (lane l holds r
 // runs it gets the same bits (the same operations in the same order).
 __device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL]) {
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     float v[GPL], sum = 0.f;
 #pragma unroll
     for (int u = 0; u < GPL; ++u) {
@@ -401,7 +404,7 @@ template <class G = CTA>
 __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
     const int tid = G::tid();
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     // Thread (seg, pair) runs the gate and a running sum down key columns d, d + 1 over its segment of C / SEGS rows
     // (every thread busy; one 32-bit read of two logits, one 64-bit store of two Γ) and posts the segment's total;
@@ -905,7 +908,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
     static_assert(SEGS >= 1 && SEGS * CP == G::NT && C % SEGS == 0, "one (segment, column pair) per thread");
     const int tid = G::tid(), d = (tid % CP) * 2, seg = tid / CP, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     float* tot = seg_totals<G, SEGS>(s);  // [SEGS][DK]
     float g0[SR], g1[SR];  // this thread's Γ (column d, d + 1) over its rows
     float acc0 = 0.f, acc1 = 0.f;
@@ -992,7 +995,7 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     const bool full = rows == C && a.dk == DK;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (full) {  // every chunk but a sequence's last: no predicates (a branch per element would serialise the gate)
@@ -1253,7 +1256,7 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
             for (int h = 0; h < 2; ++h) {
                 const int row = o.x + mi * 16 + g + 8 * h;
                 if (i0 + row >= sq.len) continue;
-                elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + o.y + 2 * t;
+                elem_t* dst = a.o + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + o.y + 2 * t;
 #pragma unroll
                 for (int ni = 0; ni < O_WN; ++ni) {
                     const float x0 = a.scale * c[mi][ni][2 * h], x1 = a.scale * c[mi][ni][2 * h + 1];
@@ -1316,8 +1319,8 @@ __device__ __forceinline__ Seq locate(const FwdArgs& a, int n, int head, int vti
 
 __device__ __forceinline__ float fixed_gate(const FwdArgs& a, int head) {
 #if KEY_GATE == GATE_FIXED
-    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
-    return gate_log_alpha((float)head, p);
+    const float* p = a.params ? a.params + (i64)(head / KSPLIT) * NPARAM : nullptr;
+    return gate_log_alpha((float)(head / KSPLIT), p);
 #else
     (void)a; (void)head;
     return 0.f;

@@ -17,6 +17,7 @@ constexpr int NT = 128;
 constexpr int PW = 0;       // producer warps of the warp-specialised kernel (0: none)
 constexpr int PT = 32 * PW;
 constexpr int CTAS_PER_SM = 1;  // CTAs resident on one SM (__launch_bounds__ of the warp-specialised kernels)
+#define KSPLIT 1  // key slices a head runs as (grid heads = KSPLIT · H; > 1: f32 partial outputs, gla_fwd_ksum)
 constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 0
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
@@ -616,9 +617,12 @@ __device__ __forceinline__ float2 load_pair(const elem_t* p) {
 struct Seq {
     i64 bos;   // first token (row of the flattened [B*T] axis)
     int len;   // tokens in the sequence
-    int head;
+    int head;  // head of q, k, the logits and the states (key split: a (head, key slice) pair, head = KSPLIT·h + slice)
     int v0;    // first value column of this tile
 };
+// The head of v, o and the gate parameters, and the number of such heads (KSPLIT > 1: a head is KSPLIT key slices).
+__device__ __forceinline__ int vhead(const Seq& sq) { return sq.head / KSPLIT; }
+__device__ __forceinline__ int nvh(const FwdArgs& a) { return a.h / KSPLIT; }
 
 // A per-head gate's logit of chunk row G::tid() (rows i0..; 0 past the sequence or for other gates), returned in a
 // register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
@@ -678,7 +682,7 @@ __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, cons
 #endif
     }
 #pragma unroll
-    for (int p = 0; p < (int)VB; ++p) tma_load(s.v(b) + p * C * 64, a.tm_v, sq.v0 + 64 * p, sq.head, row, bar);
+    for (int p = 0; p < (int)VB; ++p) tma_load(s.v(b) + p * C * 64, a.tm_v, sq.v0 + 64 * p, vhead(sq), row, bar);
 }
 #endif
 
@@ -746,8 +750,8 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
     if (a.dv % VEC == 0 && sq.v0 + BV <= a.dv) {
         constexpr int VPR = BV / VEC, RSTEP = G::NT / VPR;  // as above, rows of this CTA's value columns
         const int r0 = tid / VPR, e = (tid % VPR) * VEC;
-        const i64 rs = (i64)a.h * a.dv;
-        const i64 base = ((sq.bos + i0 + r0) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
+        const i64 rs = (i64)nvh(a) * a.dv;
+        const i64 base = ((sq.bos + i0 + r0) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + e;
         if (C % RSTEP == 0 && (!GLA_WGMMA || RSTEP % 8 == 0) && rows == C) {  // whole chunk, as above
             const i64 step = (i64)RSTEP * rs;
             const elem_t* gv = a.v + base;
@@ -780,7 +784,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
         for (int idx = tid; idx < C * BV; idx += G::NT) {
             const int i = idx / BV, e = idx - (idx / BV) * BV;
             const bool ok = (i < rows) && (sq.v0 + e < a.dv);
-            const i64 off = ((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dv + sq.v0 + e;
+            const i64 off = ((sq.bos + i0 + i) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + e;
             s.v(b)[VO(i, e)] = ok ? a.v[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_VALUE
             s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
@@ -817,7 +821,7 @@ constexpr int GPL = C / 32;  // scalar gates: Γ values per lane (lane l holds r
 // runs it gets the same bits (the same operations in the same order).
 __device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL]) {
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     float v[GPL], sum = 0.f;
 #pragma unroll
     for (int u = 0; u < GPL; ++u) {
@@ -871,7 +875,7 @@ template <class G = CTA>
 __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha) {
     const int tid = G::tid();
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     // Thread (seg, pair) runs the gate and a running sum down key columns d, d + 1 over its segment of C / SEGS rows
     // (every thread busy; one 32-bit read of two logits, one 64-bit store of two Γ) and posts the segment's total;
@@ -1375,7 +1379,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
     static_assert(SEGS >= 1 && SEGS * CP == G::NT && C % SEGS == 0, "one (segment, column pair) per thread");
     const int tid = G::tid(), d = (tid % CP) * 2, seg = tid / CP, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     float* tot = seg_totals<G, SEGS>(s);  // [SEGS][DK]
     float g0[SR], g1[SR];  // this thread's Γ (column d, d + 1) over its rows
     float acc0 = 0.f, acc1 = 0.f;
@@ -1462,7 +1466,7 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
-    const float* p = a.params ? a.params + (i64)sq.head * NPARAM : nullptr;
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     const bool full = rows == C && a.dk == DK;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (full) {  // every chunk but a sequence's last: no predicates (a branch per element would serialise the gate)
@@ -1723,7 +1727,7 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
             for (int h = 0; h < 2; ++h) {
                 const int row = o.x + mi * 16 + g + 8 * h;
                 if (i0 + row >= sq.len) continue;
-                elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + o.y + 2 * t;
+                elem_t* dst = a.o + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + o.y + 2 * t;
 #pragma unroll
                 for (int ni = 0; ni < O_WN; ++ni) {
                     const float x0 = a.scale * c[mi][ni][2 * h], x1 = a.scale * c[mi][ni][2 * h + 1];
@@ -1786,8 +1790,8 @@ __device__ __forceinline__ Seq locate(const FwdArgs& a, int n, int head, int vti
 
 __device__ __forceinline__ float fixed_gate(const FwdArgs& a, int head) {
 #if KEY_GATE == GATE_FIXED
-    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
-    return gate_log_alpha((float)head, p);
+    const float* p = a.params ? a.params + (i64)(head / KSPLIT) * NPARAM : nullptr;
+    return gate_log_alpha((float)(head / KSPLIT), p);
 #else
     (void)a; (void)head;
     return 0.f;
@@ -2174,13 +2178,37 @@ __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int 
     wg_commit();
 }
 
+#if KSPLIT > 1
+// Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
+// states and decays (gla_codegen::key_split_workspace_bytes).
+__device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
+    const i64 seg = a.segs > 1 ? (i64)a.n_seqs * a.segs * a.h * ((i64)a.dk * a.dv + max(a.dk, a.dv)) : 0;
+    return a.states + seg;
+}
+#endif
+
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
-// then written as 16-byte rows (masked to the sequence and d_v).
+// then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
+// slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s).
 __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float x[C / 2];
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+#if KSPLIT > 1
+    {
+        (void)os;
+        const i64 tokens = a.cu_seqlens[a.n_seqs];
+        float* part = ks_partial(a) + (i64)(sq.head % KSPLIT) * tokens * nvh(a) * a.dv;
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
+            const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
+            if (i0 + row < sq.len && col < a.dv) part[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
+        }
+        return;
+    }
+#endif
     asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");  // the last chunk's rows have been written out
     const int m = lane >> 3, rr = lane & 7;
 #pragma unroll
@@ -2617,5 +2645,33 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_
     intra_and_operands(s, 0, mild);                         // A, Q̃
     __syncthreads();
     output_chunk(a, s, sq, i0, 0);                          // O = Q̃ S + A V
+}
+#endif
+
+#if KSPLIT > 1
+// Key split: O = Σ_s O_s over the KSPLIT key slices (the chunkwise form is linear in d_k: each slice's CTAs computed
+// Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V from their d_k / KSPLIT key columns), summed in f32 and rounded once. 4 outputs a
+// thread, grid x = ceil(tokens · H · d_v / (4 · 256)).
+extern "C" __global__ void __launch_bounds__(256) gla_fwd_ksum(const __grid_constant__ FwdArgs a) {
+    const i64 n = a.cu_seqlens[a.n_seqs] * (i64)(a.h / KSPLIT) * a.dv;
+    const i64 i = 4 * ((i64)blockIdx.x * 256 + threadIdx.x);
+    if (i >= n) return;
+    const float* part = ks_partial(a);
+    if (n % 4 == 0) {
+        float4 acc = *reinterpret_cast<const float4*>(part + i);
+#pragma unroll
+        for (int sl = 1; sl < KSPLIT; ++sl) {
+            const float4 p = *reinterpret_cast<const float4*>(part + sl * n + i);
+            acc.x += p.x; acc.y += p.y; acc.z += p.z; acc.w += p.w;
+        }
+        a.o[i] = to_elem(acc.x); a.o[i + 1] = to_elem(acc.y); a.o[i + 2] = to_elem(acc.z); a.o[i + 3] = to_elem(acc.w);
+    } else {
+        for (i64 j = i; j < min(n, i + 4); ++j) {
+            float acc = 0.f;
+#pragma unroll
+            for (int sl = 0; sl < KSPLIT; ++sl) acc += part[sl * n + j];
+            a.o[j] = to_elem(acc);
+        }
+    }
 }
 #endif

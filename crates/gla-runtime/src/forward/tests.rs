@@ -353,3 +353,25 @@ fn per_value_gates_take_one_logit_per_value_channel() {
     check_err(&G, &c, &["logits"]);
     assert_eq!(logits_shape(PerValue, &Dims::new(2, 100, 4, 128, 96)), vec![2, 100, 4, 96]);
 }
+
+#[test]
+fn key_split_variants_take_even_key_dims_up_to_twice_their_slice() {
+    let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
+    let ks = KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 256, false, tiles).unwrap().with_key_split(2).unwrap();
+    assert_eq!(ks.key_dim(), 256);
+    let with_dk = |dk: usize| {
+        let mut c = base();
+        c.q.0[3] = dk;
+        c.k.0[3] = dk;
+        c.g = Some((vec![2, 100, 4, dk], BF));
+        c.variant = Some(ks);
+        c
+    };
+    for dk in [256, 200, 2] {
+        let p = run(&PER_KEY, &with_dk(dk)).unwrap();
+        assert_eq!(p.dims.dk, dk);
+        assert!((p.scale - 1.0 / (dk as f32).sqrt()).abs() < 1e-7, "the scale is of the whole d_k");
+    }
+    check_err(&PER_KEY, &with_dk(201), &["multiple of 2", "201"]);
+    check_err(&PER_KEY, &with_dk(258), &["d_k <= 256", "258"]);
+}
