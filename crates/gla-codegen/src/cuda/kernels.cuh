@@ -519,6 +519,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY
+#if GLA_WG_SCORES
+            if constexpr (true) {
+                gate_khat_vec<P>(a, s, sq, i0, b);              // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+            } else
+#endif
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
                 gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
             } else {

@@ -1043,6 +1043,35 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
     }
 }
 
+// Stage gate_khat_vec (the segment-state pass of the variants with producer-side wgmma scores): Γ in
+// gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
+//   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
+// Each thread rewrites only its own elements of k; the FULL barrier the group arrives on next publishes them.
+template <class G>
+__device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
+    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    float g[SR][8], gl[8];
+    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    if (seg == SEGS - 1) {
+        float e[8];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
+        *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
+        *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
+        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
+        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
+    }
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {
+        float kf[8];
+        load_vec(s.k(b) + KO(r0 + u, d), kf);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) kf[c] *= exp_nonpos(gl[c] - g[u][c]);
+        store_vec(s.k(b) + KO(r0 + u, d), kf);
+    }
+}
+
 // Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
 // (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
 // are lanes OPW apart in one warp (lane = m·OPW + o mod OPW), so the segment offsets are a shuffle scan (no barrier,
