@@ -233,7 +233,9 @@ pub fn wg_scores(spec: &KernelSpec) -> bool {
 /// 8–136 B at f16 / 8 + 8 warps with it.
 pub fn tma(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
-    wg_scores(spec) && t.specialised() && !spec.materialize && spec.dk % 64 == 0 && t.block_v % 64 == 0
+    let scalar = matches!(spec.gate.shape(), GateShape::PerHead | GateShape::Fixed);
+    let scalar_fit = scalar && t.wgmma && t.producer_warps == 4 && spec.chunk == 32;
+    (wg_scores(spec) || scalar_fit) && t.specialised() && !spec.materialize && spec.dk % 64 == 0 && t.block_v % 64 == 0
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates

@@ -187,11 +187,12 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 #if GLA_WGMMA
 // Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
 // a thread at 384 threads, 128 at 512 or at 256 with two CTAs an SM), split so that the consumers keep 160 (120
-// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM) and
+// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM; the scalar gates' TMA
+// variants no split: 168 each, their consumers spill at 160) and
 // the producers (per key: Γ of their rows in registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
 constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
 constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
 __device__ __forceinline__ void regs_producer() {
     if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
@@ -498,6 +499,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     for (int j = g; j < nchunks; j += PG) {
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = carve_slot(smem, b, g);
+        const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
         if (PG == 1 && jn < nchunks) {
             x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
@@ -508,9 +510,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #if GLA_TMA
         // TMA chunk: every thread waits on the slot's mbarrier itself, which also makes the boxes visible to it — no
         // group barrier where nothing else needs one (per key; a per-head logit is landed by another thread).
+        // (Scalar gates: every warp holds its own logits, GLA_REG_LOGIT.)
         if (tma_chunk(a, sq, i0)) {
             mbar_wait(mbar_addr(smem, b), (j / STAGES) & 1);
-            if (KEY_GATE != GATE_PER_KEY) P::sync();
         } else {
             P::sync();
         }
@@ -532,7 +534,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             }
 #else
             float gam[GPL];
-            scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam);  // Γ (every warp)
+            scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam, xc);  // Γ (every warp)
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
             publish(b);
@@ -565,7 +567,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         }
 #else
         float gam[GPL];
-        gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
+        gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j

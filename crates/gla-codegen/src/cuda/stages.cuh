@@ -155,10 +155,16 @@ __device__ __forceinline__ int nvh(const FwdArgs& a) { return a.h / KSPLIT; }
 
 // A per-head gate's logit of chunk row G::tid() (rows i0..; 0 past the sequence or for other gates), returned in a
 // register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
+// GLA_REG_LOGIT (TMA variants, C = 32): every warp of the group loads the chunk's 32 logits itself, lane l row l, and
+// keeps them in a register for its own scalar_scan — nothing lands in shared memory, no barrier waits for it.
+#define GLA_REG_LOGIT (GLA_TMA && KEY_GATE == GATE_PER_HEAD)
 template <class G = CTA>
 __device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, int i0) {
     elem_t x = elem_t(0);
-#if KEY_GATE == GATE_PER_HEAD
+#if GLA_REG_LOGIT
+    static_assert(C == 32, "one logit a lane");
+    if ((G::tid() & 31) < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + (G::tid() & 31)) * nvh(a) + vhead(sq)];
+#elif KEY_GATE == GATE_PER_HEAD
     if (G::tid() < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + G::tid()) * a.h + sq.head];
 #endif
     (void)a; (void)sq; (void)i0;
@@ -327,7 +333,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
 template <class G = CTA>
 __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
-#if KEY_GATE == GATE_PER_HEAD
+#if KEY_GATE == GATE_PER_HEAD && !GLA_REG_LOGIT
     if (G::tid() < C) s.x(b)[G::tid()] = x;
 #else
     (void)s; (void)b; (void)x;
@@ -348,21 +354,24 @@ constexpr int GPL = C / 32;  // scalar gates: Γ values per lane (lane l holds r
 // sum over the lane's rows, then a shuffle scan across lanes. Padding rows (i >= rows) repeat the last valid row's
 // Γ bit for bit: the state update's Γ_L = Γ_{C−1} must cancel exactly against Γ of the last token. Every warp that
 // runs it gets the same bits (the same operations in the same order).
-__device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL]) {
+// (xr: GLA_REG_LOGIT's logit of row `lane`, in place of the landed tile.)
+__device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL], elem_t xr = elem_t(0)) {
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     float v[GPL], sum = 0.f;
 #pragma unroll
     for (int u = 0; u < GPL; ++u) {
         const int i = lane * GPL + u;
-#if KEY_GATE == GATE_PER_HEAD
+#if GLA_REG_LOGIT
+        v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(xr), p) : 0.f;
+#elif KEY_GATE == GATE_PER_HEAD
         v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
 #else
         v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
 #endif
         sum += v[u];
     }
-    (void)p; (void)b;
+    (void)p; (void)b; (void)xr;
     float incl = sum;
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
@@ -710,8 +719,8 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 
 #if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
 // scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
-__device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL]) {
-    scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam);
+__device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL], elem_t xr) {
+    scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam, xr);
     if (warp == 0) {
 #pragma unroll
         for (int m = 0; m < GPL; ++m) s.G[lane * GPL + m] = gam[m];
@@ -723,12 +732,12 @@ __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, c
 // With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
 // shuffle chain overlaps the tensor-core chain. Ends on a barrier (k is then rewritten as K̂).
 template <class G>
-__device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL]) {
+__device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL], elem_t xr) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     constexpr int PW = per_warp(A_WTILES, G::NW) > 0 ? per_warp(A_WTILES, G::NW) : 1;
     // With one score tile a warp the scan goes after its product (overlap); with more, first (registers).
     constexpr bool SCAN_FIRST = PW > 1;
-    if (SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+    if (SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam, xr);
 #pragma unroll 1
     for (int u = 0; u < PW; ++u) {
         const int wt = warp + u * G::NW;
@@ -736,7 +745,7 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(has_tile ? wt : 0);
         float c[A_WM][A_WN][4] = {};
         if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, ktile(s.k(b)), o.y, DK);
-        if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+        if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam, xr);
         if (!has_tile) continue;
         float gi[A_WM][2], gj[A_WN][2];
 #pragma unroll
