@@ -159,9 +159,11 @@ impl KernelSpec {
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
     /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
-    /// 128-wide value tile per head, 8 consumer warps on wgmma and 4 producer warps (2026-12-01, fifth session;
-    /// where it does not apply, i.e. d_v < 128, the mma.sync kernels of the third and fourth); bf16/f16 at d = 64
-    /// → 4 + 4 warps on wgmma with two CTAs an SM (eighth session); otherwise (2026-12-01, second session): d = 128 →
+    /// 128-wide value tile per head, 8 consumer warps on wgmma and 4 producer warps — in two groups with TMA loads
+    /// for scalar gates (2026-12-01, fifth and eighth sessions; where it does not apply, i.e. d_v < 128, the
+    /// mma.sync kernels of the third and fourth); bf16/f16 at d = 64 → 4 + 4 warps on wgmma with two CTAs an SM,
+    /// per-key gates at d_k = 256 → the d = 128 kernel on two key slices (key_split 2; eighth session); otherwise
+    /// (2026-12-01, second session): d = 128 →
     /// C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
     /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
     /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
@@ -184,6 +186,10 @@ impl KernelSpec {
             // warps in one group, consumers on wgmma (Mamba-2 0.240 ms vs 0.262 ms for the best mma.sync kernel,
             // GLA 0.361 vs 0.364 ms); then the mma.sync kernels of 2026-12-01c/d: scalar gates in two producer
             // groups on alternate chunks, per-key gates in one.
+            // Scalar gates: two producer groups with TMA loads first (2026-12-01h: Mamba-2 0.232 ms vs 0.240).
+            if !per_key {
+                prefs.push((32, 128, 8, 4, 2, true));
+            }
             prefs.push((32, 128, 8, 4, 1, true));
             if !per_key {
                 prefs.push((32, 128, 8, 4, 2, false));
@@ -201,6 +207,14 @@ impl KernelSpec {
             .map(plain),
         );
         prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)].into_iter().map(plain));
+        // d_k = 256, per key: two 128-column key slices on the d = 128 wgmma kernel (2026-12-01h: GLA 8×4096×8×256
+        // 0.811 ms vs 1.572 for the best d = 256 kernel).
+        if ws && per_key && kd == 256 && vd >= 128 && dk % 2 == 0 {
+            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
+            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(2)) {
+                return Ok(s);
+            }
+        }
         let mut first_err = None;
         for (chunk, bv, warps, producer_warps, producer_groups, wgmma) in prefs {
             // Two CTAs an SM wherever they fit (d = 64, 256 threads).

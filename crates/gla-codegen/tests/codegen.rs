@@ -117,7 +117,8 @@ fn default_variant_exists_for_every_dtype_and_head_dim() {
         for dt in DType::ALL {
             for d in [1usize, 63, 64, 100, 128, 129, 200, 256] {
                 let s = KernelSpec::default_for(g, dt, d, d).unwrap_or_else(|e| panic!("{dt} d={d}: {e}"));
-                assert!(s.dk as usize >= d && s.validate().is_ok());
+                // (A key-split default serves d_k = key_split · dk, in equal slices.)
+                assert!(s.key_dim() as usize >= d && d % s.key_split as usize == 0 && s.validate().is_ok(), "{}", s.id());
             }
         }
     }
@@ -131,8 +132,9 @@ fn default_variants_follow_the_measurements() {
     // d = 128, bf16/f16: the warp-specialised kernel; f32 and value gates: the plain fused one.
     // (consumers on wgmma: 2026-12-01e; with d_v < 128 the mma.sync kernels.)
     assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C32.c16.k128.v128.bv128.w8p4g.fused");
-    assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C32.c16.k128.v128.bv128.w8p4g.fused");
-    assert_eq!(id(&fixtures::FIXED, 128), "fixture_fixed.fwd.bf16.C32.c16.k128.v128.bv128.w8p4g.fused");
+    // (scalar gates: two producer groups, TMA loads — 2026-12-01h)
+    assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C32.c16.k128.v128.bv128.w8p4x2g.fused");
+    assert_eq!(id(&fixtures::FIXED, 128), "fixture_fixed.fwd.bf16.C32.c16.k128.v128.bv128.w8p4x2g.fused");
     let narrow_v = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 128, 64).unwrap();
     assert!(narrow_v.tiles.specialised() && !narrow_v.tiles.wgmma, "{}", narrow_v.id());
     assert!(!KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 128, 128).unwrap().tiles.specialised());
@@ -142,7 +144,9 @@ fn default_variants_follow_the_measurements() {
     assert_eq!(id(&fixtures::PER_HEAD, 64), "fixture_per_head.fwd.bf16.C32.c16.k64.v64.bv64.w4p4g.o2.fused");
     assert_eq!(KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 64, 64).unwrap().id(), "fixture_per_key.fwd.f32.C32.c16.k64.v64.bv64.w4.fused");
     assert_eq!(KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 64, 64).unwrap().id(), "fixture_per_value.fwd.bf16.C64.c16.k64.v64.bv64.w8.fused");
-    assert_eq!(id(&fixtures::PER_KEY, 256), "fixture_per_key.fwd.bf16.C32.c16.k256.v256.bv64.w8.fused");
+    // d_k = 256 per key: the d = 128 kernel on two key slices (2026-12-01h); f32 the plain one.
+    assert_eq!(id(&fixtures::PER_KEY, 256), "fixture_per_key.fwd.bf16.C32.c16.k128.v256.bv128.w8p4g.ks2.fused");
+    assert_eq!(KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 256, 256).unwrap().id(), "fixture_per_key.fwd.f32.C32.c16.k256.v256.bv64.w8.fused");
     assert_eq!(id(&fixtures::PER_HEAD, 256), "fixture_per_head.fwd.bf16.C64.c16.k256.v256.bv64.w8.fused");
     // Every default is a valid, fused variant of the enumerated space, for every gate shape, dtype and head dim.
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE] {
@@ -361,12 +365,15 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             } else {
                 assert!(l.ps == 0 && l.ps_stride == 0 && src.contains("#define GLA_WG_SCORES 0"), "{}", s.id());
             }
-            // TMA loads (the per-key wgmma-score variants): three 8-byte mbarriers inside the allocation, apart from
-            // every tile; the boxes are 64 columns wide, so d_k and the value tile are whole panels.
+            // TMA loads (the per-key wgmma-score variants, the scalar gates' two-group ones): three 8-byte mbarriers
+            // inside the allocation, apart from every tile; the boxes are 64 columns wide, so d_k and the value tile
+            // are whole panels.
             if gla_codegen::writer::tma(&s) {
                 tma += 1;
-                assert!(wg_scores(&s) && s.dk % 64 == 0 && s.tiles.block_v % 64 == 0, "{}", s.id());
+                let scalar_two = s.shape() != gla_core::GateShape::PerKey && s.tiles.producer_groups == 2;
+                assert!((wg_scores(&s) || scalar_two) && s.dk % 64 == 0 && s.tiles.block_v % 64 == 0, "{}", s.id());
                 assert!(l.mbar % 8 == 0 && l.mbar >= l.ps + s.tiles.producer_groups * l.ps_stride, "{}", s.id());
+                assert!(l.mbar >= l.os + s.chunk * (s.tiles.block_v + 8) * e, "{}", s.id());
                 assert!(l.total >= l.mbar + 24 + SWIZZLE_ALIGN, "{}", s.id());
                 assert!(src.contains("#define GLA_TMA 1") && src.contains("cp.async.bulk.tensor.3d"), "{}", s.id());
             } else {

@@ -634,10 +634,16 @@ __device__ __forceinline__ int nvh(const FwdArgs& a) { return a.h / KSPLIT; }
 
 // A per-head gate's logit of chunk row G::tid() (rows i0..; 0 past the sequence or for other gates), returned in a
 // register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
+// GLA_REG_LOGIT (TMA variants, C = 32): every warp of the group loads the chunk's 32 logits itself, lane l row l, and
+// keeps them in a register for its own scalar_scan — nothing lands in shared memory, no barrier waits for it.
+#define GLA_REG_LOGIT (GLA_TMA && KEY_GATE == GATE_PER_HEAD)
 template <class G = CTA>
 __device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, int i0) {
     elem_t x = elem_t(0);
-#if KEY_GATE == GATE_PER_HEAD
+#if GLA_REG_LOGIT
+    static_assert(C == 32, "one logit a lane");
+    if ((G::tid() & 31) < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + (G::tid() & 31)) * nvh(a) + vhead(sq)];
+#elif KEY_GATE == GATE_PER_HEAD
     if (G::tid() < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + G::tid()) * a.h + sq.head];
 #endif
     (void)a; (void)sq; (void)i0;
@@ -806,7 +812,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
 template <class G = CTA>
 __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
-#if KEY_GATE == GATE_PER_HEAD
+#if KEY_GATE == GATE_PER_HEAD && !GLA_REG_LOGIT
     if (G::tid() < C) s.x(b)[G::tid()] = x;
 #else
     (void)s; (void)b; (void)x;
@@ -827,21 +833,24 @@ constexpr int GPL = C / 32;  // scalar gates: Γ values per lane (lane l holds r
 // sum over the lane's rows, then a shuffle scan across lanes. Padding rows (i >= rows) repeat the last valid row's
 // Γ bit for bit: the state update's Γ_L = Γ_{C−1} must cancel exactly against Γ of the last token. Every warp that
 // runs it gets the same bits (the same operations in the same order).
-__device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL]) {
+// (xr: GLA_REG_LOGIT's logit of row `lane`, in place of the landed tile.)
+__device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int lane, float (&gam)[GPL], elem_t xr = elem_t(0)) {
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     float v[GPL], sum = 0.f;
 #pragma unroll
     for (int u = 0; u < GPL; ++u) {
         const int i = lane * GPL + u;
-#if KEY_GATE == GATE_PER_HEAD
+#if GLA_REG_LOGIT
+        v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(xr), p) : 0.f;
+#elif KEY_GATE == GATE_PER_HEAD
         v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
 #else
         v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
 #endif
         sum += v[u];
     }
-    (void)p; (void)b;
+    (void)p; (void)b; (void)xr;
     float incl = sum;
 #pragma unroll
     for (int off = 1; off < 32; off <<= 1) {
@@ -1189,8 +1198,8 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 
 #if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
 // scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
-__device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL]) {
-    scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam);
+__device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL], elem_t xr) {
+    scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam, xr);
     if (warp == 0) {
 #pragma unroll
         for (int m = 0; m < GPL; ++m) s.G[lane * GPL + m] = gam[m];
@@ -1202,12 +1211,12 @@ __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, c
 // With one score tile a warp its product is issued before the scan: the two are independent, so the scan's
 // shuffle chain overlaps the tensor-core chain. Ends on a barrier (k is then rewritten as K̂).
 template <class G>
-__device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL]) {
+__device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, float (&gam)[GPL], elem_t xr) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     constexpr int PW = per_warp(A_WTILES, G::NW) > 0 ? per_warp(A_WTILES, G::NW) : 1;
     // With one score tile a warp the scan goes after its product (overlap); with more, first (registers).
     constexpr bool SCAN_FIRST = PW > 1;
-    if (SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+    if (SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam, xr);
 #pragma unroll 1
     for (int u = 0; u < PW; ++u) {
         const int wt = warp + u * G::NW;
@@ -1215,7 +1224,7 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
         const int2 o = wtile_origin<A_WM, A_WN, A_WCOLS>(has_tile ? wt : 0);
         float c[A_WM][A_WN][4] = {};
         if (has_tile && o.y <= o.x + 16 * A_WM - 1) warp_mma<A_WM, A_WN, false, false, DK>(c, ktile(s.q(b)), o.x, ktile(s.k(b)), o.y, DK);
-        if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam);
+        if (!SCAN_FIRST) scan_publish(a, s, sq, i0, b, fixed_log_alpha, warp, lane, gam, xr);
         if (!has_tile) continue;
         float gi[A_WM][2], gj[A_WN][2];
 #pragma unroll
@@ -1519,6 +1528,35 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
         if (seg > 0)
 #pragma unroll
             for (int u = 0; u < SR; ++u) g[u][c] += off;
+    }
+}
+
+// Stage gate_khat_vec (the segment-state pass of the variants with producer-side wgmma scores): Γ in
+// gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
+//   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
+// Each thread rewrites only its own elements of k; the FULL barrier the group arrives on next publishes them.
+template <class G>
+__device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
+    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    float g[SR][8], gl[8];
+    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    if (seg == SEGS - 1) {
+        float e[8];
+#pragma unroll
+        for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
+        *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
+        *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
+        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
+        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
+    }
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {
+        float kf[8];
+        load_vec(s.k(b) + KO(r0 + u, d), kf);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) kf[c] *= exp_nonpos(gl[c] - g[u][c]);
+        store_vec(s.k(b) + KO(r0 + u, d), kf);
     }
 }
 
@@ -1995,11 +2033,12 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 #if GLA_WGMMA
 // Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
 // a thread at 384 threads, 128 at 512 or at 256 with two CTAs an SM), split so that the consumers keep 160 (120
-// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM) and
+// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM; the scalar gates' TMA
+// variants no split: 168 each, their consumers spill at 160) and
 // the producers (per key: Γ of their rows in registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
 constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
 constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
 __device__ __forceinline__ void regs_producer() {
     if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
@@ -2306,6 +2345,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     for (int j = g; j < nchunks; j += PG) {
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = carve_slot(smem, b, g);
+        const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
         if (PG == 1 && jn < nchunks) {
             x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
@@ -2316,9 +2356,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #if GLA_TMA
         // TMA chunk: every thread waits on the slot's mbarrier itself, which also makes the boxes visible to it — no
         // group barrier where nothing else needs one (per key; a per-head logit is landed by another thread).
+        // (Scalar gates: every warp holds its own logits, GLA_REG_LOGIT.)
         if (tma_chunk(a, sq, i0)) {
             mbar_wait(mbar_addr(smem, b), (j / STAGES) & 1);
-            if (KEY_GATE != GATE_PER_KEY) P::sync();
         } else {
             P::sync();
         }
@@ -2327,6 +2367,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY
+#if GLA_WG_SCORES
+            if constexpr (true) {
+                gate_khat_vec<P>(a, s, sq, i0, b);              // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+            } else
+#endif
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
                 gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
             } else {
@@ -2335,7 +2380,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             }
 #else
             float gam[GPL];
-            scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam);  // Γ (every warp)
+            scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam, xc);  // Γ (every warp)
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
             publish(b);
@@ -2368,7 +2413,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         }
 #else
         float gam[GPL];
-        gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
+        gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
