@@ -23,9 +23,11 @@ pub enum GridAxis {
     SplitSequences,
     /// `H · blocks`: each head split into `blocks` CTAs (the combine's blocks of state rows).
     HeadBlocks { blocks: u32 },
-    /// `H / key_split`: the heads of one key slice's main pass (H counts the key slices, see
-    /// `KernelSpec::key_split`).
-    SliceHeads { key_split: u32 },
+    /// `ceil(tokens · (H / key_split) · d_v / per_block)`: the key-split sum's blocks of outputs (H counts the key
+    /// slices, see `KernelSpec::key_split`).
+    KeySplitSum { key_split: u32, per_block: u32 },
+    /// 1.
+    One,
 }
 
 /// Whether `spill_bytes` (stores + loads) of kernel `name` is acceptable: no kernel may spill.
@@ -53,13 +55,13 @@ pub fn segments_on(wave: usize, n_seqs: usize, h: usize, vtiles: usize, max_chun
     (wave / ctas).clamp(1, max_chunks.clamp(1, 64))
 }
 
-/// Bytes of the key split's partial output (`key_split > 1`: slice 1's f32 `[tokens, H, d_v]`, H the real heads),
-/// which follows the segment workspace in the same buffer; 0 when `key_split == 1`.
+/// Bytes of the key-split partial outputs (`key_split > 1`: f32 `[key_split, tokens, H, d_v]`, H the real heads),
+/// which follow the segment workspace in the same buffer; 0 when `key_split == 1`.
 pub fn key_split_workspace_bytes(key_split: usize, tokens: usize, h: usize, dv: usize) -> usize {
     if key_split <= 1 {
         return 0;
     }
-    (key_split - 1).saturating_mul(tokens).saturating_mul(h).saturating_mul(dv).saturating_mul(4)
+    key_split.saturating_mul(tokens).saturating_mul(h).saturating_mul(dv).saturating_mul(4)
 }
 
 /// One kernel launch of a plan.

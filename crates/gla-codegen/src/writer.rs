@@ -376,7 +376,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "#define KSPLIT {}  // key slices a head runs as (KSPLIT · H heads of q, k, logits, states; 2: slice 1's output in f32, added by slice 0)",
+        "#define KSPLIT {}  // key slices a head runs as (grid heads = KSPLIT · H; > 1: f32 partial outputs, gla_fwd_ksum)",
         spec.key_split
     );
     let _ = writeln!(
@@ -530,17 +530,20 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             segmented: true,
         }
     };
-    // Key split: the main pass runs once a key slice, slice 1 first (its f32 output to the workspace), then slice 0
-    // (adds it and writes O); each over H heads.
     let mut plan = plan;
     if spec.key_split > 1 {
-        let main = plan.kernels.pop().expect("the fused pass");
-        let grid = [main.grid[0], GridAxis::SliceHeads { key_split: spec.key_split }, main.grid[2]];
-        plan.kernels.push(KernelLaunch { name: "gla_fwd_ws_slice1".into(), grid, ..main.clone() });
-        plan.kernels.push(KernelLaunch { grid, ..main });
+        plan.kernels.push(KernelLaunch {
+            name: "gla_fwd_ksum".into(),
+            grid: [GridAxis::KeySplitSum { key_split: spec.key_split, per_block: KSUM_PER_BLOCK }, GridAxis::One, GridAxis::One],
+            block: 256,
+            smem_bytes: 0,
+        });
     }
     Generated { source: src, plan }
 }
+
+/// Outputs one CTA of `gla_fwd_ksum` adds up (256 threads, 4 each).
+const KSUM_PER_BLOCK: u32 = 1024;
 
 /// State elements a thread of the segment combine (`gla_fwd_seg_combine`) carries.
 const COMBINE_PER: u32 = 4;

@@ -473,23 +473,16 @@ fn key_split_variants_are_validated_and_planned() {
     assert_eq!(s.id(), "fixture_per_key.fwd.bf16.C32.c16.k128.v256.bv128.w8p4g.ks2.fused");
     assert_eq!(s.key_dim(), 256);
     let g = generate(&s).unwrap();
-    assert!(g.source.contains("#define KSPLIT 2") && g.source.contains("gla_fwd_ws_slice1("));
-    // The main pass once a key slice, slice 1 (its output to the workspace) before slice 0, each over H heads; the
-    // segment passes over the 2H key-slice heads.
-    let k: Vec<(&str, GridAxis)> = g.plan.kernels.iter().map(|k| (k.name.as_str(), k.grid[1])).collect();
-    assert_eq!(
-        k,
-        [
-            ("gla_fwd_ws_states", GridAxis::Heads),
-            ("gla_fwd_seg_combine", GridAxis::HeadBlocks { blocks: 16 }),
-            ("gla_fwd_ws_slice1", GridAxis::SliceHeads { key_split: 2 }),
-            ("gla_fwd_ws", GridAxis::SliceHeads { key_split: 2 }),
-        ]
-    );
-    // Without a key split the source says KSPLIT 1 and the plan has one main pass.
+    assert!(g.source.contains("#define KSPLIT 2"));
+    assert!(g.source.contains("gla_fwd_ksum"));
+    // The key-split sum runs last, over the outputs.
+    let last = g.plan.kernels.last().unwrap();
+    assert_eq!(last.name, "gla_fwd_ksum");
+    assert_eq!(last.grid, [GridAxis::KeySplitSum { key_split: 2, per_block: 1024 }, GridAxis::One, GridAxis::One]);
+    // Without a key split the source says KSPLIT 1 and the plan has no sum.
     let one = KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 128, false, tiles(true)).unwrap();
     let g1 = generate(&one).unwrap();
-    assert!(g1.source.contains("#define KSPLIT 1") && g1.plan.kernels.iter().all(|k| k.name != "gla_fwd_ws_slice1"));
+    assert!(g1.source.contains("#define KSPLIT 1") && g1.plan.kernels.iter().all(|k| k.name != "gla_fwd_ksum"));
     for (gate, wg, ks, why) in [
         (&fixtures::PER_HEAD as &'static dyn gla_core::Gate, true, 2, "per-key gate"),
         (&fixtures::PER_KEY, false, 2, "without wgmma"),
@@ -503,6 +496,6 @@ fn key_split_variants_are_validated_and_planned() {
     assert_eq!(ks.len(), 2, "bf16 and f16");
     assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256));
     assert!(gla_codegen::all_variants(&fixtures::PER_HEAD).iter().all(|s| s.key_split == 1));
-    assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 10 * 3 * 256 * 4);
+    assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 2 * 10 * 3 * 256 * 4);
     assert_eq!(gla_codegen::key_split_workspace_bytes(1, 10, 3, 256), 0);
 }

@@ -86,7 +86,11 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
         GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * s.segs } else { 0 },
         GridAxis::SplitSequences => if s.segs > 1 { s.seq_lens.len() } else { 0 },
         GridAxis::HeadBlocks { blocks } => s.h * blocks as usize,
-        GridAxis::SliceHeads { key_split } => s.h / key_split.max(1) as usize,
+        GridAxis::KeySplitSum { key_split, per_block } => {
+            let tokens: usize = s.seq_lens.iter().sum();
+            (tokens * (s.h / key_split.max(1) as usize) * s.dv).div_ceil(per_block.max(1) as usize)
+        }
+        GridAxis::One => 1,
     }
 }
 

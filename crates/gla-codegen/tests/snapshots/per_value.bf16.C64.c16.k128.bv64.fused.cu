@@ -17,7 +17,7 @@ constexpr int NT = 256;
 constexpr int PW = 0;       // producer warps of the warp-specialised kernel (0: none)
 constexpr int PT = 32 * PW;
 constexpr int CTAS_PER_SM = 1;  // CTAs resident on one SM (__launch_bounds__ of the warp-specialised kernels)
-#define KSPLIT 1  // key slices a head runs as (KSPLIT · H heads of q, k, logits, states; 2: slice 1's output in f32, added by slice 0)
+#define KSPLIT 1  // key slices a head runs as (grid heads = KSPLIT · H; > 1: f32 partial outputs, gla_fwd_ksum)
 constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 0
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
@@ -2226,9 +2226,8 @@ __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int 
 }
 
 #if KSPLIT > 1
-static_assert(KSPLIT == 2, "one partial output: slice 1's");
-// Key split: slice 1's f32 output [tokens, H, d_v], in the workspace after the segment states and decays
-// (gla_codegen::key_split_workspace_bytes).
+// Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
+// states and decays (gla_codegen::key_split_workspace_bytes).
 __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
     const i64 seg = a.segs > 1 ? (i64)a.n_seqs * a.segs * a.h * ((i64)a.dk * a.dv + max(a.dk, a.dv)) : 0;
     return a.states + seg;
@@ -2236,10 +2235,8 @@ __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
 #endif
 
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
-// then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT = 2; the chunkwise form is linear
-// in d_k: O = O_0 + O_1, O_s = Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V from key slice s): slice 1 (SLICE 1) stores scale · Oᵀᵀ in
-// f32 straight from the accumulators, slice 0 adds that to its own before rounding once.
-template <int SLICE>
+// then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
+// slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s).
 __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float x[C / 2];
@@ -2247,17 +2244,16 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #if KSPLIT > 1
     {
-        float* part = ks_partial(a);
+        (void)os;
+        const i64 tokens = a.cu_seqlens[a.n_seqs];
+        float* part = ks_partial(a) + (i64)(sq.head % KSPLIT) * tokens * nvh(a) * a.dv;
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
             const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
-            if (i0 + row >= sq.len || col >= a.dv) continue;
-            float* pe = part + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col;
-            if (SLICE == 1) *pe = x[e];
-            else x[e] += *pe;
+            if (i0 + row < sq.len && col < a.dv) part[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
         }
-        if (SLICE == 1) return;
+        return;
     }
 #endif
     asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");  // the last chunk's rows have been written out
@@ -2430,13 +2426,10 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
 // EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
 // j ≡ g (mod 2), so two chunks' producer stages overlap.
-// SLICE: with a key split (KSPLIT = 2) the key slice this launch computes — gla_fwd_ws_slice1 (slice 1) runs first and
-// leaves its f32 output in the workspace, gla_fwd_ws (slice 0) adds it to its own and writes O; otherwise 0.
-template <int SLICE>
-__device__ __forceinline__ void ws_main(const FwdArgs& a) {
+extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
-    const int head = KSPLIT > 1 ? (int)blockIdx.y * KSPLIT + SLICE : (int)blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
@@ -2478,7 +2471,7 @@ __device__ __forceinline__ void ws_main(const FwdArgs& a) {
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store<SLICE>(a, sq, i0, o, os);               // O = scale · (Oᵀ)ᵀ
+            wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
@@ -2505,10 +2498,6 @@ __device__ __forceinline__ void ws_main(const FwdArgs& a) {
 #endif
     }
 }
-extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) { ws_main<0>(a); }
-#if KSPLIT > 1
-extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_slice1(const __grid_constant__ FwdArgs a) { ws_main<1>(a); }
-#endif
 
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
@@ -2709,5 +2698,33 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_
     intra_and_operands(s, 0, mild);                         // A, Q̃
     __syncthreads();
     output_chunk(a, s, sq, i0, 0);                          // O = Q̃ S + A V
+}
+#endif
+
+#if KSPLIT > 1
+// Key split: O = Σ_s O_s over the KSPLIT key slices (the chunkwise form is linear in d_k: each slice's CTAs computed
+// Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V from their d_k / KSPLIT key columns), summed in f32 and rounded once. 4 outputs a
+// thread, grid x = ceil(tokens · H · d_v / (4 · 256)).
+extern "C" __global__ void __launch_bounds__(256) gla_fwd_ksum(const __grid_constant__ FwdArgs a) {
+    const i64 n = a.cu_seqlens[a.n_seqs] * (i64)(a.h / KSPLIT) * a.dv;
+    const i64 i = 4 * ((i64)blockIdx.x * 256 + threadIdx.x);
+    if (i >= n) return;
+    const float* part = ks_partial(a);
+    if (n % 4 == 0) {
+        float4 acc = *reinterpret_cast<const float4*>(part + i);
+#pragma unroll
+        for (int sl = 1; sl < KSPLIT; ++sl) {
+            const float4 p = *reinterpret_cast<const float4*>(part + sl * n + i);
+            acc.x += p.x; acc.y += p.y; acc.z += p.z; acc.w += p.w;
+        }
+        a.o[i] = to_elem(acc.x); a.o[i + 1] = to_elem(acc.y); a.o[i + 2] = to_elem(acc.z); a.o[i + 3] = to_elem(acc.w);
+    } else {
+        for (i64 j = i; j < min(n, i + 4); ++j) {
+            float acc = 0.f;
+#pragma unroll
+            for (int sl = 0; sl < KSPLIT; ++sl) acc += part[sl * n + j];
+            a.o[j] = to_elem(acc);
+        }
+    }
 }
 #endif
