@@ -229,13 +229,13 @@ pub fn wg_scores(spec: &KernelSpec) -> bool {
 /// 128-byte-swizzled layout the tiles already have, the per-key logits' tile included (`gate_decays_vec` reads it
 /// through the same swizzle). The runtime encodes the tensor maps; partial chunks, masked head dims and strides the
 /// driver cannot encode use cp.async. Per-key gates with the producers' wgmma scores ([`wg_scores`]), and the scalar
-/// gates' wgmma variants with two producer groups of two warps (each warp loads its chunk's per-head logits itself,
-/// `GLA_REG_LOGIT`): H200, 2026-12-01h call 4, Mamba-2 8×4096×16×128 w8p4x2g 0.232 ms vs 0.293 by cp.async, while
-/// w8p4g went 0.240 → 0.249 with TMA and keeps cp.async; 8 + 8 warps spill with it (2026-12-01g).
+/// gates' wgmma variants with 4 producer warps (each warp loads its chunk's per-head logits itself, `GLA_REG_LOGIT`):
+/// H200, 2026-12-01h, Mamba-2 8×4096×16×128 w8p4x2g 0.232 ms vs 0.293 by cp.async, 8×4096×32×64 w4p4g 0.216 vs 0.319
+/// (the one-group w8p4g: 0.249 vs 0.240 — the tuner takes x2g there); 8 + 8 warps spill with it (2026-12-01g).
 pub fn tma(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
     let scalar = matches!(spec.gate.shape(), GateShape::PerHead | GateShape::Fixed);
-    let scalar_fit = scalar && t.wgmma && t.producer_warps == 4 && t.producer_groups == 2 && spec.chunk == 32;
+    let scalar_fit = scalar && t.wgmma && t.producer_warps == 4 && spec.chunk == 32;
     (wg_scores(spec) || scalar_fit) && t.specialised() && !spec.materialize && spec.dk % 64 == 0 && t.block_v % 64 == 0
 }
 

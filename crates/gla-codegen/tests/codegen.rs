@@ -365,13 +365,13 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             } else {
                 assert!(l.ps == 0 && l.ps_stride == 0 && src.contains("#define GLA_WG_SCORES 0"), "{}", s.id());
             }
-            // TMA loads (the per-key wgmma-score variants, the scalar gates' two-group ones): three 8-byte mbarriers
+            // TMA loads (the per-key wgmma-score variants, the scalar gates' 4-producer ones): three 8-byte mbarriers
             // inside the allocation, apart from every tile; the boxes are 64 columns wide, so d_k and the value tile
             // are whole panels.
             if gla_codegen::writer::tma(&s) {
                 tma += 1;
-                let scalar_two = s.shape() != gla_core::GateShape::PerKey && s.tiles.producer_groups == 2;
-                assert!((wg_scores(&s) || scalar_two) && s.dk % 64 == 0 && s.tiles.block_v % 64 == 0, "{}", s.id());
+                let scalar = s.shape() != gla_core::GateShape::PerKey && s.tiles.producer_warps == 4;
+                assert!((wg_scores(&s) || scalar) && s.dk % 64 == 0 && s.tiles.block_v % 64 == 0, "{}", s.id());
                 assert!(l.mbar % 8 == 0 && l.mbar >= l.ps + s.tiles.producer_groups * l.ps_stride, "{}", s.id());
                 assert!(l.mbar >= l.os + s.chunk * (s.tiles.block_v + 8) * e, "{}", s.id());
                 assert!(l.total >= l.mbar + 24 + SWIZZLE_ALIGN, "{}", s.id());
