@@ -562,6 +562,12 @@ mod tests {
         assert_eq!(gla_codegen::segments(1, 1, 1, 1000), 64);
         assert_eq!(gla_codegen::segment_workspace_bytes(2, 4, 16, 128, 64), 2 * 4 * 16 * (128 * 64 + 128) * 4);
         assert_eq!(gla_codegen::segment_workspace_bytes(2, 1, 16, 128, 64), 0);
+        // Key split: h counts the key slices; the sum covers tokens x real heads x d_v, 1024 outputs a block.
+        let ks = GridSizes { h: 4, dv: 256, seq_lens: &lens, segs: 1 };
+        assert_eq!(resolve_axis(GridAxis::KeySplitSum { key_split: 2, per_block: 1024 }, &ks), (4196 * 2 * 256usize).div_ceil(1024));
+        assert_eq!(resolve_axis(GridAxis::One, &ks), 1);
+        // Two CTAs an SM: segments fill 2 · 132 CTAs.
+        assert_eq!(gla_codegen::segments_on(2 * gla_codegen::WAVE_CTAS, 2, 16, 1, 256), 8);
     }
 
     #[test]
