@@ -187,9 +187,9 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 #if GLA_WGMMA
 // Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
 // a thread at 384 threads, 128 at 512 or at 256 with two CTAs an SM), split so that the consumers keep 160 (120
-// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM; the scalar gates' TMA
-// variants no split: 168 each, their consumers spill at 160) and
-// the producers (per key: Γ of their rows in registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
+// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM) and the producers (per key:
+// Γ of their rows in registers plus the swizzled addresses) get the rest. The scalar gates' TMA variants take no
+// split (168 each: their consumers spill at 160). Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
 constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
 constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
@@ -520,12 +520,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         P::sync();
 #endif
         if constexpr (STATES) {
-#if KEY_GATE == GATE_PER_KEY
-#if GLA_WG_SCORES
-            if constexpr (true) {
-                gate_khat_vec<P>(a, s, sq, i0, b);              // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
-            } else
-#endif
+#if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
+            gate_khat_vec<P>(a, s, sq, i0, b);                  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+#elif KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
                 gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
             } else {

@@ -1052,6 +1052,20 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
     }
 }
 
+// Γ_L and exp(Γ_L) of key columns d .. d + 7 into the slot (the last segment's threads of gate_gamma_vec's map).
+__device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const float (&gl)[8], const float (&e)[8]) {
+    *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
+    *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
+    *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
+    *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
+}
+__device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const float (&gl)[8]) {
+    float e[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
+    store_gamma_last(s, d, gl, e);
+}
+
 // Stage gate_khat_vec (the segment-state pass of the variants with producer-side wgmma scores): Γ in
 // gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
 //   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
@@ -1062,15 +1076,7 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
-    if (seg == SEGS - 1) {
-        float e[8];
-#pragma unroll
-        for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
-        *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
-        *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
-        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
-        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
-    }
+    if (seg == SEGS - 1) store_gamma_last(s, d, gl);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         float kf[8];
@@ -1104,12 +1110,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     float e[8];  // exp(Γ_L)
 #pragma unroll
     for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
-    if (seg == SEGS - 1) {  // Γ_L and exp(Γ_L) (the consumers' state decay; the exact path's K̂)
-        *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
-        *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
-        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
-        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
-    }
+    if (seg == SEGS - 1) store_gamma_last(s, d, gl, e);  // (the consumers' state decay; the exact path's K̂)
     bool ok = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it

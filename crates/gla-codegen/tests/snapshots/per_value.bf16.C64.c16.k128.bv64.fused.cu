@@ -1531,6 +1531,20 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
     }
 }
 
+// Γ_L and exp(Γ_L) of key columns d .. d + 7 into the slot (the last segment's threads of gate_gamma_vec's map).
+__device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const float (&gl)[8], const float (&e)[8]) {
+    *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
+    *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
+    *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
+    *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
+}
+__device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const float (&gl)[8]) {
+    float e[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
+    store_gamma_last(s, d, gl, e);
+}
+
 // Stage gate_khat_vec (the segment-state pass of the variants with producer-side wgmma scores): Γ in
 // gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
 //   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
@@ -1541,15 +1555,7 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
-    if (seg == SEGS - 1) {
-        float e[8];
-#pragma unroll
-        for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
-        *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
-        *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
-        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
-        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
-    }
+    if (seg == SEGS - 1) store_gamma_last(s, d, gl);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         float kf[8];
@@ -1583,12 +1589,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     float e[8];  // exp(Γ_L)
 #pragma unroll
     for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
-    if (seg == SEGS - 1) {  // Γ_L and exp(Γ_L) (the consumers' state decay; the exact path's K̂)
-        *reinterpret_cast<float4*>(s.GL + d) = make_float4(gl[0], gl[1], gl[2], gl[3]);
-        *reinterpret_cast<float4*>(s.GL + d + 4) = make_float4(gl[4], gl[5], gl[6], gl[7]);
-        *reinterpret_cast<float4*>(s.EGL + d) = make_float4(e[0], e[1], e[2], e[3]);
-        *reinterpret_cast<float4*>(s.EGL + d + 4) = make_float4(e[4], e[5], e[6], e[7]);
-    }
+    if (seg == SEGS - 1) store_gamma_last(s, d, gl, e);  // (the consumers' state decay; the exact path's K̂)
     bool ok = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
@@ -2033,9 +2034,9 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 #if GLA_WGMMA
 // Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
 // a thread at 384 threads, 128 at 512 or at 256 with two CTAs an SM), split so that the consumers keep 160 (120
-// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM; the scalar gates' TMA
-// variants no split: 168 each, their consumers spill at 160) and
-// the producers (per key: Γ of their rows in registers plus the swizzled addresses) get the rest. Without the split (REG_SPLIT 0) every thread has the cap.
+// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM) and the producers (per key:
+// Γ of their rows in registers plus the swizzled addresses) get the rest. The scalar gates' TMA variants take no
+// split (168 each: their consumers spill at 160). Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
 constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
 constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
@@ -2366,12 +2367,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         P::sync();
 #endif
         if constexpr (STATES) {
-#if KEY_GATE == GATE_PER_KEY
-#if GLA_WG_SCORES
-            if constexpr (true) {
-                gate_khat_vec<P>(a, s, sq, i0, b);              // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
-            } else
-#endif
+#if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
+            gate_khat_vec<P>(a, s, sq, i0, b);                  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+#elif KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
                 gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
             } else {
