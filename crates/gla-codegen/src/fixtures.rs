@@ -45,7 +45,11 @@ impl Gate for LogSigmoid16 {
     fn cuda_source(&self) -> &'static str {
         "__device__ __forceinline__ float fixture_gate(float x, const float* p) { (void)p; return (fminf(x, 0.f) - gla_log1p_unit(gla_exp(-fabsf(x)))) * 0.0625f; }\n\
          __device__ __forceinline__ float fixture_gate_dx(float x, const float* p) { (void)p; return 0.0625f * gla_rcp(1.f + gla_exp(x)); }\n\
-         __device__ __forceinline__ void fixture_gate_dp(float x, const float* p, float* dp) { (void)x; (void)p; (void)dp; }\n"
+         __device__ __forceinline__ void fixture_gate_dp(float x, const float* p, float* dp) { (void)x; (void)p; (void)dp; }\n\
+         __device__ __forceinline__ float fixture_gate_log2_acc(float x, const float* p, float acc) { (void)p; const float l = gla_log2_1p_unit(gla_exp(-fabsf(x))); return gla_min_nan(fmaf(l, -0.0625f, fmaf(fminf(x, 0.f), 0.09016844f, acc)), acc); }\n"
+    }
+    fn cuda_log2_acc(&self) -> bool {
+        true
     }
     fn content_hash(&self) -> u64 {
         0x5eed_0000_0000_0001 ^ self.0 as u64

@@ -247,7 +247,8 @@ pub fn split_a(spec: &KernelSpec) -> bool {
 }
 
 /// The gate's math functions (`gla_exp`, `gla_log`, `gla_log1p`, `gla_log1p_unit`, `gla_div`, `gla_rcp`; emitted
-/// by the macro; `gla_log1p_unit` is log1p of exp(−|u|) ∈ (0, 1] inside log σ and softplus). f32
+/// by the macro; `gla_log1p_unit` is log1p of exp(−|u|) ∈ (0, 1] inside log σ and softplus; the log2 form
+/// `{id}_log2_acc` uses `gla_lg2`, `gla_log2_1p_unit` and `gla_min_nan`, a min that keeps NaN). f32
 /// kernels get the IEEE library functions. bf16/f16 kernels (tolerance 3e-3) get the special-function-unit
 /// approximations: relative error ~2^-22 for exp and 1/x, absolute ~2^-22 for log; log1p keeps its relative precision
 /// for small arguments with a degree-5 series (|x| < 1/16, truncation < 2e-7 relative), where log(1 + x) would not.
@@ -259,7 +260,10 @@ fn gate_math_section(dtype: DType) -> &'static str {
              __device__ __forceinline__ float gla_log1p(float x) { return log1pf(x); }\n\
              __device__ __forceinline__ float gla_log1p_unit(float x) { return log1pf(x); }\n\
              __device__ __forceinline__ float gla_div(float a, float b) { return a / b; }\n\
-             __device__ __forceinline__ float gla_rcp(float x) { return 1.0f / x; }\n"
+             __device__ __forceinline__ float gla_rcp(float x) { return 1.0f / x; }\n\
+             __device__ __forceinline__ float gla_lg2(float x) { return log2f(x); }\n\
+             __device__ __forceinline__ float gla_log2_1p_unit(float x) { return log1pf(x) * 1.4426950408889634f; }\n\
+             __device__ __forceinline__ float gla_min_nan(float a, float b) { float r; asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n"
         }
         DType::BF16 | DType::F16 => {
             "__device__ __forceinline__ float gla_exp(float x) { return exp2f_approx(x * 1.4426950408889634f); }\n\
@@ -271,7 +275,11 @@ fn gate_math_section(dtype: DType) -> &'static str {
              // log(1 + x) for x = exp(−|u|) in (0, 1] (log σ, softplus): absolute error ~2^-22, as the f32 cumsum of Γ.\n\
              __device__ __forceinline__ float gla_log1p_unit(float x) { return gla_log(1.0f + x); }\n\
              __device__ __forceinline__ float gla_div(float a, float b) { return __fdividef(a, b); }\n\
-             __device__ __forceinline__ float gla_rcp(float x) { float r; asm(\"rcp.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n"
+             __device__ __forceinline__ float gla_rcp(float x) { float r; asm(\"rcp.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
+             __device__ __forceinline__ float gla_lg2(float x) { float r; asm(\"lg2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
+             // log2(1 + x) for x = exp(−|u|) in (0, 1]: the log σ / softplus term of the gates' log2 form (_log2_acc).\n\
+             __device__ __forceinline__ float gla_log2_1p_unit(float x) { return gla_lg2(1.0f + x); }\n\
+             __device__ __forceinline__ float gla_min_nan(float a, float b) { float r; asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n"
         }
     }
 }
@@ -471,6 +479,19 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return {}(x, p); }}",
         gate.cuda_ident()
     );
+    // Γ's running sum in log2 units: acc + log2(e) · log α(x) (<= acc: log α <= 0 is clamped, fmaf rounds monotonically)
+    if gate.cuda_log2_acc() {
+        let _ = writeln!(
+            w,
+            "__device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) {{ return {}_log2_acc(x, p, acc); }}",
+            gate.cuda_ident()
+        );
+    } else {
+        let _ = writeln!(
+            w,
+            "__device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) {{ return fmaf(gate_log_alpha(x, p), 1.4426950408889634f, acc); }}"
+        );
+    }
     let _ = writeln!(w);
     w.push_str(PRELUDE);
     let _ = writeln!(w);
@@ -612,7 +633,7 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     emit(w, "wg_out_v", c, false, &op(c), ", 1, 0", "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
     emit(w, "wg_state", dk, false, &op(dk), ", 1, 1", "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
     if wg_scores(spec) {
-        let doc = "D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major";
+        let doc = "D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major (8-row groups interleaved), B = K̃ (the odd groups) f32 K-major";
         emit(w, "wg_scores_mma", c, false, &format!("m64n{c}k8.f32.tf32.tf32"), "", doc);
     }
 }

@@ -80,6 +80,13 @@ pub trait Gate: Send + Sync + 'static {
     fn cuda_ident(&self) -> &'static str;
     /// Self-contained CUDA C source (no includes) defining the three device functions.
     fn cuda_source(&self) -> &'static str;
+    /// Whether [`Gate::cuda_source`] also defines `float {id}_log2_acc(float x, const float* p, float acc)`:
+    /// `acc + log2(e) · log α(x)`, never above `acc` (NaN passes) — the kernels' running sum Γ in log2 units with
+    /// the scale folded into the gate's own operations. Generated gates do; without it the kernels compute
+    /// `fmaf(log α, log2 e, acc)`.
+    fn cuda_log2_acc(&self) -> bool {
+        false
+    }
     /// Stable 64-bit hash of (name, shape, params, expression, generator version); part of the tuning cache key.
     fn content_hash(&self) -> u64;
 }

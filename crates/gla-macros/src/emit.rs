@@ -233,7 +233,110 @@ pub fn cuda_block(roots: &[Expr]) -> (String, Vec<String>) {
     (out, outs)
 }
 
-/// The three device functions of a gate.
+/// One term of `acc + k·f` with the constant factor k pushed down to where it folds into an operation that is
+/// there anyway: a constant (`k·c`), a multiplication by a constant (`k·c·a`), and the log family, whose natural
+/// logarithm becomes log2 with the factor k·ln 2 (log2 e · ln 2 = 1: the gate in log2 units needs no multiply).
+/// Every term is then one `fmaf` into the running sum, so `acc + log2(e)·f(x)` costs no separate scaling and no
+/// separate addition.
+#[derive(Clone, Debug, PartialEq)]
+enum Term {
+    /// `acc + k` (a constant term).
+    Const(f64),
+    /// `fmaf(leaf, k, acc)`.
+    Leaf(Expr, f64),
+    /// log σ(u) · k = k·min(u, 0) − k·ln2 · log2(1 + exp(−|u|)).
+    LogSigmoid(Expr, f64),
+    /// softplus(u) · k = k·max(u, 0) + k·ln2 · log2(1 + exp(−|u|)).
+    Softplus(Expr, f64),
+    /// log(u) · k = k·ln2 · log2(u).
+    Log(Expr, f64),
+}
+
+/// The terms of k·e, in evaluation order.
+fn push_scale(e: &Expr, k: f64, out: &mut Vec<Term>) {
+    let c = |i: usize| e.arg(i).as_const().filter(|c| c.is_finite());
+    match e.op() {
+        Op::Const(v) => out.push(Term::Const(k * v)),
+        Op::Neg => push_scale(e.arg(0), -k, out),
+        Op::Add => {
+            push_scale(e.arg(0), k, out);
+            push_scale(e.arg(1), k, out);
+        }
+        Op::Sub => {
+            push_scale(e.arg(0), k, out);
+            push_scale(e.arg(1), -k, out);
+        }
+        Op::Mul if c(1).is_some() => push_scale(e.arg(0), k * c(1).unwrap(), out),
+        Op::Mul if c(0).is_some() => push_scale(e.arg(1), k * c(0).unwrap(), out),
+        Op::Div if c(1).is_some_and(|c| c != 0.0) => push_scale(e.arg(0), k / c(1).unwrap(), out),
+        Op::F(Func::LogSigmoid) => out.push(Term::LogSigmoid(e.arg(0).clone(), k)),
+        Op::F(Func::Softplus) => out.push(Term::Softplus(e.arg(0).clone(), k)),
+        Op::F(Func::Log) => out.push(Term::Log(e.arg(0).clone(), k)),
+        _ => out.push(Term::Leaf(e.clone(), k)),
+    }
+}
+
+/// The terms of log2(e) · f.
+fn log2_terms(f: &Expr) -> Vec<Term> {
+    let mut t = Vec::new();
+    push_scale(f, std::f64::consts::LOG2_E, &mut t);
+    t
+}
+
+/// `acc + log2(e)·f(x)` evaluated term by term in f64 (tests: the rewrite is the identity).
+#[cfg(test)]
+fn eval_log2_terms(terms: &[Term], vars: &[f64], acc: f64) -> f64 {
+    let ln2 = std::f64::consts::LN_2;
+    terms.iter().fold(acc, |acc, t| match t {
+        Term::Const(k) => acc + k,
+        Term::Leaf(l, k) => acc + l.eval(vars) * k,
+        Term::LogSigmoid(u, k) => {
+            let u = u.eval(vars);
+            acc + k * u.min(0.0) - k * ln2 * (1.0 + (-u.abs()).exp()).log2()
+        }
+        Term::Softplus(u, k) => {
+            let u = u.eval(vars);
+            acc + k * u.max(0.0) + k * ln2 * (1.0 + (-u.abs()).exp()).log2()
+        }
+        Term::Log(u, k) => acc + k * ln2 * u.eval(vars).log2(),
+    })
+}
+
+/// The body of `{id}_log2_acc`: statements, then the C expression of `acc + log2(e)·f(x)` (before the clamp).
+fn cuda_log2_acc(f: &Expr) -> (String, String) {
+    let terms = log2_terms(f);
+    let leaves: Vec<Expr> = terms
+        .iter()
+        .filter_map(|t| match t {
+            Term::Const(_) => None,
+            Term::Leaf(l, _) | Term::LogSigmoid(l, _) | Term::Softplus(l, _) | Term::Log(l, _) => Some(l.clone()),
+        })
+        .collect();
+    let (mut body, outs) = cuda_block(&leaves);
+    let ln2 = std::f64::consts::LN_2;
+    let mut acc = "acc".to_string();
+    let mut li = 0;
+    for (i, t) in terms.iter().enumerate() {
+        let leaf = |li: &mut usize| {
+            *li += 1;
+            outs[*li - 1].clone()
+        };
+        acc = match t {
+            Term::Const(k) => format!("({acc} + {})", c_float(*k)),
+            Term::Leaf(_, k) => format!("fmaf({}, {}, {acc})", leaf(&mut li), c_float(*k)),
+            Term::Log(_, k) => format!("fmaf(gla_lg2({}), {}, {acc})", leaf(&mut li), c_float(k * ln2)),
+            Term::LogSigmoid(_, k) | Term::Softplus(_, k) => {
+                let u = leaf(&mut li);
+                let _ = writeln!(body, "    const float l{i} = gla_log2_1p_unit(gla_exp(-fabsf({u})));");
+                let (branch, sign) = if matches!(t, Term::LogSigmoid(..)) { ("fminf", -1.0) } else { ("fmaxf", 1.0) };
+                format!("fmaf(l{i}, {}, fmaf({branch}({u}, 0.0f), {}, {acc}))", c_float(sign * k * ln2), c_float(*k))
+            }
+        };
+    }
+    (body, acc)
+}
+
+/// The four device functions of a gate.
 pub struct CudaGate<'a> {
     pub ident: &'a str,
     pub header: &'a str,
@@ -270,6 +373,16 @@ pub fn cuda_source(g: &CudaGate<'_>) -> String {
         voids(&roots, ""),
         o = outs[0]
     );
+    // acc + log2 α: the kernels' Γ in log2 units, the scale folded into the gate (see `Term`)
+    let (body, sum) = cuda_log2_acc(g.f);
+    let roots = [g.f.clone()];
+    let _ = write!(
+        src,
+        "// acc + log2(e) · log alpha, the running sum of the kernels' Γ (log2 units); never above acc (NaN passes).\n\
+         __device__ __forceinline__ float {id}_log2_acc(float x, const float* p, float acc) {{\n{}{body}    \
+         return gla_min_nan({sum}, acc);\n}}\n\n",
+        voids(&roots, "")
+    );
     // dx
     let roots = [g.dx.clone()];
     let (body, outs) = cuda_block(&roots);
@@ -305,5 +418,69 @@ mod tests {
         assert_eq!(c_float(-0.5), "(-0.5f)");
         assert_eq!(c_float(1e-5), "1e-5f");
         assert_eq!(c_float(std::f64::consts::LN_2), "0.6931472f");
+    }
+
+    fn x() -> Expr {
+        Expr::var(0, Span::call_site())
+    }
+    fn p(i: usize) -> Expr {
+        Expr::var(i + 1, Span::call_site())
+    }
+    fn node(op: Op, a: Vec<Expr>) -> Expr {
+        Expr::node(op, a, Span::call_site())
+    }
+    fn num(v: f64) -> Expr {
+        Expr::constant(v, Span::call_site())
+    }
+    fn f(fu: Func, a: Expr) -> Expr {
+        node(Op::F(fu), vec![a])
+    }
+
+    /// The built-in gates' expressions (and a few shapes the pushdown walks through: constants, subtraction, a
+    /// product with the constant first).
+    fn gate_exprs() -> Vec<(Expr, usize)> {
+        let one = || num(1.0);
+        vec![
+            (node(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]), 1),
+            (node(Op::Mul, vec![node(Op::Neg, vec![f(Func::Softplus, x())]), f(Func::Exp, p(0))]), 2),
+            (f(Func::LogSigmoid, x()), 1),
+            (f(Func::Log, node(Op::Add, vec![p(0), node(Op::Mul, vec![node(Op::Sub, vec![one(), p(0)]), f(Func::Sigmoid, x())])])), 2),
+            (node(Op::Neg, vec![f(Func::Exp, x())]), 1),
+            (node(Op::Sub, vec![node(Op::Mul, vec![num(-0.25), f(Func::Softplus, x())]), num(0.5)]), 1),
+            (node(Op::Mul, vec![num(3.0), node(Op::Sub, vec![f(Func::LogSigmoid, x()), node(Op::Mul, vec![x(), x()])])]), 1),
+        ]
+    }
+
+    /// acc + log2(e)·f by the pushed-down terms equals the direct sum, at many points (f64).
+    #[test]
+    fn log2_terms_are_the_scaled_gate() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut uni = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for (e, nv) in gate_exprs() {
+            let terms = log2_terms(&e);
+            for _ in 0..500 {
+                let vars: Vec<f64> = (0..nv).map(|v| if v == 0 { 40.0 * uni() - 20.0 } else { uni() }).collect();
+                let acc = -10.0 * uni();
+                let want = acc + std::f64::consts::LOG2_E * e.eval(&vars);
+                let got = eval_log2_terms(&terms, &vars, acc);
+                assert!((got - want).abs() <= 1e-12 * (1.0 + want.abs()), "{e:?} at {vars:?}: {got} vs {want}");
+            }
+        }
+    }
+
+    /// GLA's gate folds completely: no multiply by log2 e or ln 2 is left, two fmaf into the running sum.
+    #[test]
+    fn log2_acc_of_gla_folds_the_constants() {
+        let (body, sum) = cuda_log2_acc(&node(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]));
+        assert_eq!(body, "    const float l0 = gla_log2_1p_unit(gla_exp(-fabsf(x)));\n");
+        assert_eq!(sum, "fmaf(l0, (-0.0625f), fmaf(fminf(x, 0.0f), 0.09016844f, acc))");
+        // Mamba-2: the product is a leaf (no constant factor); log2 e goes into the one fmaf.
+        let (_, sum) = cuda_log2_acc(&node(Op::Mul, vec![node(Op::Neg, vec![f(Func::Softplus, x())]), f(Func::Exp, p(0))]));
+        assert!(sum.starts_with("fmaf(t") && sum.ends_with(", 1.442695f, acc)"), "{sum}");
     }
 }

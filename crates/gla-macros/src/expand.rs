@@ -12,7 +12,7 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, ToTokens};
 
 /// Bumped whenever the generated code changes meaning; part of every gate's content hash.
-pub const GENERATOR_VERSION: u32 = 1;
+pub const GENERATOR_VERSION: u32 = 2;
 
 pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut func: syn::ItemFn = match syn::parse2::<syn::Item>(item.clone()) {
@@ -364,6 +364,7 @@ impl Model {
                 }
                 fn cuda_ident(&self) -> &'static str { #cuda_ident }
                 fn cuda_source(&self) -> &'static str { #cuda }
+                fn cuda_log2_acc(&self) -> bool { true }
                 fn content_hash(&self) -> u64 { #hash }
             }
 

@@ -1,7 +1,8 @@
 //! Compile a CUDA source file with the runtime's NVRTC options and print NVRTC's whole log (ptxas's resource
 //! report and warnings, e.g. wgmma serialisation): `cargo run --release -p gla-runtime --example compile_log --
 //! kernel.cu gla_fwd_ws [out.ptx]` (the source from `cargo run -p gla-codegen --example dump -- ...`); with a third
-//! argument it also writes the PTX (for compute_90a) there, to look up the PTX lines ptxas's remarks name.
+//! argument it also writes the PTX (for compute_90a) there, to look up the PTX lines ptxas's remarks name; with
+//! `GLA_CUBIN_OUT=path` in the environment the sm_90a cubin as well (for `nvdisasm -c` / `cuobjdump -sass`).
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let (Some(path), Some(kernel)) = (a.first(), a.get(1)) else {
@@ -31,7 +32,15 @@ fn main() {
         }
     }
     match gla_runtime::nvrtc::compile(&src, kernel) {
-        Ok(c) => print!("{}", c.log),
+        Ok(c) => {
+            print!("{}", c.log);
+            // GLA_CUBIN_OUT=path: the cubin too (for nvdisasm / cuobjdump -sass).
+            if let Ok(out) = std::env::var("GLA_CUBIN_OUT") {
+                if let Err(e) = std::fs::write(&out, &c.cubin) {
+                    eprintln!("cannot write {out}: {e}");
+                }
+            }
+        }
         Err(e) => {
             eprintln!("{e}");
             std::process::exit(1);

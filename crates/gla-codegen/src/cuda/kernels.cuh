@@ -228,9 +228,9 @@ typedef unsigned WgStateA[DK / 16][4];
 // lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
 // (The start address field is addr / 16 < 2^14 for any shared address, so a 16-byte multiple off is added to the
 // descriptor of the tile's base without carrying into the other fields: one add per k-step.)
-__device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
+__device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo, unsigned sbo = 1024u) {
     const unsigned long long base = (unsigned long long)(smem_u32(tile) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-                                    ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+                                    ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
     return base + (off >> 4);
 }
 constexpr unsigned PANEL = C * 128;  // bytes of one 64-element panel of a C-row tile
@@ -441,8 +441,10 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 
 #if GLA_WG_SCORES
 // Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
-//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
-// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves.
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps)
+// The operand tile interleaves 8-row groups (qk_row: Q̃ rows 8m .. 8m + 7 at tile rows 16m .., K̃'s 8 rows below),
+// so every warp's 16 rows of D hold 8 rows of A (the rest is K̃ K̃ᵀ, unused) and all four warps mask and store
+// A as hi + lo halves evenly; the B operand, K̃ᵀ, is the odd 8-row groups (a 2048-byte group stride).
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
     static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
@@ -459,17 +461,15 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 #pragma unroll
     for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
         const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
-        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + 8 * 128, 16, 2048));
     }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
-    if (w < 2) {
 #pragma unroll
-        for (int e = 0; e < C / 2; e += 2) {
-            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
-            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
-        }
+    for (int e = 0; e < C / 2; e += 4) {  // (e >> 1) & 1 == 0: D row 16 w + g = Q̃ row 8 w + g
+        const int i = 8 * w + g, j = 8 * (e >> 2) + 2 * t;
+        st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
     }
 }
 #endif

@@ -56,7 +56,7 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
-    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
+    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>, rows by qk_row; the producer group's own)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -363,9 +363,9 @@ __device__ __forceinline__ void scalar_scan(const FwdArgs& a, const Tiles& s, co
     for (int u = 0; u < GPL; ++u) {
         const int i = lane * GPL + u;
 #if GLA_REG_LOGIT
-        v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(xr), p) : 0.f;
+        v[u] = i < rows ? gate_log2_acc(to_f32(xr), p, 0.f) : 0.f;
 #elif KEY_GATE == GATE_PER_HEAD
-        v[u] = i < rows ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i]), p) : 0.f;
+        v[u] = i < rows ? gate_log2_acc(to_f32(s.x(b)[i]), p, 0.f) : 0.f;
 #else
         v[u] = i < rows ? LOG2E * fixed_log_alpha : 0.f;
 #endif
@@ -434,15 +434,15 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
 #pragma unroll 8
             for (int i = i0s; i < i0s + SR; ++i) {
                 const float2 x = load_pair(s.x(b) + XO(i, d));
-                acc0 += LOG2E * gate_log_alpha(x.x, p);
-                acc1 += LOG2E * gate_log_alpha(x.y, p);
+                acc0 = gate_log2_acc(x.x, p, acc0);
+                acc1 = gate_log2_acc(x.y, p, acc1);
                 *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
             }
         } else {
             for (int i = i0s; i < i0s + SR; ++i) {
                 const float2 x = load_pair(s.x(b) + XO(i, d));
-                acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
-                acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
+                if (i < rows && d < a.dk) acc0 = gate_log2_acc(x.x, p, acc0);
+                if (i < rows && d + 1 < a.dk) acc1 = gate_log2_acc(x.y, p, acc1);
                 *reinterpret_cast<float2*>(s.G + i * LDG + d) = make_float2(acc0, acc1);
             }
         }
@@ -486,7 +486,7 @@ __device__ __forceinline__ bool gate_cumsum(const FwdArgs& a, const Tiles& s, co
     // Value gate: Γ over this CTA's BV value columns (columns past d_v contribute 0).
     for (int idx = tid; idx < C * BV; idx += G::NT) {
         const int i = idx / BV, e = idx - (idx / BV) * BV;
-        s.G[i * LDG + e] = (i < rows && sq.v0 + e < a.dv) ? LOG2E * gate_log_alpha(to_f32(s.x(b)[i * LDV + e]), p) : 0.f;
+        s.G[i * LDG + e] = (i < rows && sq.v0 + e < a.dv) ? gate_log2_acc(to_f32(s.x(b)[i * LDV + e]), p, 0.f) : 0.f;
     }
     G::sync();
     for (int e = tid; e < BV; e += G::NT) {
@@ -925,8 +925,8 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             const float2 x = load_pair(s.x(b) + XO(r0 + u, d));
-            acc0 += LOG2E * gate_log_alpha(x.x, p);
-            acc1 += LOG2E * gate_log_alpha(x.y, p);
+            acc0 = gate_log2_acc(x.x, p, acc0);
+            acc1 = gate_log2_acc(x.y, p, acc1);
             g0[u] = acc0; g1[u] = acc1;
         }
     } else {
@@ -934,8 +934,8 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
             const float2 x = load_pair(s.x(b) + XO(i, d));
-            acc0 += (i < rows && d < a.dk) ? LOG2E * gate_log_alpha(x.x, p) : 0.f;
-            acc1 += (i < rows && d + 1 < a.dk) ? LOG2E * gate_log_alpha(x.y, p) : 0.f;
+            if (i < rows && d < a.dk) acc0 = gate_log2_acc(x.x, p, acc0);
+            if (i < rows && d + 1 < a.dk) acc1 = gate_log2_acc(x.y, p, acc1);
             g0[u] = acc0; g1[u] = acc1;
         }
     }
@@ -997,6 +997,10 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #endif
 
 #if GLA_WG_SCORES
+// Tile row of Q̃ row i in wg_scores' operand tile [Q̃; K̃] (8-row groups interleaved: Q̃ rows 8m .. 8m + 7 at tile
+// rows 16m .. 16m + 7, K̃'s at 16m + 8 ..; the 128-byte swizzle depends on the row mod 8 only, so it is unchanged).
+__device__ __forceinline__ int qk_row(int i) { return i + (i & ~7); }
+
 // Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
 // the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
 template <class G>
@@ -1014,7 +1018,7 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
             load_vec(s.x(b) + XO(r0 + u, d), x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
-                acc[c] += LOG2E * gate_log_alpha(x[c], p);
+                acc[c] = gate_log2_acc(x[c], p, acc[c]);
                 g[u][c] = acc[c];
             }
         }
@@ -1026,7 +1030,7 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
             load_vec(s.x(b) + XO(i, d), x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
-                acc[c] += (i < rows && d + c < a.dk) ? LOG2E * gate_log_alpha(x[c], p) : 0.f;
+                if (i < rows && d + c < a.dk) acc[c] = gate_log2_acc(x[c], p, acc[c]);
                 g[u][c] = acc[c];
             }
         }
@@ -1126,10 +1130,10 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             kf[c] *= exp_span(-g[u][c]);   // K̃
         }
         store_vec(s.q(b) + KO(i, d), qf);
-        float* qr = s.qk + swz32_rows<2 * C>(i, d);
-        float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
-        float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
-        float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
+        float* qr = s.qk + swz32_rows<2 * C>(qk_row(i), d);
+        float* qr4 = s.qk + swz32_rows<2 * C>(qk_row(i), d + 4);
+        float* kr = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d);
+        float* kr4 = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d + 4);
         *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(qf[0]), tf32_half_ulp(qf[1]), tf32_half_ulp(qf[2]), tf32_half_ulp(qf[3]));
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(qf[4]), tf32_half_ulp(qf[5]), tf32_half_ulp(qf[6]), tf32_half_ulp(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(kf[0]), tf32_half_ulp(kf[1]), tf32_half_ulp(kf[2]), tf32_half_ulp(kf[3]));
