@@ -391,11 +391,24 @@ __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
 // then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
 // slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s).
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os) {
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os, const Tiles& s) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float x[C / 2];
+#if KEY_GATE != GATE_PER_KEY && GLA_SCALAR_ROWS
+    // Row-scaled chunks (scalar gates, see rows_scaled): O_i = exp(Γ_i) · o_i; element e is token 8 (e >> 2) + 2 t + (e & 1).
+    {
+        const bool rows = rows_scaled(s.G[C - 1]);
+        float f[C / 4];
+#pragma unroll
+        for (int m = 0; m < C / 4; ++m) f[m] = rows ? a.scale * exp_nonpos(s.G[8 * (m >> 1) + 2 * (lane & 3) + (m & 1)]) : a.scale;
+#pragma unroll
+        for (int i = 0; i < C / 2; ++i) x[i] = f[2 * (i >> 2) + (i & 1)] * o[i];
+    }
+#else
+    (void)s;
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+#endif
 #if KSPLIT > 1
     {
         (void)os;
@@ -622,7 +635,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
+            wg_store(a, sq, i0, o, os, s);                   // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));

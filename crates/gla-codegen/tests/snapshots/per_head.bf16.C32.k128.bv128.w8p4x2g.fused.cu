@@ -1229,6 +1229,15 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #endif
 
 #if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
+// Scalar gates with wgmma consumers (one output accumulator), chunks whose decay span is at most SPAN_MAX ("row
+// scaled"): q stays raw, the scores carry the column factor only and the consumers scale O's rows —
+//   O_i = exp(Γ_i) · (q_i S + Σ_j A'_ij v_j),   A'_ij = (q_i · k_j) exp(−Γ_j)  (j <= i; exp(−Γ_j) <= 2^SPAN_MAX)
+// which equals q_i exp(Γ_i) S + Σ_j (q_i · k_j) exp(Γ_i − Γ_j) v_j: the producers skip Q̃ = Q ⊙ exp(Γ) (C x d_k
+// multiplies a chunk) and the mask's exponent is per column. Other chunks keep Q̃ and the decay-masked scores.
+// Producers and consumers decide alike from Γ_L (s.G[C − 1]); NaN is not row scaled.
+#define GLA_SCALAR_ROWS GLA_WGMMA
+__device__ __forceinline__ bool rows_scaled(float gl) { return GLA_SCALAR_ROWS && gl >= -SPAN_MAX; }
+
 // scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
 __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL], elem_t xr) {
     scalar_scan(a, s, sq, i0, b, fixed_log_alpha, lane, gam, xr);
@@ -1267,6 +1276,25 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
         for (int ni = 0; ni < A_WN; ++ni)
 #pragma unroll
             for (int e = 0; e < 2; ++e) gj[ni][e] = gamma_at(gam, o.y + ni * 8 + 2 * t + e);
+        if (rows_scaled(gamma_at(gam, C - 1))) {  // (group-uniform)  A'_ij = (q_i · k_j) exp(−Γ_j)
+            float wj[A_WN][2];
+#pragma unroll
+            for (int ni = 0; ni < A_WN; ++ni)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) wj[ni][e] = exp_span(-gj[ni][e]);
+#pragma unroll
+            for (int mi = 0; mi < A_WM; ++mi)
+#pragma unroll
+                for (int ni = 0; ni < A_WN; ++ni) {
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        const int i = o.x + mi * 16 + g + (r >= 2 ? 8 : 0), j = o.y + ni * 8 + 2 * t + (r & 1);
+                        c[mi][ni][r] = (j <= i) ? c[mi][ni][r] * wj[ni][r & 1] : 0.f;
+                    }
+                    tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
+                }
+            continue;
+        }
 #pragma unroll
         for (int mi = 0; mi < A_WM; ++mi)
 #pragma unroll
@@ -1282,13 +1310,38 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
     G::sync();  // every warp has read k
 }
 
+// decay_keys with q: K̂ = k ⊙ exp(Γ_L − Γ) and Q̃ = q ⊙ exp(Γ), in place.
+template <class G>
+__device__ __forceinline__ void decay_keys_q(const Tiles& s, int b, const float (&gam)[GPL], float gl) {
+    constexpr int N = C * (DK / VEC);
+    for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
+        const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
+        const float gi = gamma_at(gam, i), f = exp_nonpos(gl - gi), fq = exp_nonpos(gi);
+        if (idx >= N) continue;
+        float kf[VEC], qf[VEC];
+        load_vec(s.k(b) + KO(i, d), kf);
+        load_vec(s.q(b) + KO(i, d), qf);
+#pragma unroll
+        for (int u = 0; u < VEC; ++u) {
+            kf[u] *= f;
+            qf[u] *= fq;
+        }
+        store_vec(s.k(b) + KO(i, d), kf);
+        store_vec(s.q(b) + KO(i, d), qf);
+    }
+}
+
 // Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors);
-// WITH_Q (wgmma consumers, whose output product has one accumulator): also q ← Q̃ = q ⊙ exp(Γ) in place, as per-key
-// gates do, instead of the consumers scaling O's rows.
+// WITH_Q (wgmma consumers, whose output product has one accumulator) on chunks that are not row scaled: also
+// q ← Q̃ = q ⊙ exp(Γ) in place, as per-key gates do (row-scaled chunks leave q raw: see rows_scaled).
 template <class G, bool WITH_Q = false>
 __device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&gam)[GPL]) {
     constexpr int N = C * (DK / VEC);
     const float gl = gamma_at(gam, C - 1);
+    if (WITH_Q && !rows_scaled(gl)) {
+        decay_keys_q<G>(s, b, gam, gl);
+        return;
+    }
     for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
         const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
         const float gi = gamma_at(gam, i), f = exp_nonpos(gl - gi);
@@ -1298,14 +1351,6 @@ __device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kf[u] *= f;
         store_vec(s.k(b) + KO(i, d), kf);
-        if (WITH_Q) {
-            const float fq = exp_nonpos(gi);
-            float qf[VEC];
-            load_vec(s.q(b) + KO(i, d), qf);
-#pragma unroll
-            for (int u = 0; u < VEC; ++u) qf[u] *= fq;
-            store_vec(s.q(b) + KO(i, d), qf);
-        }
     }
 }
 #endif
@@ -2274,11 +2319,24 @@ __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
 // then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
 // slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s).
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os) {
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os, const Tiles& s) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float x[C / 2];
+#if KEY_GATE != GATE_PER_KEY && GLA_SCALAR_ROWS
+    // Row-scaled chunks (scalar gates, see rows_scaled): O_i = exp(Γ_i) · o_i; element e is token 8 (e >> 2) + 2 t + (e & 1).
+    {
+        const bool rows = rows_scaled(s.G[C - 1]);
+        float f[C / 4];
+#pragma unroll
+        for (int m = 0; m < C / 4; ++m) f[m] = rows ? a.scale * exp_nonpos(s.G[8 * (m >> 1) + 2 * (lane & 3) + (m & 1)]) : a.scale;
+#pragma unroll
+        for (int i = 0; i < C / 2; ++i) x[i] = f[2 * (i >> 2) + (i & 1)] * o[i];
+    }
+#else
+    (void)s;
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+#endif
 #if KSPLIT > 1
     {
         (void)os;
@@ -2505,7 +2563,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, o, os);                      // O = scale · (Oᵀ)ᵀ
+            wg_store(a, sq, i0, o, os, s);                   // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
