@@ -454,10 +454,10 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 
 #if GLA_WG_SCORES
 // Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
-//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps)
-// The operand tile interleaves 8-row groups (qk_row: Q̃ rows 8m .. 8m + 7 at tile rows 16m .., K̃'s 8 rows below),
-// so every warp's 16 rows of D hold 8 rows of A (the rest is K̃ K̃ᵀ, unused) and all four warps mask and store
-// A as hi + lo halves evenly; the B operand, K̃ᵀ, is the odd 8-row groups (a 2048-byte group stride).
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves. (Interleaving Q̃'s and K̃'s 8-row
+// groups so that all four warps store A — B then the odd groups, a 2048-byte group stride — measured slower:
+// 0.318 vs 0.302 ms at 8×4096×16×128, benches/NOTES.md 2026-12-02i.)
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
     static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
@@ -474,15 +474,17 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 #pragma unroll
     for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
         const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
-        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + 8 * 128, 16, 2048));
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
     }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
+    if (w < 2) {
 #pragma unroll
-    for (int e = 0; e < C / 2; e += 4) {  // (e >> 1) & 1 == 0: D row 16 w + g = Q̃ row 8 w + g
-        const int i = 8 * w + g, j = 8 * (e >> 2) + 2 * t;
-        st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
+        }
     }
 }
 #endif

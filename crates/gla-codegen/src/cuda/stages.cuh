@@ -56,7 +56,7 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
-    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>, rows by qk_row; the producer group's own)
+    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -1042,10 +1042,6 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #endif
 
 #if GLA_WG_SCORES
-// Tile row of Q̃ row i in wg_scores' operand tile [Q̃; K̃] (8-row groups interleaved: Q̃ rows 8m .. 8m + 7 at tile
-// rows 16m .. 16m + 7, K̃'s at 16m + 8 ..; the 128-byte swizzle depends on the row mod 8 only, so it is unchanged).
-__device__ __forceinline__ int qk_row(int i) { return i + (i & ~7); }
-
 // Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
 // the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
 template <class G>
@@ -1175,10 +1171,10 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             kf[c] *= exp_span(-g[u][c]);   // K̃
         }
         store_vec(s.q(b) + KO(i, d), qf);
-        float* qr = s.qk + swz32_rows<2 * C>(qk_row(i), d);
-        float* qr4 = s.qk + swz32_rows<2 * C>(qk_row(i), d + 4);
-        float* kr = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d);
-        float* kr4 = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d + 4);
+        float* qr = s.qk + swz32_rows<2 * C>(i, d);
+        float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
+        float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
+        float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
         *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(qf[0]), tf32_half_ulp(qf[1]), tf32_half_ulp(qf[2]), tf32_half_ulp(qf[3]));
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(qf[4]), tf32_half_ulp(qf[5]), tf32_half_ulp(qf[6]), tf32_half_ulp(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(kf[0]), tf32_half_ulp(kf[1]), tf32_half_ulp(kf[2]), tf32_half_ulp(kf[3]));

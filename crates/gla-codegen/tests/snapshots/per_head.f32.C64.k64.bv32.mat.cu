@@ -532,7 +532,7 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
-    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>, rows by qk_row; the producer group's own)
+    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -1518,10 +1518,6 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #endif
 
 #if GLA_WG_SCORES
-// Tile row of Q̃ row i in wg_scores' operand tile [Q̃; K̃] (8-row groups interleaved: Q̃ rows 8m .. 8m + 7 at tile
-// rows 16m .. 16m + 7, K̃'s at 16m + 8 ..; the 128-byte swizzle depends on the row mod 8 only, so it is unchanged).
-__device__ __forceinline__ int qk_row(int i) { return i + (i & ~7); }
-
 // Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
 // the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
 template <class G>
@@ -1651,10 +1647,10 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             kf[c] *= exp_span(-g[u][c]);   // K̃
         }
         store_vec(s.q(b) + KO(i, d), qf);
-        float* qr = s.qk + swz32_rows<2 * C>(qk_row(i), d);
-        float* qr4 = s.qk + swz32_rows<2 * C>(qk_row(i), d + 4);
-        float* kr = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d);
-        float* kr4 = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d + 4);
+        float* qr = s.qk + swz32_rows<2 * C>(i, d);
+        float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
+        float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
+        float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
         *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(qf[0]), tf32_half_ulp(qf[1]), tf32_half_ulp(qf[2]), tf32_half_ulp(qf[3]));
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(qf[4]), tf32_half_ulp(qf[5]), tf32_half_ulp(qf[6]), tf32_half_ulp(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(kf[0]), tf32_half_ulp(kf[1]), tf32_half_ulp(kf[2]), tf32_half_ulp(kf[3]));
@@ -2347,10 +2343,10 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 
 #if GLA_WG_SCORES
 // Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
-//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps)
-// The operand tile interleaves 8-row groups (qk_row: Q̃ rows 8m .. 8m + 7 at tile rows 16m .., K̃'s 8 rows below),
-// so every warp's 16 rows of D hold 8 rows of A (the rest is K̃ K̃ᵀ, unused) and all four warps mask and store
-// A as hi + lo halves evenly; the B operand, K̃ᵀ, is the odd 8-row groups (a 2048-byte group stride).
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves. (Interleaving Q̃'s and K̃'s 8-row
+// groups so that all four warps store A — B then the odd groups, a 2048-byte group stride — measured slower:
+// 0.318 vs 0.302 ms at 8×4096×16×128, benches/NOTES.md 2026-12-02i.)
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
     static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
@@ -2367,15 +2363,17 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 #pragma unroll
     for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
         const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
-        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + 8 * 128, 16, 2048));
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
     }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
+    if (w < 2) {
 #pragma unroll
-    for (int e = 0; e < C / 2; e += 4) {  // (e >> 1) & 1 == 0: D row 16 w + g = Q̃ row 8 w + g
-        const int i = 8 * w + g, j = 8 * (e >> 2) + 2 * t;
-        st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
+        }
     }
 }
 #endif

@@ -508,7 +508,7 @@ __device__ __forceinline__ void wg_state(float (&d)[64], unsigned long long da, 
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(1));
 }
-// D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major (8-row groups interleaved), B = K̃ (the odd groups) f32 K-major
+// D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major
 __device__ __forceinline__ void wg_scores_mma(float (&d)[16], unsigned long long da, unsigned long long db) {
     asm volatile("{ .reg .pred p; setp.ne.b32 p, %18, 0; wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1; }\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
@@ -573,7 +573,7 @@ struct Tiles {
     elem_t* vt;       // [C][LDV] value gate only: V ⊙ exp(Γ_p − Γ), p = last row of each key sub-chunk
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
-    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>, rows by qk_row; the producer group's own)
+    float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -1559,10 +1559,6 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #endif
 
 #if GLA_WG_SCORES
-// Tile row of Q̃ row i in wg_scores' operand tile [Q̃; K̃] (8-row groups interleaved: Q̃ rows 8m .. 8m + 7 at tile
-// rows 16m .. 16m + 7, K̃'s at 16m + 8 ..; the 128-byte swizzle depends on the row mod 8 only, so it is unchanged).
-__device__ __forceinline__ int qk_row(int i) { return i + (i & ~7); }
-
 // Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
 // the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
 template <class G>
@@ -1692,10 +1688,10 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             kf[c] *= exp_span(-g[u][c]);   // K̃
         }
         store_vec(s.q(b) + KO(i, d), qf);
-        float* qr = s.qk + swz32_rows<2 * C>(qk_row(i), d);
-        float* qr4 = s.qk + swz32_rows<2 * C>(qk_row(i), d + 4);
-        float* kr = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d);
-        float* kr4 = s.qk + swz32_rows<2 * C>(qk_row(i) + 8, d + 4);
+        float* qr = s.qk + swz32_rows<2 * C>(i, d);
+        float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
+        float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
+        float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
         *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(qf[0]), tf32_half_ulp(qf[1]), tf32_half_ulp(qf[2]), tf32_half_ulp(qf[3]));
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(qf[4]), tf32_half_ulp(qf[5]), tf32_half_ulp(qf[6]), tf32_half_ulp(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(kf[0]), tf32_half_ulp(kf[1]), tf32_half_ulp(kf[2]), tf32_half_ulp(kf[3]));
@@ -2388,10 +2384,10 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 
 #if GLA_WG_SCORES
 // Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
-//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps)
-// The operand tile interleaves 8-row groups (qk_row: Q̃ rows 8m .. 8m + 7 at tile rows 16m .., K̃'s 8 rows below),
-// so every warp's 16 rows of D hold 8 rows of A (the rest is K̃ K̃ᵀ, unused) and all four warps mask and store
-// A as hi + lo halves evenly; the B operand, K̃ᵀ, is the odd 8-row groups (a 2048-byte group stride).
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves. (Interleaving Q̃'s and K̃'s 8-row
+// groups so that all four warps store A — B then the odd groups, a 2048-byte group stride — measured slower:
+// 0.318 vs 0.302 ms at 8×4096×16×128, benches/NOTES.md 2026-12-02i.)
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
     static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
@@ -2408,15 +2404,17 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 #pragma unroll
     for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
         const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
-        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + 8 * 128, 16, 2048));
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
     }
     wg_commit();
     wg_wait<0>();
     reg_fence(d);
+    if (w < 2) {
 #pragma unroll
-    for (int e = 0; e < C / 2; e += 4) {  // (e >> 1) & 1 == 0: D row 16 w + g = Q̃ row 8 w + g
-        const int i = 8 * w + g, j = 8 * (e >> 2) + 2 * t;
-        st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
+        }
     }
 }
 #endif
