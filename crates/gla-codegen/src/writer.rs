@@ -16,8 +16,7 @@ const KERNELS: &str = include_str!("cuda/kernels.cuh");
 /// Byte offsets of the shared-memory tiles of one CTA. The inputs of a chunk (q, k, v, raw gate logits) live in a
 /// stage buffer; two stages (double buffering) when they fit, one otherwise.
 ///
-/// Warp-specialised variants (`tiles.producer_warps > 0`) have a ring of `stages` slots (4 with two producer groups
-/// where they fit, else 3 where they fit, else 2):
+/// Warp-specialised variants (`tiles.producer_warps > 0`) have a ring of `stages` slots (3 when they fit, else 2):
 /// a slot holds everything the consumers read of one chunk — q (→ Q̃), k (→ K̂), v, the logits (→ K̃ / scratch),
 /// the scores A and A_lo, and Γ_L / exp(Γ_L) (per key) or Γ (scalar gates). `a`, `a_lo`, `gl` (and `g` for scalar
 /// gates) are then the offsets in slot 0; slot b's are `stage_bytes · b` further. The per-key Γ tile (`g`) and the
@@ -176,13 +175,10 @@ impl SmemLayout {
             groups * tot_stride,                                // segment totals (one per producer group)
             os_bytes,                                           // output staging (wgmma)
             groups * ps_stride,                                 // [Q̃; K̃] in tf32 (wg_scores)
-            if tma(spec) { 8 * 4 } else { 0 },                  // one mbarrier a slot (TMA loads)
+            if tma(spec) { 8 * 3 } else { 0 },                  // one mbarrier a slot (TMA loads)
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
-        // Two producer groups get four slots where they fit (each group owns two and loads its next chunk while it
-        // works on the current one: kernels.cuh ISSUE_AHEAD).
-        let fits = |n: u32| n * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES;
-        let stages = if groups == 2 && fits(4) { 4 } else if fits(3) { 3 } else { 2 };
+        let stages = if 3 * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
         let base = stages * slot_bytes;
         SmemLayout {
             stages,

@@ -36,14 +36,14 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 #define KEY_GATE GATE_PER_HEAD
 #define SPLIT_A 1      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)
 #define GLA_FUSED 1
-constexpr int STAGES = 4;   // chunk slots in the producer -> consumer ring
+constexpr int STAGES = 3;   // chunk slots in the producer -> consumer ring
 constexpr unsigned STAGE_BYTES = 34816, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576;
-constexpr unsigned OFF_G = 33792, OFF_ST = 139264, OFF_A = 25600, OFF_VT = 0, OFF_ALO = 29696, OFF_GL = 33792;  // 150528 B of shared memory
-constexpr unsigned OFF_TOT = 139264, TOT_BYTES = 0, ST_BYTES = 0, OFF_OS = 139264;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
+constexpr unsigned OFF_G = 33792, OFF_ST = 104448, OFF_A = 25600, OFF_VT = 0, OFF_ALO = 29696, OFF_GL = 33792;  // 115712 B of shared memory
+constexpr unsigned OFF_TOT = 104448, TOT_BYTES = 0, ST_BYTES = 0, OFF_OS = 104448;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
-constexpr unsigned OFF_MBAR = 148480;  // TMA: the slots' mbarriers
+constexpr unsigned OFF_MBAR = 113664;  // TMA: the slots' mbarriers
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -2050,19 +2050,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
 // two groups refill the same slot in turn: on one shared barrier a group running ahead could join the phase meant
 // for the other one and refill a slot whose chunk the consumers have not read (tests/ws_protocol.rs models it).
 constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 4, BAR_EMPTY = 4 + STAGES;
-// EMPTY barrier of slot b that producer group g waits on before refilling it. Where the ring's length is a multiple of
-// the groups (one group; two groups and four slots) slot b only ever holds chunks j ≡ b (mod STAGES), so one group
-// refills it (j ≡ g mod PG): one EMPTY barrier a slot.
-constexpr bool EMPTY_PER_SLOT = STAGES % PG == 0;
-constexpr int EMPTY_BARS = EMPTY_PER_SLOT ? STAGES : STAGES * PG;
-__device__ __forceinline__ int bar_empty(int b, int g) { return EMPTY_PER_SLOT ? BAR_EMPTY + b : BAR_EMPTY + b * PG + g; }
-// Whether a group starts loading its next chunk before it works on the current one: one group (the next chunk is
-// its own), two groups where each owns two slots (four slots). With three slots and two groups the next chunk's
-// slot holds the other group's previous chunk, which the consumers may not have read yet: the load goes after the
-// work (the other group then keeps the consumers fed).
-constexpr bool ISSUE_AHEAD = PG == 1 || (EMPTY_PER_SLOT && STAGES >= 2 * PG);
+// EMPTY barrier of slot b that producer group g waits on before refilling it.
+__device__ __forceinline__ int bar_empty(int b, int g) { return BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
-static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
+static_assert(BAR_EMPTY + STAGES * PG <= 16, "sm_90 has 16 named barriers");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2150,7 +2141,7 @@ __device__ __forceinline__ void regs_consumer() {}
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
-constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
+constexpr int BAR_WG = BAR_EMPTY + STAGES * PG;  // one per consumer warpgroup (the output staging tile)
 static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
@@ -2449,8 +2440,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         const Tiles s = carve_slot(smem, b, g);
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
-        if (ISSUE_AHEAD && jn < nchunks) {
-            x = issue(jn);                                   // prefetch the group's next chunk before working on j
+        if (PG == 1 && jn < nchunks) {
+            x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -2483,7 +2474,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
             publish(b);
-            if (!ISSUE_AHEAD && jn < nchunks) x = issue(jn);
+            if (PG > 1 && jn < nchunks) x = issue(jn);
             continue;
         }
 #if KEY_GATE == GATE_PER_KEY
@@ -2516,7 +2507,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (!ISSUE_AHEAD && jn < nchunks) x = issue(jn);     // two groups, three slots: the other one works while this one loads
+        if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
     }
 }
 

@@ -2024,19 +2024,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
 // two groups refill the same slot in turn: on one shared barrier a group running ahead could join the phase meant
 // for the other one and refill a slot whose chunk the consumers have not read (tests/ws_protocol.rs models it).
 constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 4, BAR_EMPTY = 4 + STAGES;
-// EMPTY barrier of slot b that producer group g waits on before refilling it. Where the ring's length is a multiple of
-// the groups (one group; two groups and four slots) slot b only ever holds chunks j ≡ b (mod STAGES), so one group
-// refills it (j ≡ g mod PG): one EMPTY barrier a slot.
-constexpr bool EMPTY_PER_SLOT = STAGES % PG == 0;
-constexpr int EMPTY_BARS = EMPTY_PER_SLOT ? STAGES : STAGES * PG;
-__device__ __forceinline__ int bar_empty(int b, int g) { return EMPTY_PER_SLOT ? BAR_EMPTY + b : BAR_EMPTY + b * PG + g; }
-// Whether a group starts loading its next chunk before it works on the current one: one group (the next chunk is
-// its own), two groups where each owns two slots (four slots). With three slots and two groups the next chunk's
-// slot holds the other group's previous chunk, which the consumers may not have read yet: the load goes after the
-// work (the other group then keeps the consumers fed).
-constexpr bool ISSUE_AHEAD = PG == 1 || (EMPTY_PER_SLOT && STAGES >= 2 * PG);
+// EMPTY barrier of slot b that producer group g waits on before refilling it.
+__device__ __forceinline__ int bar_empty(int b, int g) { return BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
-static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
+static_assert(BAR_EMPTY + STAGES * PG <= 16, "sm_90 has 16 named barriers");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2124,7 +2115,7 @@ __device__ __forceinline__ void regs_consumer() {}
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
-constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
+constexpr int BAR_WG = BAR_EMPTY + STAGES * PG;  // one per consumer warpgroup (the output staging tile)
 static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
@@ -2423,8 +2414,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         const Tiles s = carve_slot(smem, b, g);
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
-        if (ISSUE_AHEAD && jn < nchunks) {
-            x = issue(jn);                                   // prefetch the group's next chunk before working on j
+        if (PG == 1 && jn < nchunks) {
+            x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
             cp_async_wait<1>();
         } else {
             cp_async_wait<0>();
@@ -2457,7 +2448,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
             publish(b);
-            if (!ISSUE_AHEAD && jn < nchunks) x = issue(jn);
+            if (PG > 1 && jn < nchunks) x = issue(jn);
             continue;
         }
 #if KEY_GATE == GATE_PER_KEY
@@ -2490,7 +2481,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (!ISSUE_AHEAD && jn < nchunks) x = issue(jn);     // two groups, three slots: the other one works while this one loads
+        if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
     }
 }
 
