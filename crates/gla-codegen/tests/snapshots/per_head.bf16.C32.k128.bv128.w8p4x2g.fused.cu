@@ -2152,9 +2152,9 @@ typedef unsigned WgStateA[DK / 16][4];
 // lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
 // (The start address field is addr / 16 < 2^14 for any shared address, so a 16-byte multiple off is added to the
 // descriptor of the tile's base without carrying into the other fields: one add per k-step.)
-__device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo, unsigned sbo = 1024u) {
+__device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
     const unsigned long long base = (unsigned long long)(smem_u32(tile) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
-                                    ((unsigned long long)(sbo >> 4) << 32) | (1ull << 62);
+                                    ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
     return base + (off >> 4);
 }
 constexpr unsigned PANEL = C * 128;  // bytes of one 64-element panel of a C-row tile
