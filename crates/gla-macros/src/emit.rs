@@ -378,7 +378,7 @@ pub fn cuda_source(g: &CudaGate<'_>) -> String {
     let roots = [g.f.clone()];
     let _ = write!(
         src,
-        "// acc + log2(e) · log alpha, the running sum of the kernels' Γ (log2 units); never above acc (NaN passes).\n\
+        "// acc + log2(e) * log alpha: the running sum of the kernels' Gamma (log2 units); never above acc (NaN passes).\n\
          __device__ __forceinline__ float {id}_log2_acc(float x, const float* p, float acc) {{\n{}{body}    \
          return gla_min_nan({sum}, acc);\n}}\n\n",
         voids(&roots, "")

@@ -130,6 +130,7 @@ fn cuda_sources_are_self_contained() {
         assert!(s.contains(&format!("__device__ __forceinline__ float {id}(float x, const float* p)")));
         assert!(s.contains(&format!("__device__ __forceinline__ float {id}_dx(float x, const float* p)")));
         assert!(s.contains(&format!("__device__ __forceinline__ void {id}_dp(float x, const float* p, float* dp)")));
+        assert!(g.cuda_log2_acc() && s.contains(&format!("__device__ __forceinline__ float {id}_log2_acc(float x, const float* p, float acc)")));
         assert!(s.is_ascii(), "{}", g.name());
     }
 }
