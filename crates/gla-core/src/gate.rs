@@ -78,7 +78,8 @@ pub trait Gate: Send + Sync + 'static {
     /// `float {id}(float x, const float* p)`, `float {id}_dx(float x, const float* p)`,
     /// `void {id}_dp(float x, const float* p, float* dp)`.
     fn cuda_ident(&self) -> &'static str;
-    /// Self-contained CUDA C source (no includes) defining the three device functions.
+    /// Self-contained CUDA C source (no includes) defining the three device functions (and `{id}_log2_acc` where
+    /// [`Gate::cuda_log2_acc`] says so).
     fn cuda_source(&self) -> &'static str;
     /// Whether [`Gate::cuda_source`] also defines `float {id}_log2_acc(float x, const float* p, float acc)`:
     /// `acc + log2(e) · log α(x)`, never above `acc` (NaN passes) — the kernels' running sum Γ in log2 units with
