@@ -723,8 +723,9 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 //   O_i = exp(Γ_i) · (q_i S + Σ_j A'_ij v_j),   A'_ij = (q_i · k_j) exp(−Γ_j)  (j <= i; exp(−Γ_j) <= 2^SPAN_MAX)
 // which equals q_i exp(Γ_i) S + Σ_j (q_i · k_j) exp(Γ_i − Γ_j) v_j: the producers skip Q̃ = Q ⊙ exp(Γ) (C x d_k
 // multiplies a chunk) and the mask's exponent is per column. Other chunks keep Q̃ and the decay-masked scores.
-// Producers and consumers decide alike from Γ_L (s.G[C − 1]); NaN is not row scaled.
-#define GLA_SCALAR_ROWS GLA_WGMMA
+// Producers and consumers decide alike from Γ_L (s.G[C − 1]); NaN is not row scaled. Not at 8 + 8 warps (Sᵀ through
+// shared memory, 120 registers a consumer): the row factors spill 8 B there.
+#define GLA_SCALAR_ROWS (GLA_WGMMA && !GLA_WG_SMEM_S)
 __device__ __forceinline__ bool rows_scaled(float gl) { return GLA_SCALAR_ROWS && gl >= -SPAN_MAX; }
 
 // scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
