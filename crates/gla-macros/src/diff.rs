@@ -87,7 +87,7 @@ fn memo_put(memo: &mut HashMap<*const Node, Expr>, e: &Expr, r: Expr) -> Expr {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proc_macro2::Span;
 
@@ -111,16 +111,17 @@ mod tests {
     fn s() -> Span {
         Span::call_site()
     }
-    fn x() -> Expr {
+    // Expression builders (also used by emit.rs's tests).
+    pub(crate) fn x() -> Expr {
         Expr::var(0, s())
     }
-    fn p(i: usize) -> Expr {
+    pub(crate) fn p(i: usize) -> Expr {
         Expr::var(1 + i, s())
     }
-    fn f(fu: Func, a: Expr) -> Expr {
+    pub(crate) fn f(fu: Func, a: Expr) -> Expr {
         Expr::node(Op::F(fu), vec![a], s())
     }
-    fn raw(op: Op, a: Vec<Expr>) -> Expr {
+    pub(crate) fn raw(op: Op, a: Vec<Expr>) -> Expr {
         Expr::node(op, a, s())
     }
 

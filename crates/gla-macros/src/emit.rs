@@ -313,20 +313,17 @@ fn cuda_log2_acc(f: &Expr) -> (String, String) {
         })
         .collect();
     let (mut body, outs) = cuda_block(&leaves);
+    let mut outs = outs.into_iter(); // the leaves' operands, in the terms' order
     let ln2 = std::f64::consts::LN_2;
     let mut acc = "acc".to_string();
-    let mut li = 0;
     for (i, t) in terms.iter().enumerate() {
-        let leaf = |li: &mut usize| {
-            *li += 1;
-            outs[*li - 1].clone()
-        };
+        let mut leaf = || outs.next().expect("an operand for every non-constant term");
         acc = match t {
             Term::Const(k) => format!("({acc} + {})", c_float(*k)),
-            Term::Leaf(_, k) => format!("fmaf({}, {}, {acc})", leaf(&mut li), c_float(*k)),
-            Term::Log(_, k) => format!("fmaf(gla_lg2({}), {}, {acc})", leaf(&mut li), c_float(k * ln2)),
+            Term::Leaf(_, k) => format!("fmaf({}, {}, {acc})", leaf(), c_float(*k)),
+            Term::Log(_, k) => format!("fmaf(gla_lg2({}), {}, {acc})", leaf(), c_float(k * ln2)),
             Term::LogSigmoid(_, k) | Term::Softplus(_, k) => {
-                let u = leaf(&mut li);
+                let u = leaf();
                 let _ = writeln!(body, "    const float l{i} = gla_log2_1p_unit(gla_exp(-fabsf({u})));");
                 let (branch, sign) = if matches!(t, Term::LogSigmoid(..)) { ("fminf", -1.0) } else { ("fmaxf", 1.0) };
                 format!("fmaf(l{i}, {}, fmaf({branch}({u}, 0.0f), {}, {acc}))", c_float(sign * k * ln2), c_float(*k))
@@ -410,6 +407,8 @@ pub fn cuda_source(g: &CudaGate<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diff::tests::{f, p, raw as node, x, Rng};
+    use crate::expr::num;
 
     #[test]
     fn c_literals() {
@@ -418,22 +417,6 @@ mod tests {
         assert_eq!(c_float(-0.5), "(-0.5f)");
         assert_eq!(c_float(1e-5), "1e-5f");
         assert_eq!(c_float(std::f64::consts::LN_2), "0.6931472f");
-    }
-
-    fn x() -> Expr {
-        Expr::var(0, Span::call_site())
-    }
-    fn p(i: usize) -> Expr {
-        Expr::var(i + 1, Span::call_site())
-    }
-    fn node(op: Op, a: Vec<Expr>) -> Expr {
-        Expr::node(op, a, Span::call_site())
-    }
-    fn num(v: f64) -> Expr {
-        Expr::constant(v, Span::call_site())
-    }
-    fn f(fu: Func, a: Expr) -> Expr {
-        node(Op::F(fu), vec![a])
     }
 
     /// The built-in gates' expressions (and a few shapes the pushdown walks through: constants, subtraction, a
@@ -454,18 +437,12 @@ mod tests {
     /// acc + log2(e)·f by the pushed-down terms equals the direct sum, at many points (f64).
     #[test]
     fn log2_terms_are_the_scaled_gate() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut uni = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = Rng::new(2026_12_02);
         for (e, nv) in gate_exprs() {
             let terms = log2_terms(&e);
             for _ in 0..500 {
-                let vars: Vec<f64> = (0..nv).map(|v| if v == 0 { 40.0 * uni() - 20.0 } else { uni() }).collect();
-                let acc = -10.0 * uni();
+                let vars: Vec<f64> = (0..nv).map(|v| if v == 0 { rng.range(-20.0, 20.0) } else { rng.next_f64() }).collect();
+                let acc = rng.range(-10.0, 0.0);
                 let want = acc + std::f64::consts::LOG2_E * e.eval(&vars);
                 let got = eval_log2_terms(&terms, &vars, acc);
                 assert!((got - want).abs() <= 1e-12 * (1.0 + want.abs()), "{e:?} at {vars:?}: {got} vs {want}");
