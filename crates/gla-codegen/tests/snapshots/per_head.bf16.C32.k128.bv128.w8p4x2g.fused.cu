@@ -1277,12 +1277,8 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
         for (int ni = 0; ni < A_WN; ++ni)
 #pragma unroll
             for (int e = 0; e < 2; ++e) gj[ni][e] = gamma_at(gam, o.y + ni * 8 + 2 * t + e);
-        if (rows_scaled(gamma_at(gam, C - 1))) {  // (group-uniform)  A'_ij = (q_i · k_j) exp(−Γ_j)
-            float wj[A_WN][2];
-#pragma unroll
-            for (int ni = 0; ni < A_WN; ++ni)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) wj[ni][e] = exp_span(-gj[ni][e]);
+        // The causal mask and the decay factor of element r of tile (mi, ni), then the hi + lo store.
+        auto mask_store = [&](auto decay) {
 #pragma unroll
             for (int mi = 0; mi < A_WM; ++mi)
 #pragma unroll
@@ -1290,59 +1286,31 @@ __device__ __forceinline__ void gate_scores(const FwdArgs& a, const Tiles& s, co
 #pragma unroll
                     for (int r = 0; r < 4; ++r) {
                         const int i = o.x + mi * 16 + g + (r >= 2 ? 8 : 0), j = o.y + ni * 8 + 2 * t + (r & 1);
-                        c[mi][ni][r] = (j <= i) ? c[mi][ni][r] * wj[ni][r & 1] : 0.f;
+                        c[mi][ni][r] = (j <= i) ? c[mi][ni][r] * decay(mi, ni, r) : 0.f;
                     }
                     tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
                 }
-            continue;
+        };
+        if (rows_scaled(gamma_at(gam, C - 1))) {  // (group-uniform)  A'_ij = (q_i · k_j) exp(−Γ_j): per column
+            float wj[A_WN][2];
+#pragma unroll
+            for (int ni = 0; ni < A_WN; ++ni)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) wj[ni][e] = exp_span(-gj[ni][e]);
+            mask_store([&](int, int ni, int r) { return wj[ni][r & 1]; });
+        } else {                                  // A_ij = (q_i · k_j) exp(Γ_i − Γ_j)
+            mask_store([&](int mi, int ni, int r) { return exp_nonpos(gi[mi][r >> 1] - gj[ni][r & 1]); });
         }
-#pragma unroll
-        for (int mi = 0; mi < A_WM; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < A_WN; ++ni) {
-#pragma unroll
-                for (int r = 0; r < 4; ++r) {
-                    const int i = o.x + mi * 16 + g + (r >= 2 ? 8 : 0), j = o.y + ni * 8 + 2 * t + (r & 1);
-                    c[mi][ni][r] = (j <= i) ? c[mi][ni][r] * exp_nonpos(gi[mi][r >> 1] - gj[ni][r & 1]) : 0.f;
-                }
-                tile_store_a(c[mi][ni], s, o.x + mi * 16, o.y + ni * 8);
-            }
     }
     G::sync();  // every warp has read k
-}
-
-// decay_keys with q: K̂ = k ⊙ exp(Γ_L − Γ) and Q̃ = q ⊙ exp(Γ), in place.
-template <class G>
-__device__ __forceinline__ void decay_keys_q(const Tiles& s, int b, const float (&gam)[GPL], float gl) {
-    constexpr int N = C * (DK / VEC);
-    for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
-        const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
-        const float gi = gamma_at(gam, i), f = exp_nonpos(gl - gi), fq = exp_nonpos(gi);
-        if (idx >= N) continue;
-        float kf[VEC], qf[VEC];
-        load_vec(s.k(b) + KO(i, d), kf);
-        load_vec(s.q(b) + KO(i, d), qf);
-#pragma unroll
-        for (int u = 0; u < VEC; ++u) {
-            kf[u] *= f;
-            qf[u] *= fq;
-        }
-        store_vec(s.k(b) + KO(i, d), kf);
-        store_vec(s.q(b) + KO(i, d), qf);
-    }
 }
 
 // Stage decay_keys (scalar gate, from scalar_scan's registers): k ← K̂ = k ⊙ exp(Γ_L − Γ) in place (16-byte vectors);
 // WITH_Q (wgmma consumers, whose output product has one accumulator) on chunks that are not row scaled: also
 // q ← Q̃ = q ⊙ exp(Γ) in place, as per-key gates do (row-scaled chunks leave q raw: see rows_scaled).
-template <class G, bool WITH_Q = false>
-__device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&gam)[GPL]) {
+template <class G, bool Q>
+__device__ __forceinline__ void decay_pass(const Tiles& s, int b, const float (&gam)[GPL], float gl) {
     constexpr int N = C * (DK / VEC);
-    const float gl = gamma_at(gam, C - 1);
-    if (WITH_Q && !rows_scaled(gl)) {
-        decay_keys_q<G>(s, b, gam, gl);
-        return;
-    }
     for (int base = 0; base < N; base += G::NT) {  // whole passes (warp-uniform): the shuffles need every lane
         const int idx = base + G::tid(), i = min(idx / (DK / VEC), C - 1), d = (idx - i * (DK / VEC)) * VEC;
         const float gi = gamma_at(gam, i), f = exp_nonpos(gl - gi);
@@ -1352,7 +1320,21 @@ __device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kf[u] *= f;
         store_vec(s.k(b) + KO(i, d), kf);
+        if constexpr (Q) {
+            const float fq = exp_nonpos(gi);
+            float qf[VEC];
+            load_vec(s.q(b) + KO(i, d), qf);
+#pragma unroll
+            for (int u = 0; u < VEC; ++u) qf[u] *= fq;
+            store_vec(s.q(b) + KO(i, d), qf);
+        }
     }
+}
+template <class G, bool WITH_Q = false>
+__device__ __forceinline__ void decay_keys(const Tiles& s, int b, const float (&gam)[GPL]) {
+    const float gl = gamma_at(gam, C - 1);
+    if (WITH_Q && !rows_scaled(gl)) decay_pass<G, true>(s, b, gam, gl);  // (group-uniform)
+    else decay_pass<G, false>(s, b, gam, gl);
 }
 #endif
 
