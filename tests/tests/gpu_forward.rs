@@ -231,9 +231,10 @@ fn warp_specialised_variants_over_the_shapes() {
             (32, 128, 8, 4, 1, true),
             (32, 128, 8, 4, 2, true),
             (32, 128, 8, 8, 1, true),
+            (32, 128, 8, 8, 2, true),
         ] {
-            // (wgmma at 8 + 8 warps: the scalar gates' variant; per-key gates have none.)
-            if wg && pw == 8 && gate.shape() == GateShape::PerKey {
+            // (wgmma at 8 + 8 warps: one group for the scalar gates, two (one warpgroup each) for per-key gates.)
+            if wg && pw == 8 && (gate.shape() == GateShape::PerKey) != (pg == 2) {
                 continue;
             }
             // (Two CTAs an SM where they fit: 4 + 4 warps at d = 64.)
@@ -246,12 +247,15 @@ fn warp_specialised_variants_over_the_shapes() {
                 }
             }
         }
-        // (Per-key gates at d_k 129..=256: the key-split variant, two 128-column key slices on the wgmma kernel.)
-        let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
-        if kd == 256 && vd >= 128 {
-            if let Ok(s) = KernelSpec::new(gate, dt, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(2)) {
-                if variant_selected(&s) {
-                    specs.push(s);
+        // (Per-key gates at d_k 129..=256: the key-split variants, two 128-column key slices on the wgmma kernel
+        // with 4 producer warps or 8 in two groups.)
+        for (pw, pg) in [(4, 1), (8, 2)] {
+            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: pw, producer_groups: pg, wgmma: true, ctas_per_sm: 1 };
+            if kd == 256 && vd >= 128 {
+                if let Ok(s) = KernelSpec::new(gate, dt, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(2)) {
+                    if variant_selected(&s) {
+                        specs.push(s);
+                    }
                 }
             }
         }

@@ -159,8 +159,9 @@ impl KernelSpec {
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
     /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
     /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
-    /// 128-wide value tile per head, 8 consumer warps on wgmma and 4 producer warps — in two groups with TMA loads
-    /// for scalar gates (2026-12-01, fifth and eighth sessions; where it does not apply, i.e. d_v < 128, the
+    /// 128-wide value tile per head, 8 consumer warps on wgmma and TMA loads: 4 producer warps in two groups for
+    /// scalar gates, 8 in two groups of one warpgroup for per-key gates (2026-12-01, fifth and eighth sessions;
+    /// 2026-12-02, tenth; where it does not apply, i.e. d_v < 128, the
     /// mma.sync kernels of the third and fourth); bf16/f16 at d = 64 → 4 + 4 warps on wgmma with two CTAs an SM,
     /// per-key gates at d_k = 256 → the d = 128 kernel on two key slices (key_split 2; eighth session); otherwise
     /// (2026-12-01, second session): d = 128 →
@@ -187,9 +188,9 @@ impl KernelSpec {
             // GLA 0.361 vs 0.364 ms); then the mma.sync kernels of 2026-12-01c/d: scalar gates in two producer
             // groups on alternate chunks, per-key gates in one.
             // Scalar gates: two producer groups with TMA loads first (2026-12-01h: Mamba-2 0.232 ms vs 0.240).
-            if !per_key {
-                prefs.push((32, 128, 8, 4, 2, true));
-            }
+            // Per-key gates: 8 + 8 warps, two producer groups of one warpgroup each (2026-12-02j: GLA 0.282 ms vs
+            // 0.302 for 8 + 4).
+            prefs.push(if per_key { (32, 128, 8, 8, 2, true) } else { (32, 128, 8, 4, 2, true) });
             prefs.push((32, 128, 8, 4, 1, true));
             if !per_key {
                 prefs.push((32, 128, 8, 4, 2, false));
@@ -467,7 +468,10 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             // scheduler does not hide the gate's MUFU latency — and removed again.)
                             let sixteen_warps = warps + producer_warps > 12;
                             let two_groups = producer_groups > 1;
-                            if (per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups) {
+                            // Per key, two groups of one warpgroup each (8 + 8, C 32, one 128-wide tile): two producer
+                            // warps a scheduler on alternate chunks, the consumers' Sᵀ in registers (160 / 96 split).
+                            let per_key_x2 = per_key && sixteen_warps && two_groups && d == 128 && chunk == 32 && block_v == 128;
+                            if !per_key_x2 && ((per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups)) {
                                 continue;
                             }
                             if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
@@ -483,13 +487,17 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
             }
         }
     }
+
     // Key split 2 (per-key gates, d_k = 256): each head as two 128-column key slices on the d = 128 kernel with one
-    // 128-wide value tile (8 consumer warps on wgmma, 4 producer warps), f32 partial outputs summed by gla_fwd_ksum.
+    // 128-wide value tile (8 consumer warps on wgmma; 4 producer warps, or 8 in two groups), f32 partial outputs
+    // summed by gla_fwd_ksum.
     if gate.shape() == GateShape::PerKey {
         for dtype in [DType::BF16, DType::F16] {
-            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
-            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles).and_then(|s| s.with_key_split(2)) {
-                out.push(s);
+            for (producer_warps, producer_groups) in [(4u32, 1u32), (8, 2)] {
+                let tiles = Tiles { block_v: 128, warps: 8, producer_warps, producer_groups, wgmma: true, ctas_per_sm: 1 };
+                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles).and_then(|s| s.with_key_split(2)) {
+                    out.push(s);
+                }
             }
         }
     }

@@ -56,6 +56,9 @@ pub struct SmemLayout {
     pub ps_stride: u32,
     /// TMA variants ([`tma`]): one 8-byte mbarrier a slot (0 otherwise).
     pub mbar: u32,
+    /// [`x_per_group`] variants: each producer group's logits tile (`xg_stride` bytes apart); 0 otherwise.
+    pub xg: u32,
+    pub xg_stride: u32,
     /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
@@ -130,6 +133,8 @@ impl SmemLayout {
             os: 0,
             ps: 0,
             ps_stride: 0,
+            xg: 0,
+            xg_stride: 0,
             mbar: 0,
             total: base + rest,
         }
@@ -145,12 +150,13 @@ impl SmemLayout {
         // wgmma: q, k, v and A in the swizzled layout (unpadded rows; A's rows one 64-element panel), 1024-aligned.
         let (ldk, ldv, ldc) = if wg { (dk, bv, c.max(64)) } else { (ldk, ldv, ldc) };
         let x = if wg && per_key { c * (dk + 8) * e } else { x };  // the logits / K̃ tile stays padded
+        let xg = x_per_group(spec);
         let a_bytes = c * ldc * e;
         let (so, slot_bytes) = carve_aligned(&[
             c * ldk * e,                                        // q → Q̃
             c * ldk * e,                                        // k → K̂
             c * ldv * e,                                        // v
-            x,                                                  // logits → K̃ / scratch
+            if xg { 0 } else { x },                             // logits → K̃ / scratch (x_per_group: below)
             a_bytes,                                            // A
             if split_a(spec) { a_bytes } else { 0 },            // A_lo
             if per_key { 2 * dk * 4 } else { 0 },               // Γ_L, exp(Γ_L)
@@ -161,24 +167,30 @@ impl SmemLayout {
         let group_threads = 32 * spec.tiles.producer_warps / groups;
         let segs = if group_threads >= dk / 2 { group_threads / (dk / 2) } else { 1 };
         let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
-        let g_stride = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
+        // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group. Such a group's Γ tile (the
+        // exact path's, non-mild chunks only, which never build [Q̃; K̃]) lives in the same bytes: 18 KB a group
+        // less, which is what lets two groups keep three slots.
+        let ps_stride = if wg_scores(spec) { (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
+        let g_bytes = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
+        debug_assert!(ps_stride == 0 || g_bytes <= ps_stride, "the Γ tile fits in [Q̃; K̃]");
+        let g_stride = if ps_stride > 0 { 0 } else { g_bytes };
         let tot_stride = tot_bytes.div_ceil(128) * 128;
         // wgmma: S stays in the accumulators; at 8 + 8 warps the output product reads a bf16 copy of Sᵀ from
         // shared memory (one 64 x d_k swizzled tile per consumer warpgroup) instead of registers.
         let st_bytes = if wg_smem_s(spec) { (spec.tiles.warps / 4) * 64 * dk * e } else if wg { 0 } else { dk * (bv + 8) * e };
         let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
-        // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group.
-        let ps_stride = if wg_scores(spec) { (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
         let (ro, rest) = carve_aligned(&[
             st_bytes,                                           // S (consumers')
             groups * g_stride,                                  // Γ (per key, one per producer group)
             groups * tot_stride,                                // segment totals (one per producer group)
             os_bytes,                                           // output staging (wgmma)
             groups * ps_stride,                                 // [Q̃; K̃] in tf32 (wg_scores)
-            if tma(spec) { 8 * 3 } else { 0 },                  // one mbarrier a slot (TMA loads)
+            if tma(spec) { 8 * 4 } else { 0 },                  // one mbarrier a slot (TMA loads)
+            if xg { groups * x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 }, // x_per_group: the groups' logits
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
-        let stages = if 3 * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES { 3 } else { 2 };
+        let fits = |n: u32| n * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES;
+        let stages = if xg && fits(4) { 4 } else if fits(3) { 3 } else { 2 };
         let base = stages * slot_bytes;
         SmemLayout {
             stages,
@@ -187,7 +199,7 @@ impl SmemLayout {
             stage_k: so[1],
             stage_v: so[2],
             stage_x: so[3],
-            g: if per_key { base + ro[1] } else { so[7] },
+            g: if ps_stride > 0 { base + ro[4] } else if per_key { base + ro[1] } else { so[7] },
             st: base + ro[0],
             a: so[4],
             vt: 0,
@@ -195,13 +207,15 @@ impl SmemLayout {
             gl: so[6],
             tot: base + ro[2],
             tot_bytes,
-            g_stride,
+            g_stride: if ps_stride > 0 { ps_stride } else { g_stride },
             tot_stride,
             st_bytes,
             os: if wg { base + ro[3] } else { 0 },
             ps: if ps_stride > 0 { base + ro[4] } else { 0 },
             ps_stride,
             mbar: if tma(spec) { base + ro[5] } else { 0 },
+            xg: if xg { base + ro[6] } else { 0 },
+            xg_stride: if xg { x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 },
             total: base + rest + slack,
         }
     }
@@ -210,7 +224,7 @@ impl SmemLayout {
 /// wgmma variants whose consumers read Sᵀ for the output product from shared memory (8 + 8 warps: 128 registers
 /// a thread do not hold the state, its bf16 copy and the output accumulators).
 pub fn wg_smem_s(spec: &KernelSpec) -> bool {
-    spec.tiles.wgmma && spec.tiles.warps + spec.tiles.producer_warps > 12
+    spec.tiles.wgmma && spec.tiles.warps + spec.tiles.producer_warps > 12 && !(wg_scores(spec) && spec.tiles.producer_groups == 2)
 }
 
 /// wgmma variants whose producer warpgroup computes the per-key scores on the tensor cores: A = Q̃ K̃ᵀ as ONE tf32
@@ -223,6 +237,16 @@ pub fn wg_scores(spec: &KernelSpec) -> bool {
     t.wgmma && spec.gate.shape() == GateShape::PerKey && split_a(spec) && spec.chunk == 32 && t.producer_groups >= 1
         && t.producer_warps / t.producer_groups == 4
 }
+
+/// Per-key variants with two producer groups of one warpgroup each (8 + 8 warps, [`wg_scores`]): each group's
+/// logits live in its own tile instead of the slot (a group reads them only in its gate stage), which frees the
+/// shared memory for a fourth slot. A slot then only ever holds one group's chunks (slot j mod 4, group j mod 2), so
+/// a group issues its chunk j + 2 in the middle of chunk j — after the gate (its logits tile is read), once the
+/// consumers have freed chunk j − 2's slot — and the load lands while the group finishes chunk j.
+pub fn x_per_group(spec: &KernelSpec) -> bool {
+    X_PER_GROUP && wg_scores(spec) && spec.tiles.producer_groups == 2 && tma(spec)
+}
+const X_PER_GROUP: bool = false;
 
 /// Warp-specialised wgmma variants whose producers load whole chunks by TMA (`cp.async.bulk.tensor`, one thread, an
 /// mbarrier a slot) instead of 16-byte cp.async from every producer thread: boxes of 64 columns × C rows land in the
@@ -400,6 +424,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
     let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group", wg_scores(spec) as u32);
+    let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: logits tiles per group, four slots, mid-chunk loads", x_per_group(spec) as u32);
     let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", tma(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
@@ -466,6 +491,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         lay.ps, lay.ps_stride
     );
     let _ = writeln!(w, "constexpr unsigned OFF_MBAR = {};  // TMA: the slots' mbarriers", lay.mbar);
+    let _ = writeln!(
+        w,
+        "constexpr unsigned OFF_XG = {}, XG_STRIDE = {};  // GLA_X_PER_GROUP: the producer groups' logits tiles",
+        lay.xg, lay.xg_stride
+    );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);
     w.push_str(elem_section(spec.dtype));

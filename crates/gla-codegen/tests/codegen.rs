@@ -131,7 +131,7 @@ fn default_variants_follow_the_measurements() {
     // d = 128: one 128-wide value tile per head (narrow problems are split into segments by the plan instead).
     // d = 128, bf16/f16: the warp-specialised kernel; f32 and value gates: the plain fused one.
     // (consumers on wgmma: 2026-12-01e; with d_v < 128 the mma.sync kernels.)
-    assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C32.c16.k128.v128.bv128.w8p4g.fused");
+    assert_eq!(id(&fixtures::PER_KEY, 128), "fixture_per_key.fwd.bf16.C32.c16.k128.v128.bv128.w8p8x2g.fused");
     // (scalar gates: two producer groups, TMA loads — 2026-12-01h)
     assert_eq!(id(&fixtures::PER_HEAD, 128), "fixture_per_head.fwd.bf16.C32.c16.k128.v128.bv128.w8p4x2g.fused");
     assert_eq!(id(&fixtures::FIXED, 128), "fixture_fixed.fwd.bf16.C32.c16.k128.v128.bv128.w8p4x2g.fused");
@@ -493,7 +493,7 @@ fn key_split_variants_are_validated_and_planned() {
     }
     // The search space has them for per-key gates only, serving d = 256.
     let ks: Vec<_> = gla_codegen::all_variants(&fixtures::PER_KEY).into_iter().filter(|s| s.key_split > 1).collect();
-    assert_eq!(ks.len(), 2, "bf16 and f16");
+    assert_eq!(ks.len(), 4, "bf16 and f16, 4 producer warps or 8 in two groups");
     assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256));
     assert!(gla_codegen::all_variants(&fixtures::PER_HEAD).iter().all(|s| s.key_split == 1));
     assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 2 * 10 * 3 * 256 * 4);

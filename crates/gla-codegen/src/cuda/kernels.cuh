@@ -126,10 +126,14 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
 // two groups refill the same slot in turn: on one shared barrier a group running ahead could join the phase meant
 // for the other one and refill a slot whose chunk the consumers have not read (tests/ws_protocol.rs models it).
 constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 4, BAR_EMPTY = 4 + STAGES;
-// EMPTY barrier of slot b that producer group g waits on before refilling it.
-__device__ __forceinline__ int bar_empty(int b, int g) { return BAR_EMPTY + b * PG + g; }
+// EMPTY barrier of slot b that producer group g waits on before refilling it. Where every slot belongs to one group
+// (STAGES a multiple of PG: slot j mod STAGES, group j mod PG) one barrier a slot; else one a (slot, group).
+constexpr bool SLOT_PER_GROUP = STAGES % PG == 0 && PG > 1;
+constexpr int EMPTY_BARS = SLOT_PER_GROUP ? STAGES : STAGES * PG;
+__device__ __forceinline__ int bar_empty(int b, int g) { return SLOT_PER_GROUP ? BAR_EMPTY + b : BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
-static_assert(BAR_EMPTY + STAGES * PG <= 16, "sm_90 has 16 named barriers");
+static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
+static_assert(!GLA_X_PER_GROUP || (SLOT_PER_GROUP && GLA_TMA), "per-group logits tiles: a group's slots are its own");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -149,6 +153,7 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 #if GLA_WG_SCORES
     s.qk = reinterpret_cast<float*>(smem + OFF_PS + g * PS_STRIDE);
 #endif
+    s.xg = reinterpret_cast<elem_t*>(smem + OFF_XG + g * XG_STRIDE);
     return s;
 }
 // Producer -> consumer hand-off on named barrier `id` (the NT consumers and one producer group take part): the
@@ -192,13 +197,17 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 // split (168 each: their consumers spill at 160). Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
 constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
-constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
+constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_WG_SCORES && PG == 2) ? 144 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+// Usually the producers get more than the cap (the consumers give some up); with two per-key producer warpgroups
+// beside register-resident Sᵀ (8 + 8 warps, 128 a thread) the consumers get more and the producers fewer.
+constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER != REG_CAP && REG_PRODUCER >= 24 && REG_PRODUCER <= 256;
 __device__ __forceinline__ void regs_producer() {
-    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
+    if constexpr (REG_SPLIT && REG_PRODUCER > REG_CAP) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
+    if constexpr (REG_SPLIT && REG_PRODUCER < REG_CAP) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
 }
 __device__ __forceinline__ void regs_consumer() {
-    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
+    if constexpr (REG_SPLIT && REG_CONSUMER < REG_CAP) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
+    if constexpr (REG_SPLIT && REG_CONSUMER > REG_CAP) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
 }
 #else
 __device__ __forceinline__ void regs_producer() {}
@@ -217,7 +226,7 @@ __device__ __forceinline__ void regs_consumer() {}
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
-constexpr int BAR_WG = BAR_EMPTY + STAGES * PG;  // one per consumer warpgroup (the output staging tile)
+constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
@@ -557,11 +566,12 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
         // 168 registers a thread or more; with the producers' wgmma scores one (row segment, 8 columns) per thread);
         // else the two passes, Γ through shared memory.
-        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
+        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (GLA_WG_SCORES || NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
             if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
+                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
             } else {
 #else
@@ -571,6 +581,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // (the logits tile was their scratch)
             }
         } else {
             static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
@@ -583,7 +594,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
+        if (PG > 1 && !GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // two groups: the other one works while this one loads
     }
 }
 

@@ -28,6 +28,16 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
 };
 
+// x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then
+// recomputed where it is used instead of hoisted out of the chunk loop and kept live (the per-key producers'
+// swizzled row offsets and copy addresses: a few integer instructions a chunk against the ~30 registers that 8 + 8
+// warps' producers do not have — 0 B of spills instead of 416). Elsewhere the identity.
+template <int THREADS>
+__device__ __forceinline__ int opaque(int x) {
+    if constexpr (THREADS > 384) asm volatile("" : "+r"(x));
+    return x;
+}
+
 // A group of warps that runs a stage together: the whole CTA (`CTA`), or one role of the warp-specialised kernel.
 // THREADS threads from thread FIRST on; BAR = 0 synchronises with __syncthreads, else with named barrier BAR.
 template <int THREADS, int FIRST, int BAR>

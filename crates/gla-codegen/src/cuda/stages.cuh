@@ -57,6 +57,7 @@ struct Tiles {
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
     float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
+    elem_t* xg;       // GLA_X_PER_GROUP: the producer group's logits tile (x(b) of every slot the group fills)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -66,7 +67,7 @@ struct Tiles {
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
     // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
     // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
-    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }
+    __device__ __forceinline__ elem_t* x(int b) const { return GLA_X_PER_GROUP ? xg : stage(b, STAGE_X); }
 };
 
 __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
@@ -80,6 +81,7 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.EGL = s.GL + DK;
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
     s.tot = reinterpret_cast<float*>(smem + OFF_TOT);
+    s.xg = reinterpret_cast<elem_t*>(smem + OFF_XG);
     return s;
 }
 
@@ -226,7 +228,7 @@ __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, cons
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
 template <class G = CTA>
 __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q) {
-    const int tid = G::tid();
+    const int tid = opaque<NT + PT>(G::tid());  // (16 warps: the offsets recomputed a chunk, see opaque)
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
         // Thread tid copies vector column (tid % VPR) of rows tid / VPR, + RSTEP, ...: the global address advances by
@@ -1030,7 +1032,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 template <class G>
 __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
-    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     const bool full = rows == C && a.dk == DK;
@@ -1132,7 +1134,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
                   "one (octet, segment) per thread, an octet's segments in one warp");
-    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];  // this thread's Γ, and Γ_L of its columns
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
     float e[8];  // exp(Γ_L)

@@ -23,6 +23,7 @@ constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 #define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
 #define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group
+#define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: logits tiles per group, four slots, mid-chunk loads
 #define GLA_TMA 0    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)
 constexpr int O_WM = 1, O_WN = 4, S_WM = 2, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
@@ -44,6 +45,7 @@ constexpr int COMBINE_PER = 4, COMBINE_ROWS = 16, COMBINE_BLOCKS = 8;  // the se
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
 constexpr unsigned OFF_MBAR = 0;  // TMA: the slots' mbarriers
+constexpr unsigned OFF_XG = 0, XG_STRIDE = 0;  // GLA_X_PER_GROUP: the producer groups' logits tiles
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -109,6 +111,16 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int pad_;
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
 };
+
+// x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then
+// recomputed where it is used instead of hoisted out of the chunk loop and kept live (the per-key producers'
+// swizzled row offsets and copy addresses: a few integer instructions a chunk against the ~30 registers that 8 + 8
+// warps' producers do not have — 0 B of spills instead of 416). Elsewhere the identity.
+template <int THREADS>
+__device__ __forceinline__ int opaque(int x) {
+    if constexpr (THREADS > 384) asm volatile("" : "+r"(x));
+    return x;
+}
 
 // A group of warps that runs a stage together: the whole CTA (`CTA`), or one role of the warp-specialised kernel.
 // THREADS threads from thread FIRST on; BAR = 0 synchronises with __syncthreads, else with named barrier BAR.
@@ -542,6 +554,7 @@ struct Tiles {
     float* tot;       // [SEGS][DK] per key: gate_cumsum's segment totals (the state tile st, or its own region in the
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
     float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
+    elem_t* xg;       // GLA_X_PER_GROUP: the producer group's logits tile (x(b) of every slot the group fills)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -551,7 +564,7 @@ struct Tiles {
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
     // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
     // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
-    __device__ __forceinline__ elem_t* x(int b) const { return stage(b, STAGE_X); }
+    __device__ __forceinline__ elem_t* x(int b) const { return GLA_X_PER_GROUP ? xg : stage(b, STAGE_X); }
 };
 
 __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
@@ -565,6 +578,7 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.EGL = s.GL + DK;
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
     s.tot = reinterpret_cast<float*>(smem + OFF_TOT);
+    s.xg = reinterpret_cast<elem_t*>(smem + OFF_XG);
     return s;
 }
 
@@ -711,7 +725,7 @@ __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, cons
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
 template <class G = CTA>
 __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q) {
-    const int tid = G::tid();
+    const int tid = opaque<NT + PT>(G::tid());  // (16 warps: the offsets recomputed a chunk, see opaque)
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
         // Thread tid copies vector column (tid % VPR) of rows tid / VPR, + RSTEP, ...: the global address advances by
@@ -1515,7 +1529,7 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 template <class G>
 __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
-    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     const bool full = rows == C && a.dk == DK;
@@ -1617,7 +1631,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
                   "one (octet, segment) per thread, an octet's segments in one warp");
-    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];  // this thread's Γ, and Γ_L of its columns
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
     float e[8];  // exp(Γ_L)
@@ -2007,10 +2021,14 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
 // two groups refill the same slot in turn: on one shared barrier a group running ahead could join the phase meant
 // for the other one and refill a slot whose chunk the consumers have not read (tests/ws_protocol.rs models it).
 constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 4, BAR_EMPTY = 4 + STAGES;
-// EMPTY barrier of slot b that producer group g waits on before refilling it.
-__device__ __forceinline__ int bar_empty(int b, int g) { return BAR_EMPTY + b * PG + g; }
+// EMPTY barrier of slot b that producer group g waits on before refilling it. Where every slot belongs to one group
+// (STAGES a multiple of PG: slot j mod STAGES, group j mod PG) one barrier a slot; else one a (slot, group).
+constexpr bool SLOT_PER_GROUP = STAGES % PG == 0 && PG > 1;
+constexpr int EMPTY_BARS = SLOT_PER_GROUP ? STAGES : STAGES * PG;
+__device__ __forceinline__ int bar_empty(int b, int g) { return SLOT_PER_GROUP ? BAR_EMPTY + b : BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
-static_assert(BAR_EMPTY + STAGES * PG <= 16, "sm_90 has 16 named barriers");
+static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
+static_assert(!GLA_X_PER_GROUP || (SLOT_PER_GROUP && GLA_TMA), "per-group logits tiles: a group's slots are its own");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2030,6 +2048,7 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
 #if GLA_WG_SCORES
     s.qk = reinterpret_cast<float*>(smem + OFF_PS + g * PS_STRIDE);
 #endif
+    s.xg = reinterpret_cast<elem_t*>(smem + OFF_XG + g * XG_STRIDE);
     return s;
 }
 // Producer -> consumer hand-off on named barrier `id` (the NT consumers and one producer group take part): the
@@ -2073,13 +2092,17 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 // split (168 each: their consumers spill at 160). Without the split (REG_SPLIT 0) every thread has the cap.
 constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
 constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
-constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER > REG_CAP && REG_PRODUCER <= 256;
+constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_WG_SCORES && PG == 2) ? 144 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
+// Usually the producers get more than the cap (the consumers give some up); with two per-key producer warpgroups
+// beside register-resident Sᵀ (8 + 8 warps, 128 a thread) the consumers get more and the producers fewer.
+constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER != REG_CAP && REG_PRODUCER >= 24 && REG_PRODUCER <= 256;
 __device__ __forceinline__ void regs_producer() {
-    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
+    if constexpr (REG_SPLIT && REG_PRODUCER > REG_CAP) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
+    if constexpr (REG_SPLIT && REG_PRODUCER < REG_CAP) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
 }
 __device__ __forceinline__ void regs_consumer() {
-    if constexpr (REG_SPLIT) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
+    if constexpr (REG_SPLIT && REG_CONSUMER < REG_CAP) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
+    if constexpr (REG_SPLIT && REG_CONSUMER > REG_CAP) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_CONSUMER));
 }
 #else
 __device__ __forceinline__ void regs_producer() {}
@@ -2098,7 +2121,7 @@ __device__ __forceinline__ void regs_consumer() {}
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
-constexpr int BAR_WG = BAR_EMPTY + STAGES * PG;  // one per consumer warpgroup (the output staging tile)
+constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
@@ -2438,11 +2461,12 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         // One pass where its registers fit (one (row segment, column pair) per thread, at most 16 rows a thread,
         // 168 registers a thread or more; with the producers' wgmma scores one (row segment, 8 columns) per thread);
         // else the two passes, Γ through shared memory.
-        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
+        if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (GLA_WG_SCORES || NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
             if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
+                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
             } else {
 #else
@@ -2452,6 +2476,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // (the logits tile was their scratch)
             }
         } else {
             static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
@@ -2464,7 +2489,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (PG > 1 && jn < nchunks) x = issue(jn);           // two groups: the other one works while this one loads
+        if (PG > 1 && !GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // two groups: the other one works while this one loads
     }
 }
 
