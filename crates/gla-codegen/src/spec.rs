@@ -188,8 +188,8 @@ impl KernelSpec {
             // GLA 0.361 vs 0.364 ms); then the mma.sync kernels of 2026-12-01c/d: scalar gates in two producer
             // groups on alternate chunks, per-key gates in one.
             // Scalar gates: two producer groups with TMA loads first (2026-12-01h: Mamba-2 0.232 ms vs 0.240).
-            // Per-key gates: 8 + 8 warps, two producer groups of one warpgroup each (2026-12-02j: GLA 0.282 ms vs
-            // 0.302 for 8 + 4).
+            // Per-key gates: 8 + 8 warps, two producer groups of one warpgroup each, four slots (2026-12-02j, call 2:
+            // GLA 0.293 ms vs 0.302 for 8 + 4; 2×16384 0.475 vs 0.518).
             prefs.push(if per_key { (32, 128, 8, 8, 2, true) } else { (32, 128, 8, 4, 2, true) });
             prefs.push((32, 128, 8, 4, 1, true));
             if !per_key {

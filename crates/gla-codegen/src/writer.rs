@@ -190,7 +190,7 @@ impl SmemLayout {
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let fits = |n: u32| n * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES;
-        let stages = if xg && fits(4) { 4 } else if fits(3) { 3 } else { 2 };
+        let stages = if two_tma_groups(spec) && fits(4) { 4 } else if fits(3) { 3 } else { 2 };
         let base = stages * slot_bytes;
         SmemLayout {
             stages,
@@ -244,9 +244,21 @@ pub fn wg_scores(spec: &KernelSpec) -> bool {
 /// a group issues its chunk j + 2 in the middle of chunk j — after the gate (its logits tile is read), once the
 /// consumers have freed chunk j − 2's slot — and the load lands while the group finishes chunk j.
 pub fn x_per_group(spec: &KernelSpec) -> bool {
-    X_PER_GROUP && wg_scores(spec) && spec.tiles.producer_groups == 2 && tma(spec)
+    wg_scores(spec) && two_tma_groups(spec)
 }
-const X_PER_GROUP: bool = false;
+
+fn two_tma_groups(spec: &KernelSpec) -> bool {
+    spec.tiles.producer_groups == 2 && tma(spec)
+}
+
+/// Two producer groups with TMA loads and four slots (a slot then only ever holds one group's chunks): each group
+/// issues its chunk j + 2 in the middle of chunk j (per key: after the gate; scalar gates: after the scores), once
+/// the consumers are done with chunk j − 2 in that slot, instead of after publishing chunk j — where it then
+/// waited for its own load (H200, 2026-12-02i: the Mamba-2 x2g producers' TMA wait was 7 % of all samples; j-c1:
+/// GLA w8p8x2g's 18 % of the producers'). Per-key gates need [`x_per_group`] for the fourth slot to fit.
+pub fn mid_issue(spec: &KernelSpec) -> bool {
+    two_tma_groups(spec) && SmemLayout::of(spec).stages == 4
+}
 
 /// Warp-specialised wgmma variants whose producers load whole chunks by TMA (`cp.async.bulk.tensor`, one thread, an
 /// mbarrier a slot) instead of 16-byte cp.async from every producer thread: boxes of 64 columns × C rows land in the
@@ -424,7 +436,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
     let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group", wg_scores(spec) as u32);
-    let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: logits tiles per group, four slots, mid-chunk loads", x_per_group(spec) as u32);
+    let _ = writeln!(w, "#define GLA_MID_ISSUE {}    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one", mid_issue(spec) as u32);
+    let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)", x_per_group(spec) as u32);
     let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", tma(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(

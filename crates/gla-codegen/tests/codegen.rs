@@ -269,10 +269,20 @@ fn warp_specialised_plan_and_slot_ring() {
         for v in all_variants(gate).into_iter().filter(|v| v.tiles.specialised()) {
             seen += 1;
             let l = SmemLayout::of(&v);
-            assert!(l.stages == 2 || l.stages == 3, "{}", v.id());
+            // Four slots exactly where two TMA producer groups load midway through a chunk (each slot one group's).
+            let mid = gla_codegen::writer::mid_issue(&v);
+            assert!(if mid { l.stages == 4 } else { l.stages == 2 || l.stages == 3 }, "{}", v.id());
+            assert_eq!(mid, v.tiles.producer_groups == 2 && gla_codegen::writer::tma(&v), "{}", v.id());
+            // Per key, the fourth slot fits only with the logits tiles per producer group, past the ring.
+            assert_eq!(gla_codegen::writer::x_per_group(&v), mid && v.gate.shape() == gla_core::GateShape::PerKey, "{}", v.id());
+            if gla_codegen::writer::x_per_group(&v) {
+                assert!(l.xg >= l.stages * l.stage_bytes && l.xg_stride > 0, "{}", v.id());
+            }
             assert!(l.total <= gla_codegen::spec::MAX_SMEM_BYTES, "{}", v.id());
-            // 3 + 2 * slots named barriers (consumers, producers, FULL[b], EMPTY[b]) of the 16 of sm_90
-            assert!(3 + 2 * l.stages <= 16);
+            // Named barriers of the 16 of sm_90: consumers, two producer groups, FULL[b], EMPTY[b] (one a slot where
+            // the slots are the groups' own, else one a (slot, group)), one a consumer warpgroup.
+            let empty = if mid || v.tiles.producer_groups == 1 { l.stages } else { 2 * l.stages };
+            assert!(4 + l.stages + empty + v.tiles.warps / 4 <= 16, "{}", v.id());
             // Everything a consumer reads of a chunk is in its slot; the producers' Γ / totals and the consumers'
             // state tile lie past the ring.
             let ring = l.stages * l.stage_bytes;

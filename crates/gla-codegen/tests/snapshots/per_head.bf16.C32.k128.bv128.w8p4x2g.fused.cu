@@ -23,7 +23,8 @@ constexpr int PG = 2, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_WGMMA 1    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 #define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
 #define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group
-#define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: logits tiles per group, four slots, mid-chunk loads
+#define GLA_MID_ISSUE 1    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one
+#define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)
 #define GLA_TMA 1    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
@@ -37,14 +38,14 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 #define KEY_GATE GATE_PER_HEAD
 #define SPLIT_A 1      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)
 #define GLA_FUSED 1
-constexpr int STAGES = 3;   // chunk slots in the producer -> consumer ring
+constexpr int STAGES = 4;   // chunk slots in the producer -> consumer ring
 constexpr unsigned STAGE_BYTES = 34816, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576;
-constexpr unsigned OFF_G = 33792, OFF_ST = 104448, OFF_A = 25600, OFF_VT = 0, OFF_ALO = 29696, OFF_GL = 33792;  // 115712 B of shared memory
-constexpr unsigned OFF_TOT = 104448, TOT_BYTES = 0, ST_BYTES = 0, OFF_OS = 104448;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
+constexpr unsigned OFF_G = 33792, OFF_ST = 139264, OFF_A = 25600, OFF_VT = 0, OFF_ALO = 29696, OFF_GL = 33792;  // 150528 B of shared memory
+constexpr unsigned OFF_TOT = 139264, TOT_BYTES = 0, ST_BYTES = 0, OFF_OS = 139264;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
-constexpr unsigned OFF_MBAR = 113664;  // TMA: the slots' mbarriers
+constexpr unsigned OFF_MBAR = 148480;  // TMA: the slots' mbarriers
 constexpr unsigned OFF_XG = 0, XG_STRIDE = 0;  // GLA_X_PER_GROUP: the producer groups' logits tiles
 
 // ---- element type (bf16) ----
@@ -2054,7 +2055,8 @@ constexpr int EMPTY_BARS = SLOT_PER_GROUP ? STAGES : STAGES * PG;
 __device__ __forceinline__ int bar_empty(int b, int g) { return SLOT_PER_GROUP ? BAR_EMPTY + b : BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
 static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
-static_assert(!GLA_X_PER_GROUP || (SLOT_PER_GROUP && GLA_TMA), "per-group logits tiles: a group's slots are its own");
+static_assert(!GLA_MID_ISSUE || (SLOT_PER_GROUP && GLA_TMA), "mid-chunk loads: a group's slots are its own");
+static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded after the gate");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2492,7 +2494,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
             if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
-                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
+                if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
             } else {
 #else
@@ -2502,7 +2504,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // (the logits tile was their scratch)
+                if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // (the logits tile was their scratch)
             }
         } else {
             static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
@@ -2512,10 +2514,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
+        if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);   // mid-chunk (xc keeps this chunk's logit)
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (PG > 1 && !GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // two groups: the other one works while this one loads
+        if (PG > 1 && !GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // two groups: the other one works while this one loads
     }
 }
 

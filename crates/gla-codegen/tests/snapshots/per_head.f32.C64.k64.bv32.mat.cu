@@ -23,7 +23,8 @@ constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 #define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
 #define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group
-#define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: logits tiles per group, four slots, mid-chunk loads
+#define GLA_MID_ISSUE 0    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one
+#define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)
 #define GLA_TMA 0    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)
 constexpr int O_WM = 1, O_WN = 4, S_WM = 2, S_WN = 2, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
@@ -2019,7 +2020,8 @@ constexpr int EMPTY_BARS = SLOT_PER_GROUP ? STAGES : STAGES * PG;
 __device__ __forceinline__ int bar_empty(int b, int g) { return SLOT_PER_GROUP ? BAR_EMPTY + b : BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
 static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
-static_assert(!GLA_X_PER_GROUP || (SLOT_PER_GROUP && GLA_TMA), "per-group logits tiles: a group's slots are its own");
+static_assert(!GLA_MID_ISSUE || (SLOT_PER_GROUP && GLA_TMA), "mid-chunk loads: a group's slots are its own");
+static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded after the gate");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2457,7 +2459,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
             if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
-                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
+                if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
             } else {
 #else
@@ -2467,7 +2469,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-                if (GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // (the logits tile was their scratch)
+                if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // (the logits tile was their scratch)
             }
         } else {
             static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
@@ -2477,10 +2479,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
+        if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);   // mid-chunk (xc keeps this chunk's logit)
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (PG > 1 && !GLA_X_PER_GROUP && jn < nchunks) x = issue(jn);  // two groups: the other one works while this one loads
+        if (PG > 1 && !GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // two groups: the other one works while this one loads
     }
 }
 
