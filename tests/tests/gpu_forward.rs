@@ -247,9 +247,10 @@ fn warp_specialised_variants_over_the_shapes() {
                 }
             }
         }
-        // (Per-key gates at d_k 129..=256: the key-split variants, two 128-column key slices on the wgmma kernel
-        // with 4 producer warps or 8 in two groups.)
-        for (pw, pg) in [(4, 1), (8, 2)] {
+        // (d_k 129..=256: the key-split variants, two 128-column key slices on the wgmma kernel — per key with 4
+        // producer warps or 8 in two groups, scalar gates with 4 in two groups.)
+        let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey { &[(4, 1), (8, 2)] } else { &[(4, 2)] };
+        for &(pw, pg) in groups {
             let tiles = Tiles { block_v: 128, warps: 8, producer_warps: pw, producer_groups: pg, wgmma: true, ctas_per_sm: 1 };
             if kd == 256 && vd >= 128 {
                 if let Ok(s) = KernelSpec::new(gate, dt, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(2)) {

@@ -301,9 +301,9 @@ impl KernelSpec {
         match self.key_split {
             1 => {}
             2 => {
-                if self.shape() != GateShape::PerKey || !self.tiles.wgmma {
+                if self.shape() == GateShape::PerValue || !self.tiles.wgmma {
                     return bad(format!(
-                        "key split 2 needs a per-key gate (state rows independent per key) and wgmma consumers, got a {} gate{}",
+                        "key split 2 needs a per-key, per-head or fixed gate (the decay of a state row does not depend on the value column) and wgmma consumers, got a {} gate{}",
                         self.shape(),
                         if self.tiles.wgmma { "" } else { " without wgmma" }
                     ));
@@ -488,12 +488,14 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
         }
     }
 
-    // Key split 2 (per-key gates, d_k = 256): each head as two 128-column key slices on the d = 128 kernel with one
-    // 128-wide value tile (8 consumer warps on wgmma; 4 producer warps, or 8 in two groups), f32 partial outputs
-    // summed by gla_fwd_ksum.
-    if gate.shape() == GateShape::PerKey {
+    // Key split 2 (d_k = 256): each head as two 128-column key slices on the d = 128 kernel with one 128-wide value
+    // tile (8 consumer warps on wgmma; per key 4 producer warps, or 8 in two groups; scalar gates 4 in two groups),
+    // f32 partial outputs summed by gla_fwd_ksum. (The chunkwise form is linear in the key columns and a scalar
+    // gate's decay is the same for every key row, so the slices' O_s = Q̃_s S_s + (Q_s K_sᵀ ⊙ D) V add up to O.)
+    if gate.shape() != GateShape::PerValue {
+        let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey { &[(4, 1), (8, 2)] } else { &[(4, 2)] };
         for dtype in [DType::BF16, DType::F16] {
-            for (producer_warps, producer_groups) in [(4u32, 1u32), (8, 2)] {
+            for &(producer_warps, producer_groups) in groups {
                 let tiles = Tiles { block_v: 128, warps: 8, producer_warps, producer_groups, wgmma: true, ctas_per_sm: 1 };
                 if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles).and_then(|s| s.with_key_split(2)) {
                     out.push(s);

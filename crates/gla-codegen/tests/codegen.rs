@@ -493,19 +493,28 @@ fn key_split_variants_are_validated_and_planned() {
     let one = KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 128, false, tiles(true)).unwrap();
     let g1 = generate(&one).unwrap();
     assert!(g1.source.contains("#define KSPLIT 1") && g1.plan.kernels.iter().all(|k| k.name != "gla_fwd_ksum"));
+    // (Per-value gates have no wgmma variant to split: the warp-specialised kernels refuse them first.)
+    let e = KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 32, 16, 128, 256, false, tiles(true)).unwrap_err().to_string();
+    assert!(e.contains("not per-value"), "{e}");
     for (gate, wg, ks, why) in [
-        (&fixtures::PER_HEAD as &'static dyn gla_core::Gate, true, 2, "per-key gate"),
+        (&fixtures::PER_HEAD as &'static dyn gla_core::Gate, false, 2, "without wgmma"),
         (&fixtures::PER_KEY, false, 2, "without wgmma"),
         (&fixtures::PER_KEY, true, 4, "key_split must be 1 or 2"),
     ] {
         let e = KernelSpec::new(gate, DType::BF16, 32, 16, 128, 256, false, tiles(wg)).unwrap().with_key_split(ks).unwrap_err().to_string();
         assert!(e.contains(why), "{e}");
     }
-    // The search space has them for per-key gates only, serving d = 256.
+    // The search space has them for per-key gates (4 producer warps, or 8 in two groups) and the scalar gates (4 in
+    // two groups), serving d = 256; none for per-value gates.
     let ks: Vec<_> = gla_codegen::all_variants(&fixtures::PER_KEY).into_iter().filter(|s| s.key_split > 1).collect();
     assert_eq!(ks.len(), 4, "bf16 and f16, 4 producer warps or 8 in two groups");
     assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256));
-    assert!(gla_codegen::all_variants(&fixtures::PER_HEAD).iter().all(|s| s.key_split == 1));
+    for scalar in [&fixtures::PER_HEAD as &'static dyn gla_core::Gate, &fixtures::FIXED] {
+        let ks: Vec<_> = gla_codegen::all_variants(scalar).into_iter().filter(|s| s.key_split > 1).collect();
+        assert_eq!(ks.len(), 2, "bf16 and f16");
+        assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256 && s.tiles.producer_groups == 2 && gla_codegen::writer::tma(s)));
+    }
+    assert!(gla_codegen::all_variants(&fixtures::PER_VALUE).iter().all(|s| s.key_split == 1));
     assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 2 * 10 * 3 * 256 * 4);
     assert_eq!(gla_codegen::key_split_workspace_bytes(1, 10, 3, 256), 0);
 }

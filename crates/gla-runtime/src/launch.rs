@@ -359,15 +359,17 @@ impl<'a> Bound<'a> {
         let q = need("q", b.q, gpu, prod(&[tokens, h, dk])?, dt)?;
         let k = need("k", b.k, gpu, prod(&[tokens, h, dk])?, dt)?;
         let v = need("v", b.v, gpu, prod(&[tokens, hv, dv])?, dt)?;
+        // Logits per token: per key [h, d_k] (the slices' view of [H, d_k · s]), per head [H] (one logit a real head,
+        // shared by its key slices), per value [H, d_v].
         let per_token = match spec.gate.shape() {
-            GateShape::PerKey => Some(dk),
-            GateShape::PerHead => Some(1),
-            GateShape::PerValue => Some(dv),
+            GateShape::PerKey => Some(h * dk),
+            GateShape::PerHead => Some(hv),
+            GateShape::PerValue => Some(hv * dv),
             GateShape::Fixed => None,
         };
         let g = match (per_token, b.g) {
             // Logits are stored in the element dtype, like q (gla_codegen::ForwardArgs::g).
-            (Some(p), Some(t)) => need("gate logits", t, gpu, prod(&[tokens, h, p])?, dt)?,
+            (Some(p), Some(t)) => need("gate logits", t, gpu, prod(&[tokens, p])?, dt)?,
             (None, None) => 0,
             (Some(_), None) => return Err(GlaError::invalid("gate logits", format!("gate `{}` needs logits", spec.gate.name()))),
             (None, Some(_)) => return Err(GlaError::invalid("gate logits", format!("gate `{}` is fixed and takes none", spec.gate.name()))),

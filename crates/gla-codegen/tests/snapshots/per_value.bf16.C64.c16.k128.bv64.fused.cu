@@ -665,7 +665,7 @@ __device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, i
     static_assert(C == 32, "one logit a lane");
     if ((G::tid() & 31) < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + (G::tid() & 31)) * nvh(a) + vhead(sq)];
 #elif KEY_GATE == GATE_PER_HEAD
-    if (G::tid() < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + G::tid()) * a.h + sq.head];
+    if (G::tid() < min(C, sq.len - i0)) x = a.g[(sq.bos + i0 + G::tid()) * nvh(a) + vhead(sq)];
 #endif
     (void)a; (void)sq; (void)i0;
     return x;
