@@ -5,7 +5,8 @@
 //! the CUDA code), and a scheduler runs the roles in many random interleavings with the hardware's barrier
 //! semantics (a phase completes when the consumers and one producer group have both arrived; `bar.sync` waits for
 //! its phase, `bar.arrive` does not; with TMA loads the group's part in EMPTY is its issuing warp alone, which is the
-//! same protocol at this level: the group's other warps never touch the slot before it is refilled). Checked for every chunk count 0..=13, slot count 2 and 3, one and two groups:
+//! same protocol at this level: the group's other warps never touch the slot before it is refilled). Checked for every chunk count 0..=13, slot count 2 and 3, one and two groups,
+//! and for the four-slot ring of two TMA groups that issue their next chunk midway through the current one:
 //! no deadlock, no barrier left with a half-complete phase at exit (the ARCHITECTURE.md invariant), a slot is only
 //! refilled after the consumers finished the chunk it held, and the consumers only read a chunk after its
 //! producers published it.
@@ -31,13 +32,24 @@ enum Op {
 fn full(b: usize) -> usize {
     b
 }
-/// EMPTY barrier of slot b for producer group g (kernels.cuh `bar_empty`).
+/// EMPTY barrier of slot b for producer group g (kernels.cuh `bar_empty`): one a slot where every slot belongs to
+/// one group (`SLOT_PER_GROUP`: slots a multiple of two groups), else one a (slot, group).
 fn empty(stages: usize, groups: usize, b: usize, g: usize) -> usize {
-    stages + b * groups + g
+    if groups > 1 && stages % groups == 0 {
+        stages + b
+    } else {
+        stages + b * groups + g
+    }
 }
 
 /// Producer group g's operations (kernels.cuh `produce`).
 fn producer(n: usize, stages: usize, groups: usize, g: usize) -> Vec<Op> {
+    producer_with(n, stages, groups, g, false)
+}
+
+/// `mid`: `GLA_MID_ISSUE` (two groups, four slots): a group issues its next chunk midway through the current one,
+/// before publishing it, instead of after.
+fn producer_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool) -> Vec<Op> {
     let mut ops = Vec::new();
     let issue = |ops: &mut Vec<Op>, j: usize| {
         if j >= stages {
@@ -55,9 +67,12 @@ fn producer(n: usize, stages: usize, groups: usize, g: usize) -> Vec<Op> {
         if groups == 1 && jn < n {
             issue(&mut ops, jn); // prefetch before working on j
         }
+        if mid && jn < n {
+            issue(&mut ops, jn); // after the gate / the scores of chunk j
+        }
         ops.push(Op::Produced(j));
         ops.push(Op::Arrive(full(j % stages)));
-        if groups > 1 && jn < n {
+        if groups > 1 && !mid && jn < n {
             issue(&mut ops, jn);
         }
         j = jn;
@@ -100,9 +115,13 @@ struct Bar {
 
 /// Run all roles in a random interleaving; panics on a protocol violation. Role 0 is the consumers.
 fn run(n: usize, stages: usize, groups: usize, rng: &mut SmallRng) {
+    run_with(n, stages, groups, false, rng)
+}
+
+fn run_with(n: usize, stages: usize, groups: usize, mid: bool, rng: &mut SmallRng) {
     let mut progs: Vec<Vec<Op>> = vec![consumer(n, stages, groups)];
     for g in 0..groups {
-        progs.push(producer(n, stages, groups, g));
+        progs.push(producer_with(n, stages, groups, g, mid));
     }
     run_programs(progs, n, stages, groups, rng);
 }
@@ -176,6 +195,18 @@ fn ring_hand_off_has_no_deadlock_race_or_pending_phase() {
                     run(n, stages, groups, &mut rng);
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn four_slot_mid_chunk_issue_has_no_deadlock_race_or_pending_phase() {
+    // GLA_MID_ISSUE: two TMA producer groups, four slots (slot j mod 4 only ever holds group j mod 2's chunks, one
+    // EMPTY barrier a slot), chunk j + 2 issued before chunk j is published.
+    let mut rng = SmallRng::seed_from_u64(2026_12_02);
+    for n in 0..=17 {
+        for _ in 0..300 {
+            run_with(n, 4, 2, true, &mut rng);
         }
     }
 }
