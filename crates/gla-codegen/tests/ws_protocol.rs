@@ -27,6 +27,12 @@ enum Op {
     Consume(usize),
     /// The consumers are done with chunk j.
     Consumed(usize),
+    /// TMA chunks: a producer thread waits on chunk j's slot mbarrier with parity (j / STAGES) & 1
+    /// (`mbarrier.try_wait.parity`: passes once the barrier's current phase has the other parity).
+    MbarWait(usize),
+    /// TMA chunks: a producer group's own barrier (`G::sync` / the gate's vote, or the warpgroup's wgmma) between
+    /// its issuing warp (the lead) and its other warps (the rest).
+    GroupSync(usize),
 }
 
 fn full(b: usize) -> usize {
@@ -50,6 +56,34 @@ fn producer(n: usize, stages: usize, groups: usize, g: usize) -> Vec<Op> {
 /// `mid`: `GLA_MID_ISSUE` (two groups, four slots): a group issues its next chunk midway through the current one,
 /// before publishing it, instead of after.
 fn producer_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool) -> Vec<Op> {
+    producer_tma(n, stages, groups, g, mid, false)
+}
+
+/// Group g's two group barriers (after the ring's FULL and EMPTY barriers).
+fn group_bar(stages: usize, groups: usize, g: usize, k: usize) -> usize {
+    stages + stages * groups + 2 * g + k
+}
+
+/// TMA chunks: the group's warps other than its issuing one. They never wait on EMPTY: after publishing chunk j
+/// they go straight to chunk j + groups's mbarrier, and meet the issuing warp at the group barriers of each chunk
+/// (the gate's vote; with mid-chunk loads also the warpgroup's score wgmma after the issue).
+fn producer_rest(n: usize, stages: usize, groups: usize, g: usize, mid: bool) -> Vec<Op> {
+    let mut ops = Vec::new();
+    let mut j = g;
+    while j < n {
+        ops.push(Op::MbarWait(j));
+        ops.push(Op::GroupSync(group_bar(stages, groups, g, 0)));
+        if mid {
+            ops.push(Op::GroupSync(group_bar(stages, groups, g, 1)));
+        }
+        j += groups;
+    }
+    ops
+}
+
+/// `tma`: the chunk arrives by TMA and every producer thread waits on the slot's mbarrier for it (modelled below);
+/// this is then the group's issuing warp (its other warps: [`producer_rest`]).
+fn producer_tma(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma: bool) -> Vec<Op> {
     let mut ops = Vec::new();
     let issue = |ops: &mut Vec<Op>, j: usize| {
         if j >= stages {
@@ -67,8 +101,15 @@ fn producer_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool) ->
         if groups == 1 && jn < n {
             issue(&mut ops, jn); // prefetch before working on j
         }
+        if tma {
+            ops.push(Op::MbarWait(j));
+            ops.push(Op::GroupSync(group_bar(stages, groups, g, 0)));
+        }
         if mid && jn < n {
             issue(&mut ops, jn); // after the gate / the scores of chunk j
+        }
+        if tma && mid {
+            ops.push(Op::GroupSync(group_bar(stages, groups, g, 1)));
         }
         ops.push(Op::Produced(j));
         ops.push(Op::Arrive(full(j % stages)));
@@ -126,11 +167,28 @@ fn run_with(n: usize, stages: usize, groups: usize, mid: bool, rng: &mut SmallRn
     run_programs(progs, n, stages, groups, rng);
 }
 
+/// The ring with TMA chunks: the producers wait on the slots' mbarriers, whose phases the copy engine completes at
+/// random times after each issue (one phase a use of the slot).
+fn run_tma(n: usize, stages: usize, groups: usize, mid: bool, rng: &mut SmallRng) {
+    let mut progs: Vec<Vec<Op>> = vec![consumer(n, stages, groups)];
+    for g in 0..groups {
+        progs.push(producer_tma(n, stages, groups, g, mid, true));
+        progs.push(producer_rest(n, stages, groups, g, mid));
+    }
+    run_programs(progs, n, stages, groups, rng);
+}
+
+/// Roles: 0 the consumers; then per producer group its (lead) program and, for TMA chunks, its rest (odd roles ≥ 3
+/// when every group has two; the party of a group barrier: rest 0, lead 1).
 fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng: &mut SmallRng) {
+    let split = progs.len() == 1 + 2 * groups && groups > 0 && progs.iter().skip(1).any(|p| p.iter().any(|o| matches!(o, Op::GroupSync(_))));
+    let is_rest = |r: usize| split && r >= 1 && (r - 1) % 2 == 1;
     let mut pc = vec![0usize; progs.len()];
+    // TMA: chunks issued and not landed yet, chunks landed, completed phases of each slot's mbarrier.
+    let (mut in_flight, mut landed, mut mbar) = (Vec::<usize>::new(), vec![false; n], vec![0usize; stages]);
     // A role blocked in Wait: (barrier, phase it waits for).
     let mut blocked: Vec<Option<(usize, usize)>> = vec![None; progs.len()];
-    let mut bars = vec![Bar::default(); stages + stages * groups];
+    let mut bars = vec![Bar::default(); stages + stages * groups + 2 * groups];
     let (mut issued, mut produced, mut consumed) = (vec![false; n], vec![false; n], vec![false; n]);
     let ctx = format!("n={n} stages={stages} groups={groups}");
     loop {
@@ -143,16 +201,32 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
                 }
             }
         }
-        let runnable: Vec<usize> = (0..progs.len()).filter(|&r| blocked[r].is_none() && pc[r] < progs[r].len()).collect();
-        if runnable.is_empty() {
+        // A role at MbarWait(j) may go on once slot j mod STAGES's mbarrier is in a phase of the other parity than
+        // (j / STAGES) & 1 — which is what the hardware checks; whether chunk j has landed is asserted below.
+        let mbar_open = |r: usize| match progs[r].get(pc[r]) {
+            Some(&Op::MbarWait(j)) => mbar[j % stages] & 1 != (j / stages) & 1,
+            _ => true,
+        };
+        let runnable: Vec<usize> = (0..progs.len()).filter(|&r| blocked[r].is_none() && pc[r] < progs[r].len() && mbar_open(r)).collect();
+        if runnable.is_empty() && in_flight.is_empty() {
             let stuck: Vec<usize> = (0..progs.len()).filter(|&r| pc[r] < progs[r].len()).collect();
             assert!(stuck.is_empty(), "{ctx}: deadlock, roles {stuck:?} blocked at {:?}", stuck.iter().map(|&r| progs[r][pc[r]]).collect::<Vec<_>>());
             break;
         }
+        // The copy engine lands one chunk in flight (any of them: copies to different slots finish in any order).
+        if !in_flight.is_empty() && (runnable.is_empty() || rng.random_range(0..runnable.len() + 1) == 0) {
+            let j = in_flight.swap_remove(rng.random_range(0..in_flight.len()));
+            landed[j] = true;
+            mbar[j % stages] += 1;
+            continue;
+        }
         let r = runnable[rng.random_range(0..runnable.len())];
-        let party = if r == 0 { 0 } else { 1 };
+        let party = match progs[r][pc[r]] {
+            Op::GroupSync(_) => usize::from(!is_rest(r)),
+            _ => usize::from(r != 0),
+        };
         match progs[r][pc[r]] {
-            op @ (Op::Arrive(b) | Op::Wait(b)) => {
+            op @ (Op::Arrive(b) | Op::Wait(b) | Op::GroupSync(b)) => {
                 assert!(!bars[b].arrived[party], "{ctx}: role {r} joins barrier {b} twice in one phase");
                 bars[b].arrived[party] = true;
                 let phase = bars[b].completed;
@@ -160,7 +234,7 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
                     bars[b].arrived = [false, false];
                     bars[b].completed += 1;
                 }
-                if matches!(op, Op::Wait(_)) {
+                if matches!(op, Op::Wait(_) | Op::GroupSync(_)) {
                     blocked[r] = Some((b, phase));
                     continue; // pc advances when the phase completes
                 }
@@ -169,7 +243,9 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
                 assert!(!issued[j], "{ctx}: chunk {j} issued twice");
                 assert!(j < stages || consumed[j - stages], "{ctx}: slot of chunk {j} refilled before chunk {} was consumed", j - stages);
                 issued[j] = true;
+                in_flight.push(j);
             }
+            Op::MbarWait(j) => assert!(landed[j], "{ctx}: role {r} passed chunk {j}'s mbarrier before the chunk landed"),
             Op::Produced(j) => {
                 assert!(issued[j], "{ctx}: chunk {j} produced before it was loaded");
                 produced[j] = true;
@@ -209,6 +285,37 @@ fn four_slot_mid_chunk_issue_has_no_deadlock_race_or_pending_phase() {
             run_with(n, 4, 2, true, &mut rng);
         }
     }
+}
+
+#[test]
+fn tma_parity_waits_see_their_own_chunk() {
+    // One group on two or three slots (each use of a slot waited on by the group that issued the previous one), and
+    // two groups on four slots (a slot only ever holds one group's chunks): a waiter's parity names the phase of its
+    // own chunk.
+    let mut rng = SmallRng::seed_from_u64(2026_12_03);
+    for (stages, groups, mid) in [(2, 1, false), (3, 1, false), (4, 2, true)] {
+        for n in 0..=13 {
+            for _ in 0..300 {
+                run_tma(n, stages, groups, mid, &mut rng);
+            }
+        }
+    }
+}
+
+#[test]
+fn two_groups_sharing_three_tma_slots_read_a_chunk_before_it_lands() {
+    // Session j's three-slot two-group TMA ring (H200, 2026-12-02j call 7: it hung): a group publishing chunk j
+    // waits for chunk j + 2 on the slot that held the other group's chunk j − 1; if that copy has not landed yet, the
+    // barrier is still in the phase before, whose parity equals the one the waiter asks for — the wait passes at
+    // once on stale data, and the slot's phases and its waiters drift apart (deadlock further on).
+    let mut rng = SmallRng::seed_from_u64(13);
+    let found = (0..2000).find_map(|_| {
+        let mut r = SmallRng::seed_from_u64(rng.random());
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_tma(9, 3, 2, false, &mut r))).err()?;
+        Some(e.downcast_ref::<String>().cloned().unwrap_or_default())
+    });
+    let msg = found.expect("three slots shared by two TMA groups should fail in some interleaving");
+    assert!(msg.contains("passed chunk") && msg.contains("before the chunk landed"), "{msg}");
 }
 
 #[test]
