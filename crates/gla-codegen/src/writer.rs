@@ -169,7 +169,7 @@ impl SmemLayout {
         let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
         // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group. Such a group's Γ tile (the
         // exact path's, non-mild chunks only, which never build [Q̃; K̃]) lives in the same bytes: 18 KB a group
-        // less, which is what lets two groups keep three slots.
+        // less (with the per-group logits tiles, what lets two per-key groups have four slots).
         let ps_stride = if wg_scores(spec) { (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
         let g_bytes = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
         debug_assert!(ps_stride == 0 || g_bytes <= ps_stride, "the Γ tile fits in [Q̃; K̃]");
