@@ -2030,6 +2030,11 @@ __device__ __forceinline__ int bar_empty(int b, int g) { return SLOT_PER_GROUP ?
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
 static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
 static_assert(!GLA_MID_ISSUE || (SLOT_PER_GROUP && GLA_TMA), "mid-chunk loads: a group's slots are its own");
+// TMA with two groups needs every slot to be one group's: else a group's warps, past publishing chunk j, wait for
+// chunk j + 2 on the slot of the other group's chunk j − 1, and if that copy has not landed the mbarrier is still in
+// the phase whose parity they ask for — the wait passes on stale data (H200, 2026-12-02j: the three-slot per-key
+// w8p8x2g hung; tests/ws_protocol.rs reproduces it).
+static_assert(!(GLA_TMA && PG == 2) || SLOT_PER_GROUP, "two TMA producer groups: four slots (a slot holds one group's chunks)");
 static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded after the gate");
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
