@@ -67,13 +67,15 @@ fn group_bar(stages: usize, groups: usize, g: usize, k: usize) -> usize {
 /// TMA chunks: the group's warps other than its issuing one. They never wait on EMPTY: after publishing chunk j
 /// they go straight to chunk j + groups's mbarrier, and meet the issuing warp at the group barriers of each chunk
 /// (the gate's vote; with mid-chunk loads also the warpgroup's score wgmma after the issue).
-fn producer_rest(n: usize, stages: usize, groups: usize, g: usize, mid: bool) -> Vec<Op> {
+/// `joined`: (a three-slot form not built) after publishing chunk j they also wait at a group barrier for the
+/// issuing warp to have issued chunk j + groups — past its EMPTY wait, so the slot's previous copy has landed.
+fn producer_rest(n: usize, stages: usize, groups: usize, g: usize, mid: bool, joined: bool) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut j = g;
     while j < n {
         ops.push(Op::MbarWait(j));
         ops.push(Op::GroupSync(group_bar(stages, groups, g, 0)));
-        if mid {
+        if mid || (joined && j + groups < n) {
             ops.push(Op::GroupSync(group_bar(stages, groups, g, 1)));
         }
         j += groups;
@@ -84,6 +86,10 @@ fn producer_rest(n: usize, stages: usize, groups: usize, g: usize, mid: bool) ->
 /// `tma`: the chunk arrives by TMA and every producer thread waits on the slot's mbarrier for it (modelled below);
 /// this is then the group's issuing warp (its other warps: [`producer_rest`]).
 fn producer_tma(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma: bool) -> Vec<Op> {
+    producer_lead(n, stages, groups, g, mid, tma, false)
+}
+
+fn producer_lead(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma: bool, joined: bool) -> Vec<Op> {
     let mut ops = Vec::new();
     let issue = |ops: &mut Vec<Op>, j: usize| {
         if j >= stages {
@@ -115,6 +121,9 @@ fn producer_tma(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma
         ops.push(Op::Arrive(full(j % stages)));
         if groups > 1 && !mid && jn < n {
             issue(&mut ops, jn);
+            if joined {
+                ops.push(Op::GroupSync(group_bar(stages, groups, g, 1)));
+            }
         }
         j = jn;
     }
@@ -170,10 +179,14 @@ fn run_with(n: usize, stages: usize, groups: usize, mid: bool, rng: &mut SmallRn
 /// The ring with TMA chunks: the producers wait on the slots' mbarriers, whose phases the copy engine completes at
 /// random times after each issue (one phase a use of the slot).
 fn run_tma(n: usize, stages: usize, groups: usize, mid: bool, rng: &mut SmallRng) {
+    run_tma_with(n, stages, groups, mid, false, rng)
+}
+
+fn run_tma_with(n: usize, stages: usize, groups: usize, mid: bool, joined: bool, rng: &mut SmallRng) {
     let mut progs: Vec<Vec<Op>> = vec![consumer(n, stages, groups)];
     for g in 0..groups {
-        progs.push(producer_tma(n, stages, groups, g, mid, true));
-        progs.push(producer_rest(n, stages, groups, g, mid));
+        progs.push(producer_lead(n, stages, groups, g, mid, true, joined));
+        progs.push(producer_rest(n, stages, groups, g, mid, joined));
     }
     run_programs(progs, n, stages, groups, rng);
 }
@@ -316,6 +329,18 @@ fn two_groups_sharing_three_tma_slots_read_a_chunk_before_it_lands() {
     });
     let msg = found.expect("three slots shared by two TMA groups should fail in some interleaving");
     assert!(msg.contains("passed chunk") && msg.contains("before the chunk landed"), "{msg}");
+}
+
+#[test]
+fn three_tma_slots_for_two_groups_are_sound_once_the_group_waits_for_its_issue() {
+    // The repair NOTES.md (2026-12-02j, Next 1) proposes for the three-slot ring: a group barrier after the issuing
+    // warp's EMPTY wait and issue, before the other warps' next mbarrier wait.
+    let mut rng = SmallRng::seed_from_u64(2026_12_04);
+    for n in 0..=13 {
+        for _ in 0..300 {
+            run_tma_with(n, 3, 2, false, true, &mut rng);
+        }
+    }
 }
 
 #[test]
