@@ -247,14 +247,12 @@ fn warp_specialised_variants_over_the_shapes() {
                 }
             }
         }
-        // (d_k 129..=256: the key-split variants, two 128-column key slices on the wgmma kernel — per key with 4
-        // producer warps or 8 in two groups, scalar gates with 4 in two groups.)
-        let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey { &[(4, 1), (8, 2)] } else { &[(4, 2)] };
-        for &(pw, pg) in groups {
-            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: pw, producer_groups: pg, wgmma: true, ctas_per_sm: 1 };
-            if kd == 256 && vd >= 128 {
-                if let Ok(s) = KernelSpec::new(gate, dt, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(2)) {
-                    if variant_selected(&s) {
+        // (d_k 129..=256: the search space's key-split variants — two 128-column key slices on the wgmma kernel —
+        // with their tiles, at this shape's d_v.)
+        if kd == 256 && vd >= 128 {
+            for ks in all_variants(gate).into_iter().filter(|s| s.key_split > 1 && s.dtype == dt) {
+                if let Ok(s) = KernelSpec::new(gate, dt, ks.chunk, ks.sub_chunk, ks.dk, vd, false, ks.tiles).and_then(|s| s.with_key_split(ks.key_split)) {
+                    if !specs.contains(&s) && variant_selected(&s) {
                         specs.push(s);
                     }
                 }

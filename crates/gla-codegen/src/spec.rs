@@ -469,7 +469,7 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             let sixteen_warps = warps + producer_warps > 12;
                             let two_groups = producer_groups > 1;
                             // Per key, two groups of one warpgroup each (8 + 8, C 32, one 128-wide tile): two producer
-                            // warps a scheduler on alternate chunks, the consumers' Sᵀ in registers (160 / 96 split).
+                            // warps a scheduler on alternate chunks, the consumers' Sᵀ in registers (144 / 112 split).
                             let per_key_x2 = per_key && sixteen_warps && two_groups && d == 128 && chunk == 32 && block_v == 128;
                             if !per_key_x2 && ((per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups)) {
                                 continue;
@@ -487,7 +487,6 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
             }
         }
     }
-
     // Key split 2 (d_k = 256): each head as two 128-column key slices on the d = 128 kernel with one 128-wide value
     // tile (8 consumer warps on wgmma; per key 4 producer warps, or 8 in two groups; scalar gates 4 in two groups),
     // f32 partial outputs summed by gla_fwd_ksum. (The chunkwise form is linear in the key columns and a scalar
