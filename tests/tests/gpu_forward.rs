@@ -321,6 +321,54 @@ fn warp_specialised_variants_over_the_shapes() {
     assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
 }
 
+/// The two-level scan with a lead segment (`gla_codegen::total_segments`): segment 0 runs the fused forward in the
+/// state pass's launch and hands its final state to the combine; the last segment writes the final state. Long
+/// enough sequences that the lead holds chunks (63 chunks at S = 3: a lead of 14), S = 2 (the lead and one segment,
+/// no state pass), S = 5, the runtime's choice, varlen with an empty and a one-token sequence, an initial state; the
+/// default (warp-specialised) variant and a mma.sync fused variant of each gate shape, bf16 and f32.
+#[test]
+fn segments_with_a_lead_match_the_f64_reference() {
+    let Some(gla) = gpu_or_skip("segments_with_a_lead_match_the_f64_reference") else { return };
+    let mut failures = Vec::new();
+    let mut runs = 0usize;
+    println!("| gate | dtype | shape | variant | segments | o | final state |");
+    println!("|---|---|---|---|---|---|---|");
+    let shapes = [
+        ("T=2000 H=2", Dims::new(1, 2000, 2, 128, 128), None),
+        ("varlen (700, 0, 1, 1299) + state", Dims::new(1, 2000, 2, 128, 128), Some(vec![0, 700, 700, 701, 2000])),
+        ("T=1500 D=64", Dims::new(2, 1500, 1, 64, 64), None),
+    ];
+    for gate in kernel_gates() {
+        for dt in [DType::BF16, DType::F32] {
+            for (i, (name, d, cu)) in shapes.iter().enumerate() {
+                let case = Case::random(gate, *d, dt, 9100 + i as u64, true, cu.clone());
+                let want = case.reference(gate, None);
+                let ws = KernelSpec::default_for(gate, dt, d.dk, d.dv).unwrap();
+                let mut plain = ws;
+                plain.tiles = Tiles { block_v: 64.min(plain.dv), warps: 8, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+                plain.key_split = 1;
+                plain.chunk = 64;
+                let mut specs = vec![ws];
+                if plain.validate().is_ok() && plain != ws {
+                    specs.push(plain);
+                }
+                for spec in specs {
+                    for segs in [Some(2), Some(3), Some(5), None] {
+                        let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
+                        runs += 1;
+                        println!("| {} | {dt} | {name} | {} | {segs:?} | {eo:.2e} | {es:.2e} |", gate.name(), spec.id());
+                        if !(eo.max(es) <= tolerance(dt)) {
+                            failures.push(format!("{} (segments {segs:?}) {name}: o {eo:.2e}, state {es:.2e}", spec.id()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(runs > 0, "nothing ran");
+    assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
+}
+
 /// Bad input to the GPU API returns typed errors (here: on a real device; the pure validation is unit-tested in
 /// gla-runtime without a GPU).
 #[test]

@@ -14,12 +14,13 @@ pub enum GridAxis {
     Sequences,
     /// Total number of chunks over all sequences (Σ ceil(len_n / C)).
     Chunks { chunk: u32 },
-    /// `N · P`: the sequences, each split into `P` segments of whole chunks ([`segments`]; `P = 1` on problems
-    /// that fill the GPU).
+    /// `N · (S − 1)` for `S > 1` segments a sequence, else `N`: the fused pass (segments 1 ..= S − 1 of the
+    /// two-level scan, [`total_segments`]; `S = 1` on problems that fill the GPU).
     SeqSegments,
-    /// `N · P` when `P > 1`, else 0 (the kernel is skipped): the segment-state pass of the two-level scan.
+    /// `N · (S − 1)` when `S > 1`, else 0 (the kernel is skipped): the first pass of the two-level scan (the lead
+    /// segment's fused forward and the state pass of segments 1 ..= S − 2).
     SplitSeqSegments,
-    /// `N` when `P > 1`, else 0: the sequential combine of the segment states.
+    /// `N` when `S > 1`, else 0: the sequential combine of the segment states.
     SplitSequences,
     /// `H · blocks`: each head split into `blocks` CTAs (the combine's blocks of state rows).
     HeadBlocks { blocks: u32 },
@@ -38,10 +39,10 @@ pub fn spills_acceptable(_name: &str, spill_bytes: u32) -> bool {
 /// CTAs that fill the H200 (132 SMs, one fused CTA per SM).
 pub const WAVE_CTAS: usize = 132;
 
-/// Segments `P` per sequence of the fused plan (a two-level scan over chunks): when the (sequence, head, value
-/// tile) CTAs fill at most half the GPU, each sequence is split into `P = ⌊132 / CTAs⌋` segments of whole chunks
-/// (at most `max_chunks`, the longest sequence's chunk count, and 64), so that `N·H·tiles·P` CTAs run. `P = 1`
-/// otherwise (no segment pass).
+/// CTAs `P` a sequence gets in each pass of the fused plan's two-level scan over chunks: when the (sequence, head,
+/// value tile) CTAs fill at most half the GPU, `P = ⌊132 / CTAs⌋` (at most `max_chunks`, the longest sequence's
+/// chunk count, and 63), so that `N·H·tiles·P` CTAs run in each pass; `P = 1` otherwise (no segment pass). The
+/// sequence is then cut into [`total_segments`]`(P) = P + 1` segments.
 pub fn segments(n_seqs: usize, h: usize, vtiles: usize, max_chunks: usize) -> usize {
     segments_on(WAVE_CTAS, n_seqs, h, vtiles, max_chunks)
 }
@@ -52,7 +53,47 @@ pub fn segments_on(wave: usize, n_seqs: usize, h: usize, vtiles: usize, max_chun
     if ctas == 0 {
         return 1;
     }
-    (wave / ctas).clamp(1, max_chunks.clamp(1, 64))
+    (wave / ctas).clamp(1, max_chunks.clamp(1, 63))
+}
+
+/// Segments `S` per sequence for `P` CTAs a sequence a pass ([`segments`]): 1 when `P = 1`, else `P + 1`.
+///
+/// The two-level scan with a lead segment. Segment 0 (the lead) starts from the initial state, so its output needs
+/// no segment state: it runs the fused forward in the *first* pass, beside the state pass of segments 1 ..= S − 2
+/// (`gla_fwd_ws_states` / `gla_fwd_seg_states`, `N·(S − 1)` CTAs), and writes its final state. The combine then
+/// chains the states; the second pass (`gla_fwd_ws` / `gla_fwd_fused`, `N·(S − 1)` CTAs) runs segments 1 ..= S − 1
+/// from them, and the last one writes the final state — no state pass for the last segment. The lead is shorter
+/// than the other segments ([`LEAD_PERMILLE`]) so that both passes take about as long as a state pass and a fused
+/// pass over one later segment.
+pub fn total_segments(p: usize) -> usize {
+    if p >= 2 {
+        p + 1
+    } else {
+        1
+    }
+}
+
+/// The lead segment's length in thousandths of a later segment's: a fused chunk costs about 1 / 0.6 of a state-pass
+/// chunk (H200, 2026-12-02j: 2×16384×16×128 took 0.471 ms with P = 4 against 0.290 for the unsegmented 8×4096 of
+/// the same 4096 chunks a CTA), so a lead of 0.6 segments ends with the state pass.
+pub const LEAD_PERMILLE: i32 = 600;
+
+/// The chunks `[c0, c1)` of segment `p` of a sequence of `nch` chunks cut into `segs` segments with a lead of
+/// `lead` thousandths of a later segment (the kernels' `seg_range`, which this mirrors for the host's tests and
+/// plans): the lead takes `⌊nch · lead / (lead + 1000 (S − 1))⌋` chunks, the rest is cut into `S − 1` equal runs.
+pub fn segment_chunks(nch: usize, segs: usize, lead: i32, p: usize) -> (usize, usize) {
+    if segs <= 1 {
+        return (0, nch);
+    }
+    let rest = segs - 1;
+    let lead = lead.max(0) as usize;
+    let l = nch * lead / (lead + 1000 * rest);
+    if p == 0 {
+        return (0, l);
+    }
+    let per = (nch - l).div_ceil(rest);
+    let c0 = nch.min(l + (p - 1) * per);
+    (c0, nch.min(c0 + per))
 }
 
 /// Bytes of the key-split partial outputs (`key_split > 1`: f32 `[key_split, tokens, H, d_v]`, H the real heads),
@@ -83,13 +124,15 @@ pub struct LaunchPlan {
     pub kernels: Vec<KernelLaunch>,
     /// Whether the plan needs the per-chunk state buffer `states` (`[total_chunks, H, d_k, d_v]` f32).
     pub needs_state_buffer: bool,
-    /// Whether the plan splits narrow problems into segments ([`segments`]); with `P > 1` it then needs the
-    /// segment workspace `states` (f32 `[N·P, H, d_k, d_v]` segment states, then `[N·P, H, max(d_k, d_v)]` decays).
+    /// Whether the plan splits narrow problems into segments ([`segments`], [`total_segments`]); with `S > 1` it then
+    /// needs the segment workspace `states` (f32 `[N·S, H, d_k, d_v]` segment states, then `[N·S, H, max(d_k, d_v)]`
+    /// decays).
     #[serde(default)]
     pub segmented: bool,
 }
 
-/// Bytes of the segment workspace of a segmented plan with `P = segs > 1` (0 when `segs == 1`).
+/// Bytes of the segment workspace of a segmented plan with `S = segs > 1` segments a sequence (0 when `segs == 1`):
+/// one state slot and one decay row a segment.
 pub fn segment_workspace_bytes(n_seqs: usize, segs: usize, h: usize, dk: usize, dv: usize) -> usize {
     if segs <= 1 {
         return 0;
@@ -135,11 +178,12 @@ pub struct ForwardArgs {
     pub dk: i32,
     pub dv: i32,
     pub scale: f32,
-    /// Segments per sequence `P` of a segmented plan ([`segments`]); 1 otherwise.
+    /// Segments per sequence `S` of a segmented plan, the lead segment included ([`total_segments`]); 1 otherwise.
     pub segs: i32,
     /// 1 when the four tensor maps are encoded (kernels with TMA loads then move whole chunks by TMA; 0: by cp.async).
     pub tma: i32,
-    pub pad: i32,
+    /// The lead segment's length in thousandths of a later segment's (`segs > 1`; [`LEAD_PERMILLE`]).
+    pub lead: i32,
     /// TMA descriptors (CUtensorMap) over the `[tokens, H, d]` views of q, k, v and the per-key logits: 3-d, boxes of
     /// 64 × 1 × C elements, 128-byte swizzle. All zero unless `tma` is 1.
     pub tm_q: TmaMap,

@@ -27,9 +27,10 @@ pub struct ForwardOptions<'a> {
     pub cu_seqlens: Option<&'a [usize]>,
     /// The kernel variant (default: [`KernelSpec::default_for`] the problem's head dims).
     pub variant: Option<KernelSpec>,
-    /// Segments per sequence of the fused variants' two-level scan (default: `gla_codegen::segments`, which
-    /// splits only problems too narrow to fill the GPU). `Some(1)` never splits; larger values are capped at the
-    /// longest sequence's chunk count and 64. Ignored by materialized variants.
+    /// Segments per sequence of the fused variants' two-level scan, its short lead segment included (default:
+    /// `gla_codegen::total_segments` of `gla_codegen::segments`, which splits only problems too narrow to fill the
+    /// GPU). `Some(1)` never splits; larger values are capped at 64 (segments past a short sequence's end are
+    /// empty). Ignored by materialized variants.
     pub segments: Option<usize>,
 }
 

@@ -65,7 +65,7 @@ pub struct GridSizes<'a> {
     pub dv: usize,
     /// Length of each sequence, in tokens.
     pub seq_lens: &'a [usize],
-    /// Segments per sequence `P` of a segmented plan (`gla_codegen::segments`), else 1.
+    /// Segments per sequence `S` of a segmented plan, the lead included (`gla_codegen::total_segments`), else 1.
     pub segs: usize,
 }
 
@@ -82,8 +82,8 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
         GridAxis::Heads => s.h,
         GridAxis::Sequences => s.seq_lens.len(),
         GridAxis::Chunks { chunk } => total_chunks(s.seq_lens, chunk),
-        GridAxis::SeqSegments => s.seq_lens.len() * s.segs.max(1),
-        GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * s.segs } else { 0 },
+        GridAxis::SeqSegments => s.seq_lens.len() * if s.segs > 1 { s.segs - 1 } else { 1 },
+        GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * (s.segs - 1) } else { 0 },
         GridAxis::SplitSequences => if s.segs > 1 { s.seq_lens.len() } else { 0 },
         GridAxis::HeadBlocks { blocks } => s.h * blocks as usize,
         GridAxis::KeySplitSum { key_split, per_block } => {
@@ -94,19 +94,32 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
     }
 }
 
-/// `P` for `variant`'s plan on a problem: 1 for plans that do not segment; else `requested` (capped at the longest
-/// sequence's chunk count and 64) or, by default, `gla_codegen::segments`.
+/// Segments `S` a sequence for `variant`'s plan on a problem (the lead included): 1 for plans that do not segment;
+/// else `requested` (at most 64) or, by default, `gla_codegen::total_segments` of `gla_codegen::segments`.
 pub fn plan_segments(plan: &LaunchPlan, spec: &KernelSpec, seq_lens: &[usize], h: usize, dv: usize, requested: Option<usize>) -> usize {
     if !plan.segmented {
         return 1;
     }
-    let max_chunks = seq_lens.iter().map(|l| l.div_ceil(spec.chunk as usize)).max().unwrap_or(0);
     match requested {
-        Some(p) => p.clamp(1, max_chunks.clamp(1, 64)),
+        Some(s) => s.clamp(1, 64),
         None => {
+            let max_chunks = seq_lens.iter().map(|l| l.div_ceil(spec.chunk as usize)).max().unwrap_or(0);
             let wave = gla_codegen::WAVE_CTAS * spec.tiles.ctas_per_sm as usize;
-            gla_codegen::segments_on(wave, seq_lens.len(), h, dv.div_ceil(spec.tiles.block_v as usize), max_chunks)
+            gla_codegen::total_segments(gla_codegen::segments_on(wave, seq_lens.len(), h, dv.div_ceil(spec.tiles.block_v as usize), max_chunks))
         }
+    }
+}
+
+/// The lead segment's length for the two-level scan, in thousandths of a later segment's: `GLA_SEG_LEAD` if set
+/// (a benchmarking knob: it moves work between the two passes and never changes a result), else
+/// `gla_codegen::LEAD_PERMILLE`.
+pub fn lead_permille() -> Result<i32> {
+    match std::env::var("GLA_SEG_LEAD") {
+        Err(_) => Ok(gla_codegen::LEAD_PERMILLE),
+        Ok(v) => match v.trim().parse::<i32>() {
+            Ok(x) if (0..=4000).contains(&x) => Ok(x),
+            _ => Err(GlaError::invalid("GLA_SEG_LEAD", format!("must be an integer from 0 to 4000 (thousandths of a segment), got `{v}`"))),
+        },
     }
 }
 
@@ -430,6 +443,7 @@ impl<'a> Bound<'a> {
             dv: dv as i32,
             scale,
             segs: segs as i32,
+            lead: lead_permille()?,
             ..Default::default()
         };
         if gla_codegen::writer::tma(spec) && dk == spec.dk as usize && tokens > 0 {
@@ -551,17 +565,19 @@ mod tests {
         assert_eq!(resolve_axis(GridAxis::SeqSegments, &one), 2);
         assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &one), 0, "P = 1: the segment pass is skipped");
         assert_eq!(resolve_axis(GridAxis::SplitSequences, &one), 0);
+        // S = 4 segments: the lead + 3; each pass runs 3 CTAs a sequence.
         let four = GridSizes { segs: 4, ..one };
-        assert_eq!(resolve_axis(GridAxis::SeqSegments, &four), 8);
-        assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &four), 8);
+        assert_eq!(resolve_axis(GridAxis::SeqSegments, &four), 6);
+        assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &four), 6);
         assert_eq!(resolve_axis(GridAxis::SplitSequences, &four), 2);
         assert_eq!(resolve_axis(GridAxis::HeadBlocks { blocks: 16 }, &four), 32, "the combine: H x row blocks");
         // P: fills the GPU only when the CTAs would fill at most half of it; at most the chunks of the longest sequence.
         assert_eq!(gla_codegen::segments(8, 16, 1, 64), 1);
         assert_eq!(gla_codegen::segments(2, 16, 1, 256), 4);
-        assert_eq!(gla_codegen::segments(1, 2, 1, 64), 64);
+        assert_eq!(gla_codegen::segments(1, 2, 1, 64), 63);
         assert_eq!(gla_codegen::segments(1, 2, 1, 3), 3);
-        assert_eq!(gla_codegen::segments(1, 1, 1, 1000), 64);
+        assert_eq!(gla_codegen::segments(1, 1, 1, 1000), 63);
+        assert_eq!((gla_codegen::total_segments(1), gla_codegen::total_segments(4)), (1, 5));
         assert_eq!(gla_codegen::segment_workspace_bytes(2, 4, 16, 128, 64), 2 * 4 * 16 * (128 * 64 + 128) * 4);
         assert_eq!(gla_codegen::segment_workspace_bytes(2, 1, 16, 128, 64), 0);
         // Key split: h counts the key slices; the sum covers tokens x real heads x d_v, 1024 outputs a block.
@@ -570,6 +586,29 @@ mod tests {
         assert_eq!(resolve_axis(GridAxis::One, &ks), 1);
         // Two CTAs an SM: segments fill 2 · 132 CTAs.
         assert_eq!(gla_codegen::segments_on(2 * gla_codegen::WAVE_CTAS, 2, 16, 1, 256), 8);
+    }
+
+    #[test]
+    fn segments_cover_each_sequence_in_order() {
+        use gla_codegen::segment_chunks;
+        for nch in [0, 1, 2, 3, 7, 128, 512, 1000] {
+            for segs in [1, 2, 3, 5, 17, 64] {
+                for lead in [0, 600, 1000, 4000] {
+                    let mut next = 0;
+                    for p in 0..segs {
+                        let (c0, c1) = segment_chunks(nch, segs, lead, p);
+                        assert!(c0 == next && c1 >= c0, "nch {nch} S {segs} lead {lead}: segment {p} is [{c0}, {c1}) after {next}");
+                        next = c1;
+                    }
+                    assert_eq!(next, nch, "nch {nch} S {segs} lead {lead}: every chunk in a segment");
+                }
+            }
+        }
+        // 2×16384 at C = 32 (512 chunks), P = 4: a lead of 0.6 segments — 66 chunks, then 4 segments of 112.
+        assert_eq!(segment_chunks(512, 5, 600, 0), (0, 66));
+        assert_eq!(segment_chunks(512, 5, 600, 1), (66, 178));
+        assert_eq!(segment_chunks(512, 5, 600, 4), (402, 512));
+        assert_eq!(segment_chunks(512, 5, 0, 0), (0, 0), "lead 0: the old scheme (the lead is empty)");
     }
 
     #[test]
@@ -596,7 +635,7 @@ mod tests {
 
     #[test]
     fn args_struct_layout_matches_c() {
-        // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, segs, tma, pad, 4 tensor maps.
+        // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, segs, tma, lead, 4 tensor maps.
         let a = ForwardArgs { n_seqs: 1, h: 2, dk: 3, dv: 4, scale: 0.5, ..Default::default() };
         let base = &a as *const ForwardArgs as usize;
         assert_eq!(&a.chunk_index as *const u64 as usize - base, 88);

@@ -22,9 +22,9 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs (materialize on), or null
     int n_seqs, h, dk, dv;
     float scale;
-    int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
+    int segs;                  // segments per sequence S of the fused plan's two-level scan, the lead included (1: none)
     int tma;                   // 1: tm_q .. tm_g are encoded (GLA_TMA kernels then load whole chunks by TMA)
-    int pad_;
+    int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
 };
 
