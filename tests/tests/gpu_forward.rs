@@ -44,6 +44,12 @@ fn variant_selected(s: &KernelSpec) -> bool {
 /// small problems; `Some(1)` = one CTA walks each whole sequence); returns (rel RMS of o, rel RMS of the final
 /// state).
 fn run_case(gla: &Gla, gate: &'static dyn Gate, case: &Case, spec: Option<KernelSpec>, segments: Option<usize>, want: &(Vec<f64>, Vec<f64>)) -> (f64, f64) {
+    let (got_o, got_s) = run_case_raw(gla, gate, case, spec, segments);
+    (rel_rms(&got_o, &want.0), rel_rms(&got_s, &want.1))
+}
+
+/// [`run_case`]'s outputs: o and the final state.
+fn run_case_raw(gla: &Gla, gate: &'static dyn Gate, case: &Case, spec: Option<KernelSpec>, segments: Option<usize>) -> (Vec<f64>, Vec<f64>) {
     let d = case.dims;
     let dt = case.dtype;
     let q = gla.upload(&case.host(&case.q, &d.q_shape(), dt)).unwrap();
@@ -70,7 +76,7 @@ fn run_case(gla: &Gla, gate: &'static dyn Gate, case: &Case, spec: Option<Kernel
         .unwrap_or_else(|e| panic!("forward failed for {:?}: {e}", spec));
     let got_o: Vec<f64> = o.to_f32().unwrap().into_iter().map(f64::from).collect();
     let got_s: Vec<f64> = ht.to_f32().unwrap().into_iter().map(f64::from).collect();
-    (rel_rms(&got_o, &want.0), rel_rms(&got_s, &want.1))
+    (got_o, got_s)
 }
 
 /// Every variant of every built-in gate, every dtype, on one ragged problem (T not a multiple of any chunk,
@@ -325,7 +331,7 @@ fn warp_specialised_variants_over_the_shapes() {
 /// state pass's launch and hands its final state to the combine; the last segment writes the final state. Long
 /// enough sequences that the lead holds chunks (63 chunks at S = 3: a lead of 14), S = 2 (the lead and one segment,
 /// no state pass), S = 5, the runtime's choice, varlen with an empty and a one-token sequence, an initial state; the
-/// default (warp-specialised) variant and a mma.sync fused variant of each gate shape, bf16 and f32.
+/// default (warp-specialised) variant and a mma.sync fused variant of every gate in bf16, of GLA and Mamba-2 in f32.
 #[test]
 fn segments_with_a_lead_match_the_f64_reference() {
     let Some(gla) = gpu_or_skip("segments_with_a_lead_match_the_f64_reference") else { return };
@@ -339,7 +345,8 @@ fn segments_with_a_lead_match_the_f64_reference() {
         ("T=1500 D=64", Dims::new(2, 1500, 1, 64, 64), None),
     ];
     for gate in kernel_gates() {
-        for dt in [DType::BF16, DType::F32] {
+        let dts: &[DType] = if ["gla", "mamba2"].contains(&gate.name()) { &[DType::BF16, DType::F32] } else { &[DType::BF16] };
+        for &dt in dts {
             for (i, (name, d, cu)) in shapes.iter().enumerate() {
                 let case = Case::random(gate, *d, dt, 9100 + i as u64, true, cu.clone());
                 let want = case.reference(gate, None);
@@ -366,6 +373,52 @@ fn segments_with_a_lead_match_the_f64_reference() {
         }
     }
     assert!(runs > 0, "nothing ran");
+    assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
+}
+
+/// Every key-split variant, each key slice on its own: the final state's rows of slice s (d_k rows s·d_k/2 ..) and
+/// the output, at T = 1, 32 (one chunk), 65 and 300, with and without an initial state — so that a slice whose
+/// state or partial output goes wrong is named (the cluster variants exchange the partials through DSMEM).
+#[test]
+fn key_slices_each_match_the_f64_reference() {
+    let Some(gla) = gpu_or_skip("key_slices_each_match_the_f64_reference") else { return };
+    let mut failures = Vec::new();
+    let mut runs = 0usize;
+    println!("| variant | T | state | o | slice 0 state | slice 1 state |");
+    println!("|---|---|---|---|---|---|");
+    for gate in kernel_gates().into_iter().filter(|g| g.shape() != GateShape::PerValue) {
+        let specs: Vec<KernelSpec> = all_variants(gate).into_iter().filter(|s| s.key_split == 2 && s.dtype == DType::BF16 && variant_selected(s)).collect();
+        for spec in specs {
+            for (i, t) in [1usize, 32, 65, 300].into_iter().enumerate() {
+                for state in [false, true] {
+                    let d = Dims::new(1, t, 2, 256, 256);
+                    let case = Case::random(gate, d, DType::BF16, 9300 + i as u64, state, None);
+                    let want = case.reference(gate, None);
+                    let (got_o, got_s) = run_case_raw(&gla, gate, &case, Some(spec), Some(1));
+                    runs += 1;
+                    let eo = rel_rms(&got_o, &want.0);
+                    // ht [1, H, 256, 256]: rows 0..128 of each head are slice 0's, 128.. slice 1's.
+                    let rows = |sl: usize| -> (Vec<f64>, Vec<f64>) {
+                        let (mut g, mut w) = (Vec::new(), Vec::new());
+                        for h in 0..d.h {
+                            let at = (h * 256 + sl * 128) * 256;
+                            g.extend_from_slice(&got_s[at..at + 128 * 256]);
+                            w.extend_from_slice(&want.1[at..at + 128 * 256]);
+                        }
+                        (g, w)
+                    };
+                    let (g0, w0) = rows(0);
+                    let (g1, w1) = rows(1);
+                    let (e0, e1) = (rel_rms(&g0, &w0), rel_rms(&g1, &w1));
+                    println!("| {} | {t} | {state} | {eo:.2e} | {e0:.2e} | {e1:.2e} |", spec.id());
+                    if !(eo.max(e0).max(e1) <= tolerance(DType::BF16)) {
+                        failures.push(format!("{} T={t} state {state}: o {eo:.2e}, slice 0 state {e0:.2e}, slice 1 state {e1:.2e}", spec.id()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(runs > 0, "no key-split variant ran");
     assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
 }
 
