@@ -129,10 +129,6 @@ pub struct LaunchPlan {
     /// decays).
     #[serde(default)]
     pub segmented: bool,
-    /// Whether a key split's slices write f32 partial outputs to the workspace, added by `gla_fwd_ksum`
-    /// ([`key_split_workspace_bytes`]); false where the slices exchange them in a cluster (`writer::ks_cluster`).
-    #[serde(default)]
-    pub key_split_partials: bool,
 }
 
 /// Bytes of the segment workspace of a segmented plan with `S = segs > 1` segments a sequence (0 when `segs == 1`):

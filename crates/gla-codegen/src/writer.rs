@@ -59,8 +59,6 @@ pub struct SmemLayout {
     /// [`x_per_group`] variants: each producer group's logits tile (`xg_stride` bytes apart); 0 otherwise.
     pub xg: u32,
     pub xg_stride: u32,
-    /// [`ks_cluster`] variants: the key slices' exchange buffers and their mbarriers ([`XCH_BYTES`]); 0 otherwise.
-    pub xch: u32,
     /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
@@ -138,7 +136,6 @@ impl SmemLayout {
             xg: 0,
             xg_stride: 0,
             mbar: 0,
-            xch: 0,
             total: base + rest,
         }
     }
@@ -194,14 +191,6 @@ impl SmemLayout {
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let fits = |n: u32| n * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES;
         let stages = if two_tma_groups(spec) && fits(4) { 4 } else if fits(3) { 3 } else { 2 };
-        // Two key slices as a 2-CTA cluster (wgmma, C = 32): their exchange buffers, where they fit beside the ring.
-        let want_xch = spec.key_split == 2 && wg && c == 32 && bv == 128;
-        let xch_at = rest.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN;
-        let (xch, rest) = if want_xch && stages * slot_bytes + xch_at + XCH_BYTES + slack <= crate::spec::MAX_SMEM_BYTES {
-            (xch_at, xch_at + XCH_BYTES)
-        } else {
-            (0, rest)
-        };
         let base = stages * slot_bytes;
         SmemLayout {
             stages,
@@ -227,7 +216,6 @@ impl SmemLayout {
             mbar: if tma(spec) { base + ro[5] } else { 0 },
             xg: if xg { base + ro[6] } else { 0 },
             xg_stride: if xg { x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 },
-            xch: if xch > 0 { base + xch } else { 0 },
             total: base + rest + slack,
         }
     }
@@ -270,20 +258,6 @@ fn two_tma_groups(spec: &KernelSpec) -> bool {
 /// GLA w8p8x2g's 18 % of the producers'). Per-key gates need [`x_per_group`] for the fourth slot to fit.
 pub fn mid_issue(spec: &KernelSpec) -> bool {
     two_tma_groups(spec) && SmemLayout::of(spec).stages == 4
-}
-
-/// The key slices' exchange ([`ks_cluster`]): two buffers × two consumer warpgroups × 128 threads × C / 2 = 16 f32
-/// partial outputs (each thread's accumulator fragment, thread-major so that both sides move 16-byte vectors without
-/// bank conflicts), then FULL[2][2] (in slice 0) and EMPTY[2][2] (in slice 1) mbarriers.
-pub const XCH_BYTES: u32 = 2 * 2 * 128 * 16 * 4 + 2 * 2 * 2 * 8;
-
-/// Key-split variants (`key_split = 2`, wgmma consumers, C = 32, 128-wide value tiles) whose two key slices run as
-/// one 2-CTA cluster (`__cluster_dims__(1, 2, 1)`: grid y = 2h + slice): slice 1's consumers write their f32 partial
-/// output of each chunk into slice 0's shared memory (DSMEM), slice 0 adds it to its own and stores O once — no f32
-/// partials through global memory and no `gla_fwd_ksum` (H200, 2026-12-02j: those cost ~0.2 ms of the 0.64–0.80 ms
-/// at 8×4096×8×256). Where the exchange buffers ([`XCH_BYTES`]) fit beside the slot ring; else the partials path.
-pub fn ks_cluster(spec: &KernelSpec) -> bool {
-    spec.tiles.specialised() && SmemLayout::of(spec).xch != 0
 }
 
 /// Warp-specialised wgmma variants whose producers load whole chunks by TMA (`cp.async.bulk.tensor`, one thread, an
@@ -465,7 +439,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "#define GLA_MID_ISSUE {}    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one", mid_issue(spec) as u32);
     let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)", x_per_group(spec) as u32);
     let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", tma(spec) as u32);
-    let _ = writeln!(w, "#define GLA_KS_CLUSTER {}    // the two key slices as a 2-CTA cluster: slice 1's partial output reaches slice 0 through DSMEM", ks_cluster(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
     let _ = writeln!(
         w,
@@ -531,7 +504,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         lay.ps, lay.ps_stride
     );
     let _ = writeln!(w, "constexpr unsigned OFF_MBAR = {};  // TMA: the slots' mbarriers", lay.mbar);
-    let _ = writeln!(w, "constexpr unsigned OFF_XCH = {};  // GLA_KS_CLUSTER: the key slices' exchange buffers, then their mbarriers", lay.xch);
     let _ = writeln!(
         w,
         "constexpr unsigned OFF_XG = {}, XG_STRIDE = {};  // GLA_X_PER_GROUP: the producer groups' logits tiles",
@@ -593,7 +565,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             ],
             needs_state_buffer: true,
             segmented: false,
-            key_split_partials: false,
         }
     } else {
         // Alg. 1 (right), fused; narrow problems add the two-level scan's segment-state and combine passes
@@ -621,12 +592,10 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             ],
             needs_state_buffer: false,
             segmented: true,
-            key_split_partials: false,
         }
     };
     let mut plan = plan;
-    if spec.key_split > 1 && !ks_cluster(spec) {
-        plan.key_split_partials = true;
+    if spec.key_split > 1 {
         plan.kernels.push(KernelLaunch {
             name: "gla_fwd_ksum".into(),
             grid: [GridAxis::KeySplitSum { key_split: spec.key_split, per_block: KSUM_PER_BLOCK }, GridAxis::One, GridAxis::One],

@@ -423,7 +423,7 @@ impl Gla {
             p.states_bytes().max(8)
         } else {
             gla_codegen::segment_workspace_bytes(lens.len(), segs, kh, kdk, p.dims.dv)
-                + if variant.plan().key_split_partials { gla_codegen::key_split_workspace_bytes(ks, tokens, p.dims.h, p.dims.dv) } else { 0 }
+                + gla_codegen::key_split_workspace_bytes(ks, tokens, p.dims.h, p.dims.dv)
         };
         let mut ws_guard = lock(&self.inner.workspace);
         let states = if need > 0 {

@@ -410,14 +410,13 @@ impl<'a> Bound<'a> {
             }
             let idx = meta.chunk_index.as_ref().ok_or_else(|| GlaError::invalid("sequence arrays", "built without chunk_index"))?;
             (ws.device_ptr(gpu.stream()).0, idx.device_ptr(gpu.stream()).0)
-        } else if segs > 1 || (ks > 1 && variant.plan.key_split_partials) {
-            let partials = if variant.plan.key_split_partials { ks } else { 1 };
+        } else if segs > 1 || ks > 1 {
             let ws = b.states.ok_or_else(|| {
                 GlaError::invalid("states", format!("the problem runs in {segs} segments per sequence and {ks} key slices and needs a workspace"))
             })?;
             prod(&[n, segs, h, dk * dv + dk.max(dv), 4])?; // overflow check
             prod(&[ks, tokens, hv, dv, 4])?;
-            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv) + gla_codegen::key_split_workspace_bytes(partials, tokens, hv, dv);
+            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv) + gla_codegen::key_split_workspace_bytes(ks, tokens, hv, dv);
             if ws.len() < bytes {
                 return Err(GlaError::invalid("states", format!("workspace has {} bytes, needs {bytes}", ws.len())));
             }

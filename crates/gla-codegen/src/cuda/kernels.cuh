@@ -446,76 +446,10 @@ __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
 }
 #endif
 
-#if GLA_KS_CLUSTER
-// The two key slices of a head as one 2-CTA cluster (writer::ks_cluster; grid y = 2h + slice, cluster rank = slice).
-// Per chunk j and consumer warpgroup: slice 1 writes its f32 partial output — each thread its 16 accumulator values,
-// thread-major — into buffer j & 1 of slice 0 (DSMEM) and arrives on slice 0's FULL[j & 1] (release, cluster
-// scope); slice 0 waits on it (acquire), adds, stores O and arrives on slice 1's EMPTY[j & 1], which slice 1 waits on
-// before it refills that buffer with chunk j + 2. Use n = j >> 1 of a buffer completes phase n of both barriers.
-static_assert(KSPLIT == 2 && GLA_WGMMA && GLA_TMA && C == 32 && NWG == 2, "the slice exchange: two slices, two consumer warpgroups, 16 values a thread");
-#define GLA_CLUSTER_DIMS __cluster_dims__(1, KSPLIT, 1)
-constexpr unsigned XCH_DATA = 2 * 2 * 128 * 16 * 4;  // then FULL[2][2], EMPTY[2][2]
-__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ unsigned cluster_map(unsigned addr, unsigned rank) {  // this CTA's smem address in CTA rank's
-    unsigned r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void cluster_sync_all() {  // every thread of both CTAs (not .aligned: the roles diverge)
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
-    asm volatile("{\n .reg .pred p;\n XCH_WAIT:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n @!p bra XCH_WAIT;\n}\n"
-                 ::"r"(bar), "r"(parity) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_remote(unsigned cluster_bar) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
-}
-// Thread 0 sets up the barriers (128 arrivals: one a thread of the other slice's warpgroup); then both CTAs meet, so
-// neither touches the other's shared memory before it is set up.
-__device__ __forceinline__ void xch_init(unsigned char* smem) {
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < 8; ++i) mbar_init(smem_u32(smem + OFF_XCH + XCH_DATA + 8 * i), 128);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    cluster_sync_all();
-}
-// Slice 1: hand chunk j's partial (x) to slice 0; slice 0: add slice 1's partial of chunk j into x.
-__device__ __forceinline__ void xch_partial(unsigned char* smem, int j, float (&x)[C / 2]) {
-    const int wg = wg_index(), t = threadIdx.x & 127, buf = j & 1, use = j >> 1;
-    const unsigned xb = smem_u32(smem + OFF_XCH) + (buf * 2 + wg) * (4 * 128 * 16) + t * 16;
-    const unsigned full = smem_u32(smem + OFF_XCH + XCH_DATA) + 8 * (buf * 2 + wg), empty = full + 32;
-    if (cluster_rank() != 0) {
-        if (use > 0) mbar_wait_cluster(empty, (use - 1) & 1);  // slice 0 has read this buffer's last use
-        const unsigned r = cluster_map(xb, 0);
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-            asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(r + q * 128 * 16), "f"(x[4 * q]), "f"(x[4 * q + 1]),
-                         "f"(x[4 * q + 2]), "f"(x[4 * q + 3]) : "memory");
-        mbar_arrive_remote(cluster_map(full, 0));
-        return;
-    }
-    mbar_wait_cluster(full, use & 1);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        float p0, p1, p2, p3;
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(p0), "=f"(p1), "=f"(p2), "=f"(p3) : "r"(xb + q * 128 * 16) : "memory");
-        x[4 * q] += p0; x[4 * q + 1] += p1; x[4 * q + 2] += p2; x[4 * q + 3] += p3;
-    }
-    mbar_arrive_remote(cluster_map(empty, 1));
-}
-#endif
-
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
 // then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
 // slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s).
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s) {
-    elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
-    (void)j;
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os, const Tiles& s) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     float x[C / 2];
 #if KEY_GATE != GATE_PER_KEY && GLA_SCALAR_ROWS
@@ -533,13 +467,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
-#if GLA_KS_CLUSTER
-    if (cluster_rank() != 0) {                                // slice 1: its partial goes to slice 0, which stores O
-        xch_partial(smem, j, x);
-        return;
-    }
-    xch_partial(smem, j, x);                                  // slice 0: O = O_0 + O_1
-#elif KSPLIT > 1
+#if KSPLIT > 1
     {
         (void)os;
         const i64 tokens = a.cu_seqlens[a.n_seqs];
@@ -573,7 +501,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
         const int row = idx / (64 / VEC), col = 64 * wg + (idx % (64 / VEC)) * VEC;
         if (i0 + row >= sq.len) continue;
         const elem_t* src = os + row * LDO + col;
-        elem_t* dst = a.o + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + col;
+        elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + col;
         if (full) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
         else
             for (int u = 0; u < VEC; ++u)
@@ -725,9 +653,6 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
 // EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
 // j ≡ g (mod 2), so two chunks' producer stages overlap.
-#ifndef GLA_CLUSTER_DIMS
-#define GLA_CLUSTER_DIMS
-#endif
 // One segment p of sequence n from the state init (null: S = 0); its final state goes to fin (null: dropped).
 __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p, const float* init, float* fin) {
     const Seq sq = locate(a, n, head, blockIdx.x);
@@ -739,9 +664,6 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if GLA_TMA
     tma_init(smem);
 #endif
-#if GLA_KS_CLUSTER
-    xch_init(smem);                                          // (and both slices' CTAs meet)
-#endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
@@ -752,6 +674,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
         WgState S = {};
         if (init) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
+        elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
             const Tiles s = carve_slot(smem, b);
@@ -771,7 +694,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, j, o, smem, s);              // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
+            wg_store(a, sq, i0, o, os, s);                   // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
@@ -796,12 +719,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         if (fin) state_global<true, Consumers>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #endif
     }
-#if GLA_KS_CLUSTER
-    cluster_sync_all();                                      // neither slice leaves while the other may still reach it
-#endif
 }
 
-extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) GLA_CLUSTER_DIMS gla_fwd_ws(const __grid_constant__ FwdArgs a) {
+extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y;
@@ -813,7 +733,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) GLA_CLUSTER_D
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
-extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) GLA_CLUSTER_DIMS gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
+extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y;
