@@ -106,9 +106,9 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs (materialize on), or null
     int n_seqs, h, dk, dv;
     float scale;
-    int segs;                  // segments per sequence P of the fused plan's two-level scan (1: none)
+    int segs;                  // segments per sequence S of the fused plan's two-level scan, the lead included (1: none)
     int tma;                   // 1: tm_q .. tm_g are encoded (GLA_TMA kernels then load whole chunks by TMA)
-    int pad_;
+    int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
 };
 
@@ -1915,16 +1915,54 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
 }
 
 #if GLA_FUSED
-// Two-level scan for narrow problems (segs = P > 1): sequence n is split into P segments of whole chunks; z = n·P + p.
-//   gla_fwd_seg_states:  ΔS_p = the state segment p alone produces from S = 0, and its decay Σ Γ_L (log2 units)
-//   gla_fwd_seg_combine: S_init(0) = S_0;  S_init(p+1) = diag(exp(Σ Γ_L(p))) S_init(p) + ΔS_p   (sequential in p)
-//   gla_fwd_fused:       every segment from its S_init, all in parallel.
-// The workspace a.states holds ΔS_p (replaced in place by S_init(p)), then the decays.
+// Two-level scan for narrow problems (segs = S > 1): sequence n is cut into S segments of whole chunks — a short
+// lead segment 0 (a.lead thousandths of a later one), then S − 1 equal ones; slot z = n·S + p of the workspace.
+//   pass 1 (gla_fwd_seg_states / gla_fwd_ws_states, p = 0 .. S − 2): p = 0 runs the fused forward of the lead from
+//           S_0 and writes its final state E_0 to slot 0; p ≥ 1 computes ΔS_p = the state segment p alone produces
+//           from S = 0, and its decay Σ Γ_L (log2 units)
+//   gla_fwd_seg_combine: S_init(1) = E_0;  S_init(p+1) = diag(exp(Σ Γ_L(p))) S_init(p) + ΔS_p   (sequential in p)
+//   pass 2 (gla_fwd_fused / gla_fwd_ws, p = 1 .. S − 1): every later segment from its S_init, all in parallel; the
+//           last one writes the final state.
+// The workspace a.states holds E_0 and ΔS_p (replaced in place by S_init(p)), then the decays. (The host's
+// gla_codegen::segment_chunks mirrors seg_range.)
 __device__ __forceinline__ void seg_range(const FwdArgs& a, const Seq& sq, int p, int& c0, int& c1) {
-    const int nch = (sq.len + C - 1) / C, per = (nch + a.segs - 1) / a.segs;
-    c0 = min(nch, p * per);
+    const int nch = (sq.len + C - 1) / C;
+    if (a.segs <= 1) {
+        c0 = 0;
+        c1 = nch;
+        return;
+    }
+    const int rest = a.segs - 1, lead = (int)((long long)nch * a.lead / (a.lead + 1000LL * rest));
+    if (p == 0) {
+        c0 = 0;
+        c1 = lead;
+        return;
+    }
+    const int per = (nch - lead + rest - 1) / rest;
+    c0 = min(nch, lead + (p - 1) * per);
     c1 = min(nch, c0 + per);
 }
+// The grid's z of either pass → (sequence n, segment p): pass 1 (LEAD) takes p = 0 .. S − 2, pass 2 p = 1 .. S − 1;
+// unsegmented (S = 1) z is the sequence and p = 0.
+__device__ __forceinline__ void seg_of(const FwdArgs& a, int z, bool lead_pass, int& n, int& p) {
+    const int per = a.segs > 1 ? a.segs - 1 : 1;
+    n = z / per;
+    p = z - n * per + (a.segs > 1 && !lead_pass ? 1 : 0);
+}
+// The state slot of (sequence n, segment p) in the segment workspace.
+__device__ __forceinline__ float* seg_slot(const FwdArgs& a, int n, int p, int head) {
+    return a.states + (((i64)n * a.segs + p) * a.h + head) * a.dk * (i64)a.dv;
+}
+// The state a fused segment starts from and where its final state goes: segment 0 from S_0, a later one from
+// S_init(p) (the combine's); the last segment's final state is the sequence's, the lead's is E_0 (slot 0).
+__device__ __forceinline__ const float* seg_init(const FwdArgs& a, int n, int p, int head) {
+    return p > 0 ? seg_slot(a, n, p, head) : a.h0 ? a.h0 + ((i64)n * a.h + head) * a.dk * (i64)a.dv : nullptr;
+}
+__device__ __forceinline__ float* seg_fin(const FwdArgs& a, int n, int p, int head) {
+    if (p == (a.segs > 1 ? a.segs - 1 : 0)) return a.ht ? a.ht + ((i64)n * a.h + head) * a.dk * (i64)a.dv : nullptr;
+    return p == 0 ? seg_slot(a, n, 0, head) : nullptr;
+}
+
 // Decays of the segment states: per key d_k values, per value d_v, scalar gates 1; rows of max(d_k, d_v).
 __device__ __forceinline__ float* seg_decay(const FwdArgs& a, int z, int head) {
     const i64 states = (i64)a.n_seqs * a.segs * a.h * a.dk * (i64)a.dv;
@@ -1973,18 +2011,15 @@ __device__ __forceinline__ void store_seg_decay(const FwdArgs& a, int z, int hea
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
 // the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
 // computes.
-extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
+// One segment p of sequence n from the state init (null: S = 0); its final state goes to fin (null: dropped).
+__device__ __forceinline__ void fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p, const float* init, float* fin) {
     const Tiles s = carve_smem(smem);
-    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     const float fixed_log_alpha = fixed_gate(a, head);
-    const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     SRegs S = {};
-    if (a.segs > 1) state_global<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // S_init(p)
-    else if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);                      // S_0
+    if (init) state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
     if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, true));
     for (int c = c0; c < c1; ++c) {
         const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
@@ -2013,7 +2048,15 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, true));
     }
-    if (a.ht && a.segs == 1) state_global<true>(S, a.ht + slab, a, sq.v0);  // (segmented: the combine writes it)
+    if (fin) state_global<true>(S, fin, a, sq.v0);                      // the final state, or E_0 (the lead)
+}
+
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int head = blockIdx.y;
+    int n, p;
+    seg_of(a, blockIdx.z, false, n, p);
+    fused_segment(a, smem, head, n, p, seg_init(a, n, p, head), seg_fin(a, n, p, head));
 }
 #else
 // Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here): the consumers', one per
@@ -2505,10 +2548,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
 // EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
 // j ≡ g (mod 2), so two chunks' producer stages overlap.
-extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(1024) unsigned char smem_raw[];
-    unsigned char* smem = smem_base(smem_raw);
-    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+// One segment p of sequence n from the state init (null: S = 0); its final state goes to fin (null: dropped).
+__device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p, const float* init, float* fin) {
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
@@ -2524,12 +2565,10 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
         else produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
     } else {
         regs_consumer();
-        const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
 #if GLA_WGMMA
         // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
         WgState S = {};
-        if (a.segs > 1) wg_state_global<false>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
-        else if (a.h0) wg_state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
+        if (init) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
@@ -2555,12 +2594,11 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
-        if (a.ht && a.segs == 1) wg_state_global<true>(S, a.ht + slab, a, sq.v0);
+        if (fin) wg_state_global<true>(S, fin, a, sq.v0);   // the final state, or E_0 (the lead)
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         SRegs S = {};
-        if (a.segs > 1) state_global<false, Consumers>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);
-        else if (a.h0) state_global<false, Consumers>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
+        if (init) state_global<false, Consumers>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
             const Tiles s = carve_slot(smem, b);
@@ -2573,9 +2611,18 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
             // Slot b is free: tell the group that refills it with chunk j + STAGES (only if there is such a chunk).
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
-        if (a.ht && a.segs == 1) state_global<true, Consumers>(S, a.ht + slab, a, sq.v0);
+        if (fin) state_global<true, Consumers>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #endif
     }
+}
+
+extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    unsigned char* smem = smem_base(smem_raw);
+    const int head = blockIdx.y;
+    int n, p;
+    seg_of(a, blockIdx.z, false, n, p);
+    ws_fused_segment(a, smem, head, n, p, seg_init(a, n, p, head), seg_fin(a, n, p, head));
 }
 
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
@@ -2584,7 +2631,14 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
 extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
-    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
+    const int head = blockIdx.y;
+    int n, p;
+    seg_of(a, blockIdx.z, true, n, p);
+    if (p == 0) {                                            // the lead: its output from S_0, and E_0
+        ws_fused_segment(a, smem, head, n, 0, seg_init(a, n, 0, head), seg_fin(a, n, 0, head));
+        return;
+    }
+    const int z = n * a.segs + p;                            // its workspace slot
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
@@ -2636,8 +2690,14 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_st
 // Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(128) unsigned char smem[];
+    const int head = blockIdx.y;
+    int n, p;
+    seg_of(a, blockIdx.z, true, n, p);
+    if (p == 0) {                                            // the lead: its output from S_0, and E_0
+        fused_segment(a, smem, head, n, 0, seg_init(a, n, 0, head), seg_fin(a, n, 0, head));
+        return;
+    }
     const Tiles s = carve_smem(smem);
-    const int head = blockIdx.y, z = blockIdx.z, n = z / a.segs, p = z - n * a.segs;
     const Seq sq = locate(a, n, head, blockIdx.x);
     const float fixed_log_alpha = fixed_gate(a, head);
     int c0, c1;
@@ -2666,13 +2726,13 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
     }
-    state_global<true>(S, a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // ΔS_p
-    store_seg_decay(a, z, head, sq, dec);
+    state_global<true>(S, seg_slot(a, n, p, head), a, sq.v0);  // ΔS_p
+    store_seg_decay(a, n * a.segs + p, head, sq, dec);
 }
 #endif
 
-// Two-level scan, pass 2 (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
-// the segments):  S_init(p) = S;  S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  at the end S is the final state.
+// Two-level scan, the combine (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
+// the segments):  S = E_0;  for p = 1 .. S − 2: S_init(p) = S, S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  S_init(S − 1) = S.
 // Grid: (value tile, head · row block, sequence) with COMBINE_ROWS / COMBINE_BLOCKS from the writer (the plan's
 // grid uses the same numbers); COMBINE_PER elements a thread, every segment's loads issued before its stores (the
 // stores go to the same workspace, so they would otherwise serialise the loads).
@@ -2680,11 +2740,11 @@ static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT && COMBINE_BLOCKS * COMBINE_
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __grid_constant__ FwdArgs a) {
     const int head = blockIdx.y / COMBINE_BLOCKS, d0 = (blockIdx.y % COMBINE_BLOCKS) * COMBINE_ROWS;
     const int n = blockIdx.z, v0 = blockIdx.x * BV;
-    const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
     float S[COMBINE_PER];
     i64 off[COMBINE_PER];  // element offset in a [dk, dv] slab
     int row[COMBINE_PER];
     bool ok[COMBINE_PER];
+    const float* e0 = seg_slot(a, n, 0, head);
 #pragma unroll
     for (int u = 0; u < COMBINE_PER; ++u) {
         const int idx = threadIdx.x + u * NT, d = d0 + idx / BV, e = v0 + idx % BV;
@@ -2694,12 +2754,11 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __
 #if KEY_GATE == GATE_PER_VALUE
         row[u] = e;
 #endif
-        S[u] = (ok[u] && a.h0) ? a.h0[slab + off[u]] : 0.f;
+        S[u] = ok[u] ? e0[off[u]] : 0.f;                      // S_init(1) = E_0, the lead's final state
     }
-    for (int p = 0; p < a.segs; ++p) {
-        const int z = n * a.segs + p;
-        float* ds = a.states + ((i64)z * a.h + head) * a.dk * (i64)a.dv;
-        const float* dz = seg_decay(a, z, head);
+    for (int p = 1; p < a.segs - 1; ++p) {
+        float* ds = seg_slot(a, n, p, head);
+        const float* dz = seg_decay(a, n * a.segs + p, head);
         float delta[COMBINE_PER], f[COMBINE_PER];
 #pragma unroll
         for (int u = 0; u < COMBINE_PER; ++u) {
@@ -2716,11 +2775,10 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __
             S[u] = f[u] * S[u] + delta[u];
         }
     }
-    if (a.ht) {
+    float* last = seg_slot(a, n, a.segs - 1, head);          // S_init(S − 1): the last segment has no state pass
 #pragma unroll
-        for (int u = 0; u < COMBINE_PER; ++u)
-            if (ok[u]) a.ht[slab + off[u]] = S[u];
-    }
+    for (int u = 0; u < COMBINE_PER; ++u)
+        if (ok[u]) last[off[u]] = S[u];
 }
 #else
 // Alg. 1 (left), materialize on, kernel 1: walk the chunks in order and write S_[n] (the state entering each chunk).
