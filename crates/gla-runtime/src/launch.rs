@@ -114,13 +114,16 @@ pub fn plan_segments(plan: &LaunchPlan, spec: &KernelSpec, seq_lens: &[usize], h
 /// (a benchmarking knob: it moves work between the two passes and never changes a result), else
 /// `gla_codegen::LEAD_PERMILLE`.
 pub fn lead_permille() -> Result<i32> {
-    match std::env::var("GLA_SEG_LEAD") {
+    // Read once: every forward launch asks.
+    static LEAD: std::sync::OnceLock<std::result::Result<i32, String>> = std::sync::OnceLock::new();
+    let lead = LEAD.get_or_init(|| match std::env::var("GLA_SEG_LEAD") {
         Err(_) => Ok(gla_codegen::LEAD_PERMILLE),
         Ok(v) => match v.trim().parse::<i32>() {
             Ok(x) if (0..=4000).contains(&x) => Ok(x),
-            _ => Err(GlaError::invalid("GLA_SEG_LEAD", format!("must be an integer from 0 to 4000 (thousandths of a segment), got `{v}`"))),
+            _ => Err(format!("must be an integer from 0 to 4000 (thousandths of a segment), got `{v}`")),
         },
-    }
+    });
+    lead.clone().map_err(|msg| GlaError::invalid("GLA_SEG_LEAD", msg))
 }
 
 /// Device limits on grid dimensions (x, y, z).
