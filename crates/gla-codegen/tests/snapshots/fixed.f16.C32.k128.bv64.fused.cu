@@ -2011,15 +2011,16 @@ __device__ __forceinline__ void store_seg_decay(const FwdArgs& a, int z, int hea
 // Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
 // the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
 // computes.
-// One segment p of sequence n from the state init (null: S = 0); its final state goes to fin (null: dropped).
-__device__ __forceinline__ void fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p, const float* init, float* fin) {
+// One segment p of sequence n, from seg_init, its final state to seg_fin (both taken where they are used: a pointer
+// held across the chunk loop costs the w16 kernels registers they do not have).
+__device__ __forceinline__ void fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p) {
     const Tiles s = carve_smem(smem);
     const Seq sq = locate(a, n, head, blockIdx.x);
     const float fixed_log_alpha = fixed_gate(a, head);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     SRegs S = {};
-    if (init) state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
+    if (const float* init = seg_init(a, n, p, head)) state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
     if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, true));
     for (int c = c0; c < c1; ++c) {
         const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
@@ -2048,7 +2049,7 @@ __device__ __forceinline__ void fused_segment(const FwdArgs& a, unsigned char* s
         __syncthreads();
         if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, true));
     }
-    if (fin) state_global<true>(S, fin, a, sq.v0);                      // the final state, or E_0 (the lead)
+    if (float* fin = seg_fin(a, n, p, head)) state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 }
 
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_constant__ FwdArgs a) {
@@ -2056,7 +2057,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
     const int head = blockIdx.y;
     int n, p;
     seg_of(a, blockIdx.z, false, n, p);
-    fused_segment(a, smem, head, n, p, seg_init(a, n, p, head), seg_fin(a, n, p, head));
+    fused_segment(a, smem, head, n, p);
 }
 #else
 // Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here): the consumers', one per
@@ -2548,8 +2549,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
 // EMPTY[b] (consumers → producers: slot b may be refilled). With two producer groups, group g takes the chunks
 // j ≡ g (mod 2), so two chunks' producer stages overlap.
-// One segment p of sequence n from the state init (null: S = 0); its final state goes to fin (null: dropped).
-__device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p, const float* init, float* fin) {
+// One segment p of sequence n, from seg_init, its final state to seg_fin (taken where they are used, as in
+// fused_segment).
+__device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p) {
     const Seq sq = locate(a, n, head, blockIdx.x);
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
@@ -2568,7 +2570,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if GLA_WGMMA
         // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
         WgState S = {};
-        if (init) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
+        if (const float* init = seg_init(a, n, p, head)) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
@@ -2594,11 +2596,11 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
-        if (fin) wg_state_global<true>(S, fin, a, sq.v0);   // the final state, or E_0 (the lead)
+        if (float* fin = seg_fin(a, n, p, head)) wg_state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         SRegs S = {};
-        if (init) state_global<false, Consumers>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
+        if (const float* init = seg_init(a, n, p, head)) state_global<false, Consumers>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
             const Tiles s = carve_slot(smem, b);
@@ -2611,7 +2613,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             // Slot b is free: tell the group that refills it with chunk j + STAGES (only if there is such a chunk).
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
-        if (fin) state_global<true, Consumers>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
+        if (float* fin = seg_fin(a, n, p, head)) state_global<true, Consumers>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #endif
     }
 }
@@ -2622,7 +2624,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
     const int head = blockIdx.y;
     int n, p;
     seg_of(a, blockIdx.z, false, n, p);
-    ws_fused_segment(a, smem, head, n, p, seg_init(a, n, p, head), seg_fin(a, n, p, head));
+    ws_fused_segment(a, smem, head, n, p);
 }
 
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
@@ -2635,7 +2637,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_st
     int n, p;
     seg_of(a, blockIdx.z, true, n, p);
     if (p == 0) {                                            // the lead: its output from S_0, and E_0
-        ws_fused_segment(a, smem, head, n, 0, seg_init(a, n, 0, head), seg_fin(a, n, 0, head));
+        ws_fused_segment(a, smem, head, n, 0);
         return;
     }
     const int z = n * a.segs + p;                            // its workspace slot
@@ -2694,7 +2696,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
     int n, p;
     seg_of(a, blockIdx.z, true, n, p);
     if (p == 0) {                                            // the lead: its output from S_0, and E_0
-        fused_segment(a, smem, head, n, 0, seg_init(a, n, 0, head), seg_fin(a, n, 0, head));
+        fused_segment(a, smem, head, n, 0);
         return;
     }
     const Tiles s = carve_smem(smem);
