@@ -474,6 +474,12 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             if !per_key_x2 && ((per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups)) {
                                 continue;
                             }
+                            // Scalar gates, 8 + 8 warps, one 128-wide tile at d = 128: since the state pass also runs
+                            // the lead segment's fused forward (2026-12-02k) its kernel spills 56–64 B; the best
+                            // variant at no shape measured (Mamba-2 w8p8g 0.263 ms vs 0.221 for w8p4x2g), left out.
+                            if !per_key && sixteen_warps && !two_groups && d == 128 && block_v == 128 {
+                                continue;
+                            }
                             if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
                                 out.push(s);
                             }
