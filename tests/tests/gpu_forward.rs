@@ -257,7 +257,7 @@ fn warp_specialised_variants_over_the_shapes() {
         // with their tiles, at this shape's d_v.)
         if kd == 256 && vd >= 128 {
             for ks in all_variants(gate).into_iter().filter(|s| s.key_split > 1 && s.dtype == dt) {
-                if let Ok(s) = KernelSpec::new(gate, dt, ks.chunk, ks.sub_chunk, ks.dk, vd, false, ks.tiles).and_then(|s| s.with_key_split(ks.key_split)) {
+                if let Ok(s) = KernelSpec::new(gate, dt, ks.chunk, ks.sub_chunk, ks.dk, vd, false, ks.tiles).and_then(|s| if ks.cluster { s.with_cluster_key_split() } else { s.with_key_split(ks.key_split) }) {
                     if !specs.contains(&s) && variant_selected(&s) {
                         specs.push(s);
                     }

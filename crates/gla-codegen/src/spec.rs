@@ -71,6 +71,11 @@ pub struct KernelSpec {
     /// (one gate pass per 128 value columns instead of per 64). Per-key gates, wgmma variants. Set with
     /// [`KernelSpec::with_key_split`].
     pub key_split: u32,
+    /// Key split 2 as a 2-CTA thread-block cluster (`.ks2c`): the two slices of a head run as one cluster and
+    /// slice 1 hands its f32 partial output of each chunk to slice 0 through distributed shared memory, which adds
+    /// it and writes O — no partial outputs in global memory, no sum kernel. Set with
+    /// [`KernelSpec::with_cluster_key_split`].
+    pub cluster: bool,
 }
 
 impl fmt::Debug for KernelSpec {
@@ -115,7 +120,7 @@ impl KernelSpec {
             },
             if self.tiles.wgmma { "g" } else { "" },
             if self.tiles.ctas_per_sm > 1 { format!(".o{}", self.tiles.ctas_per_sm) } else { String::new() },
-            if self.key_split > 1 { format!(".ks{}", self.key_split) } else { String::new() },
+            if self.key_split > 1 { format!(".ks{}{}", self.key_split, if self.cluster { "c" } else { "" }) } else { String::new() },
             if self.materialize { "mat" } else { "fused" }
         )
     }
@@ -132,7 +137,15 @@ impl KernelSpec {
 
     /// The same variant with key split `ks` (1 or 2), validated.
     pub fn with_key_split(self, ks: u32) -> Result<Self, GlaError> {
-        let s = KernelSpec { key_split: ks, ..self };
+        let s = KernelSpec { key_split: ks, cluster: false, ..self };
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// The same variant with key split 2 as a 2-CTA cluster exchanging the slices' partial outputs over
+    /// distributed shared memory ([`KernelSpec::cluster`]), validated.
+    pub fn with_cluster_key_split(self) -> Result<Self, GlaError> {
+        let s = KernelSpec { key_split: 2, cluster: true, ..self };
         s.validate()?;
         Ok(s)
     }
@@ -151,7 +164,7 @@ impl KernelSpec {
         materialize: bool,
         tiles: Tiles,
     ) -> Result<Self, GlaError> {
-        let s = KernelSpec { gate, pass: Pass::Forward, chunk, sub_chunk, dk, dv, materialize, dtype, tiles, key_split: 1 };
+        let s = KernelSpec { gate, pass: Pass::Forward, chunk, sub_chunk, dk, dv, materialize, dtype, tiles, key_split: 1, cluster: false };
         s.validate()?;
         Ok(s)
     }
@@ -311,6 +324,14 @@ impl KernelSpec {
             }
             n => return bad(format!("key_split must be 1 or 2, got {n}")),
         }
+        if self.cluster && (self.key_split != 2 || !self.tiles.specialised() || self.materialize || self.tiles.ctas_per_sm != 1) {
+            return bad(format!(
+                "a cluster key split pairs the two key slices of a head in one 2-CTA cluster: it needs key_split 2, a fused warp-specialised variant and one CTA an SM, got key_split {}, {}, {} CTA(s) an SM",
+                self.key_split,
+                if self.materialize { "materialize" } else if self.tiles.specialised() { "warp-specialised" } else { "not warp-specialised" },
+                self.tiles.ctas_per_sm
+            ));
+        }
         let smem = crate::writer::SmemLayout::of(self).total;
         match self.tiles.ctas_per_sm {
             1 => {}
@@ -340,6 +361,12 @@ impl KernelSpec {
             return bad(format!(
                 "needs {} B of shared memory, over the {} B an sm_90 CTA can have: use a smaller chunk or block_v",
                 smem, MAX_SMEM_BYTES
+            ));
+        }
+        if self.cluster && crate::writer::two_tma_groups(self) && crate::writer::SmemLayout::of(self).stages < 4 {
+            return bad(format!(
+                "two TMA producer groups need four slots, and with the cluster key split's exchange tile only {} fit: use one producer group",
+                crate::writer::SmemLayout::of(self).stages
             ));
         }
         Ok(())
@@ -504,6 +531,10 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                 let tiles = Tiles { block_v: 128, warps: 8, producer_warps, producer_groups, wgmma: true, ctas_per_sm: 1 };
                 if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles).and_then(|s| s.with_key_split(2)) {
                     out.push(s);
+                    // The same as a 2-CTA cluster (where its exchange tile fits in shared memory).
+                    if let Ok(c) = s.with_cluster_key_split() {
+                        out.push(c);
+                    }
                 }
             }
         }

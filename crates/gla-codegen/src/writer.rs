@@ -59,6 +59,11 @@ pub struct SmemLayout {
     /// [`x_per_group`] variants: each producer group's logits tile (`xg_stride` bytes apart); 0 otherwise.
     pub xg: u32,
     pub xg_stride: u32,
+    /// Cluster key split ([`KernelSpec::cluster`]): the exchange tile that receives the other key slice's f32
+    /// partial output of a chunk (one 16-byte vector of each consumer thread's accumulators after another), and
+    /// its two mbarriers at `xbar` (XFULL, XEMPTY); 0 otherwise.
+    pub xch: u32,
+    pub xbar: u32,
     /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
@@ -136,6 +141,8 @@ impl SmemLayout {
             xg: 0,
             xg_stride: 0,
             mbar: 0,
+            xch: 0,
+            xbar: 0,
             total: base + rest,
         }
     }
@@ -187,6 +194,8 @@ impl SmemLayout {
             groups * ps_stride,                                 // [Q̃; K̃] in tf32 (wg_scores)
             if tma(spec) { 8 * 4 } else { 0 },                  // one mbarrier a slot (TMA loads)
             if xg { groups * x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 }, // x_per_group: the groups' logits
+            if spec.cluster { 32 * spec.tiles.warps * (c / 2) * 4 } else { 0 }, // the cluster key split's exchange tile
+            if spec.cluster { 2 * 8 } else { 0 },               // its mbarriers XFULL, XEMPTY
         ], if wg { SWIZZLE_ALIGN } else { 128 });
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let fits = |n: u32| n * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES;
@@ -216,6 +225,8 @@ impl SmemLayout {
             mbar: if tma(spec) { base + ro[5] } else { 0 },
             xg: if xg { base + ro[6] } else { 0 },
             xg_stride: if xg { x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 },
+            xch: if spec.cluster { base + ro[7] } else { 0 },
+            xbar: if spec.cluster { base + ro[8] } else { 0 },
             total: base + rest + slack,
         }
     }
@@ -247,7 +258,7 @@ pub fn x_per_group(spec: &KernelSpec) -> bool {
     wg_scores(spec) && two_tma_groups(spec)
 }
 
-fn two_tma_groups(spec: &KernelSpec) -> bool {
+pub(crate) fn two_tma_groups(spec: &KernelSpec) -> bool {
     spec.tiles.producer_groups == 2 && tma(spec)
 }
 
@@ -425,6 +436,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
+        "#define KS_CLUSTER {}  // key split 2 as a 2-CTA cluster: slice 1's partial outputs reach slice 0 over DSMEM (no gla_fwd_ksum)",
+        spec.cluster as u32
+    );
+    let _ = writeln!(
+        w,
         "constexpr int PG = {}, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one",
         spec.tiles.producer_groups
     );
@@ -504,6 +520,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         lay.ps, lay.ps_stride
     );
     let _ = writeln!(w, "constexpr unsigned OFF_MBAR = {};  // TMA: the slots' mbarriers", lay.mbar);
+    let _ = writeln!(w, "constexpr unsigned OFF_XCH = {}, OFF_XBAR = {};  // KS_CLUSTER: the exchange tile and its mbarriers", lay.xch, lay.xbar);
     let _ = writeln!(
         w,
         "constexpr unsigned OFF_XG = {}, XG_STRIDE = {};  // GLA_X_PER_GROUP: the producer groups' logits tiles",
@@ -595,7 +612,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         }
     };
     let mut plan = plan;
-    if spec.key_split > 1 {
+    if spec.key_split > 1 && !spec.cluster {
         plan.kernels.push(KernelLaunch {
             name: "gla_fwd_ksum".into(),
             grid: [GridAxis::KeySplitSum { key_split: spec.key_split, per_block: KSUM_PER_BLOCK }, GridAxis::One, GridAxis::One],

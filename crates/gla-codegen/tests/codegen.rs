@@ -80,7 +80,7 @@ fn check_snapshot(name: &str, got: &str) {
 
 #[test]
 fn snapshots_of_emitted_source() {
-    let cases: [(&str, KernelSpec); 7] = [
+    let cases: [(&str, KernelSpec); 8] = [
         ("per_key.bf16.C32.c16.k128.bv128.w8p4.fused.cu", ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap()),
         (
             // the per-key default at d = 128: wgmma consumers and the producers' wgmma scores
@@ -90,6 +90,14 @@ fn snapshots_of_emitted_source() {
         (
             "per_head.bf16.C32.k128.bv128.w8p4x2g.fused.cu",
             KernelSpec::new(&fixtures::PER_HEAD, DType::BF16, 32, 16, 128, 128, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 2, wgmma: true, ctas_per_sm: 1 }).unwrap(),
+        ),
+        (
+            // d_k = 256 for scalar gates: key split 2 as a 2-CTA cluster exchanging the partial outputs over DSMEM
+            "per_head.bf16.C32.k128.v256.bv128.w8p4x2g.ks2c.fused.cu",
+            KernelSpec::new(&fixtures::PER_HEAD, DType::BF16, 32, 16, 128, 256, false, Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 2, wgmma: true, ctas_per_sm: 1 })
+                .unwrap()
+                .with_cluster_key_split()
+                .unwrap(),
         ),
         ("per_key.bf16.C64.c16.k128.bv64.fused.cu", spec(64, 16, 128, 64, false).unwrap()),
         (
@@ -324,7 +332,7 @@ fn wgmma_variants_are_validated() {
     let wg: Vec<_> = all.iter().filter(|s| s.tiles.wgmma).collect();
     assert!(!wg.is_empty());
     for s in wg {
-        assert!((s.id().contains("g.fused") || s.id().contains("g.o2.fused") || s.id().contains("g.ks2.fused")) && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
+        assert!((s.id().contains("g.fused") || s.id().contains("g.o2.fused") || s.id().contains("g.ks2.fused") || s.id().contains("g.ks2c.fused")) && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
     }
 }
 
@@ -506,15 +514,27 @@ fn key_split_variants_are_validated_and_planned() {
     }
     // The search space has them for per-key gates (4 producer warps, or 8 in two groups) and the scalar gates (4 in
     // two groups), serving d = 256; none for per-value gates.
+    // Each also as a 2-CTA cluster where the exchange tile fits (per key: not beside 8 producer warps' four slots).
     let ks: Vec<_> = gla_codegen::all_variants(&fixtures::PER_KEY).into_iter().filter(|s| s.key_split > 1).collect();
-    assert_eq!(ks.len(), 4, "bf16 and f16, 4 producer warps or 8 in two groups");
+    assert_eq!(ks.len(), 6, "bf16 and f16, 4 producer warps or 8 in two groups, and the 4's as clusters");
     assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256));
+    assert!(ks.iter().filter(|s| s.cluster).all(|s| s.tiles.producer_warps == 4 && s.id().contains(".ks2c.")));
     for scalar in [&fixtures::PER_HEAD as &'static dyn gla_core::Gate, &fixtures::FIXED] {
         let ks: Vec<_> = gla_codegen::all_variants(scalar).into_iter().filter(|s| s.key_split > 1).collect();
-        assert_eq!(ks.len(), 2, "bf16 and f16");
+        assert_eq!(ks.len(), 4, "bf16 and f16, each also as a cluster");
         assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256 && s.tiles.producer_groups == 2 && gla_codegen::writer::tma(s)));
     }
     assert!(gla_codegen::all_variants(&fixtures::PER_VALUE).iter().all(|s| s.key_split == 1));
+    // The cluster form: the two slices of a head are one 2-CTA cluster exchanging partial outputs on chip — no
+    // sum kernel, no partials in the workspace; it needs key split 2 on a warp-specialised kernel.
+    let c = s.with_cluster_key_split().unwrap();
+    assert_eq!(c.id(), "fixture_per_key.fwd.bf16.C32.c16.k128.v256.bv128.w8p4g.ks2c.fused");
+    let gc = generate(&c).unwrap();
+    assert!(gc.source.contains("#define KS_CLUSTER 1") && gc.source.contains("__cluster_dims__(1, 2, 1)"));
+    assert!(gc.plan.kernels.iter().all(|k| k.name != "gla_fwd_ksum"));
+    assert!(gla_codegen::writer::SmemLayout::of(&c).total > gla_codegen::writer::SmemLayout::of(&s).total, "the exchange tile");
+    let e = KernelSpec { key_split: 1, ..c }.validate().unwrap_err().to_string();
+    assert!(e.contains("cluster key split") && e.contains("key_split 2"), "{e}");
     assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 2 * 10 * 3 * 256 * 4);
     assert_eq!(gla_codegen::key_split_workspace_bytes(1, 10, 3, 256), 0);
 }

@@ -361,6 +361,8 @@ impl<'a> Bound<'a> {
             return Err(GlaError::invalid("dims", format!("H = {h}, d_k = {dk}, d_v = {dv} do not fit variant {}", spec.id())));
         }
         let hv = h / ks;
+        // Key slices whose f32 partial outputs go through the workspace (a cluster key split exchanges them on chip).
+        let parts = if spec.cluster { 1 } else { ks };
         if meta.chunk != spec.chunk {
             return Err(GlaError::invalid("sequence arrays", format!("built for C = {}, variant has C = {}", meta.chunk, spec.chunk)));
         }
@@ -413,13 +415,13 @@ impl<'a> Bound<'a> {
             }
             let idx = meta.chunk_index.as_ref().ok_or_else(|| GlaError::invalid("sequence arrays", "built without chunk_index"))?;
             (ws.device_ptr(gpu.stream()).0, idx.device_ptr(gpu.stream()).0)
-        } else if segs > 1 || ks > 1 {
+        } else if segs > 1 || parts > 1 {
             let ws = b.states.ok_or_else(|| {
                 GlaError::invalid("states", format!("the problem runs in {segs} segments per sequence and {ks} key slices and needs a workspace"))
             })?;
             prod(&[n, segs, h, dk * dv + dk.max(dv), 4])?; // overflow check
-            prod(&[ks, tokens, hv, dv, 4])?;
-            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv) + gla_codegen::key_split_workspace_bytes(ks, tokens, hv, dv);
+            prod(&[parts, tokens, hv, dv, 4])?;
+            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv) + gla_codegen::key_split_workspace_bytes(parts, tokens, hv, dv);
             if ws.len() < bytes {
                 return Err(GlaError::invalid("states", format!("workspace has {} bytes, needs {bytes}", ws.len())));
             }

@@ -18,6 +18,7 @@ constexpr int PW = 4;       // producer warps of the warp-specialised kernel (0:
 constexpr int PT = 32 * PW;
 constexpr int CTAS_PER_SM = 1;  // CTAs resident on one SM (__launch_bounds__ of the warp-specialised kernels)
 #define KSPLIT 1  // key slices a head runs as (grid heads = KSPLIT · H; > 1: f32 partial outputs, gla_fwd_ksum)
+#define KS_CLUSTER 0  // key split 2 as a 2-CTA cluster: slice 1's partial outputs reach slice 0 over DSMEM (no gla_fwd_ksum)
 constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 1
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
@@ -46,6 +47,7 @@ constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the se
 constexpr unsigned G_STRIDE = 17920, TOT_STRIDE = 1024;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
 constexpr unsigned OFF_MBAR = 0;  // TMA: the slots' mbarriers
+constexpr unsigned OFF_XCH = 0, OFF_XBAR = 0;  // KS_CLUSTER: the exchange tile and its mbarriers
 constexpr unsigned OFF_XG = 0, XG_STRIDE = 0;  // GLA_X_PER_GROUP: the producer groups' logits tiles
 
 // ---- element type (bf16) ----
@@ -2334,7 +2336,7 @@ __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int 
     wg_commit();
 }
 
-#if KSPLIT > 1
+#if KSPLIT > 1 && !KS_CLUSTER
 // Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
 // states and decays (gla_codegen::key_split_workspace_bytes).
 __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
@@ -2345,9 +2347,73 @@ __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
 
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
 // then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
-// slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s).
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, const WgOut& o, elem_t* os, const Tiles& s) {
+// slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s); as a
+// cluster (KS_CLUSTER), slice 0 adds slice 1's over DSMEM (ks_exchange) and writes O.
+#if KS_CLUSTER
+// Key split 2 as a 2-CTA cluster (__cluster_dims__(1, 2, 1) on the grid's heads: grid heads 2h and 2h + 1, the two
+// key slices of head h, are CTA ranks 0 and 1 of one cluster). Each chunk, slice 1's consumers put their f32
+// partial output O_1 (scaled, the accumulators' fragment order) into slice 0's exchange tile over distributed
+// shared memory; slice 0 adds it to its own (O = O_0 + O_1, one rounding) and writes O. Two mbarriers of NT
+// arrivals a phase, phase j = chunk j:
+//   XFULL  (slice 0's): slice 1's partial of chunk j is in slice 0's exchange tile (remote release arrivals)
+//   XEMPTY (slice 1's): slice 0 has read it, the tile may take chunk j + 1          (remote release arrivals)
+// A thread only ever exchanges its own accumulators (both CTAs run the same code on the same lane map).
+__device__ __forceinline__ unsigned cluster_addr(unsigned a, unsigned rank) {  // a shared::cta address in CTA `rank`
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void xbar_wait(unsigned bar, unsigned parity) {  // acquire at cluster scope
+    asm volatile("{\n .reg .pred p;\n XCH_WAIT:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n @!p bra XCH_WAIT;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void xbar_arrive_remote(unsigned cluster_bar) {  // release at cluster scope
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
+}
+// Before the roles start: XFULL, XEMPTY initialised, and visible to the other CTA before either arrives remotely.
+__device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < 2; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(smem + OFF_XBAR + 8 * i)), "r"(NT) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// After the roles: neither CTA of the pair exits while the other may still arrive on its barriers.
+__device__ __forceinline__ void ks_cluster_exit() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// Stage ks_exchange (consumers, chunk j of the segment): slice 1 hands x over and is done with the chunk (returns
+// false); slice 0 adds slice 1's x to its own (returns true: it writes O).
+__device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, int j, float (&x)[C / 2]) {
+    static_assert(C % 8 == 0, "16-byte vectors of the accumulators");
+    const unsigned full = smem_u32(smem + OFF_XBAR), empty = full + 8;
+    const unsigned mine = smem_u32(smem + OFF_XCH) + 16 * threadIdx.x;  // vector u of this thread at + 16 · NT · u
+    if (sq.head & 1) {                                                  // slice 1
+        if (j > 0) xbar_wait(empty, (j - 1) & 1);                        // slice 0 has read chunk j − 1's partial
+        const unsigned dst = cluster_addr(mine, 0);
+#pragma unroll
+        for (int u = 0; u < C / 8; ++u)
+            asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16 * NT * u), "f"(x[4 * u]), "f"(x[4 * u + 1]),
+                         "f"(x[4 * u + 2]), "f"(x[4 * u + 3]) : "memory");
+        xbar_arrive_remote(cluster_addr(full, 0));
+        return false;
+    }
+    xbar_wait(full, j & 1);                                              // slice 1's partial of chunk j is here
+#pragma unroll
+    for (int u = 0; u < C / 8; ++u) {
+        float y[4];
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(y[0]), "=f"(y[1]), "=f"(y[2]), "=f"(y[3]) : "r"(mine + 16 * NT * u) : "memory");
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[4 * u + e] += y[e];
+    }
+    xbar_arrive_remote(cluster_addr(empty, 1));                          // (slice 1's XEMPTY)
+    return true;
+}
+#endif
+
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
     float x[C / 2];
 #if KEY_GATE != GATE_PER_KEY && GLA_SCALAR_ROWS
     // Row-scaled chunks (scalar gates, see rows_scaled): O_i = exp(Γ_i) · o_i; element e is token 8 (e >> 2) + 2 t + (e & 1).
@@ -2364,9 +2430,13 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
-#if KSPLIT > 1
+#if KS_CLUSTER
+    (void)i0;
+    if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (slice 0 writes it)
+#elif KSPLIT > 1
     {
         (void)os;
+        (void)j;
         const i64 tokens = a.cu_seqlens[a.n_seqs];
         float* part = ks_partial(a) + (i64)(sq.head % KSPLIT) * tokens * nvh(a) * a.dv;
         const int g = lane >> 2, t = lane & 3;
@@ -2562,6 +2632,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if GLA_TMA
     tma_init(smem);
 #endif
+#if KS_CLUSTER
+    ks_cluster_init(smem);                                   // XFULL, XEMPTY: the slices' exchange
+#endif
     if (role_warp >= NT / 32) {
         regs_producer();                                     // (one warpgroup: both producer groups)
         if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
@@ -2572,7 +2645,6 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
         WgState S = {};
         if (const float* init = seg_init(a, n, p, head)) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
-        elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
             const Tiles s = carve_slot(smem, b);
@@ -2592,7 +2664,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, o, os, s);                   // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
+            wg_store(a, sq, i0, j, o, smem, s);              // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
@@ -2617,9 +2689,18 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         if (float* fin = seg_fin(a, n, p, head)) state_global<true, Consumers>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #endif
     }
+#if KS_CLUSTER
+    ks_cluster_exit();
+#endif
 }
 
-extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
+#if KS_CLUSTER
+#define WS_CLUSTER __cluster_dims__(1, 2, 1)  // the two key slices of a head in one cluster (ks_exchange)
+#else
+#define WS_CLUSTER
+#endif
+
+extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y;
@@ -2631,7 +2712,7 @@ extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws(co
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
-extern "C" __global__ void __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
+extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y;
@@ -2841,7 +2922,7 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_
 }
 #endif
 
-#if KSPLIT > 1
+#if KSPLIT > 1 && !KS_CLUSTER
 // Key split: O = Σ_s O_s over the KSPLIT key slices (the chunkwise form is linear in d_k: each slice's CTAs computed
 // Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V from their d_k / KSPLIT key columns), summed in f32 and rounded once. 4 outputs a
 // thread, grid x = ceil(tokens · H · d_v / (4 · 256)).
