@@ -271,13 +271,6 @@ pub fn mid_issue(spec: &KernelSpec) -> bool {
     two_tma_groups(spec) && SmemLayout::of(spec).stages == 4
 }
 
-/// Per-key variants with two TMA producer groups and the producers' wgmma scores: the groups start half a gate
-/// apart (group 1's first gate waits for group 0's), so that their gate stretches alternate on the schedulers.
-pub fn stagger(spec: &KernelSpec) -> bool {
-    STAGGER_ON && spec.gate.shape() == GateShape::PerKey && mid_issue(spec) && wg_scores(spec)
-}
-const STAGGER_ON: bool = true;
-
 /// Warp-specialised wgmma variants whose producers load whole chunks by TMA (`cp.async.bulk.tensor`, one thread, an
 /// mbarrier a slot) instead of 16-byte cp.async from every producer thread: boxes of 64 columns × C rows land in the
 /// 128-byte-swizzled layout the tiles already have, the per-key logits' tile included (`gate_decays_vec` reads it
@@ -460,7 +453,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
     let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group", wg_scores(spec) as u32);
     let _ = writeln!(w, "#define GLA_MID_ISSUE {}    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one", mid_issue(spec) as u32);
-    let _ = writeln!(w, "#define GLA_STAGGER {}    // per key, two TMA producer groups: group 1 starts its first gate after group 0's", stagger(spec) as u32);
     let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)", x_per_group(spec) as u32);
     let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", tma(spec) as u32);
     let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);

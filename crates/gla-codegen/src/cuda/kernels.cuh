@@ -214,13 +214,6 @@ __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1
 // EMPTY: with TMA loads only the producer group's issuing warp (its last) takes part — the others go on with their
 // chunk and learn of a free slot from a group barrier only where they refill it themselves (cp.async chunks).
 constexpr int EMPTY_T = GLA_TMA ? NT + 32 : NT + PGT;
-#if GLA_STAGGER
-// The producer groups' one-time stagger (named barrier 15: group 0 arrives after its first gate, group 1 waits).
-constexpr int BAR_STAGGER = 15;
-static_assert(PG == 2 && BAR_EMPTY + EMPTY_BARS + NW / 4 <= BAR_STAGGER, "the stagger barrier is free (after FULL, EMPTY, the consumer warpgroups')");
-__device__ __forceinline__ void stagger_arrive() { asm volatile("bar.arrive %0, %1;\n" ::"n"(BAR_STAGGER), "n"(2 * PGT) : "memory"); }
-__device__ __forceinline__ void stagger_sync() { asm volatile("bar.sync %0, %1;\n" ::"n"(BAR_STAGGER), "n"(2 * PGT) : "memory"); }
-#endif
 __device__ __forceinline__ void bar_arrive_empty(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
 __device__ __forceinline__ void bar_wait_empty(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
 // x as a value the compiler knows is the same on every lane of the warp (lane 0's): a branch on it is not divergent,
@@ -481,6 +474,9 @@ __device__ __forceinline__ void xbar_arrive_remote(unsigned cluster_bar) {  // r
 }
 // Before the roles start: XFULL, XEMPTY initialised, and visible to the other CTA before either arrives remotely.
 __device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
+    unsigned ranks;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(ranks));
+    if (ranks != 2) __trap();                                            // (launched without its cluster)
     if (threadIdx.x == 0) {
         for (int i = 0; i < 2; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(smem + OFF_XBAR + 8 * i)), "r"(NT) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -577,7 +573,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
         const int row = idx / (64 / VEC), col = 64 * wg + (idx % (64 / VEC)) * VEC;
         if (i0 + row >= sq.len) continue;
         const elem_t* src = os + row * LDO + col;
-        elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + col;
+        elem_t* dst = a.o + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + col;  // (O has the real heads)
         if (full) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
         else
             for (int u = 0; u < VEC; ++u)
@@ -694,17 +690,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (GLA_WG_SCORES || NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
-#if GLA_STAGGER
-            // Staggered groups: group 1 starts its first gate once group 0 is through its own (then the two groups'
-            // MUFU- and LDS-heavy gate stretches take turns on the schedulers instead of overlapping).
-            if (j == 1) stagger_sync();
-            const bool mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b));
-            if (j == 0 && nchunks > 1) stagger_arrive();
-            if (mild) {
-#else
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
             if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
-#endif
                 if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
             } else {

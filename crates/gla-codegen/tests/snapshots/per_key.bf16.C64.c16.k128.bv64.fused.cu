@@ -2372,6 +2372,9 @@ __device__ __forceinline__ void xbar_arrive_remote(unsigned cluster_bar) {  // r
 }
 // Before the roles start: XFULL, XEMPTY initialised, and visible to the other CTA before either arrives remotely.
 __device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
+    unsigned ranks;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(ranks));
+    if (ranks != 2) __trap();                                            // (launched without its cluster)
     if (threadIdx.x == 0) {
         for (int i = 0; i < 2; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(smem + OFF_XBAR + 8 * i)), "r"(NT) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -2468,7 +2471,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
         const int row = idx / (64 / VEC), col = 64 * wg + (idx % (64 / VEC)) * VEC;
         if (i0 + row >= sq.len) continue;
         const elem_t* src = os + row * LDO + col;
-        elem_t* dst = a.o + ((sq.bos + i0 + row) * a.h + sq.head) * (i64)a.dv + sq.v0 + col;
+        elem_t* dst = a.o + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + col;  // (O has the real heads)
         if (full) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
         else
             for (int u = 0; u < VEC; ++u)
