@@ -291,7 +291,9 @@ impl Gla {
         crate::nvrtc::probe()?;
         // GLA_LINEINFO=1 compiles with -lineinfo, so profilers (ncu's source page) map SASS to the kernel source.
         let lineinfo = std::env::var("GLA_LINEINFO").is_ok_and(|v| v == "1");
-        Ok(Self::with_gpu(gpu, CompileOptions { driver_cache: true, lineinfo, ..CompileOptions::default() }))
+        // GLA_NVRTC_EXTRA="-DNAME=1 …" appends NVRTC options (kernel experiments and bisection on the GPU host).
+        let extra = std::env::var("GLA_NVRTC_EXTRA").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
+        Ok(Self::with_gpu(gpu, CompileOptions { driver_cache: true, lineinfo, extra, ..CompileOptions::default() }))
     }
 
     /// Wrap an opened GPU with the given compile options.
