@@ -176,7 +176,8 @@ impl KernelSpec {
     /// scalar gates, 8 in two groups of one warpgroup for per-key gates (2026-12-01, fifth and eighth sessions;
     /// 2026-12-02, tenth; where it does not apply, i.e. d_v < 128, the
     /// mma.sync kernels of the third and fourth); bf16/f16 at d = 64 → 4 + 4 warps on wgmma with two CTAs an SM,
-    /// per-key gates at d_k = 256 → the d = 128 kernel on two key slices (key_split 2; eighth session); otherwise
+    /// d_k = 256 (per-key and scalar gates) → the d = 128 kernel on two key slices as a 2-CTA cluster (key_split 2,
+    /// `cluster`; eighth and twelfth sessions); otherwise
     /// (2026-12-01, second session): d = 128 →
     /// C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
     /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
@@ -221,11 +222,14 @@ impl KernelSpec {
             .map(plain),
         );
         prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)].into_iter().map(plain));
-        // d_k = 256, per key: two 128-column key slices on the d = 128 wgmma kernel (2026-12-01h: GLA 8×4096×8×256
-        // 0.811 ms vs 1.572 for the best d = 256 kernel).
-        if ws && per_key && kd == 256 && vd >= 128 && dk % 2 == 0 {
-            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
-            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(2)) {
+        // d_k = 256: two 128-column key slices on the d = 128 wgmma kernel as one 2-CTA cluster exchanging the
+        // partial outputs over DSMEM (2026-12-02l, 8×4096×8×256: GLA 0.624 ms vs 0.813 for the key split through
+        // global memory, which was 0.811 vs 1.572 for the best d = 256 kernel in 2026-12-01h; Mamba-2 0.489 vs 0.634).
+        // Per key 4 producer warps in one group, scalar gates 4 in two.
+        if ws && kd == 256 && vd >= 128 && dk % 2 == 0 {
+            let groups = if per_key { 1 } else { 2 };
+            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: groups, wgmma: true, ctas_per_sm: 1 };
+            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_cluster_key_split().or_else(|_| s.with_key_split(2))) {
                 return Ok(s);
             }
         }
@@ -522,7 +526,8 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     }
     // Key split 2 (d_k = 256): each head as two 128-column key slices on the d = 128 kernel with one 128-wide value
     // tile (8 consumer warps on wgmma; per key 4 producer warps, or 8 in two groups; scalar gates 4 in two groups),
-    // f32 partial outputs summed by gla_fwd_ksum. (The chunkwise form is linear in the key columns and a scalar
+    // f32 partial outputs summed by gla_fwd_ksum — and each also as a 2-CTA cluster whose slices exchange the
+    // partial outputs over DSMEM (where the exchange tile fits beside the slots). (The chunkwise form is linear in the key columns and a scalar
     // gate's decay is the same for every key row, so the slices' O_s = Q̃_s S_s + (Q_s K_sᵀ ⊙ D) V add up to O.)
     if gate.shape() != GateShape::PerValue {
         let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey { &[(4, 1), (8, 2)] } else { &[(4, 2)] };

@@ -152,10 +152,12 @@ fn default_variants_follow_the_measurements() {
     assert_eq!(id(&fixtures::PER_HEAD, 64), "fixture_per_head.fwd.bf16.C32.c16.k64.v64.bv64.w4p4g.o2.fused");
     assert_eq!(KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 64, 64).unwrap().id(), "fixture_per_key.fwd.f32.C32.c16.k64.v64.bv64.w4.fused");
     assert_eq!(KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 64, 64).unwrap().id(), "fixture_per_value.fwd.bf16.C64.c16.k64.v64.bv64.w8.fused");
-    // d_k = 256 per key: the d = 128 kernel on two key slices (2026-12-01h); f32 the plain one.
-    assert_eq!(id(&fixtures::PER_KEY, 256), "fixture_per_key.fwd.bf16.C32.c16.k128.v256.bv128.w8p4g.ks2.fused");
+    // d_k = 256: the d = 128 kernel on two key slices as a 2-CTA cluster (2026-12-02l); f32 the plain one.
+    assert_eq!(id(&fixtures::PER_KEY, 256), "fixture_per_key.fwd.bf16.C32.c16.k128.v256.bv128.w8p4g.ks2c.fused");
     assert_eq!(KernelSpec::default_for(&fixtures::PER_KEY, DType::F32, 256, 256).unwrap().id(), "fixture_per_key.fwd.f32.C32.c16.k256.v256.bv64.w8.fused");
-    assert_eq!(id(&fixtures::PER_HEAD, 256), "fixture_per_head.fwd.bf16.C64.c16.k256.v256.bv64.w8.fused");
+    assert_eq!(id(&fixtures::PER_HEAD, 256), "fixture_per_head.fwd.bf16.C32.c16.k128.v256.bv128.w8p4x2g.ks2c.fused");
+    // (an odd d_k cannot be halved: the d = 256 kernel)
+    assert_eq!(KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 201, 256).unwrap().id(), "fixture_per_head.fwd.bf16.C64.c16.k256.v256.bv64.w8.fused");
     // Every default is a valid, fused variant of the enumerated space, for every gate shape, dtype and head dim.
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE] {
         let space: std::collections::BTreeSet<String> = all_variants(g).iter().map(|s| s.id()).collect();

@@ -492,12 +492,8 @@ __device__ __forceinline__ void ks_cluster_exit() {
 }
 // Stage ks_exchange (consumers, chunk j of the segment): slice 1 hands x over and is done with the chunk (returns
 // false); slice 0 adds slice 1's x to its own (returns true: it writes O).
-#ifndef KS_DEBUG
-#define KS_DEBUG 0
-#endif
 __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, int j, float (&x)[C / 2]) {
     static_assert(C % 8 == 0, "16-byte vectors of the accumulators");
-    if (KS_DEBUG == 1 || KS_DEBUG == 2) return true;
     const unsigned full = smem_u32(smem + OFF_XBAR), empty = full + 8;
     const unsigned mine = smem_u32(smem + OFF_XCH) + 16 * threadIdx.x;  // vector u of this thread at + 16 · NT · u
     if (sq.head & 1) {                                                  // slice 1
@@ -508,7 +504,7 @@ __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, 
             asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16 * NT * u), "f"(x[4 * u]), "f"(x[4 * u + 1]),
                          "f"(x[4 * u + 2]), "f"(x[4 * u + 3]) : "memory");
         xbar_arrive_remote(cluster_addr(full, 0));
-        return KS_DEBUG == 3;
+        return false;
     }
     xbar_wait(full, j & 1);                                              // slice 1's partial of chunk j is here
 #pragma unroll
@@ -744,7 +740,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if GLA_TMA
     tma_init(smem);
 #endif
-#if KS_CLUSTER && KS_DEBUG != 2
+#if KS_CLUSTER
     ks_cluster_init(smem);                                   // XFULL, XEMPTY: the slices' exchange
 #endif
     if (role_warp >= NT / 32) {
@@ -801,12 +797,12 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         if (float* fin = seg_fin(a, n, p, head)) state_global<true, Consumers>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #endif
     }
-#if KS_CLUSTER && KS_DEBUG != 2
+#if KS_CLUSTER
     ks_cluster_exit();
 #endif
 }
 
-#if KS_CLUSTER && KS_DEBUG != 2
+#if KS_CLUSTER
 #define WS_CLUSTER __cluster_dims__(1, 2, 1)  // the two key slices of a head in one cluster (ks_exchange)
 #else
 #define WS_CLUSTER

@@ -2211,8 +2211,11 @@ typedef unsigned WgStateA[DK / 16][4];
 // lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
 // (The start address field is addr / 16 < 2^14 for any shared address, so a 16-byte multiple off is added to the
 // descriptor of the tile's base without carrying into the other fields: one add per k-step.)
+// (The start address is a 14-bit field: the shared address is masked to the CTA's 256 KB window first — in a
+// cluster launch the address the conversion gives carries the CTA's rank in its high bits, which unmasked would
+// land in the leading-byte-offset field: call 3 of 2026-12-02l, slice 1's state.)
 __device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
-    const unsigned long long base = (unsigned long long)(smem_u32(tile) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+    const unsigned long long base = (unsigned long long)((smem_u32(tile) & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
                                     ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
     return base + (off >> 4);
 }
