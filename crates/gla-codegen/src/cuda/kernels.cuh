@@ -475,8 +475,10 @@ __device__ __forceinline__ void xbar_wait(unsigned bar, unsigned parity) {  // a
 __device__ __forceinline__ void xbar_arrive_remote(unsigned cluster_bar) {  // release at cluster scope
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
 }
+// (H200, 8×4096×8×256, 2026-12-02l call 5: split GLA 0.607 / 0.608 ms vs 0.630 / 0.630 one-way; Mamba-2 0.558 /
+// 0.557 vs 0.491 / 0.491 — the split for per-key gates, one-way for scalar ones. -DKS_XCH_SPLIT=0/1 overrides.)
 #ifndef KS_XCH_SPLIT
-#define KS_XCH_SPLIT 1
+#define KS_XCH_SPLIT (KEY_GATE == GATE_PER_KEY)
 #endif
 constexpr unsigned XCH_T = KS_XCH_SPLIT ? 128 : NT;  // threads that exchange through one CTA's tile
 // Before the roles start: XFULL, XEMPTY initialised, and visible to the other CTA before either arrives remotely.
@@ -494,7 +496,7 @@ __device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
 __device__ __forceinline__ void ks_cluster_exit() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
-// Stage ks_exchange (consumers, chunk j of the segment). KS_XCH_SPLIT (the default): the CTA of rank w finishes
+// Stage ks_exchange (consumers, chunk j of the segment). KS_XCH_SPLIT (per-key gates): the CTA of rank w finishes
 // consumer warpgroup w's 64 value columns — the other CTA's warpgroup w hands its partial over — so each CTA sends
 // one warpgroup's partial, receives one and writes half of O (XFULL / XEMPTY: 128 arrivals a phase). Otherwise slice
 // 1 hands all of x over and slice 0 writes O (NT arrivals). Returns whether this thread writes its part of O.

@@ -2351,15 +2351,15 @@ __device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
 // then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
 // slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s); as a
-// cluster (KS_CLUSTER), slice 0 adds slice 1's over DSMEM (ks_exchange) and writes O.
+// cluster (KS_CLUSTER), the slices add each other's halves over DSMEM (ks_exchange) and each writes half of O.
 #if KS_CLUSTER
 // Key split 2 as a 2-CTA cluster (__cluster_dims__(1, 2, 1) on the grid's heads: grid heads 2h and 2h + 1, the two
-// key slices of head h, are CTA ranks 0 and 1 of one cluster). Each chunk, slice 1's consumers put their f32
-// partial output O_1 (scaled, the accumulators' fragment order) into slice 0's exchange tile over distributed
-// shared memory; slice 0 adds it to its own (O = O_0 + O_1, one rounding) and writes O. Two mbarriers of NT
-// arrivals a phase, phase j = chunk j:
-//   XFULL  (slice 0's): slice 1's partial of chunk j is in slice 0's exchange tile (remote release arrivals)
-//   XEMPTY (slice 1's): slice 0 has read it, the tile may take chunk j + 1          (remote release arrivals)
+// key slices of head h, are CTA ranks 0 and 1 of one cluster). Each chunk, the sending warpgroup puts its f32
+// partial output (scaled, the accumulators' fragment order) into the other CTA's exchange tile over distributed
+// shared memory; the receiving one adds it to its own (O = O_0 + O_1, one rounding) and writes those columns of O.
+// Two mbarriers of XCH_T arrivals a phase in each CTA, phase j = chunk j:
+//   XFULL  (the receiver's): the sender's partial of chunk j is in the receiver's tile (remote release arrivals)
+//   XEMPTY (the sender's):   the receiver has read it, the tile may take chunk j + 1 (remote release arrivals)
 // A thread only ever exchanges its own accumulators (both CTAs run the same code on the same lane map).
 __device__ __forceinline__ unsigned cluster_addr(unsigned a, unsigned rank) {  // a shared::cta address in CTA `rank`
     unsigned r;
@@ -2373,13 +2373,19 @@ __device__ __forceinline__ void xbar_wait(unsigned bar, unsigned parity) {  // a
 __device__ __forceinline__ void xbar_arrive_remote(unsigned cluster_bar) {  // release at cluster scope
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
 }
+// (H200, 8×4096×8×256, 2026-12-02l call 5: split GLA 0.607 / 0.608 ms vs 0.630 / 0.630 one-way; Mamba-2 0.558 /
+// 0.557 vs 0.491 / 0.491 — the split for per-key gates, one-way for scalar ones. -DKS_XCH_SPLIT=0/1 overrides.)
+#ifndef KS_XCH_SPLIT
+#define KS_XCH_SPLIT (KEY_GATE == GATE_PER_KEY)
+#endif
+constexpr unsigned XCH_T = KS_XCH_SPLIT ? 128 : NT;  // threads that exchange through one CTA's tile
 // Before the roles start: XFULL, XEMPTY initialised, and visible to the other CTA before either arrives remotely.
 __device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
     unsigned ranks;
     asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(ranks));
     if (ranks != 2) __trap();                                            // (launched without its cluster)
     if (threadIdx.x == 0) {
-        for (int i = 0; i < 2; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(smem + OFF_XBAR + 8 * i)), "r"(NT) : "memory");
+        for (int i = 0; i < 2; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(smem + OFF_XBAR + 8 * i)), "r"(XCH_T) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -2388,31 +2394,35 @@ __device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
 __device__ __forceinline__ void ks_cluster_exit() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
-// Stage ks_exchange (consumers, chunk j of the segment): slice 1 hands x over and is done with the chunk (returns
-// false); slice 0 adds slice 1's x to its own (returns true: it writes O).
+// Stage ks_exchange (consumers, chunk j of the segment). KS_XCH_SPLIT (per-key gates): the CTA of rank w finishes
+// consumer warpgroup w's 64 value columns — the other CTA's warpgroup w hands its partial over — so each CTA sends
+// one warpgroup's partial, receives one and writes half of O (XFULL / XEMPTY: 128 arrivals a phase). Otherwise slice
+// 1 hands all of x over and slice 0 writes O (NT arrivals). Returns whether this thread writes its part of O.
 __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, int j, float (&x)[C / 2]) {
-    static_assert(C % 8 == 0, "16-byte vectors of the accumulators");
+    static_assert(C % 8 == 0 && (!KS_XCH_SPLIT || NWG == 2), "16-byte vectors of the accumulators; two consumer warpgroups");
     const unsigned full = smem_u32(smem + OFF_XBAR), empty = full + 8;
-    const unsigned mine = smem_u32(smem + OFF_XCH) + 16 * threadIdx.x;  // vector u of this thread at + 16 · NT · u
-    if (sq.head & 1) {                                                  // slice 1
-        if (j > 0) xbar_wait(empty, (j - 1) & 1);                        // slice 0 has read chunk j − 1's partial
-        const unsigned dst = cluster_addr(mine, 0);
+    const unsigned rank = sq.head & 1;                                  // = %cluster_ctarank (slice)
+    const unsigned to = KS_XCH_SPLIT ? (unsigned)wg_index() : 0u;        // the CTA that finishes these columns
+    const unsigned mine = smem_u32(smem + OFF_XCH) + 16 * (threadIdx.x % XCH_T);  // vector u at + 16 · XCH_T · u
+    if (rank != to) {                                                    // sender
+        if (j > 0) xbar_wait(empty, (j - 1) & 1);                        // the receiver has read chunk j − 1's partial
+        const unsigned dst = cluster_addr(mine, to);
 #pragma unroll
         for (int u = 0; u < C / 8; ++u)
-            asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16 * NT * u), "f"(x[4 * u]), "f"(x[4 * u + 1]),
+            asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16 * XCH_T * u), "f"(x[4 * u]), "f"(x[4 * u + 1]),
                          "f"(x[4 * u + 2]), "f"(x[4 * u + 3]) : "memory");
-        xbar_arrive_remote(cluster_addr(full, 0));
+        xbar_arrive_remote(cluster_addr(full, to));
         return false;
     }
-    xbar_wait(full, j & 1);                                              // slice 1's partial of chunk j is here
+    xbar_wait(full, j & 1);                                              // the other slice's partial of chunk j is here
 #pragma unroll
     for (int u = 0; u < C / 8; ++u) {
         float y[4];
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(y[0]), "=f"(y[1]), "=f"(y[2]), "=f"(y[3]) : "r"(mine + 16 * NT * u) : "memory");
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(y[0]), "=f"(y[1]), "=f"(y[2]), "=f"(y[3]) : "r"(mine + 16 * XCH_T * u) : "memory");
 #pragma unroll
         for (int e = 0; e < 4; ++e) x[4 * u + e] += y[e];
     }
-    xbar_arrive_remote(cluster_addr(empty, 1));                          // (slice 1's XEMPTY)
+    xbar_arrive_remote(cluster_addr(empty, rank ^ 1));                   // (the sender's XEMPTY)
     return true;
 }
 #endif
@@ -2438,7 +2448,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #endif
 #if KS_CLUSTER
     (void)i0;
-    if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (slice 0 writes it)
+    if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (the receiving slice writes it)
 #elif KSPLIT > 1
     {
         (void)os;
