@@ -189,6 +189,7 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
                 if mat.key_split > 1 {
                     mat.dk *= mat.key_split;
                     mat.key_split = 1;
+                    mat.cluster = false;
                     mat.tiles.block_v = 64;
                 }
                 if mat.validate().is_err() {
@@ -354,6 +355,7 @@ fn segments_with_a_lead_match_the_f64_reference() {
                 let mut plain = ws;
                 plain.tiles = Tiles { block_v: 64.min(plain.dv), warps: 8, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
                 plain.key_split = 1;
+                plain.cluster = false;
                 plain.chunk = 64;
                 let mut specs = vec![ws];
                 if plain.validate().is_ok() && plain != ws {
