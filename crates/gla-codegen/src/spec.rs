@@ -71,10 +71,10 @@ pub struct KernelSpec {
     /// (one gate pass per 128 value columns instead of per 64). Per-key gates, wgmma variants. Set with
     /// [`KernelSpec::with_key_split`].
     pub key_split: u32,
-    /// Key split 2 as a 2-CTA thread-block cluster (`.ks2c`): the two slices of a head run as one cluster and
-    /// slice 1 hands its f32 partial output of each chunk to slice 0 through distributed shared memory, which adds
-    /// it and writes O — no partial outputs in global memory, no sum kernel. Set with
-    /// [`KernelSpec::with_cluster_key_split`].
+    /// Key split 2 as a 2-CTA thread-block cluster (`.ks2c`): the two slices of a head run as one cluster and hand
+    /// each other their f32 partial outputs of each chunk through distributed shared memory (per-key gates: each
+    /// CTA finishes half of the value columns; scalar gates: slice 0 finishes all), the receiver adds and writes O
+    /// — no partial outputs in global memory, no sum kernel. Set with [`KernelSpec::with_cluster_key_split`].
     pub cluster: bool,
 }
 
@@ -133,6 +133,12 @@ impl KernelSpec {
     /// The largest d_k the variant serves: `key_split · dk`.
     pub fn key_dim(&self) -> u32 {
         self.key_split * self.dk
+    }
+
+    /// Key slices whose f32 partial outputs go through the workspace (`gla_codegen::key_split_workspace_bytes`):
+    /// `key_split`, or 1 where a cluster key split adds them on chip.
+    pub fn workspace_partials(&self) -> u32 {
+        if self.cluster { 1 } else { self.key_split.max(1) }
     }
 
     /// The same variant with key split `ks` (1 or 2), validated.
@@ -367,10 +373,10 @@ impl KernelSpec {
                 smem, MAX_SMEM_BYTES
             ));
         }
-        if self.cluster && crate::writer::two_tma_groups(self) && crate::writer::SmemLayout::of(self).stages < 4 {
+        let stages = crate::writer::SmemLayout::of(self).stages;
+        if self.cluster && crate::writer::two_tma_groups(self) && stages < 4 {
             return bad(format!(
-                "two TMA producer groups need four slots, and with the cluster key split's exchange tile only {} fit: use one producer group",
-                crate::writer::SmemLayout::of(self).stages
+                "two TMA producer groups need four slots, and with the cluster key split's exchange tile only {stages} fit: use one producer group"
             ));
         }
         Ok(())

@@ -436,7 +436,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "#define KS_CLUSTER {}  // key split 2 as a 2-CTA cluster: slice 1's partial outputs reach slice 0 over DSMEM (no gla_fwd_ksum)",
+        "#define KS_CLUSTER {}  // key split 2 as a 2-CTA cluster: the slices add each other's partial outputs over DSMEM (no gla_fwd_ksum)",
         spec.cluster as u32
     );
     let _ = writeln!(

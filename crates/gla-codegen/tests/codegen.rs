@@ -534,6 +534,7 @@ fn key_split_variants_are_validated_and_planned() {
     let gc = generate(&c).unwrap();
     assert!(gc.source.contains("#define KS_CLUSTER 1") && gc.source.contains("__cluster_dims__(1, 2, 1)"));
     assert!(gc.plan.kernels.iter().all(|k| k.name != "gla_fwd_ksum"));
+    assert_eq!((c.workspace_partials(), s.workspace_partials(), one.workspace_partials()), (1, 2, 1), "partials through the workspace");
     assert!(gla_codegen::writer::SmemLayout::of(&c).total > gla_codegen::writer::SmemLayout::of(&s).total, "the exchange tile");
     let e = KernelSpec { key_split: 1, ..c }.validate().unwrap_err().to_string();
     assert!(e.contains("cluster key split") && e.contains("key_split 2"), "{e}");

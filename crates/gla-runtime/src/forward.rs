@@ -425,7 +425,7 @@ impl Gla {
             p.states_bytes().max(8)
         } else {
             gla_codegen::segment_workspace_bytes(lens.len(), segs, kh, kdk, p.dims.dv)
-                + gla_codegen::key_split_workspace_bytes(if p.spec.cluster { 1 } else { ks }, tokens, p.dims.h, p.dims.dv)
+                + gla_codegen::key_split_workspace_bytes(p.spec.workspace_partials() as usize, tokens, p.dims.h, p.dims.dv)
         };
         let mut ws_guard = lock(&self.inner.workspace);
         let states = if need > 0 {

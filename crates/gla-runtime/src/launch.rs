@@ -361,8 +361,7 @@ impl<'a> Bound<'a> {
             return Err(GlaError::invalid("dims", format!("H = {h}, d_k = {dk}, d_v = {dv} do not fit variant {}", spec.id())));
         }
         let hv = h / ks;
-        // Key slices whose f32 partial outputs go through the workspace (a cluster key split exchanges them on chip).
-        let parts = if spec.cluster { 1 } else { ks };
+        let parts = spec.workspace_partials() as usize;
         if meta.chunk != spec.chunk {
             return Err(GlaError::invalid("sequence arrays", format!("built for C = {}, variant has C = {}", meta.chunk, spec.chunk)));
         }

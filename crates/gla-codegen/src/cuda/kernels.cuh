@@ -549,7 +549,6 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
 #if KS_CLUSTER
-    (void)i0;
     if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (the receiving slice writes it)
 #elif KSPLIT > 1
     {

@@ -18,7 +18,7 @@ constexpr int PW = 4;       // producer warps of the warp-specialised kernel (0:
 constexpr int PT = 32 * PW;
 constexpr int CTAS_PER_SM = 1;  // CTAs resident on one SM (__launch_bounds__ of the warp-specialised kernels)
 #define KSPLIT 1  // key slices a head runs as (grid heads = KSPLIT · H; > 1: f32 partial outputs, gla_fwd_ksum)
-#define KS_CLUSTER 0  // key split 2 as a 2-CTA cluster: slice 1's partial outputs reach slice 0 over DSMEM (no gla_fwd_ksum)
+#define KS_CLUSTER 0  // key split 2 as a 2-CTA cluster: the slices add each other's partial outputs over DSMEM (no gla_fwd_ksum)
 constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
 #define GLA_WS 1
 #define GLA_WGMMA 0    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
@@ -2447,7 +2447,6 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
 #if KS_CLUSTER
-    (void)i0;
     if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (the receiving slice writes it)
 #elif KSPLIT > 1
     {
