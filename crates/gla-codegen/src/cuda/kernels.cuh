@@ -184,6 +184,12 @@ static_assert(!GLA_MID_ISSUE || (SLOT_PER_GROUP && GLA_TMA), "mid-chunk loads: a
 // w8p8x2g hung; tests/ws_protocol.rs reproduces it).
 static_assert(!(GLA_TMA && PG == 2) || SLOT_PER_GROUP, "two TMA producer groups: four slots (a slot holds one group's chunks)");
 static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded after the gate");
+// Two producer groups run one copy of the producer code (SharedGroup: the group from threadIdx.x) unless
+// GLA_ONE_PRODUCER_COPY is 0 (a Group type, so a copy, a group: the form before 2026-12-02m; kept for A/B runs through
+// GLA_NVRTC_EXTRA).
+#ifndef GLA_ONE_PRODUCER_COPY
+#define GLA_ONE_PRODUCER_COPY 1
+#endif
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -732,6 +738,19 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     }
 }
 
+// The producer warps: regs_producer, then the group(s) — one copy of the code for two groups (SharedGroup) unless
+// GLA_ONE_PRODUCER_COPY is 0. (A template, so that the form not taken is not instantiated.)
+template <bool STATES>
+__device__ __forceinline__ void run_producers(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int role_warp, int head) {
+    regs_producer();                                         // (one warpgroup: both producer groups)
+    if constexpr (PG > 1 && GLA_ONE_PRODUCER_COPY) {
+        produce<SharedGroup<PGT, NT, BAR_PRODUCERS>, STATES>(a, smem, sq, c0, nchunks, (role_warp - NT / 32) / (PGT / 32), fixed_gate(a, head));
+    } else {
+        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, STATES>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+        else produce<Group<PGT, NT, BAR_PRODUCERS>, STATES>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    }
+}
+
 // Alg. 1 (right), materialize off, warp-specialised: chunk n's S-independent stages (load, Γ, decays, A) run on
 // the producer warps while the consumer warps compute chunk n−1's output and state update, the only sequential
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
@@ -753,9 +772,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
     ks_cluster_init(smem);                                   // XFULL, XEMPTY: the slices' exchange
 #endif
     if (role_warp >= NT / 32) {
-        regs_producer();                                     // (one warpgroup: both producer groups)
-        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-        else produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+        run_producers<false>(a, smem, sq, c0, nchunks, role_warp, head);
     } else {
         regs_consumer();
 #if GLA_WGMMA
@@ -850,9 +867,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     tma_init(smem);
 #endif
     if (role_warp >= NT / 32) {
-        regs_producer();                                     // (one warpgroup: both producer groups)
-        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-        else produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+        run_producers<true>(a, smem, sq, c0, nchunks, role_warp, head);
     } else {
         regs_consumer();
         float dec[DEC_PER_THREAD] = {};

@@ -59,6 +59,25 @@ struct Group {
 };
 typedef Group<NT, 0, 0> CTA;
 
+// Producer groups that share one copy of their code: groups k = 0, 1, .. of THREADS threads from thread
+// FIRST + k·THREADS on, group k on named barrier BAR + k. The group and a thread's rank in it come from threadIdx.x
+// (warp-uniform), so every group runs the same instructions: one copy in the SM's instruction caches instead of one
+// a group (with a Group type a group, the per-key 8 + 8-warp kernel's two producer copies are ~160 KB of SASS and its
+// producers waited on instruction fetch, no_inst, 14 % of their samples: ncu, benches/NOTES.md 2026-12-02m).
+template <int THREADS, int FIRST, int BAR>
+struct SharedGroup {
+    static constexpr int NT = THREADS, NW = THREADS / 32, FIRST_THREAD = FIRST;
+    static __device__ __forceinline__ int tid() { return (int)((threadIdx.x - (unsigned)FIRST) % (unsigned)THREADS); }
+    static __device__ __forceinline__ int index() { return (int)((threadIdx.x - (unsigned)FIRST) / (unsigned)THREADS); }
+    static __device__ __forceinline__ void sync() { asm volatile("bar.sync %0, %1;\n" ::"r"(BAR + index()), "n"(THREADS) : "memory"); }
+    static __device__ __forceinline__ bool all(bool p) {
+        unsigned r;
+        asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.and.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+                     : "=r"(r) : "r"((unsigned)p), "r"(BAR + index()), "n"(THREADS) : "memory");
+        return r != 0;
+    }
+};
+
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
 
 // 2^x of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later − Γ_earlier). Γ is kept
