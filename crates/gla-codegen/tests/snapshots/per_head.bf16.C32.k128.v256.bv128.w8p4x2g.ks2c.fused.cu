@@ -146,6 +146,25 @@ struct Group {
 };
 typedef Group<NT, 0, 0> CTA;
 
+// Producer groups that share one copy of their code: groups k = 0, 1, .. of THREADS threads from thread
+// FIRST + k·THREADS on, group k on named barrier BAR + k. The group and a thread's rank in it come from threadIdx.x
+// (warp-uniform), so every group runs the same instructions: one copy in the SM's instruction caches instead of one
+// a group (with a Group type a group, the per-key 8 + 8-warp kernel's two producer copies are ~160 KB of SASS and its
+// producers waited on instruction fetch, no_inst, 14 % of their samples: ncu, benches/NOTES.md 2026-12-02m).
+template <int THREADS, int FIRST, int BAR>
+struct SharedGroup {
+    static constexpr int NT = THREADS, NW = THREADS / 32, FIRST_THREAD = FIRST;
+    static __device__ __forceinline__ int tid() { return (int)((threadIdx.x - (unsigned)FIRST) % (unsigned)THREADS); }
+    static __device__ __forceinline__ int index() { return (int)((threadIdx.x - (unsigned)FIRST) / (unsigned)THREADS); }
+    static __device__ __forceinline__ void sync() { asm volatile("bar.sync %0, %1;\n" ::"r"(BAR + index()), "n"(THREADS) : "memory"); }
+    static __device__ __forceinline__ bool all(bool p) {
+        unsigned r;
+        asm volatile("{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.and.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
+                     : "=r"(r) : "r"((unsigned)p), "r"(BAR + index()), "n"(THREADS) : "memory");
+        return r != 0;
+    }
+};
+
 __device__ __forceinline__ unsigned ld_u32(const elem_t* p) { return *reinterpret_cast<const unsigned*>(p); }
 
 // 2^x of an argument that is <= 0 by construction (paper §4.3: every exponent is Γ_later − Γ_earlier). Γ is kept
@@ -2108,6 +2127,12 @@ static_assert(!GLA_MID_ISSUE || (SLOT_PER_GROUP && GLA_TMA), "mid-chunk loads: a
 // w8p8x2g hung; tests/ws_protocol.rs reproduces it).
 static_assert(!(GLA_TMA && PG == 2) || SLOT_PER_GROUP, "two TMA producer groups: four slots (a slot holds one group's chunks)");
 static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded after the gate");
+// Two producer groups run one copy of the producer code (SharedGroup: the group from threadIdx.x) unless
+// GLA_ONE_PRODUCER_COPY is 0 (a Group type, so a copy, a group: the form before 2026-12-02m; kept for A/B runs through
+// GLA_NVRTC_EXTRA).
+#ifndef GLA_ONE_PRODUCER_COPY
+#define GLA_ONE_PRODUCER_COPY 1
+#endif
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2656,6 +2681,19 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     }
 }
 
+// The producer warps: regs_producer, then the group(s) — one copy of the code for two groups (SharedGroup) unless
+// GLA_ONE_PRODUCER_COPY is 0. (A template, so that the form not taken is not instantiated.)
+template <bool STATES>
+__device__ __forceinline__ void run_producers(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int role_warp, int head) {
+    regs_producer();                                         // (one warpgroup: both producer groups)
+    if constexpr (PG > 1 && GLA_ONE_PRODUCER_COPY) {
+        produce<SharedGroup<PGT, NT, BAR_PRODUCERS>, STATES>(a, smem, sq, c0, nchunks, (role_warp - NT / 32) / (PGT / 32), fixed_gate(a, head));
+    } else {
+        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, STATES>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
+        else produce<Group<PGT, NT, BAR_PRODUCERS>, STATES>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+    }
+}
+
 // Alg. 1 (right), materialize off, warp-specialised: chunk n's S-independent stages (load, Γ, decays, A) run on
 // the producer warps while the consumer warps compute chunk n−1's output and state update, the only sequential
 // part. Chunks pass through a ring of STAGES slots: FULL[b] (producers → consumers: slot b holds a chunk) and
@@ -2677,9 +2715,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
     ks_cluster_init(smem);                                   // XFULL, XEMPTY: the slices' exchange
 #endif
     if (role_warp >= NT / 32) {
-        regs_producer();                                     // (one warpgroup: both producer groups)
-        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-        else produce<Group<PGT, NT, BAR_PRODUCERS>>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+        run_producers<false>(a, smem, sq, c0, nchunks, role_warp, head);
     } else {
         regs_consumer();
 #if GLA_WGMMA
@@ -2774,9 +2810,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     tma_init(smem);
 #endif
     if (role_warp >= NT / 32) {
-        regs_producer();                                     // (one warpgroup: both producer groups)
-        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, true>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-        else produce<Group<PGT, NT, BAR_PRODUCERS>, true>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+        run_producers<true>(a, smem, sq, c0, nchunks, role_warp, head);
     } else {
         regs_consumer();
         float dec[DEC_PER_THREAD] = {};
