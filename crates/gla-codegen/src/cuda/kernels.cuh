@@ -190,6 +190,16 @@ static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded
 #ifndef GLA_ONE_PRODUCER_COPY
 #define GLA_ONE_PRODUCER_COPY 1
 #endif
+// Per key with the producers' wgmma scores and mid-chunk loads: a group issues its next chunk as soon as its threads
+// have read this chunk's logits (after the gate, before the decays) instead of after the decays — the load then has
+// the decays and the scores to land in, not the scores alone (ncu 2026-12-03n: the producers waited 5.7 % of their
+// samples on the TMA mbarrier at a chunk's start). The group's threads arrive on BAR_XREAD + group once they have
+// read the logits tile; the issuing warp waits there before its TMA overwrites it. `-DGLA_EARLY_ISSUE=0` (through
+// GLA_NVRTC_EXTRA) builds the form before 2026-12-03o, for A/B runs.
+#ifndef GLA_EARLY_ISSUE
+#define GLA_EARLY_ISSUE 1
+#endif
+#define GLA_ISSUE_AFTER_GATE (GLA_EARLY_ISSUE && GLA_MID_ISSUE && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY)
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -283,6 +293,8 @@ __device__ __forceinline__ void regs_consumer() {}
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
+constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
+static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
 static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
@@ -642,17 +654,25 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
 template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
-    auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
+    // Start loading chunk j into its slot (returns a per-head logit to land). after_gate: called by every thread of
+    // the group right after its gate read this group's logits tile, which chunk j's load overwrites.
+    auto issue = [&](int j, bool after_gate = false) {
 #if GLA_TMA
         // (chunk j belongs to this group: j % PG == g). The issuing warp waits for the slot to be free.
         if (j >= STAGES && P::tid() >= P::NT - 32) bar_wait_empty(bar_empty(j % STAGES, g));
         if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
+#if GLA_ISSUE_AFTER_GATE
+            if (after_gate) {                   // the issuing warp waits until every warp of the group has read the logits
+                if (P::tid() >= P::NT - 32) asm volatile("bar.sync %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
+                else asm volatile("bar.arrive %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
+            }
+#endif
             tma_issue<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
             cp_async_commit();                  // cp_async_wait's count of groups per chunk)
             return issue_logit<P>(a, sq, (c0 + j) * C);
         }
-        if (j >= STAGES) P::sync();             // cp.async: every producer thread copies, once the slot is free
-#else
+        if (j >= STAGES || after_gate) P::sync();  // cp.async: every producer thread copies, once the slot is free
+#else                                            // (and, after the gate, once every thread has read the logits)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
 #endif
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
@@ -709,9 +729,20 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
-            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
-                if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
+            const bool early = GLA_ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
+            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); }))) {
+                if (GLA_MID_ISSUE && !early && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
+#if GLA_ISSUE_AFTER_GATE
+            } else if (early) {                              // (rare) the exact path takes the logits tile as scratch:
+                const int bn = jn % STAGES;                  // let the next chunk land first, then its logits again
+                if (tma_chunk(a, sq, (c0 + jn) * C)) mbar_wait(mbar_addr(smem, bn), (jn / STAGES) & 1);
+                cp_async_wait<0>();
+                P::sync();
+                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+                reload_logits<P>(a, carve_slot(smem, bn, g), sq, (c0 + jn) * C, bn);
+#endif
             } else {
 #else
             if (gate_decays<P>(a, s, sq, i0, b)) {

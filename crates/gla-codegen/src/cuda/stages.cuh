@@ -227,7 +227,7 @@ __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, cons
 // buffer b. Full-width rows move as 16-byte cp.async (zero-filled past the sequence end); masked head dims go
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
 template <class G = CTA>
-__device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q) {
+__device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q, bool with_x = true) {
     const int tid = opaque<NT + PT>(G::tid());  // (16 warps: the offsets recomputed a chunk, see opaque)
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
@@ -254,7 +254,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 if (with_q) cp_async16_full(so + row, gq);
                 cp_async16_full(sko + row, gk);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16_full(sxo + xrow, gx);
+                if (with_x) cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gq += step;
@@ -268,7 +268,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 if (with_q) cp_async16(s.q(b) + KO(i, d), a.q + off, ok);
                 cp_async16(s.k(b) + KO(i, d), a.k + off, ok);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16(s.x(b) + XO(i, d), a.g + off, ok);
+                if (with_x) cp_async16(s.x(b) + XO(i, d), a.g + off, ok);
 #endif
             }
         }
@@ -280,7 +280,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             if (with_q) s.q(b)[KO(i, d)] = ok ? a.q[off] : elem_t(0);
             s.k(b)[KO(i, d)] = ok ? a.k[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_KEY
-            s.x(b)[XO(i, d)] = ok ? a.g[off] : elem_t(0);
+            if (with_x) s.x(b)[XO(i, d)] = ok ? a.g[off] : elem_t(0);
 #endif
         }
     }
@@ -301,7 +301,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 (void)xrow;
                 cp_async16_full(svo + row, gv);
 #if KEY_GATE == GATE_PER_VALUE
-                cp_async16_full(sxo + xrow, gx);
+                if (with_x) cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gv += step;
@@ -313,7 +313,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
                 cp_async16(s.v(b) + VO(i, e), a.v + off, ok);
 #if KEY_GATE == GATE_PER_VALUE
-                cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
+                if (with_x) cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
 #endif
             }
         }
@@ -324,13 +324,29 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const i64 off = ((sq.bos + i0 + i) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + e;
             s.v(b)[VO(i, e)] = ok ? a.v[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_VALUE
-            s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
+            if (with_x) s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
 #endif
         }
     }
     cp_async_commit();
     return issue_logit<G>(a, sq, i0);
 }
+
+#if KEY_GATE == GATE_PER_KEY
+// The per-key logits of chunk rows [i0, i0 + C) into stage buffer b's logits tile, synchronously, ending on a group
+// barrier: for the exact path of a chunk that is not mild, which takes the group's logits tile as scratch after the
+// group's next chunk has been loaded into it (GLA_EARLY_ISSUE; rare: a decay span over 2^SPAN_MAX).
+template <class G>
+__device__ __forceinline__ void reload_logits(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    const int rows = min(C, sq.len - i0);
+    for (int idx = G::tid(); idx < C * DK; idx += G::NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        const bool ok = i < rows && d < a.dk;
+        s.x(b)[XO(i, d)] = ok ? a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d] : elem_t(0);
+    }
+    G::sync();
+}
+#endif
 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
 template <class G = CTA>
@@ -1127,16 +1143,18 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 //   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
-// again from the (intact) logits tile and its raw q, k reloaded over the speculative Q̃, K̂.
+// from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. `after_gate` runs once the
+// thread has read the logits tile (GLA_EARLY_ISSUE: the group's next chunk is loaded from there on).
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
-template <class G>
-__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+template <class G, class AfterGate>
+__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
                   "one (octet, segment) per thread, an octet's segments in one warp");
     const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];  // this thread's Γ, and Γ_L of its columns
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    after_gate();  // (the logits tile is no longer read: the group's next chunk may be loaded into it)
     float e[8];  // exp(Γ_L)
 #pragma unroll
     for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
@@ -1170,15 +1188,14 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
     if (G::all(ok)) return true;  // (the barrier that ends the decays)
-    // Not mild: Γ once more (the speculative pass consumed it) into s.G, and the raw q, k back over Q̃, K̂.
-    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    // Not mild: Γ (still in registers: the logits tile may hold the next chunk by now) into s.G, and the raw q, k
+    // back over Q̃, K̂ (not the logits, not v: v is intact).
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
         *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
     }
-    G::sync();                              // every thread has read the logits again
-    issue_chunk<G>(a, s, sq, i0, b, true);  // (q, k, the logits, v: the last two unchanged)
+    issue_chunk<G>(a, s, sq, i0, b, true, false);  // (q, k; the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
     return false;

@@ -772,7 +772,7 @@ __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, cons
 // buffer b. Full-width rows move as 16-byte cp.async (zero-filled past the sequence end); masked head dims go
 // element by element. A per-head logit is returned in a register (thread i < C holds row i) and landed later.
 template <class G = CTA>
-__device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q) {
+__device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q, bool with_x = true) {
     const int tid = opaque<NT + PT>(G::tid());  // (16 warps: the offsets recomputed a chunk, see opaque)
     const int rows = min(C, sq.len - i0);
     if (a.dk == DK) {
@@ -799,7 +799,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 if (with_q) cp_async16_full(so + row, gq);
                 cp_async16_full(sko + row, gk);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16_full(sxo + xrow, gx);
+                if (with_x) cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gq += step;
@@ -813,7 +813,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 if (with_q) cp_async16(s.q(b) + KO(i, d), a.q + off, ok);
                 cp_async16(s.k(b) + KO(i, d), a.k + off, ok);
 #if KEY_GATE == GATE_PER_KEY
-                cp_async16(s.x(b) + XO(i, d), a.g + off, ok);
+                if (with_x) cp_async16(s.x(b) + XO(i, d), a.g + off, ok);
 #endif
             }
         }
@@ -825,7 +825,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             if (with_q) s.q(b)[KO(i, d)] = ok ? a.q[off] : elem_t(0);
             s.k(b)[KO(i, d)] = ok ? a.k[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_KEY
-            s.x(b)[XO(i, d)] = ok ? a.g[off] : elem_t(0);
+            if (with_x) s.x(b)[XO(i, d)] = ok ? a.g[off] : elem_t(0);
 #endif
         }
     }
@@ -846,7 +846,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 (void)xrow;
                 cp_async16_full(svo + row, gv);
 #if KEY_GATE == GATE_PER_VALUE
-                cp_async16_full(sxo + xrow, gx);
+                if (with_x) cp_async16_full(sxo + xrow, gx);
                 gx += step;
 #endif
                 gv += step;
@@ -858,7 +858,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
                 const i64 off = ok ? base + (i64)(i - r0) * rs : 0;
                 cp_async16(s.v(b) + VO(i, e), a.v + off, ok);
 #if KEY_GATE == GATE_PER_VALUE
-                cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
+                if (with_x) cp_async16(s.x(b) + i * LDV + e, a.g + off, ok);
 #endif
             }
         }
@@ -869,13 +869,29 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
             const i64 off = ((sq.bos + i0 + i) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + e;
             s.v(b)[VO(i, e)] = ok ? a.v[off] : elem_t(0);
 #if KEY_GATE == GATE_PER_VALUE
-            s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
+            if (with_x) s.x(b)[i * LDV + e] = ok ? a.g[off] : elem_t(0);
 #endif
         }
     }
     cp_async_commit();
     return issue_logit<G>(a, sq, i0);
 }
+
+#if KEY_GATE == GATE_PER_KEY
+// The per-key logits of chunk rows [i0, i0 + C) into stage buffer b's logits tile, synchronously, ending on a group
+// barrier: for the exact path of a chunk that is not mild, which takes the group's logits tile as scratch after the
+// group's next chunk has been loaded into it (GLA_EARLY_ISSUE; rare: a decay span over 2^SPAN_MAX).
+template <class G>
+__device__ __forceinline__ void reload_logits(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    const int rows = min(C, sq.len - i0);
+    for (int idx = G::tid(); idx < C * DK; idx += G::NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        const bool ok = i < rows && d < a.dk;
+        s.x(b)[XO(i, d)] = ok ? a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d] : elem_t(0);
+    }
+    G::sync();
+}
+#endif
 
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
 template <class G = CTA>
@@ -1672,16 +1688,18 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 //   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
-// again from the (intact) logits tile and its raw q, k reloaded over the speculative Q̃, K̂.
+// from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. `after_gate` runs once the
+// thread has read the logits tile (GLA_EARLY_ISSUE: the group's next chunk is loaded from there on).
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
-template <class G>
-__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+template <class G, class AfterGate>
+__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
                   "one (octet, segment) per thread, an octet's segments in one warp");
     const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];  // this thread's Γ, and Γ_L of its columns
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    after_gate();  // (the logits tile is no longer read: the group's next chunk may be loaded into it)
     float e[8];  // exp(Γ_L)
 #pragma unroll
     for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
@@ -1715,15 +1733,14 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
     if (G::all(ok)) return true;  // (the barrier that ends the decays)
-    // Not mild: Γ once more (the speculative pass consumed it) into s.G, and the raw q, k back over Q̃, K̂.
-    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    // Not mild: Γ (still in registers: the logits tile may hold the next chunk by now) into s.G, and the raw q, k
+    // back over Q̃, K̂ (not the logits, not v: v is intact).
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
         *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
     }
-    G::sync();                              // every thread has read the logits again
-    issue_chunk<G>(a, s, sq, i0, b, true);  // (q, k, the logits, v: the last two unchanged)
+    issue_chunk<G>(a, s, sq, i0, b, true, false);  // (q, k; the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
     return false;
@@ -2133,6 +2150,16 @@ static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded
 #ifndef GLA_ONE_PRODUCER_COPY
 #define GLA_ONE_PRODUCER_COPY 1
 #endif
+// Per key with the producers' wgmma scores and mid-chunk loads: a group issues its next chunk as soon as its threads
+// have read this chunk's logits (after the gate, before the decays) instead of after the decays — the load then has
+// the decays and the scores to land in, not the scores alone (ncu 2026-12-03n: the producers waited 5.7 % of their
+// samples on the TMA mbarrier at a chunk's start). The group's threads arrive on BAR_XREAD + group once they have
+// read the logits tile; the issuing warp waits there before its TMA overwrites it. `-DGLA_EARLY_ISSUE=0` (through
+// GLA_NVRTC_EXTRA) builds the form before 2026-12-03o, for A/B runs.
+#ifndef GLA_EARLY_ISSUE
+#define GLA_EARLY_ISSUE 1
+#endif
+#define GLA_ISSUE_AFTER_GATE (GLA_EARLY_ISSUE && GLA_MID_ISSUE && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY)
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2226,6 +2253,8 @@ __device__ __forceinline__ void regs_consumer() {}
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
+constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
+static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
 static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
@@ -2585,17 +2614,25 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
 template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
-    auto issue = [&](int j) {  // start loading chunk j into its slot (returns a per-head logit to land)
+    // Start loading chunk j into its slot (returns a per-head logit to land). after_gate: called by every thread of
+    // the group right after its gate read this group's logits tile, which chunk j's load overwrites.
+    auto issue = [&](int j, bool after_gate = false) {
 #if GLA_TMA
         // (chunk j belongs to this group: j % PG == g). The issuing warp waits for the slot to be free.
         if (j >= STAGES && P::tid() >= P::NT - 32) bar_wait_empty(bar_empty(j % STAGES, g));
         if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
+#if GLA_ISSUE_AFTER_GATE
+            if (after_gate) {                   // the issuing warp waits until every warp of the group has read the logits
+                if (P::tid() >= P::NT - 32) asm volatile("bar.sync %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
+                else asm volatile("bar.arrive %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
+            }
+#endif
             tma_issue<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
             cp_async_commit();                  // cp_async_wait's count of groups per chunk)
             return issue_logit<P>(a, sq, (c0 + j) * C);
         }
-        if (j >= STAGES) P::sync();             // cp.async: every producer thread copies, once the slot is free
-#else
+        if (j >= STAGES || after_gate) P::sync();  // cp.async: every producer thread copies, once the slot is free
+#else                                            // (and, after the gate, once every thread has read the logits)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
 #endif
         return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
@@ -2652,9 +2689,20 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
-            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b))) {
-                if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
+            const bool early = GLA_ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
+            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); }))) {
+                if (GLA_MID_ISSUE && !early && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
+#if GLA_ISSUE_AFTER_GATE
+            } else if (early) {                              // (rare) the exact path takes the logits tile as scratch:
+                const int bn = jn % STAGES;                  // let the next chunk land first, then its logits again
+                if (tma_chunk(a, sq, (c0 + jn) * C)) mbar_wait(mbar_addr(smem, bn), (jn / STAGES) & 1);
+                cp_async_wait<0>();
+                P::sync();
+                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
+                reload_logits<P>(a, carve_slot(smem, bn, g), sq, (c0 + jn) * C, bn);
+#endif
             } else {
 #else
             if (gate_decays<P>(a, s, sq, i0, b)) {
