@@ -704,7 +704,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
-            gate_khat_vec<P>(a, s, sq, i0, b);                  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+            const bool early = GLA_ISSUE_AFTER_GATE && PG > 1 && jn < nchunks;  // the next chunk loads during K̂
+            gate_khat_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); });  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+            publish(b);
+            if (PG > 1 && !early && jn < nchunks) x = issue(jn);
+            continue;
 #elif KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
                 gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)

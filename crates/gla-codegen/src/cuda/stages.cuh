@@ -1116,12 +1116,13 @@ __device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const fl
 // gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
 //   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
 // Each thread rewrites only its own elements of k; the FULL barrier the group arrives on next publishes them.
-template <class G>
-__device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+template <class G, class AfterGate>
+__device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    after_gate();  // (the logits tile is read: GLA_EARLY_ISSUE loads the group's next chunk from here on)
     if (seg == SEGS - 1) store_gamma_last(s, d, gl);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
