@@ -9,7 +9,9 @@
 //! and for the four-slot ring of two TMA groups that issue their next chunk midway through the current one:
 //! no deadlock, no barrier left with a half-complete phase at exit (the ARCHITECTURE.md invariant), a slot is only
 //! refilled after the consumers finished the chunk it held, and the consumers only read a chunk after its
-//! producers published it.
+//! producers published it; with one logits tile a producer group (`GLA_X_PER_GROUP`), also that a chunk's load
+//! overwrites the tile only after every warp's gate has read the group's previous chunk from it (the v18 early issue
+//! and its BAR_XREAD).
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -33,6 +35,11 @@ enum Op {
     /// TMA chunks: a producer group's own barrier (`G::sync` / the gate's vote, or the warpgroup's wgmma) between
     /// its issuing warp (the lead) and its other warps (the rest).
     GroupSync(usize),
+    /// TMA chunks: `bar.arrive` on a group barrier (the rest, on BAR_XREAD: its gate has read the logits).
+    GroupArrive(usize),
+    /// TMA chunks with mid-chunk loads: a producer role's gate has read chunk j's logits from its group's logits
+    /// tile (`GLA_X_PER_GROUP`: one tile a group, so chunk j + groups's load overwrites it).
+    GateRead(usize),
 }
 
 fn full(b: usize) -> usize {
@@ -59,9 +66,19 @@ fn producer_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool) ->
     producer_tma(n, stages, groups, g, mid, false)
 }
 
-/// Group g's two group barriers (after the ring's FULL and EMPTY barriers).
+/// Group g's three group barriers (after the ring's FULL and EMPTY barriers): the vote, the scores, BAR_XREAD.
 fn group_bar(stages: usize, groups: usize, g: usize, k: usize) -> usize {
-    stages + stages * groups + 2 * g + k
+    stages + stages * groups + 3 * g + k
+}
+
+/// How a TMA group issues its next chunk.
+#[derive(Clone, Copy, PartialEq)]
+enum Issue {
+    /// After the chunk is published (`!GLA_MID_ISSUE`), or (`mid`) after the gate's vote.
+    Late,
+    /// `GLA_EARLY_ISSUE`: right after the gate, before the vote; the issuing warp waits on BAR_XREAD for the
+    /// group's other warps to have read the logits (they arrive there), unless `xread` is false (broken on purpose).
+    Early { xread: bool },
 }
 
 /// TMA chunks: the group's warps other than its issuing one. They never wait on EMPTY: after publishing chunk j
@@ -70,10 +87,20 @@ fn group_bar(stages: usize, groups: usize, g: usize, k: usize) -> usize {
 /// `joined`: (a three-slot form not built) after publishing chunk j they also wait at a group barrier for the
 /// issuing warp to have issued chunk j + groups — past its EMPTY wait, so the slot's previous copy has landed.
 fn producer_rest(n: usize, stages: usize, groups: usize, g: usize, mid: bool, joined: bool) -> Vec<Op> {
+    producer_rest_with(n, stages, groups, g, mid, joined, Issue::Late)
+}
+
+fn producer_rest_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool, joined: bool, how: Issue) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut j = g;
     while j < n {
         ops.push(Op::MbarWait(j));
+        if mid {
+            ops.push(Op::GateRead(j)); // (mid-chunk loads go with one logits tile a group: GLA_X_PER_GROUP)
+        }
+        if how == (Issue::Early { xread: true }) && j + groups < n {
+            ops.push(Op::GroupArrive(group_bar(stages, groups, g, 2)));
+        }
         ops.push(Op::GroupSync(group_bar(stages, groups, g, 0)));
         if mid || (joined && j + groups < n) {
             ops.push(Op::GroupSync(group_bar(stages, groups, g, 1)));
@@ -90,10 +117,18 @@ fn producer_tma(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma
 }
 
 fn producer_lead(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma: bool, joined: bool) -> Vec<Op> {
+    producer_lead_with(n, stages, groups, g, mid, tma, joined, Issue::Late)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn producer_lead_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma: bool, joined: bool, how: Issue) -> Vec<Op> {
     let mut ops = Vec::new();
     let issue = |ops: &mut Vec<Op>, j: usize| {
         if j >= stages {
             ops.push(Op::Wait(empty(stages, groups, j % stages, g)));
+        }
+        if how == (Issue::Early { xread: true }) && j >= groups {
+            ops.push(Op::GroupSync(group_bar(stages, groups, g, 2))); // BAR_XREAD: the rest's gates are done
         }
         ops.push(Op::Issue(j));
     };
@@ -109,10 +144,16 @@ fn producer_lead(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tm
         }
         if tma {
             ops.push(Op::MbarWait(j));
+            if mid {
+                ops.push(Op::GateRead(j));
+            }
+            if matches!(how, Issue::Early { .. }) && jn < n {
+                issue(&mut ops, jn); // right after the gate, before the vote
+            }
             ops.push(Op::GroupSync(group_bar(stages, groups, g, 0)));
         }
-        if mid && jn < n {
-            issue(&mut ops, jn); // after the gate / the scores of chunk j
+        if mid && how == Issue::Late && jn < n {
+            issue(&mut ops, jn); // after the gate's vote, before the scores of chunk j
         }
         if tma && mid {
             ops.push(Op::GroupSync(group_bar(stages, groups, g, 1)));
@@ -191,6 +232,17 @@ fn run_tma_with(n: usize, stages: usize, groups: usize, mid: bool, joined: bool,
     run_programs(progs, n, stages, groups, rng);
 }
 
+/// The four-slot ring of two TMA groups with mid-chunk loads, issued as `how` says.
+fn run_tma_issue(n: usize, how: Issue, rng: &mut SmallRng) {
+    let (stages, groups) = (4, 2);
+    let mut progs: Vec<Vec<Op>> = vec![consumer(n, stages, groups)];
+    for g in 0..groups {
+        progs.push(producer_lead_with(n, stages, groups, g, true, true, false, how));
+        progs.push(producer_rest_with(n, stages, groups, g, true, false, how));
+    }
+    run_programs(progs, n, stages, groups, rng);
+}
+
 /// Roles: 0 the consumers; then per producer group its (lead) program and, for TMA chunks, its rest (odd roles ≥ 3
 /// when every group has two; the party of a group barrier: rest 0, lead 1).
 fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng: &mut SmallRng) {
@@ -201,8 +253,11 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
     let (mut in_flight, mut landed, mut mbar) = (Vec::<usize>::new(), vec![false; n], vec![0usize; stages]);
     // A role blocked in Wait: (barrier, phase it waits for).
     let mut blocked: Vec<Option<(usize, usize)>> = vec![None; progs.len()];
-    let mut bars = vec![Bar::default(); stages + stages * groups + 2 * groups];
+    let mut bars = vec![Bar::default(); stages + stages * groups + 3 * groups];
     let (mut issued, mut produced, mut consumed) = (vec![false; n], vec![false; n], vec![false; n]);
+    // The roles of a group whose gate has read chunk j's logits, and how many a group has that read them at all.
+    let mut gate_reads = vec![0usize; n];
+    let readers = progs.get(1..=1 + usize::from(split)).map_or(0, |p| p.iter().filter(|p| p.iter().any(|o| matches!(o, Op::GateRead(_)))).count());
     let ctx = format!("n={n} stages={stages} groups={groups}");
     loop {
         // Wake roles whose phase completed.
@@ -235,11 +290,11 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
         }
         let r = runnable[rng.random_range(0..runnable.len())];
         let party = match progs[r][pc[r]] {
-            Op::GroupSync(_) => usize::from(!is_rest(r)),
+            Op::GroupSync(_) | Op::GroupArrive(_) => usize::from(!is_rest(r)),
             _ => usize::from(r != 0),
         };
         match progs[r][pc[r]] {
-            op @ (Op::Arrive(b) | Op::Wait(b) | Op::GroupSync(b)) => {
+            op @ (Op::Arrive(b) | Op::Wait(b) | Op::GroupSync(b) | Op::GroupArrive(b)) => {
                 assert!(!bars[b].arrived[party], "{ctx}: role {r} joins barrier {b} twice in one phase");
                 bars[b].arrived[party] = true;
                 let phase = bars[b].completed;
@@ -255,6 +310,10 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
             Op::Issue(j) => {
                 assert!(!issued[j], "{ctx}: chunk {j} issued twice");
                 assert!(j < stages || consumed[j - stages], "{ctx}: slot of chunk {j} refilled before chunk {} was consumed", j - stages);
+                // (chunk j's load also overwrites its group's logits tile, which held chunk j − groups's)
+                if readers > 0 && j >= groups {
+                    assert!(gate_reads[j - groups] == readers, "{ctx}: chunk {j}'s load overwrote the logits of chunk {} before every warp's gate read them", j - groups);
+                }
                 issued[j] = true;
                 in_flight.push(j);
             }
@@ -265,6 +324,7 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
             }
             Op::Consume(j) => assert!(produced[j], "{ctx}: chunk {j} consumed before the producers published it"),
             Op::Consumed(j) => consumed[j] = true,
+            Op::GateRead(j) => gate_reads[j] += 1,
         }
         pc[r] += 1;
     }
@@ -341,6 +401,32 @@ fn three_tma_slots_for_two_groups_are_sound_once_the_group_waits_for_its_issue()
             run_tma_with(n, 3, 2, false, true, &mut rng);
         }
     }
+}
+
+#[test]
+fn early_issue_after_the_gate_is_sound() {
+    // GLA_EARLY_ISSUE (v18): chunk j + 2 issued right after chunk j's gate, before the vote; the issuing warp waits
+    // on BAR_XREAD for the group's other warps, which arrive there once their gate has read the logits tile.
+    let mut rng = SmallRng::seed_from_u64(2026_12_05);
+    for n in 0..=17 {
+        for _ in 0..300 {
+            run_tma_issue(n, Issue::Early { xread: true }, &mut rng);
+            run_tma_issue(n, Issue::Late, &mut rng);
+        }
+    }
+}
+
+#[test]
+fn early_issue_without_the_logits_barrier_overwrites_a_gate_read() {
+    // The same without BAR_XREAD: the issuing warp's TMA may overwrite the logits another warp's gate has not read.
+    let mut rng = SmallRng::seed_from_u64(17);
+    let found = (0..2000).find_map(|_| {
+        let mut r = SmallRng::seed_from_u64(rng.random());
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_tma_issue(9, Issue::Early { xread: false }, &mut r))).err()?;
+        Some(e.downcast_ref::<String>().cloned().unwrap_or_default())
+    });
+    let msg = found.expect("the early issue without BAR_XREAD should fail in some interleaving");
+    assert!(msg.contains("overwrote the logits"), "{msg}");
 }
 
 #[test]
