@@ -718,6 +718,14 @@ __device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, i
     return x;
 }
 
+// GLA_SPLIT_ISSUE (per key, two TMA producer groups; opt-in, for A/B runs): each of a group's four warps issues a
+// quarter of a chunk's boxes (q, k, v, the logits: the last warp, which waits for the group's gates) with its own
+// expect_tx — the slots' mbarriers then count four arrivals — so that no one warp carries the whole issue into the
+// group's next barrier; every warp of the group then waits on EMPTY. (Defined for every build: EMPTY_T reads it.)
+#ifndef GLA_SPLIT_ISSUE
+#define GLA_SPLIT_ISSUE 0
+#endif
+#define GLA_TMA_SPLIT (GLA_SPLIT_ISSUE && GLA_TMA && GLA_MID_ISSUE && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY)
 #if GLA_TMA
 // Stage load by TMA (issue / wait): a whole chunk's q (optional), k, per-key logits and this CTA's value columns as
 // boxes of 64 columns x C rows (cp.async.bulk.tensor.3d over the runtime's [tokens, H, d] tensor maps), written in
@@ -740,14 +748,6 @@ __device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, i
 __device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {
     return a.tma != 0 && sq.len - i0 >= C && a.dk == DK && sq.v0 + BV <= a.dv;
 }
-// GLA_SPLIT_ISSUE (per key, two TMA producer groups; opt-in, for A/B runs): each of a group's four warps issues a
-// quarter of a chunk's boxes (q, k, v, the logits: the last warp, which waits for the group's gates) with its own
-// expect_tx — the slots' mbarriers then count four arrivals — so that no one warp carries the whole issue into the
-// group's next barrier; every warp of the group then waits on EMPTY.
-#ifndef GLA_SPLIT_ISSUE
-#define GLA_SPLIT_ISSUE 0
-#endif
-#define GLA_TMA_SPLIT (GLA_SPLIT_ISSUE && GLA_MID_ISSUE && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY)
 constexpr unsigned TMA_ISSUERS = GLA_TMA_SPLIT ? 4 : 1;
 // The slots' mbarriers (one arrival each issuing thread: its expect_tx), by thread 0 before the roles start.
 __device__ __forceinline__ void tma_init(unsigned char* smem) {
