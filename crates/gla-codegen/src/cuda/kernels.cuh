@@ -229,7 +229,7 @@ __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0
 __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
 // EMPTY: with TMA loads only the producer group's issuing warp (its last) takes part — the others go on with their
 // chunk and learn of a free slot from a group barrier only where they refill it themselves (cp.async chunks).
-constexpr int EMPTY_T = GLA_TMA && !GLA_TMA_SPLIT ? NT + 32 : NT + PGT;  // (GLA_TMA_SPLIT: every warp issues)
+constexpr int EMPTY_T = GLA_TMA ? NT + 32 : NT + PGT;
 __device__ __forceinline__ void bar_arrive_empty(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
 __device__ __forceinline__ void bar_wait_empty(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
 // x as a value the compiler knows is the same on every lane of the warp (lane 0's): a branch on it is not divergent,
@@ -659,7 +659,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     auto issue = [&](int j, bool after_gate = false) {
 #if GLA_TMA
         // (chunk j belongs to this group: j % PG == g). The issuing warp waits for the slot to be free.
-        if (j >= STAGES && (GLA_TMA_SPLIT || P::tid() >= P::NT - 32)) bar_wait_empty(bar_empty(j % STAGES, g));
+        if (j >= STAGES && P::tid() >= P::NT - 32) bar_wait_empty(bar_empty(j % STAGES, g));
         if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
 #if GLA_ISSUE_AFTER_GATE
             if (after_gate) {                   // the issuing warp waits until every warp of the group has read the logits

@@ -683,14 +683,6 @@ __device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, i
     return x;
 }
 
-// GLA_SPLIT_ISSUE (per key, two TMA producer groups; opt-in, for A/B runs): each of a group's four warps issues a
-// quarter of a chunk's boxes (q, k, v, the logits: the last warp, which waits for the group's gates) with its own
-// expect_tx — the slots' mbarriers then count four arrivals — so that no one warp carries the whole issue into the
-// group's next barrier; every warp of the group then waits on EMPTY. (Defined for every build: EMPTY_T reads it.)
-#ifndef GLA_SPLIT_ISSUE
-#define GLA_SPLIT_ISSUE 0
-#endif
-#define GLA_TMA_SPLIT (GLA_SPLIT_ISSUE && GLA_TMA && GLA_MID_ISSUE && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY)
 #if GLA_TMA
 // Stage load by TMA (issue / wait): a whole chunk's q (optional), k, per-key logits and this CTA's value columns as
 // boxes of 64 columns x C rows (cp.async.bulk.tensor.3d over the runtime's [tokens, H, d] tensor maps), written in
@@ -713,36 +705,18 @@ __device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, i
 __device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {
     return a.tma != 0 && sq.len - i0 >= C && a.dk == DK && sq.v0 + BV <= a.dv;
 }
-constexpr unsigned TMA_ISSUERS = GLA_TMA_SPLIT ? 4 : 1;
-// The slots' mbarriers (one arrival each issuing thread: its expect_tx), by thread 0 before the roles start.
+// The slots' mbarriers (one arrival each: the issuing thread's expect_tx), by thread 0 before the roles start.
 __device__ __forceinline__ void tma_init(unsigned char* smem) {
     if (threadIdx.x == 0) {
-        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), TMA_ISSUERS);
+        for (int b = 0; b < STAGES; ++b) mbar_init(mbar_addr(smem, b), 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
 }
 template <class G>
 __device__ __forceinline__ void tma_issue(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool with_q, unsigned bar) {
-    constexpr unsigned BOX = C * 64 * sizeof(elem_t), KB = DK / 64, VB = BV / 64;
-#if GLA_TMA_SPLIT
-    static_assert(G::NT == 128 && KEY_GATE == GATE_PER_KEY, "a warp each: q, k, v, the logits");
-    if ((G::tid() & 31) != 0) return;
-    const int w = G::tid() >> 5, r = (int)(sq.bos + i0);
-    const unsigned mine = (w == 0 ? (with_q ? KB : 0) : w == 2 ? VB : KB) * BOX;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(mine) : "memory");
-#pragma unroll
-    for (int p = 0; p < (int)KB; ++p) {
-        if (w == 0 && with_q) tma_load(s.q(b) + p * C * 64, a.tm_q, 64 * p, sq.head, r, bar);
-        if (w == 1) tma_load(s.k(b) + p * C * 64, a.tm_k, 64 * p, sq.head, r, bar);
-        if (w == 3) tma_load(s.x(b) + p * C * 64, a.tm_g, 64 * p, sq.head, r, bar);
-    }
-    if (w == 2)
-#pragma unroll
-        for (int p = 0; p < (int)VB; ++p) tma_load(s.v(b) + p * C * 64, a.tm_v, sq.v0 + 64 * p, vhead(sq), r, bar);
-    return;
-#endif
     if (G::tid() != G::NT - 32) return;  // lane 0 of the group's last warp (warps 0, 1 finish the scores: the longest)
+    constexpr unsigned BOX = C * 64 * sizeof(elem_t), KB = DK / 64, VB = BV / 64;
     const unsigned bytes = ((with_q ? KB : 0) + KB + (KEY_GATE == GATE_PER_KEY ? KB : 0) + VB) * BOX;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
     const int row = (int)(sq.bos + i0);
@@ -1726,7 +1700,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
     if (G::all(ok)) return true;  // (the barrier that ends the decays)
     // Not mild: Γ (still in registers: the logits tile may hold the next chunk by now) into s.G, and the raw q, k
-    // back over Q̃, K̂ (not the logits, not v: v is intact).
+    // back over Q̃, K̂ (v comes again, unchanged; the logits do not: with_x = false).
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
@@ -2181,7 +2155,7 @@ __device__ __forceinline__ void bar_arrive(int id) { asm volatile("bar.arrive %0
 __device__ __forceinline__ void bar_wait(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(NT + PGT) : "memory"); }
 // EMPTY: with TMA loads only the producer group's issuing warp (its last) takes part — the others go on with their
 // chunk and learn of a free slot from a group barrier only where they refill it themselves (cp.async chunks).
-constexpr int EMPTY_T = GLA_TMA && !GLA_TMA_SPLIT ? NT + 32 : NT + PGT;  // (GLA_TMA_SPLIT: every warp issues)
+constexpr int EMPTY_T = GLA_TMA ? NT + 32 : NT + PGT;
 __device__ __forceinline__ void bar_arrive_empty(int id) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
 __device__ __forceinline__ void bar_wait_empty(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(EMPTY_T) : "memory"); }
 // x as a value the compiler knows is the same on every lane of the warp (lane 0's): a branch on it is not divergent,
@@ -2611,7 +2585,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     auto issue = [&](int j, bool after_gate = false) {
 #if GLA_TMA
         // (chunk j belongs to this group: j % PG == g). The issuing warp waits for the slot to be free.
-        if (j >= STAGES && (GLA_TMA_SPLIT || P::tid() >= P::NT - 32)) bar_wait_empty(bar_empty(j % STAGES, g));
+        if (j >= STAGES && P::tid() >= P::NT - 32) bar_wait_empty(bar_empty(j % STAGES, g));
         if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
 #if GLA_ISSUE_AFTER_GATE
             if (after_gate) {                   // the issuing warp waits until every warp of the group has read the logits
