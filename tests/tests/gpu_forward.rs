@@ -329,8 +329,7 @@ fn warp_specialised_variants_over_the_shapes() {
 }
 
 /// The two-level scan with a lead segment (`gla_codegen::total_segments`): segment 0 runs the fused forward in the
-/// state pass's launch and writes its final state E_0; each later segment chains E_0 and the earlier segments' states
-/// in its prologue (the fused pass is a programmatic dependent of the state pass); the last one writes the final state. Long
+/// state pass's launch and hands its final state to the combine; the last segment writes the final state. Long
 /// enough sequences that the lead holds chunks (63 chunks at S = 3: a lead of 14), S = 2 (the lead and one segment,
 /// no state pass), S = 5, the runtime's choice, varlen with an empty and a one-token sequence, an initial state; the
 /// default (warp-specialised) variant and a mma.sync fused variant of every gate in bf16, of GLA and Mamba-2 in f32.

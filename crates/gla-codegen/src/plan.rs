@@ -20,6 +20,10 @@ pub enum GridAxis {
     /// `N · (S − 1)` when `S > 1`, else 0 (the kernel is skipped): the first pass of the two-level scan (the lead
     /// segment's fused forward and the state pass of segments 1 ..= S − 2).
     SplitSeqSegments,
+    /// `N` when `S > 1`, else 0: the sequential combine of the segment states.
+    SplitSequences,
+    /// `H · blocks`: each head split into `blocks` CTAs (the combine's blocks of state rows).
+    HeadBlocks { blocks: u32 },
     /// `ceil(tokens · (H / key_split) · d_v / per_block)`: the key-split sum's blocks of outputs (H counts the key
     /// slices, see `KernelSpec::key_split`).
     KeySplitSum { key_split: u32, per_block: u32 },
@@ -56,10 +60,9 @@ pub fn segments_on(wave: usize, n_seqs: usize, h: usize, vtiles: usize, max_chun
 ///
 /// The two-level scan with a lead segment. Segment 0 (the lead) starts from the initial state, so its output needs
 /// no segment state: it runs the fused forward in the *first* pass, beside the state pass of segments 1 ..= S − 2
-/// (`gla_fwd_ws_states` / `gla_fwd_seg_states`, `N·(S − 1)` CTAs), and writes its final state. The second pass
-/// (`gla_fwd_ws` / `gla_fwd_fused`, `N·(S − 1)` CTAs, a programmatic dependent of the first: [`KernelLaunch::pdl`])
-/// runs segments 1 ..= S − 1, each CTA chaining the states of the segments before its own in its prologue (the
-/// combine), and the last one writes the final state — no state pass for the last segment. The lead is shorter
+/// (`gla_fwd_ws_states` / `gla_fwd_seg_states`, `N·(S − 1)` CTAs), and writes its final state. The combine then
+/// chains the states; the second pass (`gla_fwd_ws` / `gla_fwd_fused`, `N·(S − 1)` CTAs) runs segments 1 ..= S − 1
+/// from them, and the last one writes the final state — no state pass for the last segment. The lead is shorter
 /// than the other segments ([`LEAD_PERMILLE`]) so that both passes take about as long as a state pass and a fused
 /// pass over one later segment.
 pub fn total_segments(p: usize) -> usize {
@@ -113,12 +116,6 @@ pub struct KernelLaunch {
     pub block: u32,
     /// Dynamic shared memory in bytes.
     pub smem_bytes: u32,
-    /// Launched as a programmatic dependent of the plan's previous kernel (`cuLaunchKernelEx` with programmatic
-    /// stream serialisation), when that kernel was launched in the same call: it may start while the previous one
-    /// runs, and waits for it (`griddepcontrol.wait`) only where it reads that kernel's results. Never set on a
-    /// plan's first kernel, whose inputs come from outside.
-    #[serde(default)]
-    pub pdl: bool,
 }
 
 /// The kernels of one variant, launched in order on one stream, all taking one [`ForwardArgs`].

@@ -505,6 +505,12 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
+        "constexpr int COMBINE_PER = {COMBINE_PER}, COMBINE_ROWS = {}, COMBINE_BLOCKS = {};  // the segment combine's state-row blocks (grid y = H · blocks)",
+        combine_rows(spec),
+        combine_blocks(spec)
+    );
+    let _ = writeln!(
+        w,
         "constexpr unsigned G_STRIDE = {}, TOT_STRIDE = {};  // bytes between the producer groups' Γ tiles and totals",
         lay.g_stride, lay.tot_stride
     );
@@ -566,22 +572,20 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                     grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::Sequences],
                     block: nt,
                     smem_bytes: lay.total,
-                    pdl: false,
                 },
                 KernelLaunch {
                     name: "gla_fwd_output".into(),
                     grid: [GridAxis::Chunks { chunk: spec.chunk }, GridAxis::Heads, GridAxis::VTiles { block_v: bv }],
                     block: nt,
                     smem_bytes: lay.total,
-                    pdl: false,
                 },
             ],
             needs_state_buffer: true,
             segmented: false,
         }
     } else {
-        // Alg. 1 (right), fused; narrow problems add the two-level scan's segment-state pass before it (skipped
-        // when P = 1: its grid is then empty), with the fused pass as its programmatic dependent.
+        // Alg. 1 (right), fused; narrow problems add the two-level scan's segment-state and combine passes
+        // (skipped when P = 1: their grids are then empty).
         LaunchPlan {
             kernels: vec![
                 KernelLaunch {
@@ -589,14 +593,18 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                     grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SplitSeqSegments],
                     block: if spec.tiles.specialised() { spec.tiles.threads() } else { nt },
                     smem_bytes: lay.total,
-                    pdl: false,
+                },
+                KernelLaunch {
+                    name: "gla_fwd_seg_combine".into(),
+                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::HeadBlocks { blocks: combine_blocks(spec) }, GridAxis::SplitSequences],
+                    block: nt,
+                    smem_bytes: 0,
                 },
                 KernelLaunch {
                     name: if spec.tiles.specialised() { "gla_fwd_ws" } else { "gla_fwd_fused" }.into(),
                     grid: [GridAxis::VTiles { block_v: bv }, GridAxis::Heads, GridAxis::SeqSegments],
                     block: spec.tiles.threads(),
                     smem_bytes: lay.total,
-                    pdl: true,
                 },
             ],
             needs_state_buffer: false,
@@ -610,7 +618,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             grid: [GridAxis::KeySplitSum { key_split: spec.key_split, per_block: KSUM_PER_BLOCK }, GridAxis::One, GridAxis::One],
             block: 256,
             smem_bytes: 0,
-            pdl: false,
         });
     }
     Generated { source: src, plan }
@@ -619,6 +626,16 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
 /// Outputs one CTA of `gla_fwd_ksum` adds up (256 threads, 4 each).
 const KSUM_PER_BLOCK: u32 = 1024;
 
+/// State elements a thread of the segment combine (`gla_fwd_seg_combine`) carries.
+const COMBINE_PER: u32 = 4;
+/// State rows of one combine CTA: `COMBINE_PER · NT / block_v`, NT the state warps' threads.
+fn combine_rows(spec: &KernelSpec) -> u32 {
+    (COMBINE_PER * spec.tiles.warps * 32 / spec.tiles.block_v).max(1)
+}
+/// Combine CTAs per head (the `HeadBlocks` grid axis and the kernel's `COMBINE_BLOCKS` are this one number).
+fn combine_blocks(spec: &KernelSpec) -> u32 {
+    spec.dk.div_ceil(combine_rows(spec))
+}
 
 /// The three warpgroup products of the wgmma consumers, one PTX instruction each (f32 accumulators, operands in
 /// shared memory through matrix descriptors, or A from registers; `tnsp` 1 = MN-major in shared memory):

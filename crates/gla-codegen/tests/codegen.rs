@@ -29,15 +29,12 @@ fn generation_is_deterministic_and_self_contained() {
     assert_eq!(a.source, b.source);
     assert!(!a.source.contains("#include"), "emitted source must need no headers");
     assert!(a.source.contains("extern \"C\" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused"));
-    // Fused plan: the two-level scan's segment-state pass (skipped when P = 1), then the fused kernel as its
-    // programmatic dependent (the combine runs in the fused kernel's prologue).
-    assert_eq!(a.plan.kernels.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["gla_fwd_seg_states", "gla_fwd_fused"]);
-    assert_eq!(a.plan.kernels.iter().map(|k| k.pdl).collect::<Vec<_>>(), [false, true]);
+    // Fused plan: the two-level scan's segment passes (skipped when P = 1), then the fused kernel.
+    assert_eq!(a.plan.kernels.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["gla_fwd_seg_states", "gla_fwd_seg_combine", "gla_fwd_fused"]);
     assert!(!a.plan.needs_state_buffer && a.plan.segmented);
-    assert!(a.source.contains("__launch_bounds__(NT, 1) gla_fwd_seg_states("));
-    assert!(!a.source.contains("gla_fwd_seg_combine"), "the combine is folded into the fused pass");
-    // The fused pass waits for pass 1 before it chains the states; pass 1 lets it start at once.
-    assert!(a.source.contains("griddepcontrol.wait") && a.source.contains("griddepcontrol.launch_dependents"));
+    for name in ["gla_fwd_seg_states", "gla_fwd_seg_combine"] {
+        assert!(a.source.contains(&format!("__launch_bounds__(NT, 1) {name}(")), "{name} missing");
+    }
     let m = generate(&spec(64, 16, 128, 64, true).unwrap()).unwrap();
     assert_eq!(m.plan.kernels.iter().map(|k| k.name.as_str()).collect::<Vec<_>>(), ["gla_fwd_states", "gla_fwd_output"]);
     assert!(m.plan.needs_state_buffer && !m.plan.segmented);
@@ -256,16 +253,23 @@ fn warp_specialised_plan_and_slot_ring() {
     use gla_codegen::writer::SmemLayout;
     let s = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
     let g = generate(&s).unwrap();
-    // The segment-state pass is warp-specialised too, the fused pass is the warp-specialised kernel (its
-    // consumers chain the segment states in their prologue).
-    let k: Vec<(&str, u32, bool)> = g.plan.kernels.iter().map(|k| (k.name.as_str(), k.block, k.pdl)).collect();
-    assert_eq!(k, [("gla_fwd_ws_states", 384, false), ("gla_fwd_ws", 384, true)]);
+    // The segment-state pass is warp-specialised too, the combine runs on the state warps alone, the fused pass
+    // is the warp-specialised kernel.
+    let k: Vec<(&str, u32)> = g.plan.kernels.iter().map(|k| (k.name.as_str(), k.block)).collect();
+    assert_eq!(k, [("gla_fwd_ws_states", 384), ("gla_fwd_seg_combine", 256), ("gla_fwd_ws", 384)]);
     assert!(g.source.contains("__launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws("));
     assert!(g.source.contains("__launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states("));
     assert!(g.source.contains("constexpr int CTAS_PER_SM = 1;"));
+    // The combine's grid: value tiles x (heads · blocks of 4·256/128 = 8 state rows: 128 / 8 = 16) x sequences.
     use gla_codegen::GridAxis;
-    assert_eq!(g.plan.kernels[0].grid, [GridAxis::VTiles { block_v: 128 }, GridAxis::Heads, GridAxis::SplitSeqSegments]);
-    assert_eq!(g.plan.kernels[1].grid, [GridAxis::VTiles { block_v: 128 }, GridAxis::Heads, GridAxis::SeqSegments]);
+    assert_eq!(
+        g.plan.kernels[1].grid,
+        [GridAxis::VTiles { block_v: 128 }, GridAxis::HeadBlocks { blocks: 16 }, GridAxis::SplitSequences]
+    );
+    // A plain variant: 4 warps, 64-wide tiles, d_k 64 → blocks of 8 rows, 8 blocks per head.
+    let plain = generate(&spec(32, 16, 64, 64, false).unwrap()).unwrap();
+    let comb = plain.plan.kernels.iter().find(|k| k.name == "gla_fwd_seg_combine").unwrap();
+    assert_eq!(comb.grid[1], GridAxis::HeadBlocks { blocks: 8 });
     assert!(g.source.contains("#define GLA_WS 1"), "the plain fused kernel is compiled out");
     // d = 128, 128-wide value tiles at C 32: three slots fit (loads of chunk n+1 land while the producers work on
     // chunk n and the consumers on chunk n-1).
@@ -301,7 +305,7 @@ fn warp_specialised_plan_and_slot_ring() {
             } else {
                 assert!(l.g < l.stage_bytes, "{}: scalar Γ travels with the chunk", v.id());
             }
-            assert_eq!(generate(&v).unwrap().plan.kernels[1].block, v.tiles.threads());
+            assert_eq!(generate(&v).unwrap().plan.kernels[2].block, v.tiles.threads());
         }
     }
     assert!(seen > 50, "{seen} warp-specialised variants");

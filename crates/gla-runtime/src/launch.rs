@@ -49,42 +49,13 @@ unsafe impl DeviceRepr for ArgsRepr {}
 ///    synchronisation.
 /// 4. Outputs (`o`, `ht`, `states`) overlap no other buffer of `args`.
 /// 5. `cfg.shared_mem_bytes` is at most what `func` may use (its `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute).
-/// 6. With `pdl` (a programmatic dependent launch: the kernel may start before the previous kernel on `stream` has
-///    finished), that previous kernel is the plan's one before this one, launched in the same call, and this kernel
-///    waits for it (`griddepcontrol.wait`) before it touches anything that kernel writes, and writes nothing that
-///    kernel reads (gla-codegen's contract for a [`KernelLaunch`] with `pdl`).
 #[allow(unsafe_code)]
-unsafe fn launch(stream: &CudaStream, func: &CudaFunction, cfg: LaunchConfig, args: &ForwardArgs, pdl: bool) -> Result<(), DriverError> {
-    let mut repr = ArgsRepr(*args);
-    if !pdl {
-        let mut b = stream.launch_builder(func);
-        b.arg(&repr);
-        // SAFETY: forwarded to the caller (points 1–5 above); `repr` outlives the call, which copies it.
-        return unsafe { b.launch(cfg) }.map(|_| ());
-    }
-    use cudarc::driver::sys as cu;
-    stream.context().bind_to_thread()?;
-    let mut params: [*mut std::ffi::c_void; 1] = [(&mut repr as *mut ArgsRepr).cast()];
-    // SAFETY: an all-zero `CUlaunchAttribute` is a valid value of the plain C struct (id 0 = ignore, zero padding).
-    let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
-    let config = cu::CUlaunchConfig {
-        gridDimX: cfg.grid_dim.0,
-        gridDimY: cfg.grid_dim.1,
-        gridDimZ: cfg.grid_dim.2,
-        blockDimX: cfg.block_dim.0,
-        blockDimY: cfg.block_dim.1,
-        blockDimZ: cfg.block_dim.2,
-        sharedMemBytes: cfg.shared_mem_bytes,
-        hStream: stream.cu_stream(),
-        attrs: &mut attr,
-        numAttrs: 1,
-    };
-    // SAFETY: points 1–6 above (forwarded to the caller) make the launch itself sound; `config`, `attr`, `params`
-    // and `repr` outlive the call, which copies the one parameter (a kernel of one by-value parameter takes a
-    // one-element `kernelParams` array), and the context of `stream` is bound to this thread.
-    unsafe { cu::cuLaunchKernelEx(&config, func.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }.result()
+unsafe fn launch(stream: &CudaStream, func: &CudaFunction, cfg: LaunchConfig, args: &ForwardArgs) -> Result<(), DriverError> {
+    let repr = ArgsRepr(*args);
+    let mut b = stream.launch_builder(func);
+    b.arg(&repr);
+    // SAFETY: forwarded to the caller (points 1–5 above); `repr` outlives the call, which copies it.
+    unsafe { b.launch(cfg) }.map(|_| ())
 }
 
 /// Problem sizes the grid axes are resolved from.
@@ -113,6 +84,8 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
         GridAxis::Chunks { chunk } => total_chunks(s.seq_lens, chunk),
         GridAxis::SeqSegments => s.seq_lens.len() * if s.segs > 1 { s.segs - 1 } else { 1 },
         GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * (s.segs - 1) } else { 0 },
+        GridAxis::SplitSequences => if s.segs > 1 { s.seq_lens.len() } else { 0 },
+        GridAxis::HeadBlocks { blocks } => s.h * blocks as usize,
         GridAxis::KeySplitSum { key_split, per_block } => {
             let tokens: usize = s.seq_lens.iter().sum();
             (tokens * (s.h / key_split.max(1) as usize) * s.dv).div_ceil(per_block.max(1) as usize)
@@ -526,15 +499,10 @@ fn tma_maps(args: &mut ForwardArgs, spec: &KernelSpec, tokens: usize, h: usize, 
 
 /// Launch the kernels of `variant`'s plan in order on the stream. Kernels with an empty grid are skipped.
 pub fn launch_plan(variant: &Variant, bound: &Bound<'_>) -> Result<()> {
-    let mut previous_launched = false;
     for ((k, f), &grid) in variant.plan.kernels.iter().zip(&variant.functions).zip(&bound.grids) {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
-            previous_launched = false;
             continue;
         }
-        // A programmatic dependent only of the plan's own previous kernel (never of whatever ran before the plan).
-        let pdl = k.pdl && previous_launched && pdl_enabled();
-        previous_launched = true;
         let cfg = LaunchConfig { grid_dim: grid, block_dim: (k.block, 1, 1), shared_mem_bytes: k.smem_bytes };
         // SAFETY: (1) `f` was loaded by `Variant::load` from the module generated for `variant.spec`, with this
         // plan; (2) `Bound::new` checked every pointer's tensor against the sizes the kernel derives from the
@@ -542,22 +510,14 @@ pub fn launch_plan(variant: &Variant, bound: &Bound<'_>) -> Result<()> {
         // that the tensors live in this context, and that required pointers are present; (3) `bound` borrows the
         // buffers until after this enqueue, and all of them are freed stream-ordered on this same stream;
         // (4) `o`, `ht` and `states` come from `&mut` borrows, so they alias nothing else; (5) `Gpu::function`
-        // set the dynamic shared memory attribute to `k.smem_bytes` (or it is ≤ 48 KB); (6) `pdl` only when the
-        // plan's previous kernel was launched just before, by this loop, and `k.pdl` is gla-codegen's promise.
+        // set the dynamic shared memory attribute to `k.smem_bytes` (or it is ≤ 48 KB).
         #[allow(unsafe_code)]
-        unsafe { launch(bound.stream, f, cfg, &bound.args, pdl) }.map_err(|e| GlaError::Cuda {
-            op: if pdl { "cuLaunchKernelEx" } else { "cuLaunchKernel" },
+        unsafe { launch(bound.stream, f, cfg, &bound.args) }.map_err(|e| GlaError::Cuda {
+            op: "cuLaunchKernel",
             msg: format!("{} of {} with grid {grid:?}, block {}, {} B smem: {e:?}", k.name, variant.spec.id(), k.block, k.smem_bytes),
         })?;
     }
     Ok(())
-}
-
-/// Whether plans may use programmatic dependent launches: yes unless `GLA_NO_PDL=1` (for A/B timing; the kernels
-/// are the same, their waits are then no-ops).
-fn pdl_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("GLA_NO_PDL").map(|v| v != "1").unwrap_or(true))
 }
 
 /// An uninitialised workspace of `bytes` bytes (the chunk-state buffer).
@@ -608,10 +568,13 @@ mod tests {
         let one = GridSizes { h: 2, dv: 128, seq_lens: &lens, segs: 1 };
         assert_eq!(resolve_axis(GridAxis::SeqSegments, &one), 2);
         assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &one), 0, "P = 1: the segment pass is skipped");
+        assert_eq!(resolve_axis(GridAxis::SplitSequences, &one), 0);
         // S = 4 segments: the lead + 3; each pass runs 3 CTAs a sequence.
         let four = GridSizes { segs: 4, ..one };
         assert_eq!(resolve_axis(GridAxis::SeqSegments, &four), 6);
         assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &four), 6);
+        assert_eq!(resolve_axis(GridAxis::SplitSequences, &four), 2);
+        assert_eq!(resolve_axis(GridAxis::HeadBlocks { blocks: 16 }, &four), 32, "the combine: H x row blocks");
         // P: fills the GPU only when the CTAs would fill at most half of it; at most the chunks of the longest sequence.
         assert_eq!(gla_codegen::segments(8, 16, 1, 64), 1);
         assert_eq!(gla_codegen::segments(2, 16, 1, 256), 4);

@@ -88,13 +88,6 @@ __device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP2(x); }
 __device__ __forceinline__ float exp_span(float x) { return GLA_EXP2(x); }
 constexpr float LOG2E = 1.4426950408889634f;
 
-// Programmatic dependent launch (sm_90): the two-level scan's fused pass is launched as a dependent of the
-// segment-state pass, which lets it start as soon as every state-pass CTA has begun; its CTAs load and prepare
-// their first chunks (inputs only), and the threads that read the state pass's results wait for that grid first.
-// Without the launch attribute both are no-ops (the previous grid has completed).
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     unsigned r;
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));

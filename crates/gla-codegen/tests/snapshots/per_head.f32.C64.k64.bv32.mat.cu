@@ -43,6 +43,7 @@ constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chu
 constexpr unsigned STAGE_BYTES = 47360, STAGE_Q = 0, STAGE_K = 18432, STAGE_V = 36864, STAGE_X = 47104;
 constexpr unsigned OFF_G = 94720, OFF_ST = 94976, OFF_A = 105216, OFF_VT = 123648, OFF_ALO = 123648, OFF_GL = 123648;  // 123648 B of shared memory
 constexpr unsigned OFF_TOT = 94976, TOT_BYTES = 10240, ST_BYTES = 10240, OFF_OS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
+constexpr int COMBINE_PER = 4, COMBINE_ROWS = 16, COMBINE_BLOCKS = 4;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
 constexpr unsigned OFF_MBAR = 0;  // TMA: the slots' mbarriers
@@ -164,13 +165,6 @@ __device__ __forceinline__ float exp_nonpos(float x) { return GLA_EXP2(x); }
 // only called when the chunk's decay span, checked at run time, is at most SPAN_MAX, so 2^x <= 2^SPAN_MAX.
 __device__ __forceinline__ float exp_span(float x) { return GLA_EXP2(x); }
 constexpr float LOG2E = 1.4426950408889634f;
-
-// Programmatic dependent launch (sm_90): the two-level scan's fused pass is launched as a dependent of the
-// segment-state pass, which lets it start as soon as every state-pass CTA has begun; its CTAs load and prepare
-// their first chunks (inputs only), and the threads that read the state pass's results wait for that grid first.
-// Without the launch attribute both are no-ops (the previous grid has completed).
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     unsigned r;
@@ -1957,13 +1951,11 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
 //   pass 1 (gla_fwd_seg_states / gla_fwd_ws_states, p = 0 .. S − 2): p = 0 runs the fused forward of the lead from
 //           S_0 and writes its final state E_0 to slot 0; p ≥ 1 computes ΔS_p = the state segment p alone produces
 //           from S = 0, and its decay Σ Γ_L (log2 units)
-//   pass 2 (gla_fwd_fused / gla_fwd_ws, p = 1 .. S − 1): every later segment, all in parallel, from
-//           S_init(1) = E_0;  S_init(q+1) = diag(exp(Σ Γ_L(q))) S_init(q) + ΔS_q   (the combine, q < p: seg_init_*,
-//           in the state's own register layout); the last one writes the final state.
-// Pass 2 is a programmatic dependent of pass 1 (KernelLaunch::pdl): it may start while pass 1 runs; only the
-// threads that combine the states wait for pass 1 (pdl_wait), and nothing of pass 2 writes what pass 1 reads.
-// The workspace a.states holds E_0 and ΔS_p, then the decays. (The host's gla_codegen::segment_chunks mirrors
-// seg_range.)
+//   gla_fwd_seg_combine: S_init(1) = E_0;  S_init(p+1) = diag(exp(Σ Γ_L(p))) S_init(p) + ΔS_p   (sequential in p)
+//   pass 2 (gla_fwd_fused / gla_fwd_ws, p = 1 .. S − 1): every later segment from its S_init, all in parallel; the
+//           last one writes the final state.
+// The workspace a.states holds E_0 and ΔS_p (replaced in place by S_init(p)), then the decays. (The host's
+// gla_codegen::segment_chunks mirrors seg_range.)
 __device__ __forceinline__ void seg_range(const FwdArgs& a, const Seq& sq, int p, int& c0, int& c1) {
     const int nch = (sq.len + C - 1) / C;
     if (a.segs <= 1) {
@@ -1992,11 +1984,10 @@ __device__ __forceinline__ void seg_of(const FwdArgs& a, int z, bool lead_pass, 
 __device__ __forceinline__ float* seg_slot(const FwdArgs& a, int n, int p, int head) {
     return a.states + (((i64)n * a.segs + p) * a.h + head) * a.dk * (i64)a.dv;
 }
-// The state segment 0 starts from (S_0, or none) and where a fused segment's final state goes: the last segment's
-// is the sequence's, the lead's is E_0 (slot 0). A later segment starts from S_init(p): seg_init_regs /
-// wg_seg_init.
-__device__ __forceinline__ const float* seg_init(const FwdArgs& a, int n, int head) {
-    return a.h0 ? a.h0 + ((i64)n * a.h + head) * a.dk * (i64)a.dv : nullptr;
+// The state a fused segment starts from and where its final state goes: segment 0 from S_0, a later one from
+// S_init(p) (the combine's); the last segment's final state is the sequence's, the lead's is E_0 (slot 0).
+__device__ __forceinline__ const float* seg_init(const FwdArgs& a, int n, int p, int head) {
+    return p > 0 ? seg_slot(a, n, p, head) : a.h0 ? a.h0 + ((i64)n * a.h + head) * a.dk * (i64)a.dv : nullptr;
 }
 __device__ __forceinline__ float* seg_fin(const FwdArgs& a, int n, int p, int head) {
     if (p == (a.segs > 1 ? a.segs - 1 : 0)) return a.ht ? a.ht + ((i64)n * a.h + head) * a.dk * (i64)a.dv : nullptr;
@@ -2016,48 +2007,6 @@ constexpr int DEC = BV;
 constexpr int DEC = 1;
 #endif
 constexpr int DEC_PER_THREAD = (DEC + NT - 1) / NT;
-
-// exp(Σ Γ_L) of state element (d, e) (e the value column in the whole d_v; Σ Γ_L in log2 units).
-__device__ __forceinline__ float seg_decay_at(const float* dz, int d, int e) {
-#if KEY_GATE == GATE_PER_KEY
-    (void)e;
-    return exp_nonpos(dz[d]);
-#elif KEY_GATE == GATE_PER_VALUE
-    (void)d;
-    return exp_nonpos(dz[e]);
-#else
-    (void)d, (void)e;
-    return exp_nonpos(dz[0]);
-#endif
-}
-
-// The combine, in the prologue of a later segment p ≥ 1: S = E_0; for q = 1 .. p − 1: S ← diag(exp(Σ Γ_L(q))) S
-// + ΔS_q — in the layout of state_global (mma.sync state warps G), each thread its own elements.
-template <class G = CTA>
-__device__ __forceinline__ void seg_init_regs(SRegs& S, const FwdArgs& a, int n, int p, int head, int v0) {
-    state_global<false, G>(S, seg_slot(a, n, 0, head), a, v0);  // S_init(1) = E_0, the lead's final state
-    const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    for (int q = 1; q < p; ++q) {
-        const float* ds = seg_slot(a, n, q, head);
-        const float* dz = seg_decay(a, n * a.segs + q, head);
-#pragma unroll
-        for (int u = 0; u < per_warp(S_WTILES, G::NW); ++u) {
-            const int wt = warp + u * G::NW;
-            if (wt >= S_WTILES) continue;
-            const int2 o = wtile_origin<S_WM, S_WN, S_WCOLS>(wt);
-#pragma unroll
-            for (int mi = 0; mi < S_WM; ++mi)
-#pragma unroll
-                for (int ni = 0; ni < S_WN; ++ni)
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        const int d = o.x + mi * 16 + g + (r >= 2 ? 8 : 0);
-                        const int e = v0 + o.y + ni * 8 + 2 * t + (r & 1);
-                        if (d < a.dk && e < a.dv) S[u][mi][ni][r] = fmaf(seg_decay_at(dz, d, e), S[u][mi][ni][r], ds[(i64)d * a.dv + e]);
-                    }
-        }
-    }
-}
 
 // Segment decay Σ Γ_L, one running sum per thread and decay index i = threadIdx.x + u·NT (thread < NT).
 __device__ __forceinline__ void add_seg_decay(const Tiles& s, float (&dec)[DEC_PER_THREAD]) {
@@ -2102,12 +2051,7 @@ __device__ __forceinline__ void fused_segment(const FwdArgs& a, unsigned char* s
     int c0, c1;
     seg_range(a, sq, p, c0, c1);
     SRegs S = {};
-    if (p > 0) {
-        pdl_wait();                                          // pass 1's E_0, ΔS_q, Σ Γ_L(q)
-        seg_init_regs(S, a, n, p, head, sq.v0);              // S_init(p)
-    } else if (const float* init = seg_init(a, n, head)) {
-        state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0
-    }
+    if (const float* init = seg_init(a, n, p, head)) state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
     if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, true));
     for (int c = c0; c < c1; ++c) {
         const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
@@ -2348,25 +2292,6 @@ __device__ __forceinline__ void wg_state_global(WgState& S, float* base, const F
     }
 #endif
 }
-
-#if GLA_FUSED
-// The combine, in the prologue of a later segment p ≥ 1 (see seg_init_regs), in the accumulators' layout: element
-// i is row 8 (i >> 2) + 2t + (i & 1), column e0 + 8 ((i >> 1) & 1) — wg_state_global's, in both of its forms.
-__device__ __forceinline__ void wg_seg_init(WgState& S, const FwdArgs& a, int n, int p, int head, int v0) {
-    wg_state_global<false>(S, seg_slot(a, n, 0, head), a, v0);  // S_init(1) = E_0, the lead's final state
-    const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int e0 = v0 + 64 * wg_index() + 16 * w + g;
-    for (int q = 1; q < p; ++q) {
-        const float* ds = seg_slot(a, n, q, head);
-        const float* dz = seg_decay(a, n * a.segs + q, head);
-#pragma unroll
-        for (int i = 0; i < DK / 2; ++i) {
-            const int e = e0 + 8 * ((i >> 1) & 1), d = 8 * (i >> 2) + 2 * t + (i & 1);
-            if (d < a.dk && e < a.dv) S[i] = fmaf(seg_decay_at(dz, d, e), S[i], ds[(i64)d * a.dv + e]);
-        }
-    }
-}
-#endif
 
 #if GLA_WG_SMEM_S
 // Stage wg_stage_state (8 + 8 warps, where the registers do not hold a bf16 copy of Sᵀ): Sᵀ as bf16/f16 into the
@@ -2814,12 +2739,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if GLA_WGMMA
         // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
         WgState S = {};
-        if (p > 0) {
-            pdl_wait();                                      // pass 1's E_0, ΔS_q, Σ Γ_L(q)
-            wg_seg_init(S, a, n, p, head, sq.v0);            // S_init(p)
-        } else if (const float* init = seg_init(a, n, head)) {
-            wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0
-        }
+        if (const float* init = seg_init(a, n, p, head)) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
             const Tiles s = carve_slot(smem, b);
@@ -2848,12 +2768,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         SRegs S = {};
-        if (p > 0) {
-            pdl_wait();                                      // pass 1's E_0, ΔS_q, Σ Γ_L(q)
-            seg_init_regs<Consumers>(S, a, n, p, head, sq.v0);  // S_init(p)
-        } else if (const float* init = seg_init(a, n, head)) {
-            state_global<false, Consumers>(S, const_cast<float*>(init), a, sq.v0);  // S_0
-        }
+        if (const float* init = seg_init(a, n, p, head)) state_global<false, Consumers>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = (c0 + j) * C;
             const Tiles s = carve_slot(smem, b);
@@ -2894,7 +2809,6 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
 extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gla_fwd_ws_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
-    pdl_launch_dependents();                                 // pass 2 may start: it waits where it reads pass 1's results
     unsigned char* smem = smem_base(smem_raw);
     const int head = blockIdx.y;
     int n, p;
@@ -2953,7 +2867,6 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
 // Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
     extern __shared__ __align__(128) unsigned char smem[];
-    pdl_launch_dependents();                                 // pass 2 may start: it waits where it reads pass 1's results
     const int head = blockIdx.y;
     int n, p;
     seg_of(a, blockIdx.z, true, n, p);
@@ -2994,6 +2907,56 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
     store_seg_decay(a, n * a.segs + p, head, sq, dec);
 }
 #endif
+
+// Two-level scan, the combine (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
+// the segments):  S = E_0;  for p = 1 .. S − 2: S_init(p) = S, S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  S_init(S − 1) = S.
+// Grid: (value tile, head · row block, sequence) with COMBINE_ROWS / COMBINE_BLOCKS from the writer (the plan's
+// grid uses the same numbers); COMBINE_PER elements a thread, every segment's loads issued before its stores (the
+// stores go to the same workspace, so they would otherwise serialise the loads).
+static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT && COMBINE_BLOCKS * COMBINE_ROWS >= DK, "whole rows per block");
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __grid_constant__ FwdArgs a) {
+    const int head = blockIdx.y / COMBINE_BLOCKS, d0 = (blockIdx.y % COMBINE_BLOCKS) * COMBINE_ROWS;
+    const int n = blockIdx.z, v0 = blockIdx.x * BV;
+    float S[COMBINE_PER];
+    i64 off[COMBINE_PER];  // element offset in a [dk, dv] slab
+    int row[COMBINE_PER];
+    bool ok[COMBINE_PER];
+    const float* e0 = seg_slot(a, n, 0, head);
+#pragma unroll
+    for (int u = 0; u < COMBINE_PER; ++u) {
+        const int idx = threadIdx.x + u * NT, d = d0 + idx / BV, e = v0 + idx % BV;
+        ok[u] = d < a.dk && e < a.dv;
+        row[u] = d;
+        off[u] = (i64)d * a.dv + e;
+#if KEY_GATE == GATE_PER_VALUE
+        row[u] = e;
+#endif
+        S[u] = ok[u] ? e0[off[u]] : 0.f;                      // S_init(1) = E_0, the lead's final state
+    }
+    for (int p = 1; p < a.segs - 1; ++p) {
+        float* ds = seg_slot(a, n, p, head);
+        const float* dz = seg_decay(a, n * a.segs + p, head);
+        float delta[COMBINE_PER], f[COMBINE_PER];
+#pragma unroll
+        for (int u = 0; u < COMBINE_PER; ++u) {
+            delta[u] = ok[u] ? ds[off[u]] : 0.f;
+#if KEY_GATE == GATE_PER_KEY || KEY_GATE == GATE_PER_VALUE
+            f[u] = ok[u] ? exp_nonpos(dz[row[u]]) : 0.f;
+#else
+            f[u] = exp_nonpos(dz[0]);
+#endif
+        }
+#pragma unroll
+        for (int u = 0; u < COMBINE_PER; ++u) {
+            if (ok[u]) ds[off[u]] = S[u];                     // S_init(p), in place of ΔS_p
+            S[u] = f[u] * S[u] + delta[u];
+        }
+    }
+    float* last = seg_slot(a, n, a.segs - 1, head);          // S_init(S − 1): the last segment has no state pass
+#pragma unroll
+    for (int u = 0; u < COMBINE_PER; ++u)
+        if (ok[u]) last[off[u]] = S[u];
+}
 #else
 // Alg. 1 (left), materialize on, kernel 1: walk the chunks in order and write S_[n] (the state entering each chunk).
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_constant__ FwdArgs a) {

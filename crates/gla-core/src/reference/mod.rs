@@ -158,8 +158,8 @@ pub struct ChunkConfig {
     /// is `SPAN_MAX` in log2 units, i.e. `SPAN_MAX · ln 2` here); `None`: always the exact sub-chunk form.
     pub factorise_span: Option<f32>,
     /// Fused form only: split each sequence into this many segments of whole chunks (the kernels' two-level scan,
-    /// `gla_fwd_seg_states`, then the combine in the fused pass's prologue): every segment's state ΔS from S = 0 and
-    /// its decay Σ Γ_L, then S_init(p+1) = diag(e^{Σ Γ_L(p)}) S_init(p) + ΔS_p, then each segment's chunks from S_init(p).
+    /// `gla_fwd_seg_states` / `gla_fwd_seg_combine`): every segment's state ΔS from S = 0 and its decay Σ Γ_L, then
+    /// sequentially S_init(p+1) = diag(e^{Σ Γ_L(p)}) S_init(p) + ΔS_p, then each segment's chunks from S_init(p).
     /// `1`: one pass per sequence. Must be ≥ 1.
     pub segments: usize,
 }
