@@ -912,6 +912,10 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
             const int b = j % STAGES;
             const Tiles s = carve_slot(smem, b);
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+#if GLA_WG_SCORES
+            if constexpr (KHAT_BY_CONSUMERS)                 // K̂ = K ⊙ exp(Γ_L − Γ)  (the producers' exponents)
+                khat_consumers<Consumers>(s, b, khat_exponents(carve_slot(smem, b, b % PG), b));
+#endif
             add_seg_decay(s, dec);                           // Σ Γ_L
             wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂
