@@ -1120,7 +1120,7 @@ __device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const fl
 // its group's [Q̃; K̃] tile (2C x DK f32, unused in the state pass): written after the slot's chunk landed, read
 // between FULL[b] and EMPTY[b], so the ring's barriers order them like the slot itself.
 #ifndef GLA_KHAT_CONSUMERS
-#define GLA_KHAT_CONSUMERS 1
+#define GLA_KHAT_CONSUMERS 0
 #endif
 constexpr bool KHAT_BY_CONSUMERS = GLA_KHAT_CONSUMERS && KEY_GATE == GATE_PER_KEY && PG == 2 && STAGES == 2 * PG && PS_STRIDE >= (STAGES / PG) * C * DK * 4u;
 // Slot b's exponent tile, [C][DK] f32: row i holds columns d .. d + 3 of every 8-column octet at i·DK + d / 2 and

@@ -1639,7 +1639,7 @@ __device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const fl
 // its group's [Q̃; K̃] tile (2C x DK f32, unused in the state pass): written after the slot's chunk landed, read
 // between FULL[b] and EMPTY[b], so the ring's barriers order them like the slot itself.
 #ifndef GLA_KHAT_CONSUMERS
-#define GLA_KHAT_CONSUMERS 1
+#define GLA_KHAT_CONSUMERS 0
 #endif
 constexpr bool KHAT_BY_CONSUMERS = GLA_KHAT_CONSUMERS && KEY_GATE == GATE_PER_KEY && PG == 2 && STAGES == 2 * PG && PS_STRIDE >= (STAGES / PG) * C * DK * 4u;
 // Slot b's exponent tile, [C][DK] f32: row i holds columns d .. d + 3 of every 8-column octet at i·DK + d / 2 and
@@ -2634,11 +2634,29 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 }
 #endif
 
+// The segment-state pass loads its logits into the slot's q tile (no q there; same shape and swizzle as the
+// per-group logits tile) instead of the group's one logits tile, so a group's next chunk no longer waits for this
+// chunk's gate to have read that tile: it is issued at the start of the chunk (STATES_ISSUE_AHEAD), and the load
+// has the gate and K̂ to land in, not K̂ alone (ncu 2026-12-04q: that pass runs at 1.3 µs a chunk and half the DRAM
+// peak — latency, not work: moving K̂ to the idle consumers made it slower). `-DGLA_STATES_AHEAD=0` through
+// GLA_NVRTC_EXTRA builds the form before 2026-12-04q, for A/B runs.
+#ifndef GLA_STATES_AHEAD
+#define GLA_STATES_AHEAD 1
+#endif
+constexpr bool STATES_ISSUE_AHEAD = GLA_STATES_AHEAD && GLA_X_PER_GROUP && GLA_TMA && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY;
+
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
 template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
+    constexpr bool AHEAD = STATES && STATES_ISSUE_AHEAD;
+    // Slot b as this group sees it (AHEAD: the logits tile x(b) is the slot's q tile).
+    auto slot = [&](int b) {
+        Tiles t = carve_slot(smem, b, g);
+        if constexpr (AHEAD) t.xg = t.q(b);
+        return t;
+    };
     // Start loading chunk j into its slot (returns a per-head logit to land). after_gate: called by every thread of
     // the group right after its gate read this group's logits tile, which chunk j's load overwrites.
     auto issue = [&](int j, bool after_gate = false) {
@@ -2652,7 +2670,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
                 else asm volatile("bar.arrive %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
             }
 #endif
-            tma_issue<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
+            tma_issue<P>(a, slot(j % STAGES), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
             cp_async_commit();                  // cp_async_wait's count of groups per chunk)
             return issue_logit<P>(a, sq, (c0 + j) * C);
         }
@@ -2660,13 +2678,14 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #else                                            // (and, after the gate, once every thread has read the logits)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
 #endif
-        return issue_chunk<P>(a, carve_slot(smem, j % STAGES, g), sq, (c0 + j) * C, j % STAGES, !STATES);
+        return issue_chunk<P>(a, slot(j % STAGES), sq, (c0 + j) * C, j % STAGES, !STATES);
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
     for (int j = g; j < nchunks; j += PG) {
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
-        const Tiles s = carve_slot(smem, b, g);
+        const Tiles s = slot(b);
+        if (AHEAD && jn < nchunks) x = issue(jn);            // the group's next chunk, before this one's gate
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
         if (PG == 1 && jn < nchunks) {
@@ -2689,10 +2708,10 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
-            const bool early = GLA_ISSUE_AFTER_GATE && PG > 1 && jn < nchunks;  // the next chunk loads during K̂
+            const bool early = GLA_ISSUE_AFTER_GATE && !AHEAD && PG > 1 && jn < nchunks;  // the next chunk loads during K̂
             gate_khat_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); });  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
             publish(b);
-            if (PG > 1 && !early && jn < nchunks) x = issue(jn);
+            if (PG > 1 && !AHEAD && !early && jn < nchunks) x = issue(jn);
             continue;
 #elif KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
@@ -2707,7 +2726,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
             publish(b);
-            if (PG > 1 && jn < nchunks) x = issue(jn);
+            if (PG > 1 && !AHEAD && jn < nchunks) x = issue(jn);
             continue;
         }
 #if KEY_GATE == GATE_PER_KEY
