@@ -11,7 +11,8 @@
 //! refilled after the consumers finished the chunk it held, and the consumers only read a chunk after its
 //! producers published it; with one logits tile a producer group (`GLA_X_PER_GROUP`), also that a chunk's load
 //! overwrites the tile only after every warp's gate has read the group's previous chunk from it (the v18 early issue
-//! and its BAR_XREAD).
+//! and its BAR_XREAD); and the segment-state pass's issue at the top of a chunk (`STATES_ISSUE_AHEAD`: the logits
+//! in the slot, no group barrier, every producer warp's own arrival on FULL).
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -40,6 +41,10 @@ enum Op {
     /// TMA chunks with mid-chunk loads: a producer role's gate has read chunk j's logits from its group's logits
     /// tile (`GLA_X_PER_GROUP`: one tile a group, so chunk j + groups's load overwrites it).
     GateRead(usize),
+    /// The arrival of a group's other warps on FULL[b] where the model runs them apart from the issuing warp with no
+    /// group barrier to meet it at (`publish` is every producer thread's `bar.arrive`): FULL[b]'s phase then also
+    /// needs them.
+    ArriveRest(usize),
 }
 
 fn full(b: usize) -> usize {
@@ -200,7 +205,7 @@ fn shared_empty(ops: Vec<Op>, stages: usize, groups: usize) -> Vec<Op> {
 /// One barrier: arrivals in the open phase by party (0 = consumers, 1 = producers), and the number of completed phases.
 #[derive(Clone, Default)]
 struct Bar {
-    arrived: [bool; 2],
+    arrived: [bool; 3],
     completed: usize,
 }
 
@@ -232,6 +237,44 @@ fn run_tma_with(n: usize, stages: usize, groups: usize, mid: bool, joined: bool,
     run_programs(progs, n, stages, groups, rng);
 }
 
+/// The segment-state pass with `STATES_ISSUE_AHEAD` (2026-12-04q): four slots, two TMA groups, the logits in the
+/// slot (so no per-group logits tile and no BAR_XREAD), no group barrier a chunk (`gate_khat_vec` has none). A
+/// group's issuing warp loads chunk j + 2 at the top of chunk j — after EMPTY for chunk j − 2, before its own wait on
+/// chunk j's mbarrier — then the group computes chunk j and publishes it; the other warps only wait on the
+/// mbarriers.
+fn run_states_ahead(n: usize, rng: &mut SmallRng) {
+    let (stages, groups) = (4, 2);
+    let mut progs: Vec<Vec<Op>> = vec![consumer(n, stages, groups)];
+    for g in 0..groups {
+        let mut lead = Vec::new();
+        let issue = |ops: &mut Vec<Op>, j: usize| {
+            if j >= stages {
+                ops.push(Op::Wait(empty(stages, groups, j % stages, g)));
+            }
+            ops.push(Op::Issue(j));
+        };
+        let mut rest = Vec::new();
+        if g < n {
+            issue(&mut lead, g);
+        }
+        let mut j = g;
+        while j < n {
+            if j + groups < n {
+                issue(&mut lead, j + groups);
+            }
+            lead.push(Op::MbarWait(j));
+            lead.push(Op::Produced(j));
+            lead.push(Op::Arrive(full(j % stages)));
+            rest.push(Op::MbarWait(j));
+            rest.push(Op::ArriveRest(full(j % stages)));
+            j += groups;
+        }
+        progs.push(lead);
+        progs.push(rest);
+    }
+    run_programs(progs, n, stages, groups, rng);
+}
+
 /// The four-slot ring of two TMA groups with mid-chunk loads, issued as `how` says.
 fn run_tma_issue(n: usize, how: Issue, rng: &mut SmallRng) {
     let (stages, groups) = (4, 2);
@@ -259,6 +302,13 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
     let mut gate_reads = vec![0usize; n];
     let readers = progs.get(1..=1 + usize::from(split)).map_or(0, |p| p.iter().filter(|p| p.iter().any(|o| matches!(o, Op::GateRead(_)))).count());
     let ctx = format!("n={n} stages={stages} groups={groups}");
+    // Barriers that a group's other warps arrive on too (party 2): a phase then completes once all three arrived.
+    let mut with_rest = vec![false; bars.len()];
+    for o in progs.iter().flatten() {
+        if let Op::ArriveRest(b) = *o {
+            with_rest[b] = true;
+        }
+    }
     loop {
         // Wake roles whose phase completed.
         for r in 0..progs.len() {
@@ -291,15 +341,16 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
         let r = runnable[rng.random_range(0..runnable.len())];
         let party = match progs[r][pc[r]] {
             Op::GroupSync(_) | Op::GroupArrive(_) => usize::from(!is_rest(r)),
+            Op::ArriveRest(_) => 2,
             _ => usize::from(r != 0),
         };
         match progs[r][pc[r]] {
-            op @ (Op::Arrive(b) | Op::Wait(b) | Op::GroupSync(b) | Op::GroupArrive(b)) => {
+            op @ (Op::Arrive(b) | Op::Wait(b) | Op::GroupSync(b) | Op::GroupArrive(b) | Op::ArriveRest(b)) => {
                 assert!(!bars[b].arrived[party], "{ctx}: role {r} joins barrier {b} twice in one phase");
                 bars[b].arrived[party] = true;
                 let phase = bars[b].completed;
-                if bars[b].arrived == [true, true] {
-                    bars[b].arrived = [false, false];
+                if bars[b].arrived[0] && bars[b].arrived[1] && (bars[b].arrived[2] || !with_rest[b]) {
+                    bars[b].arrived = [false; 3];
                     bars[b].completed += 1;
                 }
                 if matches!(op, Op::Wait(_) | Op::GroupSync(_)) {
@@ -330,7 +381,7 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
     }
     assert!(consumed.iter().all(|&c| c), "{ctx}: not every chunk was consumed");
     for (b, bar) in bars.iter().enumerate() {
-        assert!(bar.arrived == [false, false], "{ctx}: barrier {b} left with a half-complete phase");
+        assert!(bar.arrived == [false; 3], "{ctx}: barrier {b} left with a half-complete phase");
     }
 }
 
@@ -412,6 +463,17 @@ fn early_issue_after_the_gate_is_sound() {
         for _ in 0..300 {
             run_tma_issue(n, Issue::Early { xread: true }, &mut rng);
             run_tma_issue(n, Issue::Late, &mut rng);
+        }
+    }
+}
+
+#[test]
+fn state_pass_issue_ahead_is_sound() {
+    // STATES_ISSUE_AHEAD: the state pass's logits in the slot, the next chunk issued at the top of the current one.
+    let mut rng = SmallRng::seed_from_u64(2026_12_04);
+    for n in 0..=17 {
+        for _ in 0..300 {
+            run_states_ahead(n, &mut rng);
         }
     }
 }

@@ -658,7 +658,7 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 #ifndef GLA_STATES_AHEAD
 #define GLA_STATES_AHEAD 1
 #endif
-constexpr bool STATES_ISSUE_AHEAD = GLA_STATES_AHEAD && GLA_X_PER_GROUP && GLA_TMA && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY;
+constexpr bool STATES_ISSUE_AHEAD = GLA_STATES_AHEAD && GLA_TMA && SLOT_PER_GROUP && KEY_GATE != GATE_PER_VALUE;
 
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
@@ -669,7 +669,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     // Slot b as this group sees it (AHEAD: the logits tile x(b) is the slot's q tile).
     auto slot = [&](int b) {
         Tiles t = carve_slot(smem, b, g);
-        if constexpr (AHEAD) t.xg = t.q(b);
+        if constexpr (AHEAD && GLA_X_PER_GROUP) t.xg = t.q(b);
         return t;
     };
     // Start loading chunk j into its slot (returns a per-head logit to land). after_gate: called by every thread of
@@ -700,9 +700,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     for (int j = g; j < nchunks; j += PG) {
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = slot(b);
-        if (AHEAD && jn < nchunks) x = issue(jn);            // the group's next chunk, before this one's gate
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
+        if (AHEAD && jn < nchunks) x = issue(jn);            // the group's next chunk, before this one's gate
         if (PG == 1 && jn < nchunks) {
             x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
             cp_async_wait<1>();
@@ -931,10 +931,6 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
             const int b = j % STAGES;
             const Tiles s = carve_slot(smem, b);
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
-#if GLA_WG_SCORES
-            if constexpr (KHAT_BY_CONSUMERS)                 // K̂ = K ⊙ exp(Γ_L − Γ)  (the producers' exponents)
-                khat_consumers<Consumers>(s, b, khat_exponents(carve_slot(smem, b, b % PG), b));
-#endif
             add_seg_decay(s, dec);                           // Σ Γ_L
             wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂

@@ -1112,27 +1112,11 @@ __device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const fl
     store_gamma_last(s, d, gl, e);
 }
 
-// The segment-state pass's K̂ split between the roles (KHAT_BY_CONSUMERS; `-DGLA_KHAT_CONSUMERS=0` through
-// GLA_NVRTC_EXTRA builds the form before 2026-12-04q, for A/B runs). That pass has no output, so its consumers idle
-// while the producers run the gate and K̂ (ncu 2026-12-03o: 0.64 of a fused chunk's time for about half its work):
-// with two producer groups on four slots the producers write only the exponents Γ_L − Γ (f32) and the consumers
-// apply them, K̂ = K ⊙ exp(Γ_L − Γ), before their state update. The exponents of slot b live in half b / PG of
-// its group's [Q̃; K̃] tile (2C x DK f32, unused in the state pass): written after the slot's chunk landed, read
-// between FULL[b] and EMPTY[b], so the ring's barriers order them like the slot itself.
-#ifndef GLA_KHAT_CONSUMERS
-#define GLA_KHAT_CONSUMERS 0
-#endif
-constexpr bool KHAT_BY_CONSUMERS = GLA_KHAT_CONSUMERS && KEY_GATE == GATE_PER_KEY && PG == 2 && STAGES == 2 * PG && PS_STRIDE >= (STAGES / PG) * C * DK * 4u;
-// Slot b's exponent tile, [C][DK] f32: row i holds columns d .. d + 3 of every 8-column octet at i·DK + d / 2 and
-// d + 4 .. d + 7 at i·DK + DK / 2 + d / 2, so a quarter-warp's 16-byte reads of one row's 8 octets are 128
-// contiguous bytes. `sg`: a slot view of the group that fills slot b (carve_slot(smem, b, b % PG)).
-__device__ __forceinline__ float* khat_exponents(const Tiles& sg, int b) { return sg.qk + (b / (PG > 0 ? PG : 1)) * (C * DK); }
-
 // Stage gate_khat_vec (the segment-state pass of the variants with producer-side wgmma scores): Γ in
 // gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
-//   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test),
-// or with KHAT_BY_CONSUMERS only the exponents Γ_L − Γ (khat_consumers applies them).
+//   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
 // Each thread rewrites only its own elements of k; the FULL barrier the group arrives on next publishes them.
+// (Applying K̂ on the state pass's idle consumers instead, from the producers' exponents, was slower: 2026-12-04q.)
 template <class G, class AfterGate>
 __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
@@ -1141,47 +1125,14 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
     after_gate();  // (the logits tile is read: GLA_EARLY_ISSUE loads the group's next chunk from here on)
     if (seg == SEGS - 1) store_gamma_last(s, d, gl);
-    if constexpr (KHAT_BY_CONSUMERS) {
-        float* e = khat_exponents(s, b);
 #pragma unroll
-        for (int u = 0; u < SR; ++u) {
-            float* r = e + (r0 + u) * DK + d / 2;
-            *reinterpret_cast<float4*>(r) = make_float4(gl[0] - g[u][0], gl[1] - g[u][1], gl[2] - g[u][2], gl[3] - g[u][3]);
-            *reinterpret_cast<float4*>(r + DK / 2) = make_float4(gl[4] - g[u][4], gl[5] - g[u][5], gl[6] - g[u][6], gl[7] - g[u][7]);
-        }
-    } else {
-#pragma unroll
-        for (int u = 0; u < SR; ++u) {
-            float kf[8];
-            load_vec(s.k(b) + KO(r0 + u, d), kf);
-#pragma unroll
-            for (int c = 0; c < 8; ++c) kf[c] *= exp_nonpos(gl[c] - g[u][c]);
-            store_vec(s.k(b) + KO(r0 + u, d), kf);
-        }
-    }
-}
-
-// Stage khat_consumers (the segment-state pass, KHAT_BY_CONSUMERS; the consumer group G, after FULL[b]):
-//   K̂ = K ⊙ exp(Γ_L − Γ)   in place, from the producers' exponents (the same f32 product as gate_khat_vec's)
-// thread t takes (row, octet) pairs t, t + G::NT, ...; each fences its stores for the tensor cores, and the group
-// barrier makes every warpgroup's wgmma see the whole K̂.
-template <class G>
-__device__ __forceinline__ void khat_consumers(const Tiles& s, int b, const float* e) {
-    constexpr int OCT = DK / 8;
-#pragma unroll
-    for (int u = 0; u < (C * OCT + G::NT - 1) / G::NT; ++u) {
-        const int q = G::tid() + u * G::NT, i = q / OCT, d = (q % OCT) * 8;
-        if ((C * OCT) % G::NT != 0 && q >= C * OCT) break;
+    for (int u = 0; u < SR; ++u) {
         float kf[8];
-        load_vec(s.k(b) + KO(i, d), kf);
-        const float4 lo = *reinterpret_cast<const float4*>(e + i * DK + d / 2);
-        const float4 hi = *reinterpret_cast<const float4*>(e + i * DK + DK / 2 + d / 2);
-        kf[0] *= exp_nonpos(lo.x); kf[1] *= exp_nonpos(lo.y); kf[2] *= exp_nonpos(lo.z); kf[3] *= exp_nonpos(lo.w);
-        kf[4] *= exp_nonpos(hi.x); kf[5] *= exp_nonpos(hi.y); kf[6] *= exp_nonpos(hi.z); kf[7] *= exp_nonpos(hi.w);
-        store_vec(s.k(b) + KO(i, d), kf);
+        load_vec(s.k(b) + KO(r0 + u, d), kf);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) kf[c] *= exp_nonpos(gl[c] - g[u][c]);
+        store_vec(s.k(b) + KO(r0 + u, d), kf);
     }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // K̂, to the tensor cores
-    G::sync();
 }
 
 // Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
