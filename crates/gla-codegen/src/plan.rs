@@ -2,6 +2,8 @@
 //! the argument struct shared with the emitted C (`struct FwdArgs`).
 
 use serde::{Deserialize, Serialize};
+use crate::KernelSpec;
+use gla_core::GateShape;
 
 /// How one grid dimension is sized from the problem at launch time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,8 +77,30 @@ pub fn total_segments(p: usize) -> usize {
 
 /// The lead segment's length in thousandths of a later segment's: a fused chunk costs about 1 / 0.6 of a state-pass
 /// chunk (H200, 2026-12-02j: 2×16384×16×128 took 0.471 ms with P = 4 against 0.290 for the unsegmented 8×4096 of
-/// the same 4096 chunks a CTA), so a lead of 0.6 segments ends with the state pass.
+/// the same 4096 chunks a CTA), so a lead of 0.6 segments ends with the state pass. The default of the variants
+/// whose state pass loads ahead is [`lead_permille`]'s.
 pub const LEAD_PERMILLE: i32 = 600;
+
+/// The lead of the variants whose segment-state pass issues a group's next chunk at the top of the current one
+/// (two TMA producer groups: the kernels' `STATES_ISSUE_AHEAD`), which makes that pass cheaper, so the lead is
+/// shorter: H200, 2026-12-04q, 2×16384×16×128, same binary, interleaved twice — GLA (per key) 0.370 / 0.370 ms at
+/// 450 and 500 (600: 0.382; the old form 0.379 at 600, 0.370 at 500), Mamba-2 (scalar) 0.275 / 0.275 at 400,
+/// 0.280 at 500, 0.291 at 600 (the old form 0.288 at 600).
+pub const LEAD_AHEAD_PER_KEY_PERMILLE: i32 = 475;
+/// See [`LEAD_AHEAD_PER_KEY_PERMILLE`] (per-head and fixed gates).
+pub const LEAD_AHEAD_SCALAR_PERMILLE: i32 = 400;
+
+/// The lead segment's length for a variant, in thousandths of a later segment's (the runtime's default; the
+/// `GLA_SEG_LEAD` environment variable overrides it).
+pub fn lead_permille(spec: &KernelSpec) -> i32 {
+    if !crate::writer::two_tma_groups(spec) {
+        LEAD_PERMILLE
+    } else if spec.gate.shape() == GateShape::PerKey {
+        LEAD_AHEAD_PER_KEY_PERMILLE
+    } else {
+        LEAD_AHEAD_SCALAR_PERMILLE
+    }
+}
 
 /// The chunks `[c0, c1)` of segment `p` of a sequence of `nch` chunks cut into `segs` segments with a lead of
 /// `lead` thousandths of a later segment (the kernels' `seg_range`, which this mirrors for the host's tests and

@@ -541,3 +541,29 @@ fn key_split_variants_are_validated_and_planned() {
     assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 2 * 10 * 3 * 256 * 4);
     assert_eq!(gla_codegen::key_split_workspace_bytes(1, 10, 3, 256), 0);
 }
+
+#[test]
+fn the_lead_is_shorter_where_the_state_pass_loads_ahead() {
+    use gla_codegen::{lead_permille, writer, LEAD_AHEAD_PER_KEY_PERMILLE, LEAD_AHEAD_SCALAR_PERMILLE, LEAD_PERMILLE};
+    let d128 = |g: &'static dyn gla_core::Gate, dt| KernelSpec::default_for(g, dt, 128, 128).unwrap();
+    // The d = 128 defaults of bf16 have two TMA producer groups: their state pass issues ahead, the lead is shorter.
+    let per_key = d128(&fixtures::PER_KEY, DType::BF16);
+    let per_head = d128(&fixtures::PER_HEAD, DType::BF16);
+    assert!(per_key.id().ends_with("w8p8x2g.fused") && per_head.id().ends_with("w8p4x2g.fused"), "{} {}", per_key.id(), per_head.id());
+    assert_eq!(lead_permille(&per_key), LEAD_AHEAD_PER_KEY_PERMILLE);
+    assert_eq!(lead_permille(&per_head), LEAD_AHEAD_SCALAR_PERMILLE);
+    assert!(LEAD_AHEAD_SCALAR_PERMILLE < LEAD_PERMILLE && LEAD_AHEAD_PER_KEY_PERMILLE < LEAD_PERMILLE);
+    // f32 (no tensor cores, no TMA) and one-group variants keep the default, and the source they get says so:
+    // the kernels' STATES_ISSUE_AHEAD needs GLA_TMA and two groups, which is what lead_permille mirrors.
+    let f32 = d128(&fixtures::PER_KEY, DType::F32);
+    assert!(!writer::tma(&f32));
+    assert_eq!(lead_permille(&f32), LEAD_PERMILLE);
+    for s in all_variants(&fixtures::PER_KEY).into_iter().chain(all_variants(&fixtures::PER_HEAD)) {
+        let ahead = s.tiles.producer_groups == 2 && writer::tma(&s);
+        assert_eq!(lead_permille(&s) != LEAD_PERMILLE, ahead, "{}", s.id());
+        if ahead {
+            let src = generate(&s).unwrap().source;
+            assert!(src.contains("#define GLA_TMA 1") && src.contains("constexpr int PG = 2"), "{}", s.id());
+        }
+    }
+}

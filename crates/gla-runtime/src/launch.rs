@@ -111,19 +111,22 @@ pub fn plan_segments(plan: &LaunchPlan, spec: &KernelSpec, seq_lens: &[usize], h
 }
 
 /// The lead segment's length for the two-level scan, in thousandths of a later segment's: `GLA_SEG_LEAD` if set
-/// (a benchmarking knob: it moves work between the two passes and never changes a result), else
-/// `gla_codegen::LEAD_PERMILLE`.
-pub fn lead_permille() -> Result<i32> {
+/// (a benchmarking knob: it moves work between the two passes and never changes a result), else the variant's
+/// (`gla_codegen::lead_permille`).
+pub fn lead_permille(spec: &KernelSpec) -> Result<i32> {
     // Read once: every forward launch asks.
-    static LEAD: std::sync::OnceLock<std::result::Result<i32, String>> = std::sync::OnceLock::new();
+    static LEAD: std::sync::OnceLock<std::result::Result<Option<i32>, String>> = std::sync::OnceLock::new();
     let lead = LEAD.get_or_init(|| match std::env::var("GLA_SEG_LEAD") {
-        Err(_) => Ok(gla_codegen::LEAD_PERMILLE),
+        Err(_) => Ok(None),
         Ok(v) => match v.trim().parse::<i32>() {
-            Ok(x) if (0..=4000).contains(&x) => Ok(x),
+            Ok(x) if (0..=4000).contains(&x) => Ok(Some(x)),
             _ => Err(format!("must be an integer from 0 to 4000 (thousandths of a segment), got `{v}`")),
         },
     });
-    lead.clone().map_err(|msg| GlaError::invalid("GLA_SEG_LEAD", msg))
+    match lead {
+        Ok(over) => Ok(over.unwrap_or_else(|| gla_codegen::lead_permille(spec))),
+        Err(msg) => Err(GlaError::invalid("GLA_SEG_LEAD", msg.clone())),
+    }
 }
 
 /// Device limits on grid dimensions (x, y, z).
@@ -447,7 +450,7 @@ impl<'a> Bound<'a> {
             dv: dv as i32,
             scale,
             segs: segs as i32,
-            lead: lead_permille()?,
+            lead: lead_permille(spec)?,
             ..Default::default()
         };
         if gla_codegen::writer::tma(spec) && dk == spec.dk as usize && tokens > 0 {
