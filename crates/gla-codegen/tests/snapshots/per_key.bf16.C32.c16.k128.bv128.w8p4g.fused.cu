@@ -2975,16 +2975,11 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __g
 // grid uses the same numbers); COMBINE_PER elements a thread, every segment's loads issued before its stores (the
 // stores go to the same workspace, so they would otherwise serialise the loads).
 static_assert(COMBINE_ROWS * BV == COMBINE_PER * NT && COMBINE_BLOCKS * COMBINE_ROWS >= DK, "whole rows per block");
-#ifndef GLA_COMBINE_BATCH
-#define GLA_COMBINE_BATCH 3
-#endif
-constexpr int COMBINE_BATCH = GLA_COMBINE_BATCH;  // segments whose loads one thread issues together
-static_assert(COMBINE_BATCH >= 1, "at least one segment a batch");
 extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __grid_constant__ FwdArgs a) {
     const int head = blockIdx.y / COMBINE_BLOCKS, d0 = (blockIdx.y % COMBINE_BLOCKS) * COMBINE_ROWS;
     const int n = blockIdx.z, v0 = blockIdx.x * BV;
     float S[COMBINE_PER];
-    int off[COMBINE_PER];  // element offset in a [dk, dv] slab (< 2^16: d_k, d_v <= 256)
+    i64 off[COMBINE_PER];  // element offset in a [dk, dv] slab
     int row[COMBINE_PER];
     bool ok[COMBINE_PER];
     const float* e0 = seg_slot(a, n, 0, head);
@@ -2993,44 +2988,29 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __
         const int idx = threadIdx.x + u * NT, d = d0 + idx / BV, e = v0 + idx % BV;
         ok[u] = d < a.dk && e < a.dv;
         row[u] = d;
-        off[u] = d * a.dv + e;
+        off[u] = (i64)d * a.dv + e;
 #if KEY_GATE == GATE_PER_VALUE
         row[u] = e;
 #endif
         S[u] = ok[u] ? e0[off[u]] : 0.f;                      // S_init(1) = E_0, the lead's final state
     }
-    // Segments p0 .. p0 + COMBINE_BATCH − 1 at a time: all their ΔS_p and decays are loaded before any S_init(p) is
-    // stored (the stores go to the same workspace, so a load after a store waits for the loads before it: one DRAM
-    // round trip a batch, not a segment; ncu 2026-12-04q: 32–34 µs for the segment-at-a-time chain at 2×16384).
-    // The arithmetic is the same, in the same order. `-DGLA_COMBINE_BATCH=1` builds the segment-at-a-time form.
-    for (int p0 = 1; p0 < a.segs - 1; p0 += COMBINE_BATCH) {
-        float delta[COMBINE_BATCH][COMBINE_PER], f[COMBINE_BATCH][COMBINE_PER];
+    for (int p = 1; p < a.segs - 1; ++p) {
+        float* ds = seg_slot(a, n, p, head);
+        const float* dz = seg_decay(a, n * a.segs + p, head);
+        float delta[COMBINE_PER], f[COMBINE_PER];
 #pragma unroll
-        for (int q = 0; q < COMBINE_BATCH; ++q) {
-            const int p = p0 + q;
-            if (p >= a.segs - 1) break;
-            const float* ds = seg_slot(a, n, p, head);
-            const float* dz = seg_decay(a, n * a.segs + p, head);
-#pragma unroll
-            for (int u = 0; u < COMBINE_PER; ++u) {
-                delta[q][u] = ok[u] ? ds[off[u]] : 0.f;
+        for (int u = 0; u < COMBINE_PER; ++u) {
+            delta[u] = ok[u] ? ds[off[u]] : 0.f;
 #if KEY_GATE == GATE_PER_KEY || KEY_GATE == GATE_PER_VALUE
-                f[q][u] = ok[u] ? exp_nonpos(dz[row[u]]) : 0.f;
+            f[u] = ok[u] ? exp_nonpos(dz[row[u]]) : 0.f;
 #else
-                f[q][u] = exp_nonpos(dz[0]);
+            f[u] = exp_nonpos(dz[0]);
 #endif
-            }
         }
 #pragma unroll
-        for (int q = 0; q < COMBINE_BATCH; ++q) {
-            const int p = p0 + q;
-            if (p >= a.segs - 1) break;
-            float* ds = seg_slot(a, n, p, head);
-#pragma unroll
-            for (int u = 0; u < COMBINE_PER; ++u) {
-                if (ok[u]) ds[off[u]] = S[u];                 // S_init(p), in place of ΔS_p
-                S[u] = f[q][u] * S[u] + delta[q][u];
-            }
+        for (int u = 0; u < COMBINE_PER; ++u) {
+            if (ok[u]) ds[off[u]] = S[u];                     // S_init(p), in place of ΔS_p
+            S[u] = f[u] * S[u] + delta[u];
         }
     }
     float* last = seg_slot(a, n, a.segs - 1, head);          // S_init(S − 1): the last segment has no state pass
