@@ -202,7 +202,8 @@ fn shared_empty(ops: Vec<Op>, stages: usize, groups: usize) -> Vec<Op> {
         .collect()
 }
 
-/// One barrier: arrivals in the open phase by party (0 = consumers, 1 = producers), and the number of completed phases.
+/// One barrier: arrivals in the open phase by party (0 = consumers, 1 = producers, 2 = a group's other warps where
+/// they arrive apart: `ArriveRest`), and the number of completed phases.
 #[derive(Clone, Default)]
 struct Bar {
     arrived: [bool; 3],

@@ -2584,16 +2584,19 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 }
 #endif
 
-// The segment-state pass loads its logits into the slot's q tile (no q there; same shape and swizzle as the
-// per-group logits tile) instead of the group's one logits tile, so a group's next chunk no longer waits for this
-// chunk's gate to have read that tile: it is issued at the start of the chunk (STATES_ISSUE_AHEAD), and the load
-// has the gate and K̂ to land in, not K̂ alone (ncu 2026-12-04q: that pass runs at 1.3 µs a chunk and half the DRAM
-// peak — latency, not work: moving K̂ to the idle consumers made it slower). `-DGLA_STATES_AHEAD=0` through
-// GLA_NVRTC_EXTRA builds the form before 2026-12-04q, for A/B runs.
+// STATES_ISSUE_AHEAD: with two TMA producer groups (every slot one group's) the segment-state pass issues a group's
+// next chunk at the top of the current one, so the load has the gate and K̂ to land in, not K̂ alone (per key) or
+// nothing at all (scalar gates, which issued after publishing). Per key that needs the logits out of the group's
+// one logits tile, which the next load would overwrite before this chunk's gate has read it: the state pass loads
+// no q, so its logits land in the slot's q tile (same shape and swizzle); the scalar gates' logits are in registers
+// already (GLA_REG_LOGIT). ncu 2026-12-04q: that pass ran at 1.3 µs a chunk and half the DRAM peak — latency, not
+// work (moving K̂ to the idle consumers made it slower). The host's mirror of this condition is
+// `writer::two_tma_groups`, which picks the shorter lead (`gla_codegen::lead_permille`). `-DGLA_STATES_AHEAD=0`
+// through GLA_NVRTC_EXTRA builds the form before 2026-12-04q, for A/B runs.
 #ifndef GLA_STATES_AHEAD
 #define GLA_STATES_AHEAD 1
 #endif
-constexpr bool STATES_ISSUE_AHEAD = GLA_STATES_AHEAD && GLA_TMA && SLOT_PER_GROUP && KEY_GATE != GATE_PER_VALUE;
+constexpr bool STATES_ISSUE_AHEAD = GLA_STATES_AHEAD && GLA_TMA && PG == 2;
 
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
