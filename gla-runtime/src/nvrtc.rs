@@ -150,8 +150,8 @@ fn fallback_library_paths() -> Vec<PathBuf> {
     if let Some(d) = std::env::var_os("GLA_CUDA_DIR") {
         v.push(PathBuf::from(d).join("nvidia/cu13/lib/libnvrtc.so.13"));
     }
-    // crates/gla-runtime -> the workspace root, where `.ci/install-nvrtc.sh` puts `.cuda/`.
-    if let Some(ws) = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2) {
+    // gla-runtime -> the workspace root, where `.ci/install-nvrtc.sh` puts `.cuda/`.
+    if let Some(ws) = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(1) {
         v.push(ws.join(".cuda/nvidia/cu13/lib/libnvrtc.so.13"));
     }
     v.push(PathBuf::from("/usr/local/cuda/lib64/libnvrtc.so.13"));
