@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# sass.sh: one variant's kernel as SASS with static instruction counts — no GPU needed (benches/NOTES.md 2026-12-02i
-# counted the per-key producer's gate and decay instructions this way).
+# sass.sh: one variant's kernel as SASS with static instruction counts — no GPU needed (benches/NOTES.md's
+# instruction counts of the per-key producer's gate and decays were taken this way).
 #   bash benches/sass.sh <variant id> [kernel, default gla_fwd_ws] [out dir, default /tmp/gla-sass]
 #   (`cargo run -p gla --example kernel_source -- --list` prints the variant ids)
 # It generates the source (gla's kernel_source example), compiles it with the runtime's NVRTC options to an sm_90a

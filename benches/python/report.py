@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Merge our Rust harness's results with fla's (fla_bench.py) into Markdown tables and a plot.
 
+    python3 benches/python/report.py --run OUT --out-dir benches/results/
     python3 benches/python/report.py --ours ours.json --fla fla.json [more_fla.json ...] --out-dir benches/results/
 
 Writes <out-dir>/forward.md and <out-dir>/forward_vs_T.png (the plot needs matplotlib; without it only the
 Markdown is written). Every input is optional: a missing file, record or field prints "—".
+`--run OUT` takes the files of one `benches/run-gpu.sh OUT` run (OUT/ours.json, OUT/fla.json, OUT/fla_acc.json,
+OUT/same_inputs.json; an explicit --ours / --fla / --same-inputs wins) and copies them into <out-dir> under the same
+names, so that <out-dir> holds the run's JSON beside its report and the report can be rebuilt from <out-dir> alone
+(`--run benches/results/`).
 
 Input schema of --ours (what the Rust bench harness emits): a JSON list of records (a top-level object with a
 "records" list is accepted too), one per (shape, gate, variant[, pass]):
@@ -38,11 +43,13 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 
 DASH = "—"
 ELT = 2  # bf16
 CHUNK = 64
+RUN_FILES = ("ours.json", "fla.json", "fla_acc.json", "same_inputs.json")  # what benches/run-gpu.sh OUT writes
 FWD_ORDER = [(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128)]
 
 
@@ -377,7 +384,21 @@ def main(argv=None):
     ap.add_argument("--same-inputs", default=None,
                     help="JSON of `bench --fla-dump` (ours vs fla vs f64 on fla's dumped inputs)")
     ap.add_argument("--note", default=None, help="a line quoted under the title (e.g. where the fla figures come from)")
+    ap.add_argument("--run", default=None,
+                    help="output folder of one `benches/run-gpu.sh OUT` run: reads its ours.json, fla.json, "
+                         "fla_acc.json, same_inputs.json and copies them into --out-dir")
     args = ap.parse_args(argv)
+    if args.run:
+        run_files = {name: os.path.join(args.run, name)
+                     for name in RUN_FILES if os.path.exists(os.path.join(args.run, name))}
+        args.ours = args.ours or run_files.get("ours.json")
+        args.fla = args.fla or [run_files[n] for n in ("fla.json", "fla_acc.json") if n in run_files]
+        args.same_inputs = args.same_inputs or run_files.get("same_inputs.json")
+        os.makedirs(args.out_dir, exist_ok=True)
+        for name, path in run_files.items():
+            dest = os.path.join(args.out_dir, name)
+            if not os.path.exists(dest) or not os.path.samefile(path, dest):
+                shutil.copyfile(path, dest)
     ours = load_ours(args.ours)
     fla = load_fla(args.fla)
     os.makedirs(args.out_dir, exist_ok=True)

@@ -142,6 +142,18 @@ def main():
     out3 = os.path.join(tmp, "rep_empty")
     report.main(["--ours", os.path.join(tmp, "nope.json"), "--out-dir", out3])
     check(os.path.exists(os.path.join(out3, "forward.md")), "report with no inputs")
+
+    # 6. --run: one run-gpu.sh output folder in, its JSON copied beside the report
+    run = os.path.join(tmp, "run")
+    os.makedirs(run)
+    shutil.copyfile(os.path.join(HERE, "testdata", "fake_ours.json"), os.path.join(run, "ours.json"))
+    shutil.copyfile(os.path.join(HERE, "testdata", "sample_fla_gpumd.json"), os.path.join(run, "fla.json"))
+    out4 = os.path.join(tmp, "rep_run")
+    report.main(["--run", run, "--out-dir", out4])
+    check(open(os.path.join(out4, "forward.md")).read() == md, "--run gives the report of --ours / --fla")
+    check(all(os.path.exists(os.path.join(out4, n)) for n in ("ours.json", "fla.json")), "--run copies the JSON")
+    report.main(["--run", out4, "--out-dir", out4])
+    check(open(os.path.join(out4, "forward.md")).read() == md, "--run on the report's own folder")
     print(f"SELFTEST PASSED (outputs in {tmp})")
     if not args.keep:
         shutil.rmtree(tmp)
