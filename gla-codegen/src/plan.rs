@@ -2,8 +2,6 @@
 //! the argument struct shared with the emitted C (`struct FwdArgs`).
 
 use serde::{Deserialize, Serialize};
-use crate::KernelSpec;
-use gla_core::GateShape;
 
 /// How one grid dimension is sized from the problem at launch time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,7 +76,8 @@ pub fn total_segments(p: usize) -> usize {
 /// The lead segment's length in thousandths of a later segment's: a fused chunk costs about 1 / 0.6 of a state-pass
 /// chunk (H200, 2026-12-02j: 2×16384×16×128 took 0.471 ms with P = 4 against 0.290 for the unsegmented 8×4096 of
 /// the same 4096 chunks a CTA), so a lead of 0.6 segments ends with the state pass. The default of the variants
-/// whose state pass loads ahead is [`lead_permille`]'s.
+/// whose state pass loads ahead is [`LEAD_AHEAD_PER_KEY_PERMILLE`] / [`LEAD_AHEAD_SCALAR_PERMILLE`]
+/// (`Features::lead_permille`).
 pub const LEAD_PERMILLE: i32 = 600;
 
 /// The lead of the variants whose segment-state pass issues a group's next chunk at the top of the current one
@@ -89,18 +88,6 @@ pub const LEAD_PERMILLE: i32 = 600;
 pub const LEAD_AHEAD_PER_KEY_PERMILLE: i32 = 475;
 /// See [`LEAD_AHEAD_PER_KEY_PERMILLE`] (per-head and fixed gates).
 pub const LEAD_AHEAD_SCALAR_PERMILLE: i32 = 400;
-
-/// The lead segment's length for a variant, in thousandths of a later segment's (the runtime's default; the
-/// `GLA_SEG_LEAD` environment variable overrides it).
-pub fn lead_permille(spec: &KernelSpec) -> i32 {
-    if !crate::writer::two_tma_groups(spec) {
-        LEAD_PERMILLE
-    } else if spec.gate.shape() == GateShape::PerKey {
-        LEAD_AHEAD_PER_KEY_PERMILLE
-    } else {
-        LEAD_AHEAD_SCALAR_PERMILLE
-    }
-}
 
 /// The chunks `[c0, c1)` of segment `p` of a sequence of `nch` chunks cut into `segs` segments with a lead of
 /// `lead` thousandths of a later segment (the kernels' `seg_range`, which this mirrors for the host's tests and
@@ -153,6 +140,24 @@ pub struct LaunchPlan {
     /// decays).
     #[serde(default)]
     pub segmented: bool,
+    /// Whether the kernels load whole chunks by TMA when the runtime encodes the tensor maps (`ForwardArgs::tma`).
+    #[serde(default)]
+    pub tma: bool,
+    /// The lead segment's length in thousandths of a later segment's (`ForwardArgs::lead`).
+    #[serde(default)]
+    pub lead_permille: i32,
+    /// Key slices whose f32 partial outputs go through the workspace (1: none, or added on chip by a cluster).
+    #[serde(default)]
+    pub workspace_partials: u32,
+}
+
+impl LaunchPlan {
+    /// Bytes of the workspace a launch needs besides the chunk-state buffer: the segment states and decays
+    /// ([`segment_workspace_bytes`], `h` and `dk` as the kernels see them) followed by the key slices' f32 partial
+    /// outputs ([`key_split_workspace_bytes`], `hv` the real heads).
+    pub fn workspace_bytes(&self, n_seqs: usize, segs: usize, h: usize, dk: usize, dv: usize, tokens: usize, hv: usize) -> usize {
+        segment_workspace_bytes(n_seqs, segs, h, dk, dv) + key_split_workspace_bytes(self.workspace_partials as usize, tokens, hv, dv)
+    }
 }
 
 /// Bytes of the segment workspace of a segmented plan with `S = segs > 1` segments a sequence (0 when `segs == 1`):

@@ -4,8 +4,9 @@
 //! configuration as `constexpr`s and macros; element-type conversions; the gate's device functions (from the
 //! macro); the prelude (argument struct, tensor-core tile product); the stages; the entry points.
 
+use crate::features::{Features, Issue, COMBINE_PER};
 use crate::plan::{GridAxis, KernelLaunch, LaunchPlan};
-use crate::spec::{Generated, KernelSpec};
+use crate::spec::KernelSpec;
 use gla_core::{DType, GateShape};
 use std::fmt::Write;
 
@@ -13,284 +14,11 @@ const PRELUDE: &str = include_str!("cuda/prelude.cuh");
 const STAGES: &str = include_str!("cuda/stages.cuh");
 const KERNELS: &str = include_str!("cuda/kernels.cuh");
 
-/// Byte offsets of the shared-memory tiles of one CTA. The inputs of a chunk (q, k, v, raw gate logits) live in a
-/// stage buffer; two stages (double buffering) when they fit, one otherwise.
-///
-/// Warp-specialised variants (`tiles.producer_warps > 0`) have a ring of `stages` slots (3 when they fit, else 2):
-/// a slot holds everything the consumers read of one chunk — q (→ Q̃), k (→ K̂), v, the logits (→ K̃ / scratch),
-/// the scores A and A_lo, and Γ_L / exp(Γ_L) (per key) or Γ (scalar gates). `a`, `a_lo`, `gl` (and `g` for scalar
-/// gates) are then the offsets in slot 0; slot b's are `stage_bytes · b` further. The per-key Γ tile (`g`) and the
-/// segment totals (`tot`) belong to the producers, the state tile `st` to the consumers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SmemLayout {
-    pub stages: u32,
-    pub stage_bytes: u32,
-    pub stage_q: u32,
-    pub stage_k: u32,
-    pub stage_v: u32,
-    pub stage_x: u32,
-    pub g: u32,
-    pub st: u32,
-    pub a: u32,
-    /// Value gate only: V ⊙ exp(Γ_p − Γ) (0 bytes otherwise).
-    pub vt: u32,
-    /// Low halves of the scores A (bf16/f16 with per-key, per-head or fixed gates; 0 bytes otherwise).
-    pub a_lo: u32,
-    /// Per-key: Γ of the chunk's last row (0 bytes otherwise).
-    pub gl: u32,
-    /// gate_cumsum's segment totals: in the state tile `st` (== `st`), or their own region when warp-specialised.
-    pub tot: u32,
-    /// Bytes available at `tot` (per producer group).
-    pub tot_bytes: u32,
-    /// Bytes from one producer group's Γ tile / segment totals to the next group's (0 unless warp-specialised).
-    pub g_stride: u32,
-    pub tot_stride: u32,
-    /// Bytes of the state tile `st`.
-    pub st_bytes: u32,
-    /// wgmma consumers: the output staging tile (C x (block_v + 8) elements; 0 bytes otherwise).
-    pub os: u32,
-    /// Producer-side wgmma scores (`wg_scores`): per producer group, [Q̃; K̃] in tf32 as one 64-row swizzled f32
-    /// operand tile (0 bytes otherwise).
-    pub ps: u32,
-    /// Bytes from one producer group's `ps` region to the next group's.
-    pub ps_stride: u32,
-    /// TMA variants ([`tma`]): one 8-byte mbarrier a slot (0 otherwise).
-    pub mbar: u32,
-    /// [`x_per_group`] variants: each producer group's logits tile (`xg_stride` bytes apart); 0 otherwise.
-    pub xg: u32,
-    pub xg_stride: u32,
-    /// Cluster key split ([`KernelSpec::cluster`]): the exchange tile that receives the other key slice's f32
-    /// partial output of a chunk (one 16-byte vector of each consumer thread's accumulators after another), and
-    /// its two mbarriers at `xbar` (XFULL, XEMPTY); 0 otherwise.
-    pub xch: u32,
-    pub xbar: u32,
-    /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
-    pub total: u32,
-}
-
-fn carve(sizes: &[u32]) -> (Vec<u32>, u32) {
-    carve_aligned(sizes, 128)
-}
-
-/// Consecutive offsets of tiles of `sizes` bytes, each starting on a multiple of `align`; and the bytes taken.
-fn carve_aligned(sizes: &[u32], align: u32) -> (Vec<u32>, u32) {
-    let mut off = Vec::with_capacity(sizes.len());
-    let mut at = 0;
-    for s in sizes {
-        off.push(at);
-        at += s.div_ceil(align) * align;
-    }
-    (off, at)
-}
-
-/// Alignment of the 128-byte-swizzled tiles of wgmma variants (the swizzle pattern repeats every 8 rows of 128 B).
-pub const SWIZZLE_ALIGN: u32 = 1024;
-
-impl SmemLayout {
-    pub fn of(spec: &KernelSpec) -> Self {
-        let e = spec.dtype.size_bytes() as u32;
-        let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
-        let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
-        let shape = spec.gate.shape();
-        let per_value = shape == GateShape::PerValue;
-        let x = match shape {
-            GateShape::PerKey => c * ldk * e,
-            GateShape::PerHead => c * e,
-            GateShape::PerValue => c * ldv * e,
-            GateShape::Fixed => 0,
-        };
-        if spec.tiles.specialised() {
-            return Self::specialised(spec, x);
-        }
-        let (so, stage_bytes) = carve(&[c * ldk * e, c * ldk * e, c * ldv * e, x]);
-        let (ro, rest) = carve(&[
-            match shape {                                                    // Γ (padded rows)
-                GateShape::PerKey => c * (dk + 12) * 4,
-                GateShape::PerValue => c * (bv + 4) * 4,
-                _ => c * 4,
-            },
-            dk * ldv * e,                                                    // S
-            c * ldc * e,                                                     // A
-            if per_value { c * ldv * e } else { 0 },                         // Ṽ (value gate)
-            if split_a(spec) { c * ldc * e } else { 0 },                     // A_lo
-            if shape == GateShape::PerKey { 2 * dk * 4 } else { 0 },         // Γ_L, exp(Γ_L)
-        ]);
-        let stages = if 2 * stage_bytes + rest <= crate::spec::MAX_SMEM_BYTES { 2 } else { 1 };
-        let base = stages * stage_bytes;
-        SmemLayout {
-            stages,
-            stage_bytes,
-            stage_q: so[0],
-            stage_k: so[1],
-            stage_v: so[2],
-            stage_x: so[3],
-            g: base + ro[0],
-            st: base + ro[1],
-            a: base + ro[2],
-            vt: base + ro[3],
-            a_lo: base + ro[4],
-            gl: base + ro[5],
-            tot: base + ro[1],
-            tot_bytes: dk * ldv * e,
-            g_stride: 0,
-            tot_stride: 0,
-            st_bytes: dk * ldv * e,
-            os: 0,
-            ps: 0,
-            ps_stride: 0,
-            xg: 0,
-            xg_stride: 0,
-            mbar: 0,
-            xch: 0,
-            xbar: 0,
-            total: base + rest,
-        }
-    }
-
-    /// The slot ring of a warp-specialised variant (see the type's doc). `x`: bytes of the logits tile.
-    fn specialised(spec: &KernelSpec, x: u32) -> Self {
-        let e = spec.dtype.size_bytes() as u32;
-        let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
-        let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
-        let per_key = spec.gate.shape() == GateShape::PerKey;
-        let wg = spec.tiles.wgmma;
-        // wgmma: q, k, v and A in the swizzled layout (unpadded rows; A's rows one 64-element panel), 1024-aligned.
-        let (ldk, ldv, ldc) = if wg { (dk, bv, c.max(64)) } else { (ldk, ldv, ldc) };
-        let x = if wg && per_key { c * (dk + 8) * e } else { x };  // the logits / K̃ tile stays padded
-        let xg = x_per_group(spec);
-        let a_bytes = c * ldc * e;
-        let (so, slot_bytes) = carve_aligned(&[
-            c * ldk * e,                                        // q → Q̃
-            c * ldk * e,                                        // k → K̂
-            c * ldv * e,                                        // v
-            if xg { 0 } else { x },                             // logits → K̃ / scratch (x_per_group: below)
-            a_bytes,                                            // A
-            if split_a(spec) { a_bytes } else { 0 },            // A_lo
-            if per_key { 2 * dk * 4 } else { 0 },               // Γ_L, exp(Γ_L)
-            if per_key { 0 } else { c * 4 },                    // Γ (scalar gates)
-        ], if wg { SWIZZLE_ALIGN } else { 128 });
-        // Per producer group: its Γ tile (per key) and its segment totals.
-        let groups = spec.tiles.producer_groups;
-        let group_threads = 32 * spec.tiles.producer_warps / groups;
-        let segs = if group_threads >= dk / 2 { group_threads / (dk / 2) } else { 1 };
-        let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
-        // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group. Such a group's Γ tile (the
-        // exact path's, non-mild chunks only, which never build [Q̃; K̃]) lives in the same bytes: 18 KB a group
-        // less (with the per-group logits tiles, what lets two per-key groups have four slots).
-        let ps_stride = if wg_scores(spec) { (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
-        let g_bytes = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
-        debug_assert!(ps_stride == 0 || g_bytes <= ps_stride, "the Γ tile fits in [Q̃; K̃]");
-        let g_stride = if ps_stride > 0 { 0 } else { g_bytes };
-        let tot_stride = tot_bytes.div_ceil(128) * 128;
-        // wgmma: S stays in the accumulators; at 8 + 8 warps the output product reads a bf16 copy of Sᵀ from
-        // shared memory (one 64 x d_k swizzled tile per consumer warpgroup) instead of registers.
-        let st_bytes = if wg_smem_s(spec) { (spec.tiles.warps / 4) * 64 * dk * e } else if wg { 0 } else { dk * (bv + 8) * e };
-        let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
-        let (ro, rest) = carve_aligned(&[
-            st_bytes,                                           // S (consumers')
-            groups * g_stride,                                  // Γ (per key, one per producer group)
-            groups * tot_stride,                                // segment totals (one per producer group)
-            os_bytes,                                           // output staging (wgmma)
-            groups * ps_stride,                                 // [Q̃; K̃] in tf32 (wg_scores)
-            if tma(spec) { 8 * 4 } else { 0 },                  // one mbarrier a slot (TMA loads)
-            if xg { groups * x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 }, // x_per_group: the groups' logits
-            if spec.cluster { 32 * spec.tiles.warps * (c / 2) * 4 } else { 0 }, // the cluster key split's exchange tile
-            if spec.cluster { 2 * 8 } else { 0 },               // its mbarriers XFULL, XEMPTY
-        ], if wg { SWIZZLE_ALIGN } else { 128 });
-        let slack = if wg { SWIZZLE_ALIGN } else { 0 };
-        let fits = |n: u32| n * slot_bytes + rest + slack <= crate::spec::MAX_SMEM_BYTES;
-        let stages = if two_tma_groups(spec) && fits(4) { 4 } else if fits(3) { 3 } else { 2 };
-        let base = stages * slot_bytes;
-        SmemLayout {
-            stages,
-            stage_bytes: slot_bytes,
-            stage_q: so[0],
-            stage_k: so[1],
-            stage_v: so[2],
-            stage_x: so[3],
-            g: if ps_stride > 0 { base + ro[4] } else if per_key { base + ro[1] } else { so[7] },
-            st: base + ro[0],
-            a: so[4],
-            vt: 0,
-            a_lo: so[5],
-            gl: so[6],
-            tot: base + ro[2],
-            tot_bytes,
-            g_stride: if ps_stride > 0 { ps_stride } else { g_stride },
-            tot_stride,
-            st_bytes,
-            os: if wg { base + ro[3] } else { 0 },
-            ps: if ps_stride > 0 { base + ro[4] } else { 0 },
-            ps_stride,
-            mbar: if tma(spec) { base + ro[5] } else { 0 },
-            xg: if xg { base + ro[6] } else { 0 },
-            xg_stride: if xg { x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 },
-            xch: if spec.cluster { base + ro[7] } else { 0 },
-            xbar: if spec.cluster { base + ro[8] } else { 0 },
-            total: base + rest + slack,
-        }
-    }
-}
-
-/// wgmma variants whose consumers read Sᵀ for the output product from shared memory (8 + 8 warps: 128 registers
-/// a thread do not hold the state, its bf16 copy and the output accumulators).
-pub fn wg_smem_s(spec: &KernelSpec) -> bool {
-    spec.tiles.wgmma && spec.tiles.warps + spec.tiles.producer_warps > 12 && !(wg_scores(spec) && spec.tiles.producer_groups == 2)
-}
-
-/// wgmma variants whose producer warpgroup computes the per-key scores on the tensor cores: A = Q̃ K̃ᵀ as ONE tf32
-/// product (Q̃, K̃ rounded to tf32 — 10 mantissa bits where the mma.sync path's bf16x3 keeps ~16; the rounding
-/// emulator gives 2.26e-3 vs 2.24e-3 for the whole forward) from the producers' f32 tile [Q̃; K̃]: its 2C = 64 rows
-/// are the m64 A operand (rows C.. give K̃ K̃ᵀ, discarded), rows C.. the n = C B operand. C = 32 and a producer group
-/// of one warpgroup; the operands need the tensor-core dtypes' split (bf16/f16 kernels).
-pub fn wg_scores(spec: &KernelSpec) -> bool {
-    let t = &spec.tiles;
-    t.wgmma && spec.gate.shape() == GateShape::PerKey && split_a(spec) && spec.chunk == 32 && t.producer_groups >= 1
-        && t.producer_warps / t.producer_groups == 4
-}
-
-/// Per-key variants with two producer groups of one warpgroup each (8 + 8 warps, [`wg_scores`]): each group's
-/// logits live in its own tile instead of the slot (a group reads them only in its gate stage), which frees the
-/// shared memory for a fourth slot. A slot then only ever holds one group's chunks (slot j mod 4, group j mod 2), so
-/// a group issues its chunk j + 2 in the middle of chunk j — after the gate (its logits tile is read), once the
-/// consumers have freed chunk j − 2's slot — and the load lands while the group finishes chunk j.
-pub fn x_per_group(spec: &KernelSpec) -> bool {
-    wg_scores(spec) && two_tma_groups(spec)
-}
-
-pub(crate) fn two_tma_groups(spec: &KernelSpec) -> bool {
-    spec.tiles.producer_groups == 2 && tma(spec)
-}
-
-/// Two producer groups with TMA loads and four slots (a slot then only ever holds one group's chunks): each group
-/// issues its chunk j + 2 in the middle of chunk j (per key: after the gate; scalar gates: after the scores), once
-/// the consumers are done with chunk j − 2 in that slot, instead of after publishing chunk j — where it then
-/// waited for its own load (H200, 2026-12-02i: the Mamba-2 x2g producers' TMA wait was 7 % of all samples; j-c1:
-/// GLA w8p8x2g's 18 % of the producers'). Per-key gates need [`x_per_group`] for the fourth slot to fit.
-pub fn mid_issue(spec: &KernelSpec) -> bool {
-    two_tma_groups(spec) && SmemLayout::of(spec).stages == 4
-}
-
-/// Warp-specialised wgmma variants whose producers load whole chunks by TMA (`cp.async.bulk.tensor`, one thread, an
-/// mbarrier a slot) instead of 16-byte cp.async from every producer thread: boxes of 64 columns × C rows land in the
-/// 128-byte-swizzled layout the tiles already have, the per-key logits' tile included (`gate_decays_vec` reads it
-/// through the same swizzle). The runtime encodes the tensor maps; partial chunks, masked head dims and strides the
-/// driver cannot encode use cp.async. Per-key gates with the producers' wgmma scores ([`wg_scores`]), and the scalar
-/// gates' wgmma variants with 4 producer warps (each warp loads its chunk's per-head logits itself, `GLA_REG_LOGIT`):
-/// H200, 2026-12-01h, Mamba-2 8×4096×16×128 w8p4x2g 0.232 ms vs 0.293 by cp.async, 8×4096×32×64 w4p4g 0.216 vs 0.319
-/// (the one-group w8p4g: 0.249 vs 0.240 — the tuner takes x2g there); 8 + 8 warps spill with it (2026-12-01g).
-pub fn tma(spec: &KernelSpec) -> bool {
-    let t = &spec.tiles;
-    let scalar = matches!(spec.gate.shape(), GateShape::PerHead | GateShape::Fixed);
-    let scalar_fit = scalar && t.wgmma && t.producer_warps == 4 && spec.chunk == 32;
-    (wg_scores(spec) || scalar_fit) && t.specialised() && !spec.materialize && spec.dk % 64 == 0 && t.block_v % 64 == 0
-}
-
-/// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates
-/// whose A feeds that product (per-key, per-head, fixed). Rounding A once to bf16 alone costs ~1.5e-3 relative
-/// RMS at the output (tests/examples/rounding_budget.rs).
-pub fn split_a(spec: &KernelSpec) -> bool {
-    spec.dtype != DType::F32 && spec.gate.shape() != GateShape::PerValue
+/// Source and launch plan of one variant.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub source: String,
+    pub plan: LaunchPlan,
 }
 
 /// The gate's math functions (`gla_exp`, `gla_log`, `gla_log1p`, `gla_log1p_unit`, `gla_div`, `gla_rcp`; emitted
@@ -373,34 +101,11 @@ pub fn span_max(dtype: DType) -> f32 {
     }
 }
 
-/// Warp tile (rows, cols in 16 x 8 mma tiles) of an `m x n` product shared by `warps` warps: the first of `prefs`
-/// that tiles the product exactly into a multiple of `warps` warp tiles, else 1 x 1 (one mma tile per step).
-/// Bigger warp tiles load each fragment once for more tensor-core steps and give independent accumulators.
-pub fn warp_tile(m: u32, n: u32, warps: u32, prefs: &[(u32, u32)]) -> (u32, u32) {
-    let (tm, tn) = (m / 16, n / 8);
-    prefs
-        .iter()
-        .copied()
-        .find(|&(wm, wn)| tm % wm == 0 && tn % wn == 0 && ((tm / wm) * (tn / wn)) % warps == 0)
-        .unwrap_or((1, 1))
-}
-
-/// The warp tiles of the output O (C x BV), the state S (d_k x BV) and the scores A (C x C) of a variant.
-pub fn warp_tiles(spec: &KernelSpec) -> [(u32, u32); 3] {
-    let (c, dk, bv, w) = (spec.chunk, spec.dk, spec.tiles.block_v, spec.tiles.warps);
-    // The scores are the producers' product when the variant is warp-specialised.
-    let aw = if spec.tiles.specialised() { spec.tiles.producer_warps / spec.tiles.producer_groups } else { w };
-    [
-        warp_tile(c, bv, w, &[(2, 4), (1, 4), (2, 2), (1, 2)]),
-        warp_tile(dk, bv, w, &[(4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (1, 2)]),
-        warp_tile(c, c, aw, &[(1, 4), (2, 2), (1, 2)]),
-    ]
-}
-
 /// Emit the forward kernels of `spec` (already validated).
 pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let gate = spec.gate;
-    let lay = SmemLayout::of(spec);
+    let f = Features::of(spec);
+    let lay = f.smem;
     let nt = spec.tiles.warps * 32;
     let mut src = String::with_capacity(32 * 1024);
     let w = &mut src;
@@ -450,12 +155,28 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "#define GLA_WGMMA {}    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout",
         spec.tiles.wgmma as u32
     );
-    let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", wg_smem_s(spec) as u32);
-    let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group", wg_scores(spec) as u32);
-    let _ = writeln!(w, "#define GLA_MID_ISSUE {}    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one", mid_issue(spec) as u32);
-    let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)", x_per_group(spec) as u32);
-    let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", tma(spec) as u32);
-    let [(owm, own), (swm, swn), (awm, awn)] = warp_tiles(spec);
+    let _ = writeln!(w, "#define GLA_WG_SMEM_S {}    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)", f.wg_smem_s as u32);
+    let _ = writeln!(w, "#define GLA_WG_SCORES {}    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group", f.wg_scores as u32);
+    let _ = writeln!(w, "#define GLA_MID_ISSUE {}    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one", f.mid_issue() as u32);
+    let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)", f.x_per_group as u32);
+    let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", f.tma as u32);
+    let b = |x: bool| x as u32;
+    let _ = writeln!(w, "#define GLA_ISSUE_AFTER_GATE {}    // per key, wg scores, mid issue: a group issues its next chunk right after its gate read the logits", b(f.issue == Issue::AfterGate));
+    let _ = writeln!(w, "#define GLA_REG_LOGIT {}    // TMA, per-head gate: every producer warp loads the chunk's logits itself (lane l row l)", b(f.reg_logit));
+    let _ = writeln!(w, "#define GLA_LOGITS_SWIZZLED {}    // the per-key logits tile is filled by TMA (64-element swizzled rows)", b(f.logits_swizzled));
+    let _ = writeln!(w, "#define GLA_ROWS_SCALED {}    // scalar gates on wgmma: mild chunks scale O's rows by 2^Γ_i instead of q", b(f.rows_scaled));
+    let _ = writeln!(w, "constexpr bool SLOT_PER_GROUP = {};  // every slot holds one producer group's chunks: one EMPTY barrier a slot", f.slot_per_group);
+    let _ = writeln!(w, "constexpr bool STATES_ISSUE_AHEAD = {};  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j", f.states_issue_ahead);
+    let _ = writeln!(w, "constexpr bool XCH_SPLIT = {};  // cluster key split: each CTA finishes half the value columns (else slice 0 all)", f.xch_split);
+    if let Some(r) = f.regs {
+        let _ = writeln!(
+            w,
+            "constexpr int REG_CAP = {}, REG_CONSUMER = {}, REG_PRODUCER = {};  // setmaxnreg: registers a thread (the CTA's share; consumers; producers)",
+            r.cap, r.consumer, r.producer
+        );
+        let _ = writeln!(w, "constexpr bool REG_SPLIT = {};", r.split);
+    }
+    let [(owm, own), (swm, swn), (awm, awn)] = f.warp_tiles;
     let _ = writeln!(
         w,
         "constexpr int O_WM = {owm}, O_WN = {own}, S_WM = {swm}, S_WN = {swn}, A_WM = {awm}, A_WN = {awn};  // warp tiles (16x8 mma tiles) of O, S, A"
@@ -476,7 +197,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         GateShape::PerValue => "GATE_PER_VALUE",
     };
     let _ = writeln!(w, "#define KEY_GATE {kg}");
-    let _ = writeln!(w, "#define SPLIT_A {}      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)", split_a(spec) as u32);
+    let _ = writeln!(w, "#define SPLIT_A {}      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)", f.split_a as u32);
     let _ = writeln!(w, "#define GLA_FUSED {}", if spec.materialize { 0 } else { 1 });
     let _ = writeln!(
         w,
@@ -506,8 +227,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(
         w,
         "constexpr int COMBINE_PER = {COMBINE_PER}, COMBINE_ROWS = {}, COMBINE_BLOCKS = {};  // the segment combine's state-row blocks (grid y = H · blocks)",
-        combine_rows(spec),
-        combine_blocks(spec)
+        f.combine_rows,
+        f.combine_blocks
     );
     let _ = writeln!(
         w,
@@ -582,6 +303,9 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             ],
             needs_state_buffer: true,
             segmented: false,
+            tma: false,
+            lead_permille: f.lead_permille,
+            workspace_partials: f.workspace_partials(),
         }
     } else {
         // Alg. 1 (right), fused; narrow problems add the two-level scan's segment-state and combine passes
@@ -596,7 +320,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                 },
                 KernelLaunch {
                     name: "gla_fwd_seg_combine".into(),
-                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::HeadBlocks { blocks: combine_blocks(spec) }, GridAxis::SplitSequences],
+                    grid: [GridAxis::VTiles { block_v: bv }, GridAxis::HeadBlocks { blocks: f.combine_blocks }, GridAxis::SplitSequences],
                     block: nt,
                     smem_bytes: 0,
                 },
@@ -609,6 +333,9 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             ],
             needs_state_buffer: false,
             segmented: true,
+            tma: f.tma,
+            lead_permille: f.lead_permille,
+            workspace_partials: f.workspace_partials(),
         }
     };
     let mut plan = plan;
@@ -625,17 +352,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
 
 /// Outputs one CTA of `gla_fwd_ksum` adds up (256 threads, 4 each).
 const KSUM_PER_BLOCK: u32 = 1024;
-
-/// State elements a thread of the segment combine (`gla_fwd_seg_combine`) carries.
-const COMBINE_PER: u32 = 4;
-/// State rows of one combine CTA: `COMBINE_PER · NT / block_v`, NT the state warps' threads.
-fn combine_rows(spec: &KernelSpec) -> u32 {
-    (COMBINE_PER * spec.tiles.warps * 32 / spec.tiles.block_v).max(1)
-}
-/// Combine CTAs per head (the `HeadBlocks` grid axis and the kernel's `COMBINE_BLOCKS` are this one number).
-fn combine_blocks(spec: &KernelSpec) -> u32 {
-    spec.dk.div_ceil(combine_rows(spec))
-}
 
 /// The three warpgroup products of the wgmma consumers, one PTX instruction each (f32 accumulators, operands in
 /// shared memory through matrix descriptors, or A from registers; `tnsp` 1 = MN-major in shared memory):
@@ -692,7 +408,7 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     emit(w, "wg_out_t", c, false, &op(c), ", 0, 0", "Oᵀ += Sᵀ Q̃ᵀ: A = Sᵀ [64][d_k] K-major in shared memory, B = Q̃ [C][d_k] K-major");
     emit(w, "wg_out_v", c, false, &op(c), ", 1, 0", "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major");
     emit(w, "wg_state", dk, false, &op(dk), ", 1, 1", "Sᵀ += Vᵀ K̂: A = V [C][64] M-major, B = K̂ [C][d_k] N-major");
-    if wg_scores(spec) {
+    if Features::of(spec).wg_scores {
         let doc = "D += [Q̃; K̃] K̃ᵀ (producers, tf32): A = [Q̃; K̃] [2C][d_k] f32 K-major, B = K̃ [C][d_k] f32 K-major";
         emit(w, "wg_scores_mma", c, false, &format!("m64n{c}k8.f32.tf32.tf32"), "", doc);
     }

@@ -1,6 +1,6 @@
 //! Generator tests: validation errors, determinism, launch plans, the variant space, and committed snapshots of
 //! the emitted source (`GLA_UPDATE_SNAPSHOTS=1 cargo test -p gla-codegen` rewrites them; CI fails on a diff).
-use gla_codegen::{all_variants, fixtures, generate, KernelSpec, Tiles};
+use gla_codegen::{all_variants, fixtures, generate, Features, KernelSpec, Tiles};
 use gla_core::{DType, GlaError};
 
 fn spec(c: u32, sc: u32, d: u32, bv: u32, mat: bool) -> Result<KernelSpec, GlaError> {
@@ -177,7 +177,7 @@ fn mild_chunk_overlay_fits_and_is_warp_owned() {
     // vector loop: C·d_k/VEC a multiple of 32 and a row at most 32 vectors (or a multiple of 32).
     for s in all_variants(&fixtures::PER_KEY) {
         let e = s.dtype.size_bytes() as u32;
-        if !gla_codegen::writer::split_a(&s) {
+        if !Features::of(&s).split_a {
             continue;
         }
         assert!(2 * (s.dk + 8) * e <= 4 * (s.dk + 12), "{}: overlay does not fit a Γ row", s.id());
@@ -193,7 +193,7 @@ fn mild_chunk_overlay_fits_and_is_warp_owned() {
 
 #[test]
 fn warp_tiles_divide_the_products_over_the_warps() {
-    use gla_codegen::writer::{warp_tile, warp_tiles};
+    use gla_codegen::features::warp_tile;
     // O (64 x 128) over 8 warps: 32 x 32 warp tiles (2 x 4 mma tiles), 8 of them.
     assert_eq!(warp_tile(64, 128, 8, &[(2, 4), (1, 4), (2, 2), (1, 2)]), (2, 4));
     // over 16 warps the 2 x 4 tile leaves 8 for 16 warps: the next preference that gives 16.
@@ -205,7 +205,7 @@ fn warp_tiles_divide_the_products_over_the_warps() {
         let (c, dk, bv) = (s.chunk, s.dk, s.tiles.block_v);
         // O and S belong to the state warps; the scores to the producers when the variant is warp-specialised.
         let aw = if s.tiles.specialised() { s.tiles.producer_warps / s.tiles.producer_groups } else { s.tiles.warps };
-        for (((m, n), (wm, wn)), w) in [(c, bv), (dk, bv), (c, c)].into_iter().zip(warp_tiles(s)).zip([s.tiles.warps, s.tiles.warps, aw]) {
+        for (((m, n), (wm, wn)), w) in [(c, bv), (dk, bv), (c, c)].into_iter().zip(Features::of(s).warp_tiles).zip([s.tiles.warps, s.tiles.warps, aw]) {
             assert!((m / 16) % wm == 0 && (n / 8) % wn == 0, "{}: {m}x{n} by {wm}x{wn}", s.id());
             let count = (m / 16 / wm) * (n / 8 / wn);
             assert!(count >= w || (wm, wn) == (1, 1), "{}: {count} warp tiles for {w} warps", s.id());
@@ -250,7 +250,6 @@ fn warp_specialised_variants_are_validated_with_a_reason() {
 
 #[test]
 fn warp_specialised_plan_and_slot_ring() {
-    use gla_codegen::writer::SmemLayout;
     let s = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
     let g = generate(&s).unwrap();
     // The segment-state pass is warp-specialised too, the combine runs on the state warps alone, the fused pass
@@ -273,19 +272,19 @@ fn warp_specialised_plan_and_slot_ring() {
     assert!(g.source.contains("#define GLA_WS 1"), "the plain fused kernel is compiled out");
     // d = 128, 128-wide value tiles at C 32: three slots fit (loads of chunk n+1 land while the producers work on
     // chunk n and the consumers on chunk n-1).
-    assert_eq!(SmemLayout::of(&s).stages, 3);
+    assert_eq!(Features::of(&s).smem.stages, 3);
     let mut seen = 0;
     for gate in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
         for v in all_variants(gate).into_iter().filter(|v| v.tiles.specialised()) {
             seen += 1;
-            let l = SmemLayout::of(&v);
+            let l = Features::of(&v).smem;
             // Four slots exactly where two TMA producer groups load midway through a chunk (each slot one group's).
-            let mid = gla_codegen::writer::mid_issue(&v);
+            let mid = Features::of(&v).mid_issue();
             assert!(if mid { l.stages == 4 } else { l.stages == 2 || l.stages == 3 }, "{}", v.id());
-            assert_eq!(mid, v.tiles.producer_groups == 2 && gla_codegen::writer::tma(&v), "{}", v.id());
+            assert_eq!(mid, v.tiles.producer_groups == 2 && Features::of(&v).tma, "{}", v.id());
             // Per key, the fourth slot fits only with the logits tiles per producer group, past the ring.
-            assert_eq!(gla_codegen::writer::x_per_group(&v), mid && v.gate.shape() == gla_core::GateShape::PerKey, "{}", v.id());
-            if gla_codegen::writer::x_per_group(&v) {
+            assert_eq!(Features::of(&v).x_per_group, mid && v.gate.shape() == gla_core::GateShape::PerKey, "{}", v.id());
+            if Features::of(&v).x_per_group {
                 assert!(l.xg >= l.stages * l.stage_bytes && l.xg_stride > 0, "{}", v.id());
             }
             assert!(l.total <= gla_codegen::spec::MAX_SMEM_BYTES, "{}", v.id());
@@ -340,14 +339,14 @@ fn wgmma_variants_are_validated() {
 
 #[test]
 fn wgmma_tiles_are_swizzle_aligned_and_fit() {
-    use gla_codegen::writer::{wg_scores, wg_smem_s, SmemLayout, SWIZZLE_ALIGN};
+    use gla_codegen::features::SWIZZLE_ALIGN;
     let mut seen = 0;
     let mut scored = 0;
     let mut tma = 0;
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
         for s in all_variants(g).into_iter().filter(|s| s.tiles.wgmma) {
             seen += 1;
-            let l = SmemLayout::of(&s);
+            let l = Features::of(&s).smem;
             let e = s.dtype.size_bytes() as u32;
             // Every swizzled tile (q, k, v, A, A_lo) starts on a 1024-byte boundary of every slot, and holds its
             // unpadded rows: q / k C x d_k, v C x block_v, A C x 64 (one panel); the panels of q / k / v are
@@ -360,7 +359,7 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             assert!(l.a_lo - l.a >= s.chunk * 64 * e, "{}", s.id());
             // The state copy of the 8 + 8-warp form (one 64 x d_k tile per consumer warpgroup) is aligned too; the
             // output staging tile holds C rows of block_v + 8 elements; the slack lets the kernel align its base.
-            if wg_smem_s(&s) {
+            if Features::of(&s).wg_smem_s {
                 assert_eq!(l.st % SWIZZLE_ALIGN, 0, "{}", s.id());
                 assert_eq!(l.st_bytes, (s.tiles.warps / 4) * 64 * s.dk * e, "{}", s.id());
             } else {
@@ -374,7 +373,7 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             assert!(src.contains("#define GLA_WGMMA 1") && src.contains(&format!("m64n{}k16", s.dk)) && src.contains(&format!("m64n{}k16", s.chunk)), "{}", s.id());
             // Producer-side wgmma scores: per group the 2C x d_k f32 tile [Q̃; K̃] (tf32), 1024-aligned, after everything
             // else and inside the allocation (less the alignment slack).
-            if wg_scores(&s) {
+            if Features::of(&s).wg_scores {
                 scored += 1;
                 assert!(s.chunk == 32 && s.tiles.producer_warps / s.tiles.producer_groups == 4, "{}", s.id());
                 assert_eq!(l.ps % SWIZZLE_ALIGN, 0, "{}", s.id());
@@ -388,10 +387,10 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
             // TMA loads (the per-key wgmma-score variants, the scalar gates' 4-producer ones): three 8-byte mbarriers
             // inside the allocation, apart from every tile; the boxes are 64 columns wide, so d_k and the value tile
             // are whole panels.
-            if gla_codegen::writer::tma(&s) {
+            if Features::of(&s).tma {
                 tma += 1;
                 let scalar = s.shape() != gla_core::GateShape::PerKey && s.tiles.producer_warps == 4;
-                assert!((wg_scores(&s) || scalar) && s.dk % 64 == 0 && s.tiles.block_v % 64 == 0, "{}", s.id());
+                assert!((Features::of(&s).wg_scores || scalar) && s.dk % 64 == 0 && s.tiles.block_v % 64 == 0, "{}", s.id());
                 assert!(l.mbar % 8 == 0 && l.mbar >= l.ps + s.tiles.producer_groups * l.ps_stride, "{}", s.id());
                 assert!(l.mbar >= l.os + s.chunk * (s.tiles.block_v + 8) * e, "{}", s.id());
                 assert!(l.total >= l.mbar + 24 + SWIZZLE_ALIGN, "{}", s.id());
@@ -406,7 +405,7 @@ fn wgmma_tiles_are_swizzle_aligned_and_fit() {
     assert!(tma >= 2, "{tma} variants with TMA loads");
     // The per-key default at d = 128 has them.
     let d = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
-    assert!(wg_scores(&d), "{}", d.id());
+    assert!(Features::of(&d).wg_scores, "{}", d.id());
     // Without the flag nothing of it is emitted.
     let plain = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
     let src = generate(&plain).unwrap().source;
@@ -524,7 +523,7 @@ fn key_split_variants_are_validated_and_planned() {
     for scalar in [&fixtures::PER_HEAD as &'static dyn gla_core::Gate, &fixtures::FIXED] {
         let ks: Vec<_> = gla_codegen::all_variants(scalar).into_iter().filter(|s| s.key_split > 1).collect();
         assert_eq!(ks.len(), 4, "bf16 and f16, each also as a cluster");
-        assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256 && s.tiles.producer_groups == 2 && gla_codegen::writer::tma(s)));
+        assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256 && s.tiles.producer_groups == 2 && Features::of(s).tma));
     }
     assert!(gla_codegen::all_variants(&fixtures::PER_VALUE).iter().all(|s| s.key_split == 1));
     // The cluster form: the two slices of a head are one 2-CTA cluster exchanging partial outputs on chip — no
@@ -534,8 +533,8 @@ fn key_split_variants_are_validated_and_planned() {
     let gc = generate(&c).unwrap();
     assert!(gc.source.contains("#define KS_CLUSTER 1") && gc.source.contains("__cluster_dims__(1, 2, 1)"));
     assert!(gc.plan.kernels.iter().all(|k| k.name != "gla_fwd_ksum"));
-    assert_eq!((c.workspace_partials(), s.workspace_partials(), one.workspace_partials()), (1, 2, 1), "partials through the workspace");
-    assert!(gla_codegen::writer::SmemLayout::of(&c).total > gla_codegen::writer::SmemLayout::of(&s).total, "the exchange tile");
+    assert_eq!((Features::of(&c).workspace_partials(), Features::of(&s).workspace_partials(), Features::of(&one).workspace_partials()), (1, 2, 1), "partials through the workspace");
+    assert!(Features::of(&c).smem.total > Features::of(&s).smem.total, "the exchange tile");
     let e = KernelSpec { key_split: 1, ..c }.validate().unwrap_err().to_string();
     assert!(e.contains("cluster key split") && e.contains("key_split 2"), "{e}");
     assert_eq!(gla_codegen::key_split_workspace_bytes(2, 10, 3, 256), 2 * 10 * 3 * 256 * 4);
@@ -544,26 +543,68 @@ fn key_split_variants_are_validated_and_planned() {
 
 #[test]
 fn the_lead_is_shorter_where_the_state_pass_loads_ahead() {
-    use gla_codegen::{lead_permille, writer, LEAD_AHEAD_PER_KEY_PERMILLE, LEAD_AHEAD_SCALAR_PERMILLE, LEAD_PERMILLE};
+    use gla_codegen::{LEAD_AHEAD_PER_KEY_PERMILLE, LEAD_AHEAD_SCALAR_PERMILLE, LEAD_PERMILLE};
     let d128 = |g: &'static dyn gla_core::Gate, dt| KernelSpec::default_for(g, dt, 128, 128).unwrap();
     // The d = 128 defaults of bf16 have two TMA producer groups: their state pass issues ahead, the lead is shorter.
     let per_key = d128(&fixtures::PER_KEY, DType::BF16);
     let per_head = d128(&fixtures::PER_HEAD, DType::BF16);
     assert!(per_key.id().ends_with("w8p8x2g.fused") && per_head.id().ends_with("w8p4x2g.fused"), "{} {}", per_key.id(), per_head.id());
-    assert_eq!(lead_permille(&per_key), LEAD_AHEAD_PER_KEY_PERMILLE);
-    assert_eq!(lead_permille(&per_head), LEAD_AHEAD_SCALAR_PERMILLE);
+    assert_eq!(Features::of(&per_key).lead_permille, LEAD_AHEAD_PER_KEY_PERMILLE);
+    assert_eq!(Features::of(&per_head).lead_permille, LEAD_AHEAD_SCALAR_PERMILLE);
     assert!(LEAD_AHEAD_SCALAR_PERMILLE < LEAD_PERMILLE && LEAD_AHEAD_PER_KEY_PERMILLE < LEAD_PERMILLE);
     // f32 (no tensor cores, no TMA) and one-group variants keep the default, and the source they get says so:
-    // the kernels' STATES_ISSUE_AHEAD needs GLA_TMA and two groups, which is what lead_permille mirrors.
+    // the kernels' STATES_ISSUE_AHEAD is the same feature (two TMA groups), emitted from `Features`.
     let f32 = d128(&fixtures::PER_KEY, DType::F32);
-    assert!(!writer::tma(&f32));
-    assert_eq!(lead_permille(&f32), LEAD_PERMILLE);
+    assert!(!Features::of(&f32).tma);
+    assert_eq!(Features::of(&f32).lead_permille, LEAD_PERMILLE);
     for s in all_variants(&fixtures::PER_KEY).into_iter().chain(all_variants(&fixtures::PER_HEAD)) {
-        let ahead = s.tiles.producer_groups == 2 && writer::tma(&s);
-        assert_eq!(lead_permille(&s) != LEAD_PERMILLE, ahead, "{}", s.id());
+        let ahead = s.tiles.producer_groups == 2 && Features::of(&s).tma;
+        assert_eq!(Features::of(&s).lead_permille != LEAD_PERMILLE, ahead, "{}", s.id());
         if ahead {
             let src = generate(&s).unwrap().source;
             assert!(src.contains("#define GLA_TMA 1") && src.contains("constexpr int PG = 2"), "{}", s.id());
+            assert!(src.contains("constexpr bool STATES_ISSUE_AHEAD = true;"), "{}", s.id());
+        } else if !s.materialize {
+            assert!(generate(&s).unwrap().source.contains("constexpr bool STATES_ISSUE_AHEAD = false;"), "{}", s.id());
+        }
+    }
+}
+
+#[test]
+fn the_templates_derive_no_feature() {
+    // What a variant is gets decided once, in Rust (`Features`): the CUDA templates read the emitted constants and
+    // never define a feature of their own (no `#ifndef` switches, no `#define` worked out from other defines).
+    for (name, text) in [
+        ("prelude.cuh", include_str!("../src/cuda/prelude.cuh")),
+        ("stages.cuh", include_str!("../src/cuda/stages.cuh")),
+        ("kernels.cuh", include_str!("../src/cuda/kernels.cuh")),
+    ] {
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim_start();
+            assert!(!l.starts_with("#ifndef") && !l.starts_with("#ifdef"), "{name}:{}: a compile switch: {line}", i + 1);
+            if let Some(def) = l.strip_prefix("#define ") {
+                // Function-like helper macros (`NAME(args)`) are code, not features; WS_CLUSTER spells KS_CLUSTER.
+                let ident: String = def.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                let function_like = def[ident.len()..].starts_with('(');
+                assert!(function_like || ident == "WS_CLUSTER", "{name}:{}: a feature defined in the template: {line}", i + 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn register_split_fills_the_register_file() {
+    // setmaxnreg's split, decided on the host: consumers and producers together never exceed the CTA's share.
+    for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
+        for s in all_variants(g).into_iter().filter(|s| s.tiles.wgmma) {
+            let r = Features::of(&s).regs.expect("wgmma variants have a register split");
+            let (nt, pt) = (32 * s.tiles.warps, 32 * s.tiles.producer_warps);
+            assert!(r.cap <= 255 && (r.cap % 8 == 0 || r.cap == 255) && r.producer % 8 == 0, "{}: {r:?}", s.id());
+            if r.split {
+                assert!(r.consumer * nt + r.producer * pt <= 65536 / s.tiles.ctas_per_sm, "{}: {r:?}", s.id());
+            }
+            let src = generate(&s).unwrap().source;
+            assert!(src.contains(&format!("REG_CONSUMER = {}, REG_PRODUCER = {}", r.consumer, r.producer)), "{}", s.id());
         }
     }
 }

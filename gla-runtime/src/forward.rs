@@ -289,11 +289,15 @@ impl Gla {
     pub fn on_device(ordinal: usize) -> Result<Gla> {
         let gpu = Gpu::new(ordinal)?;
         crate::nvrtc::probe()?;
-        // GLA_LINEINFO=1 compiles with -lineinfo, so profilers (ncu's source page) map SASS to the kernel source.
-        let lineinfo = std::env::var("GLA_LINEINFO").is_ok_and(|v| v == "1");
-        // GLA_NVRTC_EXTRA="-DNAME=1 …" appends NVRTC options (kernel experiments and bisection on the GPU host).
-        let extra = std::env::var("GLA_NVRTC_EXTRA").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default();
-        Ok(Self::with_gpu(gpu, CompileOptions { driver_cache: true, lineinfo, extra, ..CompileOptions::default() }))
+        Ok(Self::with_gpu(gpu, CompileOptions { driver_cache: true, ..CompileOptions::default() }))
+    }
+
+    /// Open GPU `ordinal` with the given compile options (e.g. `lineinfo: true`, so that profilers such as ncu map
+    /// SASS to the kernel source).
+    pub fn with_options(ordinal: usize, options: CompileOptions) -> Result<Gla> {
+        let gpu = Gpu::new(ordinal)?;
+        crate::nvrtc::probe()?;
+        Ok(Self::with_gpu(gpu, options))
     }
 
     /// Wrap an opened GPU with the given compile options.
@@ -424,8 +428,7 @@ impl Gla {
         let need = if materialize {
             p.states_bytes().max(8)
         } else {
-            gla_codegen::segment_workspace_bytes(lens.len(), segs, kh, kdk, p.dims.dv)
-                + gla_codegen::key_split_workspace_bytes(p.spec.workspace_partials() as usize, tokens, p.dims.h, p.dims.dv)
+            variant.plan().workspace_bytes(lens.len(), segs, kh, kdk, p.dims.dv, tokens, p.dims.h)
         };
         let mut ws_guard = lock(&self.inner.workspace);
         let states = if need > 0 {

@@ -110,25 +110,6 @@ pub fn plan_segments(plan: &LaunchPlan, spec: &KernelSpec, seq_lens: &[usize], h
     }
 }
 
-/// The lead segment's length for the two-level scan, in thousandths of a later segment's: `GLA_SEG_LEAD` if set
-/// (a benchmarking knob: it moves work between the two passes and never changes a result), else the variant's
-/// (`gla_codegen::lead_permille`).
-pub fn lead_permille(spec: &KernelSpec) -> Result<i32> {
-    // Read once: every forward launch asks.
-    static LEAD: std::sync::OnceLock<std::result::Result<Option<i32>, String>> = std::sync::OnceLock::new();
-    let lead = LEAD.get_or_init(|| match std::env::var("GLA_SEG_LEAD") {
-        Err(_) => Ok(None),
-        Ok(v) => match v.trim().parse::<i32>() {
-            Ok(x) if (0..=4000).contains(&x) => Ok(Some(x)),
-            _ => Err(format!("must be an integer from 0 to 4000 (thousandths of a segment), got `{v}`")),
-        },
-    });
-    match lead {
-        Ok(over) => Ok(over.unwrap_or_else(|| gla_codegen::lead_permille(spec))),
-        Err(msg) => Err(GlaError::invalid("GLA_SEG_LEAD", msg.clone())),
-    }
-}
-
 /// Device limits on grid dimensions (x, y, z).
 pub const MAX_GRID: [usize; 3] = [i32::MAX as usize, 65535, 65535];
 
@@ -364,7 +345,7 @@ impl<'a> Bound<'a> {
             return Err(GlaError::invalid("dims", format!("H = {h}, d_k = {dk}, d_v = {dv} do not fit variant {}", spec.id())));
         }
         let hv = h / ks;
-        let parts = spec.workspace_partials() as usize;
+        let parts = variant.plan.workspace_partials.max(1) as usize;
         if meta.chunk != spec.chunk {
             return Err(GlaError::invalid("sequence arrays", format!("built for C = {}, variant has C = {}", meta.chunk, spec.chunk)));
         }
@@ -423,7 +404,7 @@ impl<'a> Bound<'a> {
             })?;
             prod(&[n, segs, h, dk * dv + dk.max(dv), 4])?; // overflow check
             prod(&[parts, tokens, hv, dv, 4])?;
-            let bytes = gla_codegen::segment_workspace_bytes(n, segs, h, dk, dv) + gla_codegen::key_split_workspace_bytes(parts, tokens, hv, dv);
+            let bytes = variant.plan.workspace_bytes(n, segs, h, dk, dv, tokens, hv);
             if ws.len() < bytes {
                 return Err(GlaError::invalid("states", format!("workspace has {} bytes, needs {bytes}", ws.len())));
             }
@@ -450,10 +431,10 @@ impl<'a> Bound<'a> {
             dv: dv as i32,
             scale,
             segs: segs as i32,
-            lead: lead_permille(spec)?,
+            lead: variant.plan.lead_permille,
             ..Default::default()
         };
-        if gla_codegen::writer::tma(spec) && dk == spec.dk as usize && tokens > 0 {
+        if variant.plan.tma && dk == spec.dk as usize && tokens > 0 {
             tma_maps(&mut args, spec, tokens, h, dk, dv, hv);
         }
         let sizes = GridSizes { h, dv, seq_lens: &lens, segs };

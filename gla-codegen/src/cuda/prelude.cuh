@@ -63,7 +63,7 @@ typedef Group<NT, 0, 0> CTA;
 // FIRST + k·THREADS on, group k on named barrier BAR + k. The group and a thread's rank in it come from threadIdx.x
 // (warp-uniform), so every group runs the same instructions: one copy in the SM's instruction caches instead of one
 // a group (with a Group type a group, the per-key 8 + 8-warp kernel's two producer copies are ~160 KB of SASS and its
-// producers waited on instruction fetch, no_inst, 14 % of their samples: ncu, benches/NOTES.md 2026-12-02m).
+// producers waited on instruction fetch, no_inst, 14 % of their samples: ncu, benches/NOTES.md).
 template <int THREADS, int FIRST, int BAR>
 struct SharedGroup {
     static constexpr int NT = THREADS, NW = THREADS / 32, FIRST_THREAD = FIRST;

@@ -29,7 +29,7 @@ __device__ __forceinline__ Pad vtile(const elem_t* p) { return Pad{p, LDV}; }
 __device__ __forceinline__ Pad atile(const elem_t* p) { return Pad{p, LDC}; }
 #endif
 // The per-key logits as loaded (offset XO, row step XROW): swizzled like q / k where TMA fills the tile, else padded.
-#if GLA_TMA && KEY_GATE == GATE_PER_KEY
+#if GLA_LOGITS_SWIZZLED
 __device__ __forceinline__ int XO(int r, int d) { return KO(r, d); }
 constexpr int XROW = KROW;
 #else
@@ -159,7 +159,6 @@ __device__ __forceinline__ int nvh(const FwdArgs& a) { return a.h / KSPLIT; }
 // register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
 // GLA_REG_LOGIT (TMA variants, C = 32): every warp of the group loads the chunk's 32 logits itself, lane l row l, and
 // keeps them in a register for its own scalar_scan — nothing lands in shared memory, no barrier waits for it.
-#define GLA_REG_LOGIT (GLA_TMA && KEY_GATE == GATE_PER_HEAD)
 template <class G = CTA>
 __device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, int i0) {
     elem_t x = elem_t(0);
@@ -335,7 +334,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 #if KEY_GATE == GATE_PER_KEY
 // The per-key logits of chunk rows [i0, i0 + C) into stage buffer b's logits tile, synchronously, ending on a group
 // barrier: for the exact path of a chunk that is not mild, which takes the group's logits tile as scratch after the
-// group's next chunk has been loaded into it (GLA_EARLY_ISSUE; rare: a decay span over 2^SPAN_MAX).
+// group's next chunk has been loaded into it (GLA_ISSUE_AFTER_GATE; rare: a decay span over 2^SPAN_MAX).
 template <class G>
 __device__ __forceinline__ void reload_logits(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     const int rows = min(C, sq.len - i0);
@@ -743,8 +742,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // multiplies a chunk) and the mask's exponent is per column. Other chunks keep Q̃ and the decay-masked scores.
 // Producers and consumers decide alike from Γ_L (s.G[C − 1]); NaN is not row scaled. Not at 8 + 8 warps (Sᵀ through
 // shared memory, 120 registers a consumer): the row factors spill 8 B there.
-#define GLA_SCALAR_ROWS (GLA_WGMMA && !GLA_WG_SMEM_S)
-__device__ __forceinline__ bool rows_scaled(float gl) { return GLA_SCALAR_ROWS && gl >= -SPAN_MAX; }
+__device__ __forceinline__ bool rows_scaled(float gl) { return GLA_ROWS_SCALED && gl >= -SPAN_MAX; }
 
 // scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
 __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL], elem_t xr) {
@@ -1116,14 +1114,14 @@ __device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const fl
 // gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
 //   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
 // Each thread rewrites only its own elements of k; the FULL barrier the group arrives on next publishes them.
-// (Applying K̂ on the state pass's idle consumers instead, from the producers' exponents, was slower: 2026-12-04q.)
+// (Applying K̂ on the state pass's idle consumers instead, from the producers' exponents, was slower: benches/NOTES.md.)
 template <class G, class AfterGate>
 __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
-    after_gate();  // (the logits tile is read: GLA_EARLY_ISSUE loads the group's next chunk from here on)
+    after_gate();  // (the logits tile is read: GLA_ISSUE_AFTER_GATE loads the group's next chunk from here on)
     if (seg == SEGS - 1) store_gamma_last(s, d, gl);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
@@ -1146,7 +1144,7 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
 // from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. `after_gate` runs once the
-// thread has read the logits tile (GLA_EARLY_ISSUE: the group's next chunk is loaded from there on).
+// thread has read the logits tile (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
 template <class G, class AfterGate>
 __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {

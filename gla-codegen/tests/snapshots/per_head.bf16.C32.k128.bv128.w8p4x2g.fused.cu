@@ -27,6 +27,15 @@ constexpr int PG = 2, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_MID_ISSUE 1    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one
 #define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)
 #define GLA_TMA 1    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)
+#define GLA_ISSUE_AFTER_GATE 0    // per key, wg scores, mid issue: a group issues its next chunk right after its gate read the logits
+#define GLA_REG_LOGIT 1    // TMA, per-head gate: every producer warp loads the chunk's logits itself (lane l row l)
+#define GLA_LOGITS_SWIZZLED 0    // the per-key logits tile is filled by TMA (64-element swizzled rows)
+#define GLA_ROWS_SCALED 1    // scalar gates on wgmma: mild chunks scale O's rows by 2^Γ_i instead of q
+constexpr bool SLOT_PER_GROUP = true;  // every slot holds one producer group's chunks: one EMPTY barrier a slot
+constexpr bool STATES_ISSUE_AHEAD = true;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
+constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
+constexpr int REG_CAP = 168, REG_CONSUMER = 168, REG_PRODUCER = 168;  // setmaxnreg: registers a thread (the CTA's share; consumers; producers)
+constexpr bool REG_SPLIT = false;
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -150,7 +159,7 @@ typedef Group<NT, 0, 0> CTA;
 // FIRST + k·THREADS on, group k on named barrier BAR + k. The group and a thread's rank in it come from threadIdx.x
 // (warp-uniform), so every group runs the same instructions: one copy in the SM's instruction caches instead of one
 // a group (with a Group type a group, the per-key 8 + 8-warp kernel's two producer copies are ~160 KB of SASS and its
-// producers waited on instruction fetch, no_inst, 14 % of their samples: ncu, benches/NOTES.md 2026-12-02m).
+// producers waited on instruction fetch, no_inst, 14 % of their samples: ncu, benches/NOTES.md).
 template <int THREADS, int FIRST, int BAR>
 struct SharedGroup {
     static constexpr int NT = THREADS, NW = THREADS / 32, FIRST_THREAD = FIRST;
@@ -574,7 +583,7 @@ __device__ __forceinline__ Pad vtile(const elem_t* p) { return Pad{p, LDV}; }
 __device__ __forceinline__ Pad atile(const elem_t* p) { return Pad{p, LDC}; }
 #endif
 // The per-key logits as loaded (offset XO, row step XROW): swizzled like q / k where TMA fills the tile, else padded.
-#if GLA_TMA && KEY_GATE == GATE_PER_KEY
+#if GLA_LOGITS_SWIZZLED
 __device__ __forceinline__ int XO(int r, int d) { return KO(r, d); }
 constexpr int XROW = KROW;
 #else
@@ -704,7 +713,6 @@ __device__ __forceinline__ int nvh(const FwdArgs& a) { return a.h / KSPLIT; }
 // register and landed in the slot later (land_logit), so that its global latency overlaps the chunk's work.
 // GLA_REG_LOGIT (TMA variants, C = 32): every warp of the group loads the chunk's 32 logits itself, lane l row l, and
 // keeps them in a register for its own scalar_scan — nothing lands in shared memory, no barrier waits for it.
-#define GLA_REG_LOGIT (GLA_TMA && KEY_GATE == GATE_PER_HEAD)
 template <class G = CTA>
 __device__ __forceinline__ elem_t issue_logit(const FwdArgs& a, const Seq& sq, int i0) {
     elem_t x = elem_t(0);
@@ -880,7 +888,7 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
 #if KEY_GATE == GATE_PER_KEY
 // The per-key logits of chunk rows [i0, i0 + C) into stage buffer b's logits tile, synchronously, ending on a group
 // barrier: for the exact path of a chunk that is not mild, which takes the group's logits tile as scratch after the
-// group's next chunk has been loaded into it (GLA_EARLY_ISSUE; rare: a decay span over 2^SPAN_MAX).
+// group's next chunk has been loaded into it (GLA_ISSUE_AFTER_GATE; rare: a decay span over 2^SPAN_MAX).
 template <class G>
 __device__ __forceinline__ void reload_logits(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     const int rows = min(C, sq.len - i0);
@@ -1288,8 +1296,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // multiplies a chunk) and the mask's exponent is per column. Other chunks keep Q̃ and the decay-masked scores.
 // Producers and consumers decide alike from Γ_L (s.G[C − 1]); NaN is not row scaled. Not at 8 + 8 warps (Sᵀ through
 // shared memory, 120 registers a consumer): the row factors spill 8 B there.
-#define GLA_SCALAR_ROWS (GLA_WGMMA && !GLA_WG_SMEM_S)
-__device__ __forceinline__ bool rows_scaled(float gl) { return GLA_SCALAR_ROWS && gl >= -SPAN_MAX; }
+__device__ __forceinline__ bool rows_scaled(float gl) { return GLA_ROWS_SCALED && gl >= -SPAN_MAX; }
 
 // scalar_scan on every warp of a producer group; warp 0 publishes Γ (s.G) for the consumers.
 __device__ __forceinline__ void scan_publish(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float fixed_log_alpha, int warp, int lane, float (&gam)[GPL], elem_t xr) {
@@ -1661,14 +1668,14 @@ __device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const fl
 // gate_decays_vec's lane map (the shuffle scan: no totals tile, no barrier), Γ_L, exp(Γ_L), and
 //   K̂ = K ⊙ exp(Γ_L − Γ)   (exact on every chunk: Γ_L − Γ <= 0, no span test).
 // Each thread rewrites only its own elements of k; the FULL barrier the group arrives on next publishes them.
-// (Applying K̂ on the state pass's idle consumers instead, from the producers' exponents, was slower: 2026-12-04q.)
+// (Applying K̂ on the state pass's idle consumers instead, from the producers' exponents, was slower: benches/NOTES.md.)
 template <class G, class AfterGate>
 __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
     const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
     float g[SR][8], gl[8];
     gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
-    after_gate();  // (the logits tile is read: GLA_EARLY_ISSUE loads the group's next chunk from here on)
+    after_gate();  // (the logits tile is read: GLA_ISSUE_AFTER_GATE loads the group's next chunk from here on)
     if (seg == SEGS - 1) store_gamma_last(s, d, gl);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
@@ -1691,7 +1698,7 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
 // from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. `after_gate` runs once the
-// thread has read the logits tile (GLA_EARLY_ISSUE: the group's next chunk is loaded from there on).
+// thread has read the logits tile (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
 template <class G, class AfterGate>
 __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
@@ -2133,8 +2140,8 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_c
 // for the other one and refill a slot whose chunk the consumers have not read (tests/ws_protocol.rs models it).
 constexpr int BAR_CONSUMERS = 1, BAR_PRODUCERS = 2, BAR_FULL = 4, BAR_EMPTY = 4 + STAGES;
 // EMPTY barrier of slot b that producer group g waits on before refilling it. Where every slot belongs to one group
-// (STAGES a multiple of PG: slot j mod STAGES, group j mod PG) one barrier a slot; else one a (slot, group).
-constexpr bool SLOT_PER_GROUP = STAGES % PG == 0 && PG > 1;
+// (SLOT_PER_GROUP: STAGES a multiple of PG, slot j mod STAGES, group j mod PG) one barrier a slot; else one a
+// (slot, group).
 constexpr int EMPTY_BARS = SLOT_PER_GROUP ? STAGES : STAGES * PG;
 __device__ __forceinline__ int bar_empty(int b, int g) { return SLOT_PER_GROUP ? BAR_EMPTY + b : BAR_EMPTY + b * PG + g; }
 static_assert(PG == 1 || PG == 2, "one or two producer groups");
@@ -2142,26 +2149,14 @@ static_assert(BAR_EMPTY + EMPTY_BARS <= 16, "sm_90 has 16 named barriers");
 static_assert(!GLA_MID_ISSUE || (SLOT_PER_GROUP && GLA_TMA), "mid-chunk loads: a group's slots are its own");
 // TMA with two groups needs every slot to be one group's: else a group's warps, past publishing chunk j, wait for
 // chunk j + 2 on the slot of the other group's chunk j − 1, and if that copy has not landed the mbarrier is still in
-// the phase whose parity they ask for — the wait passes on stale data (H200, 2026-12-02j: the three-slot per-key
+// the phase whose parity they ask for — the wait passes on stale data (on the H200 the three-slot per-key
 // w8p8x2g hung; tests/ws_protocol.rs reproduces it).
 static_assert(!(GLA_TMA && PG == 2) || SLOT_PER_GROUP, "two TMA producer groups: four slots (a slot holds one group's chunks)");
 static_assert(!GLA_X_PER_GROUP || GLA_MID_ISSUE, "per-group logits tiles: loaded after the gate");
-// Two producer groups run one copy of the producer code (SharedGroup: the group from threadIdx.x) unless
-// GLA_ONE_PRODUCER_COPY is 0 (a Group type, so a copy, a group: the form before 2026-12-02m; kept for A/B runs through
-// GLA_NVRTC_EXTRA).
-#ifndef GLA_ONE_PRODUCER_COPY
-#define GLA_ONE_PRODUCER_COPY 1
-#endif
-// Per key with the producers' wgmma scores and mid-chunk loads: a group issues its next chunk as soon as its threads
-// have read this chunk's logits (after the gate, before the decays) instead of after the decays — the load then has
-// the decays and the scores to land in, not the scores alone (ncu 2026-12-03n: the producers waited 5.7 % of their
-// samples on the TMA mbarrier at a chunk's start). The group's threads arrive on BAR_XREAD + group once they have
-// read the logits tile; the issuing warp waits there before its TMA overwrites it. `-DGLA_EARLY_ISSUE=0` (through
-// GLA_NVRTC_EXTRA) builds the form before 2026-12-03o, for A/B runs.
-#ifndef GLA_EARLY_ISSUE
-#define GLA_EARLY_ISSUE 1
-#endif
-#define GLA_ISSUE_AFTER_GATE (GLA_EARLY_ISSUE && GLA_MID_ISSUE && GLA_WG_SCORES && KEY_GATE == GATE_PER_KEY)
+// GLA_ISSUE_AFTER_GATE (per key with the producers' wgmma scores and mid-chunk loads): a group issues its next chunk
+// as soon as its threads have read this chunk's logits (after the gate, before the decays) instead of after the
+// decays — the load then has the decays and the scores to land in, not the scores alone. The group's threads arrive
+// on BAR_XREAD + group once they have read the logits tile; the issuing warp waits there before its TMA overwrites it.
 typedef Group<NT, 0, BAR_CONSUMERS> Consumers;  // warps 0 .. NW−1: hold S, compute O and the state update
 // Slot b of the ring: the chunk inputs (stage b) and the per-chunk results the consumers read (A, A_lo, Γ_L / Γ);
 // producer group g's own Γ tile (per key) and segment totals.
@@ -2218,17 +2213,8 @@ __device__ __forceinline__ unsigned char* smem_base(unsigned char* raw) {
 }
 
 #if GLA_WGMMA
-// Registers a thread of each role may use (setmaxnreg; multiples of 8): the CTA's share of the register file (168
-// a thread at 384 threads, 128 at 512 or at 256 with two CTAs an SM), split so that the consumers keep 160 (120
-// when Sᵀ reaches the output product through shared memory; 104 with two CTAs an SM) and the producers (per key:
-// Γ of their rows in registers plus the swizzled addresses) get the rest. The scalar gates' TMA variants take no
-// split (168 each: their consumers spill at 160). Without the split (REG_SPLIT 0) every thread has the cap.
-constexpr int REG_FILE = 65536 / CTAS_PER_SM;  // registers of one CTA's share of the SM
-constexpr int REG_CAP = (REG_FILE / (NT + PT)) / 8 * 8 > 255 ? 255 : (REG_FILE / (NT + PT)) / 8 * 8;
-constexpr int REG_CONSUMER = CTAS_PER_SM > 1 ? 104 : GLA_WG_SMEM_S ? 120 : (GLA_WG_SCORES && PG == 2) ? 144 : (GLA_TMA && KEY_GATE != GATE_PER_KEY) ? 168 : 160, REG_PRODUCER = ((REG_CAP * (NT + PT) - REG_CONSUMER * NT) / PT) / 8 * 8;
-// Usually the producers get more than the cap (the consumers give some up); with two per-key producer warpgroups
-// beside register-resident Sᵀ (8 + 8 warps, 128 a thread) the consumers get more and the producers fewer.
-constexpr bool REG_SPLIT = REG_CAP < 200 && REG_PRODUCER != REG_CAP && REG_PRODUCER >= 24 && REG_PRODUCER <= 256;
+// Registers a thread of each role may use (setmaxnreg; multiples of 8): REG_CAP, REG_CONSUMER, REG_PRODUCER and
+// REG_SPLIT come from the host (`features::register_split`). Without the split every thread has the cap.
 __device__ __forceinline__ void regs_producer() {
     if constexpr (REG_SPLIT && REG_PRODUCER > REG_CAP) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
     if constexpr (REG_SPLIT && REG_PRODUCER < REG_CAP) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REG_PRODUCER));
@@ -2269,7 +2255,7 @@ typedef unsigned WgStateA[DK / 16][4];
 // descriptor of the tile's base without carrying into the other fields: one add per k-step.)
 // (The start address is a 14-bit field: the shared address is masked to the CTA's 256 KB window first — in a
 // cluster launch the address the conversion gives carries the CTA's rank in its high bits, which unmasked would
-// land in the leading-byte-offset field: call 3 of 2026-12-02l, slice 1's state.)
+// land in the leading-byte-offset field and corrupt slice 1's state.)
 __device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
     const unsigned long long base = (unsigned long long)((smem_u32(tile) & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
                                     ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
@@ -2455,12 +2441,7 @@ __device__ __forceinline__ void xbar_wait(unsigned bar, unsigned parity) {  // a
 __device__ __forceinline__ void xbar_arrive_remote(unsigned cluster_bar) {  // release at cluster scope
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
 }
-// (H200, 8×4096×8×256, 2026-12-02l call 5: split GLA 0.607 / 0.608 ms vs 0.630 / 0.630 one-way; Mamba-2 0.558 /
-// 0.557 vs 0.491 / 0.491 — the split for per-key gates, one-way for scalar ones. -DKS_XCH_SPLIT=0/1 overrides.)
-#ifndef KS_XCH_SPLIT
-#define KS_XCH_SPLIT (KEY_GATE == GATE_PER_KEY)
-#endif
-constexpr unsigned XCH_T = KS_XCH_SPLIT ? 128 : NT;  // threads that exchange through one CTA's tile
+constexpr unsigned XCH_T = XCH_SPLIT ? 128 : NT;  // threads that exchange through one CTA's tile
 // Before the roles start: XFULL, XEMPTY initialised, and visible to the other CTA before either arrives remotely.
 __device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
     unsigned ranks;
@@ -2476,15 +2457,15 @@ __device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
 __device__ __forceinline__ void ks_cluster_exit() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
-// Stage ks_exchange (consumers, chunk j of the segment). KS_XCH_SPLIT (per-key gates): the CTA of rank w finishes
+// Stage ks_exchange (consumers, chunk j of the segment). XCH_SPLIT (per-key gates): the CTA of rank w finishes
 // consumer warpgroup w's 64 value columns — the other CTA's warpgroup w hands its partial over — so each CTA sends
 // one warpgroup's partial, receives one and writes half of O (XFULL / XEMPTY: 128 arrivals a phase). Otherwise slice
 // 1 hands all of x over and slice 0 writes O (NT arrivals). Returns whether this thread writes its part of O.
 __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, int j, float (&x)[C / 2]) {
-    static_assert(C % 8 == 0 && (!KS_XCH_SPLIT || NWG == 2), "16-byte vectors of the accumulators; two consumer warpgroups");
+    static_assert(C % 8 == 0 && (!XCH_SPLIT || NWG == 2), "16-byte vectors of the accumulators; two consumer warpgroups");
     const unsigned full = smem_u32(smem + OFF_XBAR), empty = full + 8;
     const unsigned rank = sq.head & 1;                                  // = %cluster_ctarank (slice)
-    const unsigned to = KS_XCH_SPLIT ? (unsigned)wg_index() : 0u;        // the CTA that finishes these columns
+    const unsigned to = XCH_SPLIT ? (unsigned)wg_index() : 0u;        // the CTA that finishes these columns
     const unsigned mine = smem_u32(smem + OFF_XCH) + 16 * (threadIdx.x % XCH_T);  // vector u at + 16 · XCH_T · u
     if (rank != to) {                                                    // sender
         if (j > 0) xbar_wait(empty, (j - 1) & 1);                        // the receiver has read chunk j − 1's partial
@@ -2513,7 +2494,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
     float x[C / 2];
-#if KEY_GATE != GATE_PER_KEY && GLA_SCALAR_ROWS
+#if GLA_ROWS_SCALED
     // Row-scaled chunks (scalar gates, see rows_scaled): O_i = exp(Γ_i) · o_i; element e is token 8 (e >> 2) + 2 t + (e & 1).
     {
         const bool rows = rows_scaled(s.G[C - 1]);
@@ -2579,7 +2560,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 //   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
 // Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves. (Interleaving Q̃'s and K̃'s 8-row
 // groups so that all four warps store A — B then the odd groups, a 2048-byte group stride — measured slower:
-// 0.318 vs 0.302 ms at 8×4096×16×128, benches/NOTES.md 2026-12-02i.)
+// 0.318 vs 0.302 ms at 8×4096×16×128, benches/NOTES.md.)
 template <class P>
 __device__ __forceinline__ void wg_scores(const Tiles& s) {
     static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
@@ -2611,19 +2592,12 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 }
 #endif
 
-// STATES_ISSUE_AHEAD: with two TMA producer groups (every slot one group's) the segment-state pass issues a group's
+// STATES_ISSUE_AHEAD (two TMA producer groups, every slot one group's): the segment-state pass issues a group's
 // next chunk at the top of the current one, so the load has the gate and K̂ to land in, not K̂ alone (per key) or
 // nothing at all (scalar gates, which issued after publishing). Per key that needs the logits out of the group's
 // one logits tile, which the next load would overwrite before this chunk's gate has read it: the state pass loads
 // no q, so its logits land in the slot's q tile (same shape and swizzle); the scalar gates' logits are in registers
-// already (GLA_REG_LOGIT). ncu 2026-12-04q: that pass ran at 1.3 µs a chunk and half the DRAM peak — latency, not
-// work (moving K̂ to the idle consumers made it slower). The host's mirror of this condition is
-// `writer::two_tma_groups`, which picks the shorter lead (`gla_codegen::lead_permille`). `-DGLA_STATES_AHEAD=0`
-// through GLA_NVRTC_EXTRA builds the form before 2026-12-04q, for A/B runs.
-#ifndef GLA_STATES_AHEAD
-#define GLA_STATES_AHEAD 1
-#endif
-constexpr bool STATES_ISSUE_AHEAD = GLA_STATES_AHEAD && GLA_TMA && PG == 2;
+// already (GLA_REG_LOGIT). The host's lead segment is shorter for these variants (`Features::lead_permille`).
 
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
@@ -2757,16 +2731,15 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     }
 }
 
-// The producer warps: regs_producer, then the group(s) — one copy of the code for two groups (SharedGroup) unless
-// GLA_ONE_PRODUCER_COPY is 0. (A template, so that the form not taken is not instantiated.)
+// The producer warps: regs_producer, then the group(s) — one copy of the code for two groups (SharedGroup: the group
+// and a thread's rank from threadIdx.x), so the SM's instruction caches hold one producer body, not two.
 template <bool STATES>
 __device__ __forceinline__ void run_producers(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int role_warp, int head) {
     regs_producer();                                         // (one warpgroup: both producer groups)
-    if constexpr (PG > 1 && GLA_ONE_PRODUCER_COPY) {
+    if constexpr (PG > 1) {
         produce<SharedGroup<PGT, NT, BAR_PRODUCERS>, STATES>(a, smem, sq, c0, nchunks, (role_warp - NT / 32) / (PGT / 32), fixed_gate(a, head));
     } else {
-        if (role_warp >= (NT + PGT) / 32) produce<Group<PGT, NT + PGT, BAR_PRODUCERS + 1>, STATES>(a, smem, sq, c0, nchunks, 1, fixed_gate(a, head));
-        else produce<Group<PGT, NT, BAR_PRODUCERS>, STATES>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
+        produce<Group<PGT, NT, BAR_PRODUCERS>, STATES>(a, smem, sq, c0, nchunks, 0, fixed_gate(a, head));
     }
 }
 

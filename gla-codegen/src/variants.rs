@@ -1,0 +1,397 @@
+//! The variant space: which [`KernelSpec`]s are valid ([`KernelSpec::new`] / [`KernelSpec::validate`]), the default
+//! a problem runs when nothing else is chosen ([`KernelSpec::default_for`]) and the autotuner's candidates
+//! ([`all_variants`]).
+
+use crate::features::Features;
+use crate::spec::{specialised_dim, KernelSpec, Pass, Tiles, MAX_SMEM_BYTES, SMEM_PER_SM, SMEM_RESERVED_PER_CTA};
+use gla_core::{DType, Gate, GateShape, GlaError};
+
+impl KernelSpec {
+    /// The same variant with key split `ks` (1 or 2), validated.
+    pub fn with_key_split(self, ks: u32) -> Result<Self, GlaError> {
+        let s = KernelSpec { key_split: ks, cluster: false, ..self };
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// The same variant with key split 2 as a 2-CTA cluster exchanging the slices' partial outputs over
+    /// distributed shared memory ([`KernelSpec::cluster`]), validated.
+    pub fn with_cluster_key_split(self) -> Result<Self, GlaError> {
+        let s = KernelSpec { key_split: 2, cluster: true, ..self };
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Validate and build a spec. Errors name the bad field and the allowed values.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        gate: &'static dyn Gate,
+        dtype: DType,
+        chunk: u32,
+        sub_chunk: u32,
+        dk: u32,
+        dv: u32,
+        materialize: bool,
+        tiles: Tiles,
+    ) -> Result<Self, GlaError> {
+        let s = KernelSpec { gate, pass: Pass::Forward, chunk, sub_chunk, dk, dv, materialize, dtype, tiles, key_split: 1, cluster: false };
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
+    /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
+    /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
+    /// 128-wide value tile per head, 8 consumer warps on wgmma and TMA loads: 4 producer warps in two groups for
+    /// scalar gates, 8 in two groups of one warpgroup for per-key gates (2026-12-01, fifth and eighth sessions;
+    /// 2026-12-02, tenth; where it does not apply, i.e. d_v < 128, the
+    /// mma.sync kernels of the third and fourth); bf16/f16 at d = 64 → 4 + 4 warps on wgmma with two CTAs an SM,
+    /// d_k = 256 (per-key and scalar gates) → the d = 128 kernel on two key slices as a 2-CTA cluster (key_split 2,
+    /// `cluster`; eighth and twelfth sessions); otherwise
+    /// (2026-12-01, second session): d = 128 →
+    /// C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
+    /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
+    /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
+    /// is full. Where a choice does not fit (f32 needs more shared memory) the next
+    /// smaller configuration is taken.
+    pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
+        let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
+        let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
+        let per_key = gate.shape() == GateShape::PerKey;
+        // (chunk, block_v, warps, producer warps, producer groups, wgmma) in order of preference.
+        let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
+        let mut prefs: Vec<(u32, u32, u32, u32, u32, bool)> = Vec::new();
+        // d = 64 (H200, 8×4096×32×64, 2026-12-01h): 4 + 4 warps on wgmma, two CTAs an SM (GLA 0.277 ms vs 0.384 for
+        // the best one-CTA kernel; Mamba-2 0.213 vs 0.230).
+        if ws && kd == 64 {
+            prefs.push((32, 64, 4, 4, 1, true));
+        }
+        if ws && kd == 128 {
+            // Warp-specialised, H200 measurements at 8×4096×16×128 (2026-12-01e): C 32, 8 consumer + 4 producer
+            // warps in one group, consumers on wgmma (Mamba-2 0.240 ms vs 0.262 ms for the best mma.sync kernel,
+            // GLA 0.361 vs 0.364 ms); then the mma.sync kernels of 2026-12-01c/d: scalar gates in two producer
+            // groups on alternate chunks, per-key gates in one.
+            // Scalar gates: two producer groups with TMA loads first (2026-12-01h: Mamba-2 0.232 ms vs 0.240).
+            // Per-key gates: 8 + 8 warps, two producer groups of one warpgroup each, four slots (2026-12-02j, call 2:
+            // GLA 0.293 ms vs 0.302 for 8 + 4; 2×16384 0.475 vs 0.518).
+            prefs.push(if per_key { (32, 128, 8, 8, 2, true) } else { (32, 128, 8, 4, 2, true) });
+            prefs.push((32, 128, 8, 4, 1, true));
+            if !per_key {
+                prefs.push((32, 128, 8, 4, 2, false));
+            }
+            prefs.push((32, 128, 8, 4, 1, false));
+        }
+        let plain = |(c, bv, w, p, g): (u32, u32, u32, u32, u32)| (c, bv, w, p, g, false);
+        prefs.extend(
+            match kd {
+                64 => vec![if per_key { (32, 64, 4, 0, 1) } else { (64, 64, 8, 0, 1) }, (32, 64, 4, 0, 1)],
+                128 => vec![(64, 128, if per_key { 16 } else { 8 }, 0, 1), (32, 64, 8, 0, 1)],
+                _ => vec![if per_key { (32, 64, 8, 0, 1) } else { (64, 64, 8, 0, 1) }],
+            }
+            .into_iter()
+            .map(plain),
+        );
+        prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)].into_iter().map(plain));
+        // d_k = 256: two 128-column key slices on the d = 128 wgmma kernel as one 2-CTA cluster exchanging the
+        // partial outputs over DSMEM (2026-12-02l, 8×4096×8×256: GLA 0.624 ms vs 0.813 for the key split through
+        // global memory, which was 0.811 vs 1.572 for the best d = 256 kernel in 2026-12-01h; Mamba-2 0.489 vs 0.634).
+        // Per key 4 producer warps in one group, scalar gates 4 in two.
+        if ws && kd == 256 && vd >= 128 && dk % 2 == 0 {
+            let groups = if per_key { 1 } else { 2 };
+            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: groups, wgmma: true, ctas_per_sm: 1 };
+            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_cluster_key_split().or_else(|_| s.with_key_split(2))) {
+                return Ok(s);
+            }
+        }
+        let mut first_err = None;
+        for (chunk, bv, warps, producer_warps, producer_groups, wgmma) in prefs {
+            // Two CTAs an SM wherever they fit (d = 64, 256 threads).
+            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma, ctas_per_sm: 1 };
+            let two = Tiles { ctas_per_sm: 2, ..tiles };
+            let spec = KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, two).or_else(|_| KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles));
+            match spec {
+                Ok(s) => return Ok(s),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        Err(first_err.expect("at least one candidate"))
+    }
+
+    /// Check the spec against the supported space.
+    pub fn validate(&self) -> Result<(), GlaError> {
+        let bad = |msg: String| Err(GlaError::Unsupported { variant: self.id(), msg });
+        if ![32, 64, 128].contains(&self.chunk) {
+            return bad(format!("chunk size C must be 32, 64 or 128, got {}", self.chunk));
+        }
+        if ![16, 32].contains(&self.sub_chunk) || self.chunk % self.sub_chunk != 0 {
+            return bad(format!("sub-chunk c must be 16 or 32 and divide C = {}, got {}", self.chunk, self.sub_chunk));
+        }
+        for (n, d) in [("d_k", self.dk), ("d_v", self.dv)] {
+            if ![64, 128, 256].contains(&d) {
+                return bad(format!("specialised {n} must be 64, 128 or 256, got {d}"));
+            }
+        }
+        if ![16, 32, 64, 128].contains(&self.tiles.block_v) || self.tiles.block_v > self.dv {
+            return bad(format!("block_v must be 16, 32, 64 or 128 and <= d_v = {}, got {}", self.dv, self.tiles.block_v));
+        }
+        if ![4, 8, 16].contains(&self.tiles.warps) {
+            return bad(format!("warps must be 4, 8 or 16, got {}", self.tiles.warps));
+        }
+        if !self.tiles.specialised() && self.tiles.producer_groups != 1 {
+            return bad(format!("producer_groups must be 1 without producer warps, got {}", self.tiles.producer_groups));
+        }
+        if self.tiles.specialised() {
+            let p = self.tiles.producer_warps;
+            if ![4, 8].contains(&p) {
+                return bad(format!("producer_warps must be 0 (no warp specialisation), 4 or 8, got {p}"));
+            }
+            if ![1, 2].contains(&self.tiles.producer_groups) || (p / self.tiles.producer_groups) % 2 != 0 {
+                return bad(format!(
+                    "producer_groups must be 1 or 2 and leave an even number of warps in each group, got {} for {p} producer warps",
+                    self.tiles.producer_groups
+                ));
+            }
+            if self.tiles.warps > 8 {
+                return bad(format!("a warp-specialised CTA has at most 8 consumer warps, got {}", self.tiles.warps));
+            }
+            if self.materialize {
+                return bad("warp specialisation is a fused (materialize off) plan; use producer_warps = 0".into());
+            }
+            if self.dtype == DType::F32 {
+                return bad("warp specialisation needs a tensor-core dtype (bf16 or f16); use producer_warps = 0 for f32".into());
+            }
+            if self.shape() == GateShape::PerValue {
+                return bad("warp specialisation supports per-key, per-head and fixed gates, not per-value; use producer_warps = 0".into());
+            }
+        }
+        if self.tiles.wgmma {
+            let t = &self.tiles;
+            if !t.specialised() {
+                return bad("wgmma consumers need a warp-specialised variant (producer_warps 4 or 8)".into());
+            }
+            if t.block_v != 16 * t.warps {
+                return bad(format!(
+                    "wgmma consumers hold 64 value columns per warpgroup of 4 warps: block_v must be 16 · warps = {}, got {}",
+                    16 * t.warps,
+                    t.block_v
+                ));
+            }
+            if self.dk > 128 {
+                return bad(format!("wgmma consumers keep the d_k x 64 state of a warpgroup in registers: d_k must be 64 or 128, got {}", self.dk));
+            }
+            if self.chunk != 32 {
+                return bad(format!("wgmma consumers run C = 32 (the output and state accumulators of C 64 do not fit beside the state), got C = {}", self.chunk));
+            }
+        }
+        match self.key_split {
+            1 => {}
+            2 => {
+                if self.shape() == GateShape::PerValue || !self.tiles.wgmma {
+                    return bad(format!(
+                        "key split 2 needs a per-key, per-head or fixed gate (the decay of a state row does not depend on the value column) and wgmma consumers, got a {} gate{}",
+                        self.shape(),
+                        if self.tiles.wgmma { "" } else { " without wgmma" }
+                    ));
+                }
+            }
+            n => return bad(format!("key_split must be 1 or 2, got {n}")),
+        }
+        if self.cluster && (self.key_split != 2 || !self.tiles.specialised() || self.materialize || self.tiles.ctas_per_sm != 1) {
+            return bad(format!(
+                "a cluster key split pairs the two key slices of a head in one 2-CTA cluster: it needs key_split 2, a fused warp-specialised variant and one CTA an SM, got key_split {}, {}, {} CTA(s) an SM",
+                self.key_split,
+                if self.materialize { "materialize" } else if self.tiles.specialised() { "warp-specialised" } else { "not warp-specialised" },
+                self.tiles.ctas_per_sm
+            ));
+        }
+        let features = Features::of(self);
+        let smem = features.smem.total;
+        match self.tiles.ctas_per_sm {
+            1 => {}
+            2 => {
+                if !self.tiles.specialised() || self.tiles.threads() != 256 {
+                    return bad(format!(
+                        "two CTAs an SM need a warp-specialised variant of 256 threads (at most 128 registers a thread), got {} threads{}",
+                        self.tiles.threads(),
+                        if self.tiles.specialised() { "" } else { " without producer warps" }
+                    ));
+                }
+                if self.dk != 64 {
+                    return bad(format!(
+                        "two CTAs an SM (128 registers a thread) fit d_k = 64 only (at d_k = {} the kernel spills): use ctas_per_sm = 1",
+                        self.dk
+                    ));
+                }
+                if 2 * (smem + SMEM_RESERVED_PER_CTA) > SMEM_PER_SM {
+                    return bad(format!(
+                        "two CTAs an SM need 2 × ({smem} + {SMEM_RESERVED_PER_CTA}) B of shared memory, over the SM's {SMEM_PER_SM} B: use ctas_per_sm = 1"
+                    ));
+                }
+            }
+            n => return bad(format!("ctas_per_sm must be 1 or 2, got {n}")),
+        }
+        if smem > MAX_SMEM_BYTES {
+            return bad(format!(
+                "needs {} B of shared memory, over the {} B an sm_90 CTA can have: use a smaller chunk or block_v",
+                smem, MAX_SMEM_BYTES
+            ));
+        }
+        let stages = features.smem.stages;
+        if self.cluster && features.two_tma_groups && stages < 4 {
+            return bad(format!(
+                "two TMA producer groups need four slots, and with the cluster key split's exchange tile only {stages} fit: use one producer group"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Every supported forward variant of `gate` (the autotuner's search space), in a deterministic order.
+/// Combinations that do not fit in shared memory are left out. Scalar and fixed gates do not use sub-chunks, so
+/// they get one sub-chunk size only.
+pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
+    // Per-key and per-value gates decompose with sub-chunks (§4.3); scalar and fixed gates do not.
+    let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
+    let mut out = Vec::new();
+    for dtype in DType::ALL {
+        for d in [64u32, 128, 256] {
+            for chunk in [32u32, 64, 128] {
+                for sub_chunk in [16u32, 32] {
+                    if chunk % sub_chunk != 0 || (scalar && sub_chunk != 16) {
+                        continue;
+                    }
+                    for materialize in [false, true] {
+                        for block_v in [32u32, 64, 128] {
+                            for warps in [4u32, 8, 16] {
+                                if d == 256 && warps == 4 {
+                                    continue; // the d_k x block_v state would not fit in 4 warps' registers
+                                }
+                                // d = 256 with 32-wide value tiles: 8 tiles per head repeat the gate and scores 8×
+                                // (2× slower than 64-wide on the H200) and per-key C 64 spills.
+                                if d == 256 && block_v == 32 {
+                                    continue;
+                                }
+                                // 16 warps (4 per scheduler, at most 128 registers a thread) at d = 128 with wide
+                                // tiles and tensor-core dtypes only: f32's CUDA-core path and d = 256 spill there.
+                                if warps == 16 && (d != 128 || block_v < 64 || dtype == DType::F32) {
+                                    continue;
+                                }
+                                // One 128-wide value tile per head (no per-tile repeat of the gate, scores and
+                                // decays) where the d_k x 128 state fits in the registers: d = 128 with 8 or 16
+                                // warps (64 / 32 registers a thread). (d = 256 with 16 warps spills ~400 B.)
+                                if block_v == 128 && !(d == 128 && warps >= 8) {
+                                    continue;
+                                }
+                                let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
+                                    out.push(s);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Warp-specialised fused variants (tensor-core dtypes; per-key, per-head and fixed gates): C 32 / 64, one
+    // sub-chunk size, consumer x producer warps 4x4, 8x4, 8x8; value tiles 64 (any d) and 128 (d = 128, 8
+    // consumers). Left out where the slot ring does not fit in shared memory or the registers spill.
+    if gate.shape() != GateShape::PerValue {
+        for dtype in [DType::BF16, DType::F16] {
+            for d in [64u32, 128, 256] {
+                for chunk in [32u32, 64] {
+                    for block_v in [64u32, 128] {
+                        for (warps, producer_warps, producer_groups) in [(4u32, 4u32, 1u32), (8, 4, 1), (8, 8, 1), (8, 4, 2), (8, 8, 2)] {
+                            if block_v > d || (block_v == 128 && (d != 128 || warps != 8)) || (d == 256 && warps == 4) {
+                                continue;
+                            }
+                            // 8 + 8 warps: 128 registers a thread; the consumers' state spills beyond d_k x BV =
+                            // 128 x 128 at C 32 or 64 x 64 at C 64 (ptxas; setmaxnreg does not raise its limit).
+                            if producer_warps == 8 && (d == 256 || (d == 128 && chunk == 64)) {
+                                continue;
+                            }
+                            // Two producer groups (two Γ tiles): d = 128 at C 32 only (elsewhere the ring no longer
+                            // has three slots or the registers spill).
+                            if producer_groups == 2 && (d != 128 || chunk != 32) {
+                                continue;
+                            }
+                            // Per-key gates, 8 + 8 warps (128 registers a thread) with one 128-wide tile at C 32, or
+                            // 64-wide at C 64 and d = 64: their producers spill 12–136 B since the stages address
+                            // tiles through the layout functions (2026-12-01e; v8 fitted exactly). Left out: the
+                            // strict no-spill rule stands, and they were never the fastest (GLA 0.40–0.44 ms at
+                            // 8×4096×16×128 against 0.365 for w8p4g).
+                            let per_key = gate.shape() == GateShape::PerKey;
+                            let spills_8x8 = per_key
+                                && warps == 8
+                                && producer_warps == 8
+                                && ((d == 128 && chunk == 32 && block_v == 128) || (d == 64 && chunk == 64 && block_v == 64));
+                            let tiles = Tiles { block_v, warps, producer_warps, producer_groups, wgmma: false, ctas_per_sm: 1 };
+                            if !spills_8x8 {
+                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                    out.push(s);
+                                }
+                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, Tiles { ctas_per_sm: 2, ..tiles }) {
+                                    out.push(s);
+                                }
+                            }
+                            // The same with wgmma consumers where they apply (C 32, 64 value columns per consumer
+                            // warpgroup, d <= 128; at 8 + 8 warps Sᵀ reaches the output product through shared
+                            // memory, see writer::wg_smem_s).
+                            let tiles = Tiles { wgmma: true, ..tiles };
+                            // Register fits (ptxas, no spill): 8 + 8 warps leave the producers 136 registers a thread
+                            // (the consumers keep 120) — enough for one group of scalar-gate producers only; per-key
+                            // producers in two groups of two warps spill at any warp count (416 B). (Per-key 8 + 8 with
+                            // the tf32 wgmma scores split over two producer warpgroups was built and measured in
+                            // 2026-12-01g, call 1: 0.441 vs 0.345 ms for w8p4g at 8×4096×16×128 — a second warp a
+                            // scheduler does not hide the gate's MUFU latency — and removed again.)
+                            let sixteen_warps = warps + producer_warps > 12;
+                            let two_groups = producer_groups > 1;
+                            // Per key, two groups of one warpgroup each (8 + 8, C 32, one 128-wide tile): two producer
+                            // warps a scheduler on alternate chunks, the consumers' Sᵀ in registers (144 / 112 split).
+                            let per_key_x2 = per_key && sixteen_warps && two_groups && d == 128 && chunk == 32 && block_v == 128;
+                            if !per_key_x2 && ((per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups)) {
+                                continue;
+                            }
+                            // Scalar gates, 8 + 8 warps, one 128-wide tile at d = 128: since the state pass also runs
+                            // the lead segment's fused forward (2026-12-02k) its kernel spills 56–64 B; the best
+                            // variant at no shape measured (Mamba-2 w8p8g 0.263 ms vs 0.221 for w8p4x2g), left out.
+                            if !per_key && sixteen_warps && !two_groups && d == 128 && block_v == 128 {
+                                continue;
+                            }
+                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                out.push(s);
+                            }
+                            // Two CTAs an SM where 256 threads' shared memory fits twice (d = 64).
+                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, Tiles { ctas_per_sm: 2, ..tiles }) {
+                                out.push(s);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Key split 2 (d_k = 256): each head as two 128-column key slices on the d = 128 kernel with one 128-wide value
+    // tile (8 consumer warps on wgmma; per key 4 producer warps, or 8 in two groups; scalar gates 4 in two groups),
+    // f32 partial outputs summed by gla_fwd_ksum — and each also as a 2-CTA cluster whose slices exchange the
+    // partial outputs over DSMEM (where the exchange tile fits beside the slots). (The chunkwise form is linear in the key columns and a scalar
+    // gate's decay is the same for every key row, so the slices' O_s = Q̃_s S_s + (Q_s K_sᵀ ⊙ D) V add up to O.)
+    if gate.shape() != GateShape::PerValue {
+        let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey { &[(4, 1), (8, 2)] } else { &[(4, 2)] };
+        for dtype in [DType::BF16, DType::F16] {
+            for &(producer_warps, producer_groups) in groups {
+                let tiles = Tiles { block_v: 128, warps: 8, producer_warps, producer_groups, wgmma: true, ctas_per_sm: 1 };
+                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles).and_then(|s| s.with_key_split(2)) {
+                    out.push(s);
+                    // The same as a 2-CTA cluster (where its exchange tile fits in shared memory).
+                    if let Ok(c) = s.with_cluster_key_split() {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
