@@ -4,7 +4,7 @@
 //! configuration as `constexpr`s and macros; element-type conversions; the gate's device functions (from the
 //! macro); the prelude (argument struct, tensor-core tile product); the stages; the entry points.
 
-use crate::features::{Features, Issue, COMBINE_PER};
+use crate::features::{Family, Features, Issue, COMBINE_PER};
 use crate::plan::{GridAxis, KernelLaunch, LaunchPlan};
 use crate::spec::KernelSpec;
 use gla_core::{DType, GateShape};
@@ -12,7 +12,34 @@ use std::fmt::Write;
 
 const PRELUDE: &str = include_str!("cuda/prelude.cuh");
 const STAGES: &str = include_str!("cuda/stages.cuh");
-const KERNELS: &str = include_str!("cuda/kernels.cuh");
+/// The entry points, one template per kernel family (`Features::family`), each a short tile program over the stages.
+mod family {
+    pub const COMMON: &str = include_str!("cuda/kernels_common.cuh");
+    pub const SCAN: &str = include_str!("cuda/scan.cuh");
+    pub const FUSED: &str = include_str!("cuda/fused.cuh");
+    pub const WS_RING: &str = include_str!("cuda/ws_ring.cuh");
+    pub const WS_WGMMA: &str = include_str!("cuda/ws_wgmma.cuh");
+    pub const WS: &str = include_str!("cuda/ws.cuh");
+    pub const COMBINE: &str = include_str!("cuda/combine.cuh");
+    pub const MATERIALIZED: &str = include_str!("cuda/materialized.cuh");
+    pub const KSUM: &str = include_str!("cuda/ksum.cuh");
+}
+
+/// The templates of `f`'s kernel family, in the order they are emitted.
+pub fn family_templates(f: &Features) -> Vec<&'static str> {
+    use family::*;
+    let mut t = vec![COMMON];
+    match f.family {
+        Family::Materialized => t.push(MATERIALIZED),
+        Family::Fused => t.extend([SCAN, FUSED, COMBINE]),
+        Family::WarpSpecialised => t.extend([SCAN, WS_RING, WS, COMBINE]),
+        Family::WarpSpecialisedWgmma => t.extend([SCAN, WS_RING, WS_WGMMA, WS, COMBINE]),
+    }
+    if f.key_split > 1 && !f.cluster {
+        t.push(KSUM);
+    }
+    t
+}
 
 /// Source and launch plan of one variant.
 #[derive(Clone, Debug)]
@@ -149,7 +176,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "constexpr int PG = {}, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one",
         spec.tiles.producer_groups
     );
-    let _ = writeln!(w, "#define GLA_WS {}", spec.tiles.specialised() as u32);
     let _ = writeln!(
         w,
         "#define GLA_WGMMA {}    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout",
@@ -198,7 +224,6 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     };
     let _ = writeln!(w, "#define KEY_GATE {kg}");
     let _ = writeln!(w, "#define SPLIT_A {}      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)", f.split_a as u32);
-    let _ = writeln!(w, "#define GLA_FUSED {}", if spec.materialize { 0 } else { 1 });
     let _ = writeln!(
         w,
         "constexpr int STAGES = {};   // {}",
@@ -282,7 +307,10 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     }
     w.push_str(STAGES);
     let _ = writeln!(w);
-    w.push_str(KERNELS);
+    for t in family_templates(&f) {
+        w.push_str(t);
+        let _ = writeln!(w);
+    }
 
     let bv = spec.tiles.block_v;
     let plan = if spec.materialize {

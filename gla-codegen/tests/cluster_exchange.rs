@@ -1,4 +1,4 @@
-//! A model of the cluster key split's exchange (`ks_exchange` in `src/cuda/kernels.cuh`): two CTAs of one cluster,
+//! A model of the cluster key split's exchange (`ks_exchange` in `src/cuda/ws_wgmma.cuh`): two CTAs of one cluster,
 //! each consumer thread of a sending warpgroup putting its partial output of chunk j into its own vectors of the
 //! receiving CTA's exchange tile, the receiving thread adding it, with two mbarriers per CTA:
 //!   XFULL  (the receiver's): arrived on by every sending thread after its stores (remote `mbarrier.arrive`);

@@ -1,4 +1,4 @@
-//! A model of the warp-specialised kernel's hand-off protocol (`gla_fwd_ws` in `src/cuda/kernels.cuh`): the
+//! A model of the warp-specialised kernel's hand-off protocol (`gla_fwd_ws` in `src/cuda/ws.cuh`): the
 //! consumer warps and one or two producer groups, a ring of `STAGES` slots, named barriers FULL[b] and EMPTY[b].
 //!
 //! Each role is written here as the sequence of barrier operations its loop performs (the same loop structure as
@@ -50,7 +50,7 @@ enum Op {
 fn full(b: usize) -> usize {
     b
 }
-/// EMPTY barrier of slot b for producer group g (kernels.cuh `bar_empty`): one a slot where every slot belongs to
+/// EMPTY barrier of slot b for producer group g (ws_ring.cuh `bar_empty`): one a slot where every slot belongs to
 /// one group (`SLOT_PER_GROUP`: slots a multiple of two groups), else one a (slot, group).
 fn empty(stages: usize, groups: usize, b: usize, g: usize) -> usize {
     if groups > 1 && stages % groups == 0 {
@@ -60,7 +60,7 @@ fn empty(stages: usize, groups: usize, b: usize, g: usize) -> usize {
     }
 }
 
-/// Producer group g's operations (kernels.cuh `produce`).
+/// Producer group g's operations (ws.cuh `produce`).
 fn producer(n: usize, stages: usize, groups: usize, g: usize) -> Vec<Op> {
     producer_with(n, stages, groups, g, false)
 }

@@ -20,7 +20,6 @@ constexpr int CTAS_PER_SM = 1;  // CTAs resident on one SM (__launch_bounds__ of
 #define KSPLIT 1  // key slices a head runs as (grid heads = KSPLIT · H; > 1: f32 partial outputs, gla_fwd_ksum)
 #define KS_CLUSTER 0  // key split 2 as a 2-CTA cluster: the slices add each other's partial outputs over DSMEM (no gla_fwd_ksum)
 constexpr int PG = 2, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alternate chunks), threads of one
-#define GLA_WS 1
 #define GLA_WGMMA 1    // consumers on wgmma.mma_async, q / k / v / A in the 128-byte-swizzled layout
 #define GLA_WG_SMEM_S 0    // wgmma: Sᵀ reaches the output product through shared memory (8 + 8 warps)
 #define GLA_WG_SCORES 0    // per key, C = 32: the producer warpgroup computes the scores as one tf32 wgmma group
@@ -47,7 +46,6 @@ constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taki
 #define GATE_PER_VALUE 4
 #define KEY_GATE GATE_PER_HEAD
 #define SPLIT_A 1      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)
-#define GLA_FUSED 1
 constexpr int STAGES = 4;   // chunk slots in the producer -> consumer ring
 constexpr unsigned STAGE_BYTES = 34816, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576;
 constexpr unsigned OFF_G = 33792, OFF_ST = 139264, OFF_A = 25600, OFF_VT = 0, OFF_ALO = 29696, OFF_GL = 33792;  // 150528 B of shared memory
@@ -1988,7 +1986,9 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
     decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }
 
-#if GLA_FUSED
+// ---------------------------------------------------------------------------------------------------------------
+// Two-level scan over segments of a sequence (the fused families): segment ranges, workspace slots, decays.
+// ---------------------------------------------------------------------------------------------------------------
 // Two-level scan for narrow problems (segs = S > 1): sequence n is cut into S segments of whole chunks — a short
 // lead segment 0 (a.lead thousandths of a later one), then S − 1 equal ones; slot z = n·S + p of the workspace.
 //   pass 1 (gla_fwd_seg_states / gla_fwd_ws_states, p = 0 .. S − 2): p = 0 runs the fused forward of the lead from
@@ -2081,59 +2081,10 @@ __device__ __forceinline__ void store_seg_decay(const FwdArgs& a, int z, int hea
     }
 }
 
-#if !GLA_WS
-// Alg. 1 (right), materialize off: one CTA per (value tile, head, sequence or segment) walks its chunks in order;
-// the state S stays in registers; only q, k, v, gate logits are read and o written. Chunk n+1 loads while chunk n
-// computes.
-// One segment p of sequence n, from seg_init, its final state to seg_fin (both taken where they are used: a pointer
-// held across the chunk loop costs the w16 kernels registers they do not have).
-__device__ __forceinline__ void fused_segment(const FwdArgs& a, unsigned char* smem, int head, int n, int p) {
-    const Tiles s = carve_smem(smem);
-    const Seq sq = locate(a, n, head, blockIdx.x);
-    const float fixed_log_alpha = fixed_gate(a, head);
-    int c0, c1;
-    seg_range(a, sq, p, c0, c1);
-    SRegs S = {};
-    if (const float* init = seg_init(a, n, p, head)) state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
-    if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, true));
-    for (int c = c0; c < c1; ++c) {
-        const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
-        const bool next = c + 1 < c1;
-        elem_t x_next = elem_t(0);
-        if (STAGES >= 2 && next) {
-            x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, true);  // prefetch chunk c+1
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        const bool mild = gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
-        state_to_smem(S, s);                                 // S^T for the inter-chunk product
-        __syncthreads();
-        intra_and_operands(s, b, mild);                      // A = (Q K^T) ⊙ D;  Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-        __syncthreads();
-        output_chunk(a, s, sq, i0, b);                       // O = Q̃ S + A V
-#if KEY_GATE == GATE_PER_VALUE
-        __syncthreads();
-        decay_values_for_state(s, b);                        // V̂ = V ⊙ exp(Γ_L − Γ)  (value gate)
-        __syncthreads();
-#endif
-        state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
-        __syncthreads();
-        if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, true));
-    }
-    if (float* fin = seg_fin(a, n, p, head)) state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
-}
-
-extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_fused(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int head = blockIdx.y;
-    int n, p;
-    seg_of(a, blockIdx.z, false, n, p);
-    fused_segment(a, smem, head, n, p);
-}
-#else
+// ---------------------------------------------------------------------------------------------------------------
+// Family: warp-specialised fused forward — the slot ring between producer and consumer warps, named barriers,
+// register roles.
+// ---------------------------------------------------------------------------------------------------------------
 // Named barriers of the warp-specialised kernel (0 is __syncthreads, unused here): the consumers', one per
 // producer group, FULL[b] per slot and EMPTY[b][g] per slot and producer group. EMPTY is per group because the
 // two groups refill the same slot in turn: on one shared barrier a group running ahead could join the phase meant
@@ -2228,7 +2179,6 @@ __device__ __forceinline__ void regs_producer() {}
 __device__ __forceinline__ void regs_consumer() {}
 #endif
 
-#if GLA_WGMMA
 // ---------------------------------------------------------------------------------------------------------------
 // Consumers on wgmma. Warpgroup wg (4 warps) owns the value columns [64 wg, 64 wg + 64) of the CTA's tile and keeps
 // its part of the state TRANSPOSED, Sᵀ (64 x d_k, f32), in wgmma accumulators. Per chunk, two asynchronous groups:
@@ -2553,7 +2503,6 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
                 if (sq.v0 + col + u < a.dv) dst[u] = src[u];
     }
 }
-#endif
 
 #if GLA_WG_SCORES
 // Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
@@ -2592,6 +2541,9 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 }
 #endif
 
+// ---------------------------------------------------------------------------------------------------------------
+// Family: warp-specialised fused forward — the producer program, the consumer program, the entry points.
+// ---------------------------------------------------------------------------------------------------------------
 // STATES_ISSUE_AHEAD (two TMA producer groups, every slot one group's): the segment-state pass issues a group's
 // next chunk at the top of the current one, so the load has the gate and K̂ to land in, not K̂ alone (per key) or
 // nothing at all (scalar gates, which issued after publishing). Per key that needs the logits out of the group's
@@ -2892,52 +2844,6 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
         store_seg_decay(a, z, head, sq, dec);
     }
 }
-#endif
-
-#if !GLA_WS
-// Two-level scan, pass 1: ΔS_p and Σ Γ_L of segment p (from S = 0; no output).
-extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_states(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int head = blockIdx.y;
-    int n, p;
-    seg_of(a, blockIdx.z, true, n, p);
-    if (p == 0) {                                            // the lead: its output from S_0, and E_0
-        fused_segment(a, smem, head, n, 0);
-        return;
-    }
-    const Tiles s = carve_smem(smem);
-    const Seq sq = locate(a, n, head, blockIdx.x);
-    const float fixed_log_alpha = fixed_gate(a, head);
-    int c0, c1;
-    seg_range(a, sq, p, c0, c1);
-    SRegs S = {};
-    float dec[DEC_PER_THREAD] = {};
-    if (c0 < c1) land_logit(s, 0, issue_chunk(a, s, sq, c0 * C, 0, false));
-    for (int c = c0; c < c1; ++c) {
-        const int b = STAGES >= 2 ? ((c - c0) & 1) : 0, i0 = c * C;
-        const bool next = c + 1 < c1;
-        elem_t x_next = elem_t(0);
-        if (STAGES >= 2 && next) {
-            x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
-        __syncthreads();
-        add_seg_decay(s, dec);                               // Σ Γ_L
-        decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)  (value gate: V̂)
-        __syncthreads();
-        state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
-        __syncthreads();
-        if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
-    }
-    state_global<true>(S, seg_slot(a, n, p, head), a, sq.v0);  // ΔS_p
-    store_seg_decay(a, n * a.segs + p, head, sq, dec);
-}
-#endif
 
 // Two-level scan, the combine (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
 // the segments):  S = E_0;  for p = 1 .. S − 2: S_init(p) = S, S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  S_init(S − 1) = S.
@@ -2988,88 +2894,4 @@ extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_seg_combine(const __
     for (int u = 0; u < COMBINE_PER; ++u)
         if (ok[u]) last[off[u]] = S[u];
 }
-#else
-// Alg. 1 (left), materialize on, kernel 1: walk the chunks in order and write S_[n] (the state entering each chunk).
-extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_states(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const Tiles s = carve_smem(smem);
-    const int head = blockIdx.y, n = blockIdx.z;
-    const Seq sq = locate(a, n, head, blockIdx.x);
-    const float fixed_log_alpha = fixed_gate(a, head);
-    const i64 slab = ((i64)n * a.h + head) * a.dk * (i64)a.dv;
-    const i64 c0 = a.chunk_offsets[n];
-    const int nchunks = (sq.len + C - 1) / C;
-    SRegs S = {};
-    if (a.h0) state_global<false>(S, const_cast<float*>(a.h0) + slab, a, sq.v0);
-    if (nchunks > 0) land_logit(s, 0, issue_chunk(a, s, sq, 0, 0, false));
-    for (int c = 0; c < nchunks; ++c) {
-        const int b = STAGES >= 2 ? (c & 1) : 0, i0 = c * C;
-        const bool next = c + 1 < nchunks;
-        elem_t x_next = elem_t(0);
-        if (STAGES >= 2 && next) {
-            x_next = issue_chunk(a, s, sq, i0 + C, b ^ 1, false);
-            cp_async_wait<1>();
-        } else {
-            cp_async_wait<0>();
-        }
-        __syncthreads();
-        gate_cumsum(a, s, sq, i0, b, fixed_log_alpha);       // Γ
-        state_global<true>(S, a.states + ((c0 + c) * a.h + head) * a.dk * (i64)a.dv, a, sq.v0);  // S_[n]
-        __syncthreads();
-        decay_operands(s, b, false, false);                  // K̂ = K ⊙ exp(Γ_L − Γ)
-        __syncthreads();
-        state_update(S, s, b);                               // S ← diag(exp(Γ_L)) S + K̂^T V
-        if (STAGES >= 2 && next) land_logit(s, b ^ 1, x_next);
-        __syncthreads();
-        if (STAGES == 1 && next) land_logit(s, 0, issue_chunk(a, s, sq, i0 + C, 0, false));
-    }
-    if (a.ht) state_global<true>(S, a.ht + slab, a, sq.v0);
-}
 
-// Kernel 2: every chunk in parallel, from its stored state:  O_[n] = Q̃_[n] S_[n] + A_[n] V_[n].
-extern "C" __global__ void __launch_bounds__(NT, 1) gla_fwd_output(const __grid_constant__ FwdArgs a) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const Tiles s = carve_smem(smem);
-    const int gc = blockIdx.x, head = blockIdx.y;
-    const int n = a.chunk_index[2 * gc], ci = a.chunk_index[2 * gc + 1];
-    const Seq sq = locate(a, n, head, blockIdx.z);
-    const int i0 = ci * C;
-    land_logit(s, 0, issue_chunk(a, s, sq, i0, 0, true));   // q, k, v, x
-    cp_async_wait<0>();
-    __syncthreads();
-    const bool mild = gate_cumsum(a, s, sq, i0, 0, fixed_gate(a, head));  // Γ
-    state_global_to_smem(a.states + ((i64)gc * a.h + head) * a.dk * (i64)a.dv, s, a, sq.v0);  // S_[n]^T
-    __syncthreads();
-    intra_and_operands(s, 0, mild);                         // A, Q̃
-    __syncthreads();
-    output_chunk(a, s, sq, i0, 0);                          // O = Q̃ S + A V
-}
-#endif
-
-#if KSPLIT > 1 && !KS_CLUSTER
-// Key split: O = Σ_s O_s over the KSPLIT key slices (the chunkwise form is linear in d_k: each slice's CTAs computed
-// Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V from their d_k / KSPLIT key columns), summed in f32 and rounded once. 4 outputs a
-// thread, grid x = ceil(tokens · H · d_v / (4 · 256)).
-extern "C" __global__ void __launch_bounds__(256) gla_fwd_ksum(const __grid_constant__ FwdArgs a) {
-    const i64 n = a.cu_seqlens[a.n_seqs] * (i64)(a.h / KSPLIT) * a.dv;
-    const i64 i = 4 * ((i64)blockIdx.x * 256 + threadIdx.x);
-    if (i >= n) return;
-    const float* part = ks_partial(a);
-    if (n % 4 == 0) {
-        float4 acc = *reinterpret_cast<const float4*>(part + i);
-#pragma unroll
-        for (int sl = 1; sl < KSPLIT; ++sl) {
-            const float4 p = *reinterpret_cast<const float4*>(part + sl * n + i);
-            acc.x += p.x; acc.y += p.y; acc.z += p.z; acc.w += p.w;
-        }
-        a.o[i] = to_elem(acc.x); a.o[i + 1] = to_elem(acc.y); a.o[i + 2] = to_elem(acc.z); a.o[i + 3] = to_elem(acc.w);
-    } else {
-        for (i64 j = i; j < min(n, i + 4); ++j) {
-            float acc = 0.f;
-#pragma unroll
-            for (int sl = 0; sl < KSPLIT; ++sl) acc += part[sl * n + j];
-            a.o[j] = to_elem(acc);
-        }
-    }
-}
-#endif

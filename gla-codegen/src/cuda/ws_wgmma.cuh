@@ -1,0 +1,361 @@
+// ---------------------------------------------------------------------------------------------------------------
+// Consumers on wgmma. Warpgroup wg (4 warps) owns the value columns [64 wg, 64 wg + 64) of the CTA's tile and keeps
+// its part of the state TRANSPOSED, Sᵀ (64 x d_k, f32), in wgmma accumulators. Per chunk, two asynchronous groups:
+//   output:  Oᵀ = Sᵀ Q̃ᵀ  +  Vᵀ Aᵀ            (O = Q̃ S + A V; Q̃ = Q ⊙ exp(Γ) for every gate shape here)
+//   state:   Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂    (S ← diag(exp(Γ_L)) S + K̂ᵀ V)
+// Sᵀ enters the output product as bf16/f16 registers (the A operand; at 8 + 8 warps a shared tile instead); Q̃,
+// V, A, K̂ are read by the tensor cores from the slot. Accumulator element i of a thread (lane = 4 g + t, warp w of its warpgroup) is row
+// 16 w + g + 8·((i >> 1) & 1), column 8·(i >> 2) + 2 t + (i & 1).
+// ---------------------------------------------------------------------------------------------------------------
+constexpr int NWG = NW / 4;
+static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
+constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
+constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
+static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
+static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
+constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
+typedef float WgState[DK / 2];
+typedef float WgOut[C / 2];  // Oᵀ: both products accumulate into it (scalar gates get Q̃ = Q ⊙ exp(Γ) from decay_keys)
+typedef unsigned WgStateA[DK / 16][4];
+
+// Matrix descriptor of a swizzled tile at byte offset off: 128-byte swizzle, 8-row groups 1024 bytes apart (SBO),
+// lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
+// (The start address field is addr / 16 < 2^14 for any shared address, so a 16-byte multiple off is added to the
+// descriptor of the tile's base without carrying into the other fields: one add per k-step.)
+// (The start address is a 14-bit field: the shared address is masked to the CTA's 256 KB window first — in a
+// cluster launch the address the conversion gives carries the CTA's rank in its high bits, which unmasked would
+// land in the leading-byte-offset field and corrupt slice 1's state.)
+__device__ __forceinline__ unsigned long long wg_desc(const elem_t* tile, unsigned off, unsigned lbo) {
+    const unsigned long long base = (unsigned long long)((smem_u32(tile) & 0x3FFFFu) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+                                    ((unsigned long long)(1024u >> 4) << 32) | (1ull << 62);
+    return base + (off >> 4);
+}
+constexpr unsigned PANEL = C * 128;  // bytes of one 64-element panel of a C-row tile
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// Keep the compiler from moving accesses of registers an asynchronous group uses across its wait.
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void reg_fence(WgStateA& r) {
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[k][i])::"memory");
+}
+__device__ __forceinline__ int wg_index() { return (int)threadIdx.x >> 7; }
+
+// Sᵀ between the accumulators and a global [.., H, dk, dv] f32 slab (h0, ht, S_init, ΔS), masked to the real dims.
+template <bool STORE>
+__device__ __forceinline__ void wg_state_global(WgState& S, float* base, const FwdArgs& a, int v0) {
+    const int w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int e0 = v0 + 64 * wg_index() + 16 * w + g;
+#if KEY_GATE == GATE_PER_KEY
+    // (Per key: one running pointer — rows 8j + 2t, 8j + 2t + 1, columns e0, e0 + 8 — and at most 16 accesses in
+    // flight, so that few address registers are live while the accumulators fill. ptxas's allocation is sensitive
+    // to this prologue: the scalar gates keep the plain form below, with which their kernels fit; with this one
+    // their 8 + 8-warp kernels spill 8 B.)
+    const bool oke0 = e0 < a.dv, oke1 = e0 + 8 < a.dv;
+    float* r = base + (i64)(2 * t) * a.dv + e0;
+#pragma unroll
+    for (int j = 0; j < DK / 8; ++j, r += 8 * (i64)a.dv) {
+        const int d = 8 * j + 2 * t;
+        const bool ok[4] = {d < a.dk && oke0, d + 1 < a.dk && oke0, d < a.dk && oke1, d + 1 < a.dk && oke1};
+        float* p[4] = {r, r + a.dv, r + 8, r + a.dv + 8};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // element 4j + q: row d + (q & 1), column e0 + 8 (q >> 1)
+            if (STORE) { if (ok[q]) *p[q] = S[4 * j + q]; }
+            else S[4 * j + q] = ok[q] ? *p[q] : 0.f;
+        }
+        if ((j & 3) == 3) asm volatile("" ::: "memory");
+    }
+#else
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) {
+        const int e = e0 + 8 * ((i >> 1) & 1), d = 8 * (i >> 2) + 2 * t + (i & 1);
+        const bool ok = d < a.dk && e < a.dv;
+        if (STORE) { if (ok) base[(i64)d * a.dv + e] = S[i]; }
+        else S[i] = ok ? base[(i64)d * a.dv + e] : 0.f;
+    }
+#endif
+}
+
+#if GLA_WG_SMEM_S
+// Stage wg_stage_state (8 + 8 warps, where the registers do not hold a bf16 copy of Sᵀ): Sᵀ as bf16/f16 into the
+// warpgroup's tile st (64 rows x d_k, the K-major swizzled layout: the A operand of Sᵀ Q̃ᵀ) by stmatrix, then
+// fenced for the async proxy and barriered within the warpgroup.
+__device__ __forceinline__ void wg_stage_state(const WgState& S, elem_t* st) {
+    const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, m = lane >> 3, rr = lane & 7;
+    elem_t* tile = st + wg * 64 * DK;
+#pragma unroll
+    for (int jp = 0; jp < DK / 16; ++jp) {  // 8x8 matrices q: rows 16 w + 8 (q & 1).., columns 8 (2 jp + q / 2)..
+        unsigned r[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = 2 * jp + (q >> 1), h = q & 1;
+            r[q] = pack2(S[4 * j + 2 * h], S[4 * j + 2 * h + 1]);
+        }
+        const elem_t* dst = tile + swz_rows<64>(16 * w + 8 * (m & 1) + rr, 8 * (2 * jp + (m >> 1)));
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(dst)),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+}
+#endif
+
+// Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group. sa: Sᵀ as the A operand (packed by
+// wg_pack before the state decays).
+__device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k) {  // accumulator columns 16k..16k+15 = the A fragment of k-step k
+        sa[k][0] = pack2(S[8 * k + 0], S[8 * k + 1]);
+        sa[k][1] = pack2(S[8 * k + 2], S[8 * k + 3]);
+        sa[k][2] = pack2(S[8 * k + 4], S[8 * k + 5]);
+        sa[k][3] = pack2(S[8 * k + 6], S[8 * k + 7]);
+    }
+}
+__device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b) {
+    const int wg = wg_index();
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) o[i] = 0.f;
+#if !GLA_WG_SMEM_S
+    reg_fence(sa);
+#endif
+    reg_fence(o);  // defined before the fence, not sunk past it
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < DK / 16; ++k) {  // K = d: Q̃'s 16-column step k, in panel k / 4
+#if GLA_WG_SMEM_S
+        (void)sa;
+        wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#else
+        wg_out_s(o, sa[k], wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#endif
+    }
+#pragma unroll
+    for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
+        const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
+        wg_out_v(o, dv, wg_desc(s.A, k * 32, 16));
+#if SPLIT_A
+        wg_out_v(o, dv, wg_desc(s.A_lo, k * 32, 16));
+#endif
+    }
+    wg_commit();
+}
+
+// Stage wg_decay:  Sᵀ ← Sᵀ diag(exp(Γ_L))  (S ← diag(exp(Γ_L)) S; before any wgmma group is issued, so no
+// register of a pending group is touched).
+__device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
+#if KEY_GATE == GATE_PER_KEY
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < DK / 8; ++j) {  // column d of Sᵀ is row d of S
+        const float2 f = *reinterpret_cast<const float2*>(s.EGL + 8 * j + 2 * t);  // exp(Γ_L), from the producers
+        S[4 * j] *= f.x; S[4 * j + 1] *= f.y; S[4 * j + 2] *= f.x; S[4 * j + 3] *= f.y;
+    }
+#else
+    const float f = exp_nonpos(s.G[C - 1]);
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) S[i] *= f;
+#endif
+}
+
+// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group.
+__device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int b) {
+    const int wg = wg_index();
+    reg_fence(S);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < C / 16; ++k)
+        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(s.k(b), k * 2048, PANEL));
+    wg_commit();
+}
+
+#if KSPLIT > 1 && !KS_CLUSTER
+// Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
+// states and decays (gla_codegen::key_split_workspace_bytes).
+__device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
+    const i64 seg = a.segs > 1 ? (i64)a.n_seqs * a.segs * a.h * ((i64)a.dk * a.dv + max(a.dk, a.dv)) : 0;
+    return a.states + seg;
+}
+#endif
+
+// Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
+// then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
+// slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s); as a
+// cluster (KS_CLUSTER), the slices add each other's halves over DSMEM (ks_exchange) and each writes half of O.
+#if KS_CLUSTER
+// Key split 2 as a 2-CTA cluster (__cluster_dims__(1, 2, 1) on the grid's heads: grid heads 2h and 2h + 1, the two
+// key slices of head h, are CTA ranks 0 and 1 of one cluster). Each chunk, the sending warpgroup puts its f32
+// partial output (scaled, the accumulators' fragment order) into the other CTA's exchange tile over distributed
+// shared memory; the receiving one adds it to its own (O = O_0 + O_1, one rounding) and writes those columns of O.
+// Two mbarriers of XCH_T arrivals a phase in each CTA, phase j = chunk j:
+//   XFULL  (the receiver's): the sender's partial of chunk j is in the receiver's tile (remote release arrivals)
+//   XEMPTY (the sender's):   the receiver has read it, the tile may take chunk j + 1 (remote release arrivals)
+// A thread only ever exchanges its own accumulators (both CTAs run the same code on the same lane map).
+__device__ __forceinline__ unsigned cluster_addr(unsigned a, unsigned rank) {  // a shared::cta address in CTA `rank`
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void xbar_wait(unsigned bar, unsigned parity) {  // acquire at cluster scope
+    asm volatile("{\n .reg .pred p;\n XCH_WAIT:\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n @!p bra XCH_WAIT;\n}\n"
+                 ::"r"(bar), "r"(parity) : "memory");
+}
+__device__ __forceinline__ void xbar_arrive_remote(unsigned cluster_bar) {  // release at cluster scope
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
+}
+constexpr unsigned XCH_T = XCH_SPLIT ? 128 : NT;  // threads that exchange through one CTA's tile
+// Before the roles start: XFULL, XEMPTY initialised, and visible to the other CTA before either arrives remotely.
+__device__ __forceinline__ void ks_cluster_init(unsigned char* smem) {
+    unsigned ranks;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(ranks));
+    if (ranks != 2) __trap();                                            // (launched without its cluster)
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < 2; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(smem + OFF_XBAR + 8 * i)), "r"(XCH_T) : "memory");
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// After the roles: neither CTA of the pair exits while the other may still arrive on its barriers.
+__device__ __forceinline__ void ks_cluster_exit() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+// Stage ks_exchange (consumers, chunk j of the segment). XCH_SPLIT (per-key gates): the CTA of rank w finishes
+// consumer warpgroup w's 64 value columns — the other CTA's warpgroup w hands its partial over — so each CTA sends
+// one warpgroup's partial, receives one and writes half of O (XFULL / XEMPTY: 128 arrivals a phase). Otherwise slice
+// 1 hands all of x over and slice 0 writes O (NT arrivals). Returns whether this thread writes its part of O.
+__device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, int j, float (&x)[C / 2]) {
+    static_assert(C % 8 == 0 && (!XCH_SPLIT || NWG == 2), "16-byte vectors of the accumulators; two consumer warpgroups");
+    const unsigned full = smem_u32(smem + OFF_XBAR), empty = full + 8;
+    const unsigned rank = sq.head & 1;                                  // = %cluster_ctarank (slice)
+    const unsigned to = XCH_SPLIT ? (unsigned)wg_index() : 0u;        // the CTA that finishes these columns
+    const unsigned mine = smem_u32(smem + OFF_XCH) + 16 * (threadIdx.x % XCH_T);  // vector u at + 16 · XCH_T · u
+    if (rank != to) {                                                    // sender
+        if (j > 0) xbar_wait(empty, (j - 1) & 1);                        // the receiver has read chunk j − 1's partial
+        const unsigned dst = cluster_addr(mine, to);
+#pragma unroll
+        for (int u = 0; u < C / 8; ++u)
+            asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst + 16 * XCH_T * u), "f"(x[4 * u]), "f"(x[4 * u + 1]),
+                         "f"(x[4 * u + 2]), "f"(x[4 * u + 3]) : "memory");
+        xbar_arrive_remote(cluster_addr(full, to));
+        return false;
+    }
+    xbar_wait(full, j & 1);                                              // the other slice's partial of chunk j is here
+#pragma unroll
+    for (int u = 0; u < C / 8; ++u) {
+        float y[4];
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(y[0]), "=f"(y[1]), "=f"(y[2]), "=f"(y[3]) : "r"(mine + 16 * XCH_T * u) : "memory");
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[4 * u + e] += y[e];
+    }
+    xbar_arrive_remote(cluster_addr(empty, rank ^ 1));                   // (the sender's XEMPTY)
+    return true;
+}
+#endif
+
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s) {
+    const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
+    float x[C / 2];
+#if GLA_ROWS_SCALED
+    // Row-scaled chunks (scalar gates, see rows_scaled): O_i = exp(Γ_i) · o_i; element e is token 8 (e >> 2) + 2 t + (e & 1).
+    {
+        const bool rows = rows_scaled(s.G[C - 1]);
+        float f[C / 4];
+#pragma unroll
+        for (int m = 0; m < C / 4; ++m) f[m] = rows ? a.scale * exp_nonpos(s.G[8 * (m >> 1) + 2 * (lane & 3) + (m & 1)]) : a.scale;
+#pragma unroll
+        for (int i = 0; i < C / 2; ++i) x[i] = f[2 * (i >> 2) + (i & 1)] * o[i];
+    }
+#else
+    (void)s;
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+#endif
+#if KS_CLUSTER
+    if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (the receiving slice writes it)
+#elif KSPLIT > 1
+    {
+        (void)os;
+        (void)j;
+        const i64 tokens = a.cu_seqlens[a.n_seqs];
+        float* part = ks_partial(a) + (i64)(sq.head % KSPLIT) * tokens * nvh(a) * a.dv;
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
+            const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
+            if (i0 + row < sq.len && col < a.dv) part[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
+        }
+        return;
+    }
+#endif
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");  // the last chunk's rows have been written out
+    const int m = lane >> 3, rr = lane & 7;
+#pragma unroll
+    for (int p = 0; p < C / 16; ++p) {  // 8x8 matrices (h = m & 1: rows +8h of the warp's 16; token block 2p + m/2)
+        unsigned r[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int j = 2 * p + (q >> 1), h = q & 1;
+            r[q] = pack2(x[4 * j + 2 * h], x[4 * j + 2 * h + 1]);
+        }
+        const elem_t* dst = os + (8 * (2 * p + (m >> 1)) + rr) * LDO + 64 * wg + 16 * w + 8 * (m & 1);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(dst)),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+    const bool full = a.dv % VEC == 0 && sq.v0 + BV <= a.dv;
+    for (int idx = threadIdx.x & 127; idx < C * (64 / VEC); idx += 128) {
+        const int row = idx / (64 / VEC), col = 64 * wg + (idx % (64 / VEC)) * VEC;
+        if (i0 + row >= sq.len) continue;
+        const elem_t* src = os + row * LDO + col;
+        elem_t* dst = a.o + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + col;  // (O has the real heads)
+        if (full) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        else
+            for (int u = 0; u < VEC; ++u)
+                if (sq.v0 + col + u < a.dv) dst[u] = src[u];
+    }
+}
+
+#if GLA_WG_SCORES
+// Stage wg_scores (the producer warpgroup, mild chunks; gate_decays_vec wrote [Q̃; K̃] in tf32 and fenced it):
+//   A = (Q̃ K̃ᵀ) ⊙ M as ONE tf32 wgmma group:  D = [Q̃; K̃] K̃ᵀ  (m64 n32 k8 steps; rows C.. of D are K̃ K̃ᵀ, unused)
+// Warps 0, 1 hold rows 0..C of D: they mask causally and store A as hi + lo halves. (Interleaving Q̃'s and K̃'s 8-row
+// groups so that all four warps store A — B then the odd groups, a 2048-byte group stride — measured slower:
+// 0.318 vs 0.302 ms at 8×4096×16×128, benches/NOTES.md.)
+template <class P>
+__device__ __forceinline__ void wg_scores(const Tiles& s) {
+    static_assert(P::NT == 128 && C == 32, "one producer warpgroup, C = 32: [Q̃; K̃] is one m64 operand");
+    const int w = warp_uniform(P::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;  // (uniform: no spill)
+    float d[C / 2];  // m64 nC: element e is row 16 w + g + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 t + (e & 1)
+#pragma unroll
+    for (int e = 0; e < C / 2; ++e) d[e] = 0.f;
+    // (The tile pointer passes through an empty asm: the descriptors are then not loop-invariant, so the compiler
+    // does not keep all 2·DK/8 of them live across the producer's whole chunk loop.)
+    const float* qk = s.qk;
+    asm volatile("" : "+l"(qk));
+    reg_fence(d);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < DK / 8; ++k) {  // K = d: 8-column (32-byte) step k in panel k / 4 (32 f32 columns, 2C rows)
+        const unsigned off = (k / 4) * (2 * C * 128) + (k % 4) * 32;
+        wg_scores_mma(d, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
+    }
+    wg_commit();
+    wg_wait<0>();
+    reg_fence(d);
+    if (w < 2) {
+#pragma unroll
+        for (int e = 0; e < C / 2; e += 2) {
+            const int i = 16 * w + g + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * t;
+            st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i ? d[e] : 0.f, j + 1 <= i ? d[e + 1] : 0.f);
+        }
+    }
+}
+#endif
