@@ -58,9 +58,10 @@ pub struct Features {
     pub x_per_group: bool,
     /// Every slot belongs to one producer group (slot j mod STAGES, group j mod PG): one EMPTY barrier a slot.
     pub slot_per_group: bool,
-    /// Where a producer group issues its next chunk j + PG while working on chunk j (the one decision the producer
-    /// code reads; see [`Issue`]).
+    /// Where a producer group of the fused pass issues its next chunk j + PG while working on chunk j ([`Issue`]).
     pub issue: Issue,
+    /// The same for the segment-state pass (which loads no q and computes no scores).
+    pub states_issue: Issue,
     /// The segment-state pass issues a group's chunk j + 2 at the top of chunk j (its logits land in the slot's
     /// idle q tile).
     pub states_issue_ahead: bool,
@@ -87,21 +88,36 @@ pub struct Features {
     pub smem: SmemLayout,
 }
 
-/// When a producer group issues the load of its next chunk j + PG (warp-specialised fused kernel).
+/// Where a producer group issues the load of its next chunk j + PG while it works on chunk j (warp-specialised
+/// kernels; one value a pass, [`Features::issue`] and [`Features::states_issue`]). The producer template has one
+/// site a point and asks `AT == point` there: this enum is the decision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Issue {
     /// Not warp-specialised: the plain kernels double-buffer by cp.async.
     None,
-    /// One producer group: before working on chunk j (it then waits for chunk j's load only).
-    Prefetch,
-    /// Two groups, three slots or cp.async: after publishing chunk j (the other group works while this one loads).
-    AfterPublish,
-    /// Two TMA groups, four slots: in the middle of chunk j, once the consumers freed the slot of chunk j − 2
-    /// (scalar gates after the scores; per key, without [`Features::wg_scores`], after the decays).
-    Mid,
-    /// Per key with the producers' wgmma scores: right after the gate has read chunk j's logits tile (every warp of
-    /// the group arrives on BAR_XREAD; the issuing warp waits there before its TMA overwrites the tile).
+    /// Before working on chunk j: one producer group (it then waits for chunk j's load only), and the segment-state
+    /// pass of two TMA groups, whose logits land in the slot's idle q tile ([`Features::states_issue_ahead`]).
+    Top,
+    /// Per key with the producers' wgmma scores and four slots: right after the gate has read chunk j's logits tile
+    /// (every warp of the group arrives on BAR_XREAD; the issuing warp waits there before its TMA overwrites it).
     AfterGate,
+    /// Scalar gates, two TMA groups and four slots: after the scores, once the consumers freed chunk j − 2's slot.
+    Mid,
+    /// Two groups otherwise: after publishing chunk j (the other group works while this one loads).
+    AfterPublish,
+}
+
+impl Issue {
+    /// The emitted constant (`enum IssuePoint` of the kernel source).
+    pub fn cuda_name(self) -> &'static str {
+        match self {
+            Issue::None => "ISSUE_NONE",
+            Issue::Top => "ISSUE_TOP",
+            Issue::AfterGate => "ISSUE_AFTER_GATE",
+            Issue::Mid => "ISSUE_MID",
+            Issue::AfterPublish => "ISSUE_AFTER_PUBLISH",
+        }
+    }
 }
 
 /// State elements a thread of the segment combine (`gla_fwd_seg_combine`) carries.
@@ -131,13 +147,18 @@ impl Features {
         let issue = if !t.specialised() {
             Issue::None
         } else if t.producer_groups == 1 {
-            Issue::Prefetch
+            Issue::Top
         } else if mid && wg_scores(spec) && per_key {
             Issue::AfterGate
         } else if mid {
             Issue::Mid
         } else {
             Issue::AfterPublish
+        };
+        let states_issue = match issue {
+            Issue::None => Issue::None,
+            _ if t.producer_groups == 1 || two => Issue::Top,
+            _ => Issue::AfterPublish,
         };
         let lead_permille = if !two {
             crate::plan::LEAD_PERMILLE
@@ -161,6 +182,7 @@ impl Features {
             x_per_group: x_per_group(spec),
             slot_per_group,
             issue,
+            states_issue,
             states_issue_ahead: two,
             reg_logit: tma(spec) && shape == GateShape::PerHead,
             logits_swizzled: tma(spec) && per_key,

@@ -187,6 +187,13 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "#define GLA_X_PER_GROUP {}    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)", f.x_per_group as u32);
     let _ = writeln!(w, "#define GLA_TMA {}    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)", f.tma as u32);
     let b = |x: bool| x as u32;
+    let _ = writeln!(w, "enum IssuePoint {{ ISSUE_NONE, ISSUE_TOP, ISSUE_AFTER_GATE, ISSUE_MID, ISSUE_AFTER_PUBLISH }};");
+    let _ = writeln!(
+        w,
+        "constexpr IssuePoint ISSUE = {}, STATES_ISSUE = {};  // where a producer group issues its next chunk (fused pass, segment-state pass)",
+        f.issue.cuda_name(),
+        f.states_issue.cuda_name()
+    );
     let _ = writeln!(w, "#define GLA_ISSUE_AFTER_GATE {}    // per key, wg scores, mid issue: a group issues its next chunk right after its gate read the logits", b(f.issue == Issue::AfterGate));
     let _ = writeln!(w, "#define GLA_REG_LOGIT {}    // TMA, per-head gate: every producer warp loads the chunk's logits itself (lane l row l)", b(f.reg_logit));
     let _ = writeln!(w, "#define GLA_LOGITS_SWIZZLED {}    // the per-key logits tile is filled by TMA (64-element swizzled rows)", b(f.logits_swizzled));

@@ -26,6 +26,8 @@ constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_MID_ISSUE 0    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one
 #define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)
 #define GLA_TMA 0    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)
+enum IssuePoint { ISSUE_NONE, ISSUE_TOP, ISSUE_AFTER_GATE, ISSUE_MID, ISSUE_AFTER_PUBLISH };
+constexpr IssuePoint ISSUE = ISSUE_NONE, STATES_ISSUE = ISSUE_NONE;  // where a producer group issues its next chunk (fused pass, segment-state pass)
 #define GLA_ISSUE_AFTER_GATE 0    // per key, wg scores, mid issue: a group issues its next chunk right after its gate read the logits
 #define GLA_REG_LOGIT 0    // TMA, per-head gate: every producer warp loads the chunk's logits itself (lane l row l)
 #define GLA_LOGITS_SWIZZLED 0    // the per-key logits tile is filled by TMA (64-element swizzled rows)

@@ -26,6 +26,8 @@ constexpr int PG = 1, PGT = PT / (PG > 0 ? PG : 1);  // producer groups (alterna
 #define GLA_MID_ISSUE 0    // two producer groups, TMA: four slots, a group loads its next chunk midway through this one
 #define GLA_X_PER_GROUP 0    // per key, two producer warpgroups: the logits tiles per group (the fourth slot fits)
 #define GLA_TMA 0    // whole chunks reach the slots by TMA (one producer thread, an mbarrier a slot)
+enum IssuePoint { ISSUE_NONE, ISSUE_TOP, ISSUE_AFTER_GATE, ISSUE_MID, ISSUE_AFTER_PUBLISH };
+constexpr IssuePoint ISSUE = ISSUE_TOP, STATES_ISSUE = ISSUE_TOP;  // where a producer group issues its next chunk (fused pass, segment-state pass)
 #define GLA_ISSUE_AFTER_GATE 0    // per key, wg scores, mid issue: a group issues its next chunk right after its gate read the logits
 #define GLA_REG_LOGIT 0    // TMA, per-head gate: every producer warp loads the chunk's logits itself (lane l row l)
 #define GLA_LOGITS_SWIZZLED 0    // the per-key logits tile is filled by TMA (64-element swizzled rows)
@@ -2164,8 +2166,13 @@ __device__ __forceinline__ void regs_consumer() {}
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
+// The group issues its next chunk j + PG at ONE point of chunk j, decided on the host for each pass (ISSUE,
+// STATES_ISSUE: `Features::issue`): ISSUE_TOP before the chunk's work, ISSUE_AFTER_GATE once the gate has read the
+// logits tile, ISSUE_MID after the scores, ISSUE_AFTER_PUBLISH once the chunk is published. Each point below is one
+// `AT == point` test.
 template <class P, bool STATES = false>
 __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, const Seq& sq, int c0, int nchunks, int g, float fixed_log_alpha) {
+    constexpr IssuePoint AT = STATES ? STATES_ISSUE : ISSUE;
     constexpr bool AHEAD = STATES && STATES_ISSUE_AHEAD;
     // Slot b as this group sees it (AHEAD: the logits tile x(b) is the slot's q tile).
     auto slot = [&](int b) {
@@ -2202,11 +2209,12 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = slot(b);
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
+        const bool next = jn < nchunks;                      // the group has a next chunk
         land_logit<P>(s, b, x);
-        if (AHEAD && jn < nchunks) x = issue(jn);            // the group's next chunk, before this one's gate
-        if (PG == 1 && jn < nchunks) {
-            x = issue(jn);                                   // one group: prefetch chunk j + 1 before working on j
-            cp_async_wait<1>();
+        if (AT == ISSUE_TOP && next) {                       // ISSUE_TOP: before working on chunk j
+            x = issue(jn);
+            if (PG == 1) cp_async_wait<1>();                 // (one group: wait for chunk j only)
+            else cp_async_wait<0>();
         } else {
             cp_async_wait<0>();
         }
@@ -2224,11 +2232,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
-            const bool early = GLA_ISSUE_AFTER_GATE && !AHEAD && PG > 1 && jn < nchunks;  // the next chunk loads during K̂
-            gate_khat_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); });  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
-            publish(b);
-            if (PG > 1 && !AHEAD && !early && jn < nchunks) x = issue(jn);
-            continue;
+            gate_khat_vec<P>(a, s, sq, i0, b, [&] { if (AT == ISSUE_AFTER_GATE && next) x = issue(jn, true); });  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
 #elif KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
                 gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
@@ -2242,7 +2246,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
             publish(b);
-            if (PG > 1 && !AHEAD && jn < nchunks) x = issue(jn);
+            if (AT == ISSUE_AFTER_PUBLISH && next) x = issue(jn);
             continue;
         }
 #if KEY_GATE == GATE_PER_KEY
@@ -2253,9 +2257,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
-            const bool early = GLA_ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
+            const bool early = AT == ISSUE_AFTER_GATE && next;  // the next chunk loads during the decays
             if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); }))) {
-                if (GLA_MID_ISSUE && !early && jn < nchunks) x = issue(jn);  // mid-chunk: the logits tile is read
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
 #if GLA_ISSUE_AFTER_GATE
             } else if (early) {                              // (rare) the exact path takes the logits tile as scratch:
@@ -2275,7 +2278,6 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
                 intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-                if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // (the logits tile was their scratch)
             }
         } else {
             static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
@@ -2285,11 +2287,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
-        if (GLA_MID_ISSUE && jn < nchunks) x = issue(jn);   // mid-chunk (xc keeps this chunk's logit)
+        if (AT == ISSUE_MID && next) x = issue(jn);          // ISSUE_MID: after the scores (xc keeps this chunk's logit)
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (PG > 1 && !GLA_MID_ISSUE && jn < nchunks) x = issue(jn);  // two groups: the other one works while this one loads
+        if (AT == ISSUE_AFTER_PUBLISH && next) x = issue(jn);  // the other group works while this one loads
     }
 }
 
