@@ -456,7 +456,7 @@ impl<'a> Bound<'a> {
     }
 }
 
-/// The TMA descriptors of a TMA variant (`gla_codegen::writer::tma`) over the checked `[tokens, H, d]` tensors of
+/// The TMA descriptors of a TMA variant (`LaunchPlan::tma`) over the checked `[tokens, H, d]` tensors of
 /// `args`: boxes of 64 columns × 1 head × C tokens. If the driver cannot encode one (a stride that is not a multiple
 /// of 16 bytes, say d_v = 100), `args.tma` stays 0 and the kernel loads every chunk by cp.async, as before. The maps'
 /// dims are the extents `Bound::new` checked the tensors against, and TMA bounds every box by them (rows past the
