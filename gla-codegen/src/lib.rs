@@ -10,6 +10,7 @@ pub mod spec;
 pub mod variants;
 pub mod writer;
 pub mod fixtures;
+pub mod resolve;
 
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
 pub use plan::{key_split_workspace_bytes, segment_chunks, segment_workspace_bytes, segments, segments_on, spills_acceptable, total_segments, ForwardArgs, TmaMap, GridAxis, KernelLaunch, LaunchPlan, LEAD_AHEAD_PER_KEY_PERMILLE, LEAD_AHEAD_SCALAR_PERMILLE, LEAD_PERMILLE, WAVE_CTAS};
