@@ -1,13 +1,21 @@
 //! gla: gated linear attention kernels for Hopper — the facade.
 //!
+//! `use gla::prelude::*;` is all a user needs: the gate macro, the GPU handle and the tensor types.
+//!
 //! * [`gated_linear_attention`]: declare a gate as a Rust fn returning log α; the macro proves log α ≤ 0,
 //!   differentiates it and generates a [`Gate`] with CPU (f64) and CUDA forms.
+//! * [`Gla`]: the runtime on one GPU (from `gla-runtime`): [`Gla::new`], [`Gla::upload`], [`Gla::forward`] /
+//!   [`Gla::forward_into`] with [`ForwardOptions`], giving a [`ForwardOutput`] of [`DeviceTensor`]s;
+//!   [`DeviceTensor::download`] brings a result back as a [`HostTensor`]. Every call returns [`Result`] with a
+//!   typed [`GlaError`] (no GPU, no NVRTC, a wrong shape, ...); nothing panics for want of a GPU.
+//! * [`KernelSpec`] / [`all_variants`] (from `gla-codegen`): the kernel variants, one of which
+//!   [`ForwardOptions::variant`] may pick (the default is [`KernelSpec::default_for`] the head dims).
 //! * [`gates`]: the built-in gates (GLA, Mamba-2, mLSTM, Gated RetNet, HGRN-2, RWKV-6, RetNet), declared with the
-//!   macro itself.
-//! * [`prelude`]: `use gla::prelude::*;` brings the macro, [`Gate`], [`GateShape`] and the f32 gate functions
-//!   ([`math`]) into scope.
-//! * [`core`]: the shared vocabulary (shapes, dtypes, errors, the CPU reference; [`core::gate_ref`] runs a gate
-//!   end to end on the CPU from raw logits).
+//!   macro itself. (`gates::Gla` is the GLA *gate*; `gla::Gla` is the runtime handle.)
+//! * [`prelude`]: the macro, [`Gate`], [`GateShape`], the f32 gate functions ([`math`]), [`Gla`],
+//!   [`ForwardOptions`], [`ForwardOutput`], [`DeviceTensor`], [`HostTensor`], [`DType`], [`Dims`], [`GlaError`].
+//! * [`core`], [`runtime`], [`codegen`]: the underlying crates, for everything else ([`core::gate_ref`] runs a
+//!   gate end to end on the CPU from raw logits: the f64 reference every kernel is tested against).
 //!
 //! ```
 //! use gla::prelude::*;
@@ -22,26 +30,43 @@
 //! assert_eq!(MyGla.name(), "my_gla");
 //! assert_eq!(MyGla.cuda_ident(), "gla_gate_my_gla");
 //! assert!((MyGla.log_alpha(0.3, &[]) - my_gla(0.3) as f64).abs() < 1e-6);
+//!
+//! // On the GPU (see examples/forward.rs); without one, `Gla::new` returns a typed error.
+//! match Gla::new() {
+//!     Ok(gla) => println!("{:?}", gla.gpu().info()),
+//!     Err(e) => println!("no GPU run: {e}"),
+//! }
 //! ```
 #![forbid(unsafe_code)]
 
 extern crate self as gla;
 
+pub use gla_core::error::Result;
+pub use gla_core::tensor::HostData;
 pub use gla_core::{
     self as core, registered_gates, DType, Dims, Gate, GateRegistration, GateShape, GlaError, HostTensor, ParamSpec,
 };
 pub use gla_macros::gated_linear_attention;
 
+// The runtime (the only crate that talks to CUDA) and the kernel variants it runs.
+pub use gla_codegen::{self as codegen, all_variants, KernelSpec};
+pub use gla_runtime::forward::logits_shape;
+pub use gla_runtime::{
+    self as runtime, CompileOptions, DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu,
+};
+
 pub mod gates;
 pub mod math;
 
-// ---- gla-codegen / gla-runtime re-exports: the lead engineer adds them here. ----
-
-/// `use gla::prelude::*;`: the macro, the gate vocabulary and the f32 gate functions a gate body calls.
+/// `use gla::prelude::*;`: the macro, the gate vocabulary, the f32 gate functions a gate body calls, and what a
+/// forward pass needs (the [`Gla`] handle, its options and output, device and host tensors, dtypes, errors).
+///
+/// The built-in gates are not in the prelude: name them `gla::gates::Mamba2` etc. (`gla::gates::Gla`, the GLA gate,
+/// would clash with the [`Gla`] handle).
 pub mod prelude {
     pub use crate::gated_linear_attention;
     pub use crate::math::*;
-    pub use crate::{Gate, GateShape};
+    pub use crate::{DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput, Gate, GateShape, Gla, GlaError, HostTensor};
 }
 
 /// Paths used by the code `#[gated_linear_attention]` generates. Not public API.
