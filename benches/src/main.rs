@@ -2,7 +2,8 @@
 //! shapes on the GPU, with the memory floor measured in the same run. Writes JSON in the schema of
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
-//!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|<id part>] [--gates gla,mamba2]
+//!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|<id part>] [--gates gla,mamba2] [--lineinfo]
+//!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!   bench --fla-dump DIR --out same_inputs.json
 //!
 //! `--fla-dump`: the same-inputs check. `benches/python/fla_bench.py` (case `acc`) dumps one per-key case: q, k, v,
@@ -105,7 +106,13 @@ fn main() {
     let quick = opt("--shapes", "all") == "quick";
     // --variants all | default | <text>: every bf16 variant, the default one, or those whose id contains <text>
     let which_v = opt("--variants", "all");
-    let gla = match Gla::new() {
+    let lineinfo = args.iter().any(|a| a == "--lineinfo");
+    let opened = if lineinfo {
+        Gla::with_options(0, gla_runtime::CompileOptions { lineinfo, driver_cache: true, ..Default::default() })
+    } else {
+        Gla::new()
+    };
+    let gla = match opened {
         Ok(g) => g,
         Err(e) => {
             eprintln!("bench needs a GPU: {e}");
