@@ -2209,12 +2209,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = slot(b);
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
-        const bool next = jn < nchunks;                      // the group has a next chunk
         land_logit<P>(s, b, x);
-        if (AT == ISSUE_TOP && next) {                       // ISSUE_TOP: before working on chunk j
+        if (AT == ISSUE_TOP && PG > 1 && jn < nchunks) x = issue(jn);  // ISSUE_TOP: before working on chunk j
+        if (AT == ISSUE_TOP && PG == 1 && jn < nchunks) {
             x = issue(jn);
-            if (PG == 1) cp_async_wait<1>();                 // (one group: wait for chunk j only)
-            else cp_async_wait<0>();
+            cp_async_wait<1>();                              // (one group: wait for chunk j only)
         } else {
             cp_async_wait<0>();
         }
@@ -2232,7 +2231,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #endif
         if constexpr (STATES) {
 #if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
-            gate_khat_vec<P>(a, s, sq, i0, b, [&] { if (AT == ISSUE_AFTER_GATE && next) x = issue(jn, true); });  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
+            gate_khat_vec<P>(a, s, sq, i0, b, [&] { if (AT == ISSUE_AFTER_GATE && jn < nchunks) x = issue(jn, true); });  // Γ (registers, shuffle scan), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
 #elif KEY_GATE == GATE_PER_KEY
             if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT) {
                 gate_decays<P, true>(a, s, sq, i0, b);          // Γ (registers), Γ_L;  K̂ = K ⊙ exp(Γ_L − Γ)
@@ -2246,7 +2245,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             decay_keys<P>(s, b, gam);                           // K̂ = K ⊙ exp(Γ_L − Γ)
 #endif
             publish(b);
-            if (AT == ISSUE_AFTER_PUBLISH && next) x = issue(jn);
+            if (AT == ISSUE_AFTER_PUBLISH && jn < nchunks) x = issue(jn);
             continue;
         }
 #if KEY_GATE == GATE_PER_KEY
@@ -2257,7 +2256,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
-            const bool early = AT == ISSUE_AFTER_GATE && next;  // the next chunk loads during the decays
+            const bool early = AT == ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
             if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); }))) {
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
 #if GLA_ISSUE_AFTER_GATE
@@ -2287,11 +2286,11 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
-        if (AT == ISSUE_MID && next) x = issue(jn);          // ISSUE_MID: after the scores (xc keeps this chunk's logit)
+        if (AT == ISSUE_MID && jn < nchunks) x = issue(jn);          // ISSUE_MID: after the scores (xc keeps this chunk's logit)
         decay_keys<P, GLA_WGMMA>(s, b, gam);                 // K̂ = K ⊙ exp(Γ_L − Γ)  (wgmma: and Q̃ = Q ⊙ exp(Γ))
 #endif
         publish(b);                                          // slot b holds chunk j
-        if (AT == ISSUE_AFTER_PUBLISH && next) x = issue(jn);  // the other group works while this one loads
+        if (AT == ISSUE_AFTER_PUBLISH && jn < nchunks) x = issue(jn);  // the other group works while this one loads
     }
 }
 
