@@ -81,17 +81,7 @@ impl KernelSpec {
             }
             prefs.push((32, 128, 8, 4, 1, false));
         }
-        let plain = |(c, bv, w, p, g): (u32, u32, u32, u32, u32)| (c, bv, w, p, g, false);
-        prefs.extend(
-            match kd {
-                64 => vec![if per_key { (32, 64, 4, 0, 1) } else { (64, 64, 8, 0, 1) }, (32, 64, 4, 0, 1)],
-                128 => vec![(64, 128, if per_key { 16 } else { 8 }, 0, 1), (32, 64, 8, 0, 1)],
-                _ => vec![if per_key { (32, 64, 8, 0, 1) } else { (64, 64, 8, 0, 1) }],
-            }
-            .into_iter()
-            .map(plain),
-        );
-        prefs.extend([(64, 64, 8, 0, 1), (32, 64, 8, 0, 1), (64, 32, 8, 0, 1), (32, 32, 8, 0, 1)].into_iter().map(plain));
+        prefs.extend(plain_prefs(per_key, kd).into_iter().map(|(c, bv, w)| (c, bv, w, 0, 1, false)));
         // d_k = 256: two 128-column key slices on the d = 128 wgmma kernel as one 2-CTA cluster exchanging the
         // partial outputs over DSMEM (2026-12-02l, 8×4096×8×256: GLA 0.624 ms vs 0.813 for the key split through
         // global memory, which was 0.811 vs 1.572 for the best d = 256 kernel in 2026-12-01h; Mamba-2 0.489 vs 0.634).
@@ -248,10 +238,80 @@ impl KernelSpec {
     }
 }
 
-/// Every supported forward variant of `gate` (the autotuner's search space), in a deterministic order.
-/// Combinations that do not fit in shared memory are left out. Scalar and fixed gates do not use sub-chunks, so
-/// they get one sub-chunk size only.
+/// The plain (not warp-specialised) tiles (chunk, block_v, warps) of a specialised head dim, in the order
+/// [`KernelSpec::default_for`] tries them (the runtime's kernels for f32, value gates and head dims the
+/// warp-specialised kernels do not take).
+fn plain_prefs(per_key: bool, kd: u32) -> Vec<(u32, u32, u32)> {
+    let mut v = match kd {
+        64 => vec![if per_key { (32, 64, 4) } else { (64, 64, 8) }, (32, 64, 4)],
+        128 => vec![(64, 128, if per_key { 16 } else { 8 }), (32, 64, 8)],
+        _ => vec![if per_key { (32, 64, 8) } else { (64, 64, 8) }],
+    };
+    v.extend([(64, 64, 8), (32, 64, 8), (64, 32, 8), (32, 32, 8)]);
+    v
+}
+
+/// The first plain tiles of [`plain_prefs`] that make a valid variant (fused or materialized).
+fn plain_fallback(gate: &'static dyn Gate, dtype: DType, kd: u32, materialize: bool) -> Option<KernelSpec> {
+    plain_prefs(gate.shape() == GateShape::PerKey, kd).into_iter().find_map(|(c, bv, w)| {
+        let tiles = Tiles { block_v: bv.min(kd), warps: w, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+        KernelSpec::new(gate, dtype, c, 16, kd, kd, materialize, tiles).ok()
+    })
+}
+
+/// Plain fused bf16 variants kept for the coverage of the tile parameters (C = 128, sub-chunk 32, 32-wide value
+/// tiles, 16 warps): (chunk, sub-chunk, d, block_v, warps).
+const COVERAGE: [(u32, u32, u32, u32, u32); 4] = [(128, 16, 64, 64, 8), (64, 32, 64, 64, 8), (32, 16, 64, 32, 4), (64, 16, 128, 128, 16)];
+
+/// Whether a candidate can win somewhere, or keeps a kernel family compiled and tested. The last full benchmark
+/// (H200, every bf16 fused variant of the GLA and Mamba-2 gates at d = 64, 128, 256 and eight shapes; benches/NOTES.md)
+/// had the defaults win at every shape — the next best 11–42 % behind, except the one-CTA `w4p4g` tying the
+/// per-head d = 64 default — so the space is: the defaults, the runner-ups on wgmma (d = 64: 4 + 4 warps, one or
+/// two CTAs an SM; d = 128: `w8p4g`; d_k = 256: every key split), one warp-specialised mma.sync kernel a head dim
+/// (the tiles `default_for` takes for d_v < 128), the plain fallback fused and materialized, and [`COVERAGE`].
+fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
+    let t = &s.tiles;
+    let (d, per_key) = (s.key_dim(), s.shape() == GateShape::PerKey);
+    if kept.contains(&s.id()) {
+        return true;
+    }
+    if !t.specialised() {
+        return s.dtype == DType::BF16 && !s.materialize && COVERAGE.contains(&(s.chunk, s.sub_chunk, s.dk, t.block_v, t.warps));
+    }
+    let groups = (t.producer_warps, t.producer_groups);
+    if t.wgmma {
+        return match d {
+            64 => t.warps == 4,
+            128 => s.key_split == 1 && t.block_v == 128 && groups == (4, 1),
+            _ => s.key_split == 2,
+        };
+    }
+    s.chunk == 32
+        && ((d == 128 && t.block_v == 64 && t.warps == 8 && t.ctas_per_sm == 1 && groups == if per_key { (4, 1) } else { (4, 2) })
+            || (d == 64 && t.warps == 4 && t.ctas_per_sm == 2))
+}
+
+/// The autotuner's search space for `gate`, in a deterministic order: the variants that can win or that keep a
+/// kernel family compiled and tested ([`worth_keeping`]), out of every valid combination ([`candidates`]). Every
+/// variant [`KernelSpec::default_for`] gives for d = 64, 128, 256 is in it.
 pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
+    let mut kept = Vec::new();
+    for dtype in DType::ALL {
+        for d in [64u32, 128, 256] {
+            kept.extend(KernelSpec::default_for(gate, dtype, d as usize, d as usize).ok().map(|s| s.id()));
+            for materialize in [false, true] {
+                kept.extend(plain_fallback(gate, dtype, d, materialize).map(|s| s.id()));
+            }
+        }
+    }
+    candidates(gate).into_iter().filter(|s| worth_keeping(s, &kept)).collect()
+}
+
+/// Every valid forward variant of `gate` that the generator builds, in a deterministic order (a superset of
+/// [`all_variants`]; the layout and protocol tests check their invariants over it). Combinations that do not fit in
+/// shared memory are left out. Scalar and fixed gates do not use sub-chunks, so they get one
+/// sub-chunk size only.
+pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     // Per-key and per-value gates decompose with sub-chunks (§4.3); scalar and fixed gates do not.
     let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
     let mut out = Vec::new();

@@ -67,6 +67,31 @@ fn variant_space_is_complete_and_valid() {
     assert!(pv.iter().any(|s| s.sub_chunk == 32) && pv.iter().any(|s| s.materialize) && pv.iter().all(|s| s.validate().is_ok()));
 }
 
+#[test]
+fn the_space_is_what_can_win() {
+    use gla_codegen::variants::candidates;
+    for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE] {
+        let all = all_variants(g);
+        let ids: std::collections::BTreeSet<String> = all.iter().map(|s| s.id()).collect();
+        // Every default of a square head dim is a candidate the tuner times, as is every kernel family it may fall
+        // back to: the plain fused and materialized kernels of every dtype and head dim.
+        for dt in DType::ALL {
+            for d in [64, 128, 256] {
+                let def = KernelSpec::default_for(g, dt, d, d).unwrap();
+                assert!(ids.contains(&def.id()), "default {} missing", def.id());
+                for mat in [false, true] {
+                    assert!(all.iter().any(|s| s.dtype == dt && s.key_dim() == d as u32 && !s.tiles.specialised() && s.materialize == mat), "{} {dt} d {d} mat {mat}", g.name());
+                }
+            }
+        }
+        // A subset of the valid space, and a small one: the runner-ups only (benches/NOTES.md: the defaults won
+        // every measured shape).
+        let cand: std::collections::BTreeSet<String> = candidates(g).iter().map(|s| s.id()).collect();
+        assert!(ids.is_subset(&cand), "{}", g.name());
+        assert!(all.len() <= 45 && all.len() * 5 < cand.len(), "{}: {} of {} candidates", g.name(), all.len(), cand.len());
+    }
+}
+
 fn check_snapshot(name: &str, got: &str) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name);
     if std::env::var_os("GLA_UPDATE_SNAPSHOTS").is_some() {
@@ -278,7 +303,7 @@ fn warp_specialised_plan_and_slot_ring() {
     assert_eq!(Features::of(&s).smem.stages, 3);
     let mut seen = 0;
     for gate in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED] {
-        for v in all_variants(gate).into_iter().filter(|v| v.tiles.specialised()) {
+        for v in gla_codegen::variants::candidates(gate).into_iter().filter(|v| v.tiles.specialised()) {
             seen += 1;
             let l = Features::of(&v).smem;
             // Four slots exactly where two TMA producer groups load midway through a chunk (each slot one group's).

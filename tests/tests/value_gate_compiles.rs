@@ -15,7 +15,8 @@ fn every_value_gate_variant_compiles_without_spills() {
     let gate: &'static dyn Gate = &tests::gates::ValueGla;
     assert_eq!(gate.shape(), GateShape::PerValue);
     let specs = all_variants(gate);
-    assert!(specs.len() >= 100, "expected the full variant space, got {}", specs.len());
+    // The tuner's space for a value gate: every plain fused and materialized kernel of every dtype and head dim.
+    assert!(specs.len() >= 18 && specs.iter().any(|s| s.materialize) && specs.iter().any(|s| s.sub_chunk == 32), "got {}", specs.len());
     let t0 = std::time::Instant::now();
     let problems: Vec<String> = specs
         .par_iter()
