@@ -515,7 +515,7 @@ fn two_tma_groups(spec: &KernelSpec) -> bool {
 /// Two producer groups with TMA loads and four slots (a slot then only ever holds one group's chunks): each group
 /// issues its chunk j + 2 in the middle of chunk j (per key: after the gate; scalar gates: after the scores), once
 /// the consumers are done with chunk j − 2 in that slot, instead of after publishing chunk j — where it then
-/// waited for its own load (H200, 2026-12-02i: the Mamba-2 x2g producers' TMA wait was 7 % of all samples; j-c1:
+/// waited for its own load (H200: the Mamba-2 x2g producers' TMA wait was 7 % of all samples;
 /// GLA w8p8x2g's 18 % of the producers'). Per-key gates need [`Features::x_per_group`] for the fourth slot to fit.
 fn mid_issue(spec: &KernelSpec) -> bool {
     two_tma_groups(spec) && SmemLayout::of(spec).stages == 4
@@ -527,8 +527,8 @@ fn mid_issue(spec: &KernelSpec) -> bool {
 /// through the same swizzle). The runtime encodes the tensor maps; partial chunks, masked head dims and strides the
 /// driver cannot encode use cp.async. Per-key gates with the producers' wgmma scores ([`Features::wg_scores`]), and the scalar
 /// gates' wgmma variants with 4 producer warps (each warp loads its chunk's per-head logits itself, `GLA_REG_LOGIT`):
-/// H200, 2026-12-01h, Mamba-2 8×4096×16×128 w8p4x2g 0.232 ms vs 0.293 by cp.async, 8×4096×32×64 w4p4g 0.216 vs 0.319
-/// (the one-group w8p4g: 0.249 vs 0.240 — the tuner takes x2g there); 8 + 8 warps spill with it (2026-12-01g).
+/// H200, Mamba-2 8×4096×16×128 w8p4x2g 0.232 ms vs 0.293 by cp.async, 8×4096×32×64 w4p4g 0.216 vs 0.319
+/// (the one-group w8p4g: 0.249 vs 0.240 — the tuner takes x2g there); 8 + 8 warps spill with it.
 fn tma(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
     let scalar = matches!(spec.gate.shape(), GateShape::PerHead | GateShape::Fixed);

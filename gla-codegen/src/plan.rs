@@ -74,7 +74,7 @@ pub fn total_segments(p: usize) -> usize {
 }
 
 /// The lead segment's length in thousandths of a later segment's: a fused chunk costs about 1 / 0.6 of a state-pass
-/// chunk (H200, 2026-12-02j: 2×16384×16×128 took 0.471 ms with P = 4 against 0.290 for the unsegmented 8×4096 of
+/// chunk (H200: 2×16384×16×128 took 0.471 ms with P = 4 against 0.290 for the unsegmented 8×4096 of
 /// the same 4096 chunks a CTA), so a lead of 0.6 segments ends with the state pass. The default of the variants
 /// whose state pass loads ahead is [`LEAD_AHEAD_PER_KEY_PERMILLE`] / [`LEAD_AHEAD_SCALAR_PERMILLE`]
 /// (`Features::lead_permille`).
@@ -82,7 +82,7 @@ pub const LEAD_PERMILLE: i32 = 600;
 
 /// The lead of the variants whose segment-state pass issues a group's next chunk at the top of the current one
 /// (two TMA producer groups: the kernels' `STATES_ISSUE_AHEAD`), which makes that pass cheaper, so the lead is
-/// shorter: H200, 2026-12-04q, 2×16384×16×128, same binary, interleaved twice — GLA (per key) 0.370 / 0.370 ms at
+/// shorter: H200, 2×16384×16×128, same binary, interleaved twice — GLA (per key) 0.370 / 0.370 ms at
 /// 450 and 500 (600: 0.382; the old form 0.379 at 600, 0.370 at 500), Mamba-2 (scalar) 0.275 / 0.275 at 400,
 /// 0.280 at 500, 0.291 at 600 (the old form 0.288 at 600).
 pub const LEAD_AHEAD_PER_KEY_PERMILLE: i32 = 475;

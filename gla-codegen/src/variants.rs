@@ -40,20 +40,13 @@ impl KernelSpec {
     }
 
     /// The variant to run when the caller names none (the runtime default until the tuning cache is consulted):
-    /// per specialised head dim, the fastest fused variant of the H200 measurements (`benches/NOTES.md`):
-    /// bf16/f16 at d = 128 (per-key, per-head and fixed gates) → the warp-specialised C 32 kernel with one
-    /// 128-wide value tile per head, 8 consumer warps on wgmma and TMA loads: 4 producer warps in two groups for
-    /// scalar gates, 8 in two groups of one warpgroup for per-key gates (2026-12-01, fifth and eighth sessions;
-    /// 2026-12-02, tenth; where it does not apply, i.e. d_v < 128, the
-    /// mma.sync kernels of the third and fourth); bf16/f16 at d = 64 → 4 + 4 warps on wgmma with two CTAs an SM,
-    /// d_k = 256 (per-key and scalar gates) → the d = 128 kernel on two key slices as a 2-CTA cluster (key_split 2,
-    /// `cluster`; eighth and twelfth sessions); otherwise
-    /// (2026-12-01, second session): d = 128 →
-    /// C 64 with one 128-wide value tile per head, 16 warps for per-key gates and 8 otherwise; d = 64 → 64-wide tiles, C 32 on 4 warps per key / C 64 on 8
-    /// warps otherwise; d = 256 → 64-wide tiles, 8 warps, C 32 per key / C 64 otherwise. Narrow problems need no
-    /// narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences until the GPU
-    /// is full. Where a choice does not fit (f32 needs more shared memory) the next
-    /// smaller configuration is taken.
+    /// per specialised head dim, the fastest fused variant of the H200 measurements (benches/NOTES.md). bf16/f16,
+    /// per-key, per-head and fixed gates: d = 128 → the warp-specialised C 32 kernel with one 128-wide value tile,
+    /// 8 consumer warps on wgmma and TMA loads (scalar gates: 4 producer warps in two groups; per key: 8 in two groups
+    /// of one warpgroup); d = 64 → 4 + 4 warps on wgmma, two CTAs an SM; d_k = 256 → the d = 128 kernel on two key
+    /// slices as a 2-CTA cluster. Otherwise (f32, value gates, d_v < 128) the plain tiles of `plain_prefs`. Narrow
+    /// problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences
+    /// until the GPU is full. Where a choice does not fit (f32 needs more shared memory) the next one is taken.
     pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
         let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
         let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
@@ -61,18 +54,18 @@ impl KernelSpec {
         // (chunk, block_v, warps, producer warps, producer groups, wgmma) in order of preference.
         let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
         let mut prefs: Vec<(u32, u32, u32, u32, u32, bool)> = Vec::new();
-        // d = 64 (H200, 8×4096×32×64, 2026-12-01h): 4 + 4 warps on wgmma, two CTAs an SM (GLA 0.277 ms vs 0.384 for
+        // d = 64 (H200, 8×4096×32×64): 4 + 4 warps on wgmma, two CTAs an SM (GLA 0.277 ms vs 0.384 for
         // the best one-CTA kernel; Mamba-2 0.213 vs 0.230).
         if ws && kd == 64 {
             prefs.push((32, 64, 4, 4, 1, true));
         }
         if ws && kd == 128 {
-            // Warp-specialised, H200 measurements at 8×4096×16×128 (2026-12-01e): C 32, 8 consumer + 4 producer
+            // Warp-specialised, H200 measurements at 8×4096×16×128: C 32, 8 consumer + 4 producer
             // warps in one group, consumers on wgmma (Mamba-2 0.240 ms vs 0.262 ms for the best mma.sync kernel,
-            // GLA 0.361 vs 0.364 ms); then the mma.sync kernels of 2026-12-01c/d: scalar gates in two producer
+            // GLA 0.361 vs 0.364 ms); then the mma.sync kernels: scalar gates in two producer
             // groups on alternate chunks, per-key gates in one.
-            // Scalar gates: two producer groups with TMA loads first (2026-12-01h: Mamba-2 0.232 ms vs 0.240).
-            // Per-key gates: 8 + 8 warps, two producer groups of one warpgroup each, four slots (2026-12-02j, call 2:
+            // Scalar gates: two producer groups with TMA loads first (Mamba-2 0.232 ms vs 0.240).
+            // Per-key gates: 8 + 8 warps, two producer groups of one warpgroup each, four slots (
             // GLA 0.293 ms vs 0.302 for 8 + 4; 2×16384 0.475 vs 0.518).
             prefs.push(if per_key { (32, 128, 8, 8, 2, true) } else { (32, 128, 8, 4, 2, true) });
             prefs.push((32, 128, 8, 4, 1, true));
@@ -83,8 +76,8 @@ impl KernelSpec {
         }
         prefs.extend(plain_prefs(per_key, kd).into_iter().map(|(c, bv, w)| (c, bv, w, 0, 1, false)));
         // d_k = 256: two 128-column key slices on the d = 128 wgmma kernel as one 2-CTA cluster exchanging the
-        // partial outputs over DSMEM (2026-12-02l, 8×4096×8×256: GLA 0.624 ms vs 0.813 for the key split through
-        // global memory, which was 0.811 vs 1.572 for the best d = 256 kernel in 2026-12-01h; Mamba-2 0.489 vs 0.634).
+        // partial outputs over DSMEM (8×4096×8×256: GLA 0.624 ms vs 0.813 for the key split through
+        // global memory, which was 0.811 vs 1.572 for the best d = 256 kernel; Mamba-2 0.489 vs 0.634).
         // Per key 4 producer warps in one group, scalar gates 4 in two.
         if ws && kd == 256 && vd >= 128 && dk % 2 == 0 {
             let groups = if per_key { 1 } else { 2 };
@@ -379,7 +372,7 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             }
                             // Per-key gates, 8 + 8 warps (128 registers a thread) with one 128-wide tile at C 32, or
                             // 64-wide at C 64 and d = 64: their producers spill 12–136 B since the stages address
-                            // tiles through the layout functions (2026-12-01e; v8 fitted exactly). Left out: the
+                            // tiles through the layout functions (v8 fitted exactly). Left out: the
                             // strict no-spill rule stands, and they were never the fastest (GLA 0.40–0.44 ms at
                             // 8×4096×16×128 against 0.365 for w8p4g).
                             let per_key = gate.shape() == GateShape::PerKey;
@@ -404,7 +397,7 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             // (the consumers keep 120) — enough for one group of scalar-gate producers only; per-key
                             // producers in two groups of two warps spill at any warp count (416 B). (Per-key 8 + 8 with
                             // the tf32 wgmma scores split over two producer warpgroups was built and measured in
-                            // 2026-12-01g, call 1: 0.441 vs 0.345 ms for w8p4g at 8×4096×16×128 — a second warp a
+                            // 0.441 vs 0.345 ms for w8p4g at 8×4096×16×128 — a second warp a
                             // scheduler does not hide the gate's MUFU latency — and removed again.)
                             let sixteen_warps = warps + producer_warps > 12;
                             let two_groups = producer_groups > 1;
@@ -415,7 +408,7 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 continue;
                             }
                             // Scalar gates, 8 + 8 warps, one 128-wide tile at d = 128: since the state pass also runs
-                            // the lead segment's fused forward (2026-12-02k) its kernel spills 56–64 B; the best
+                            // the lead segment's fused forward its kernel spills 56–64 B; the best
                             // variant at no shape measured (Mamba-2 w8p8g 0.263 ms vs 0.221 for w8p4x2g), left out.
                             if !per_key && sixteen_warps && !two_groups && d == 128 && block_v == 128 {
                                 continue;
