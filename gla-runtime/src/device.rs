@@ -152,6 +152,18 @@ impl Gpu {
         Ok(self.modules.insert(key, loaded))
     }
 
+    /// Load a cubin built ahead of time (a tuning cache's) for `source`, through the module cache: no NVRTC. Keyed
+    /// apart from compiles of the same source (whose options may differ).
+    pub fn load_prebuilt(&self, source: &str, cubin: &[u8]) -> Result<Arc<LoadedModule>> {
+        let key = fnv1a64(&[source.as_bytes(), b"prebuilt sm_90a cubin"]);
+        if let Some(m) = self.modules.get(key) {
+            return Ok(m);
+        }
+        let module = self.load_cubin(cubin)?;
+        let loaded = Arc::new(LoadedModule { key, module, log: String::new(), resources: Vec::new(), compile_ms: 0.0, cubin_bytes: cubin.len() });
+        Ok(self.modules.insert(key, loaded))
+    }
+
     /// Look up an entry function and allow it `smem_bytes` of dynamic shared memory (opting in above 48 KB).
     pub fn function(&self, module: &LoadedModule, name: &str, smem_bytes: u32) -> Result<CudaFunction> {
         let f = module.module.load_function(name).map_err(|e| GlaError::Cuda {

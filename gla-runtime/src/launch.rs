@@ -234,8 +234,20 @@ impl Variant {
     pub fn load(gpu: &Gpu, spec: &KernelSpec, opts: &CompileOptions) -> Result<Variant> {
         let generated = gla_codegen::generate(spec)?;
         let module = gpu.load_source(&spec.id(), &generated.source, opts)?;
-        let functions = generated
-            .plan
+        Self::prepare(gpu, spec, generated.plan, module)
+    }
+
+    /// The variant from a cubin built ahead of time (a tuning cache's entry for `spec`): generated for its plan,
+    /// loaded with no NVRTC.
+    pub fn from_cubin(gpu: &Gpu, spec: &KernelSpec, cubin: &[u8]) -> Result<Variant> {
+        let generated = gla_codegen::generate(spec)?;
+        let module = gpu.load_prebuilt(&generated.source, cubin)?;
+        Self::prepare(gpu, spec, generated.plan, module)
+    }
+
+    /// Look up each kernel of the plan in the loaded module (dynamic shared memory opt-in) and its resources.
+    fn prepare(gpu: &Gpu, spec: &KernelSpec, plan: LaunchPlan, module: Arc<crate::device::LoadedModule>) -> Result<Variant> {
+        let functions = plan
             .kernels
             .iter()
             .map(|k| {
@@ -245,19 +257,13 @@ impl Variant {
                 gpu.function(&module, &k.name, k.smem_bytes)
             })
             .collect::<Result<Vec<_>>>()?;
-        let from_log = generated.plan.kernels.iter().all(|k| module.resources.iter().any(|r| r.name == k.name));
+        let from_log = plan.kernels.iter().all(|k| module.resources.iter().any(|r| r.name == k.name));
         let resources = if from_log {
-            generated.plan.kernels.iter().filter_map(|k| module.resources.iter().find(|r| r.name == k.name).cloned()).collect()
+            plan.kernels.iter().filter_map(|k| module.resources.iter().find(|r| r.name == k.name).cloned()).collect()
         } else {
-            generated
-                .plan
-                .kernels
-                .iter()
-                .zip(&functions)
-                .map(|(k, f)| crate::device::function_resources(&k.name, f))
-                .collect::<Result<Vec<_>>>()?
+            plan.kernels.iter().zip(&functions).map(|(k, f)| crate::device::function_resources(&k.name, f)).collect::<Result<Vec<_>>>()?
         };
-        Ok(Variant { spec: *spec, plan: generated.plan, module, functions, resources, resources_from_log: from_log })
+        Ok(Variant { spec: *spec, plan, module, functions, resources, resources_from_log: from_log })
     }
     pub fn spec(&self) -> &KernelSpec {
         &self.spec
