@@ -20,6 +20,7 @@
 #[allow(unsafe_code)]
 mod ffi;
 
+pub mod cache;
 pub mod device;
 pub mod forward;
 pub mod launch;
