@@ -5,6 +5,8 @@ use crate::device::Gpu;
 use crate::launch::{self, Bound, Buffers, SeqMeta, Variant};
 use crate::nvrtc::CompileOptions;
 use crate::tensor::{check_tensor, DeviceTensor};
+use crate::cache::GpuFacts;
+use crate::tuned::{Tuned, TuningStats};
 use cudarc::driver::CudaSlice;
 use gla_codegen::KernelSpec;
 use gla_core::error::Result;
@@ -259,6 +261,8 @@ struct Inner {
     metas: Mutex<HashMap<MetaKey, Arc<SeqMeta>>>,
     /// Chunk-state workspace, grown on demand and reused (stream-ordered, so reuse is safe).
     workspace: Mutex<Option<CudaSlice<u8>>>,
+    /// Tuning caches: the variant (and its cubin) of calls that name none.
+    tuned: Tuned,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -279,29 +283,27 @@ impl std::fmt::Debug for Gla {
 }
 
 impl Gla {
-    /// Open GPU 0 and check NVRTC 13. Errors: `NoDriver`, `NoDevice` (also for a device that is not compute
-    /// capability 9.0), `NoNvrtc`.
+    /// Open GPU 0, with the default tuning caches ([`crate::tuned`]). Errors: `NoDriver`, `NoDevice` (also for a
+    /// device that is not compute capability 9.0). NVRTC is needed only for a variant that no tuning cache holds:
+    /// its absence is then a `NoNvrtc` error of that call.
     pub fn new() -> Result<Gla> {
         Self::on_device(0)
     }
 
     /// Open GPU `ordinal`.
     pub fn on_device(ordinal: usize) -> Result<Gla> {
-        let gpu = Gpu::new(ordinal)?;
-        crate::nvrtc::probe()?;
-        Ok(Self::with_gpu(gpu, CompileOptions { driver_cache: true, ..CompileOptions::default() }))
+        Self::with_options(ordinal, CompileOptions { driver_cache: true, ..CompileOptions::default() })
     }
 
     /// Open GPU `ordinal` with the given compile options (e.g. `lineinfo: true`, so that profilers such as ncu map
     /// SASS to the kernel source).
     pub fn with_options(ordinal: usize, options: CompileOptions) -> Result<Gla> {
-        let gpu = Gpu::new(ordinal)?;
-        crate::nvrtc::probe()?;
-        Ok(Self::with_gpu(gpu, options))
+        Ok(Self::with_gpu(Gpu::new(ordinal)?, options))
     }
 
-    /// Wrap an opened GPU with the given compile options.
+    /// Wrap an opened GPU with the given compile options and the default tuning caches.
     pub fn with_gpu(gpu: Gpu, options: CompileOptions) -> Gla {
+        let tuned = Tuned::with_defaults(Some(GpuFacts::from(gpu.info())));
         Gla {
             inner: Arc::new(Inner {
                 gpu,
@@ -309,8 +311,52 @@ impl Gla {
                 variants: Mutex::default(),
                 metas: Mutex::default(),
                 workspace: Mutex::default(),
+                tuned,
             }),
         }
+    }
+
+    /// Consult the tuning cache in `dir` too (after the ones already in use). Returns its number of entries.
+    /// Errors: `Cache` (missing, unreadable or corrupt index).
+    pub fn add_tuning_cache(&self, dir: impl AsRef<std::path::Path>) -> Result<usize> {
+        self.inner.tuned.add(dir.as_ref())
+    }
+
+    /// The tuning cache directories in use, in the order they are consulted.
+    pub fn tuning_caches(&self) -> Vec<std::path::PathBuf> {
+        self.inner.tuned.dirs()
+    }
+
+    /// Ids of the variants loaded so far (compiled or from a tuning cache).
+    pub fn loaded_variants(&self) -> Vec<String> {
+        lock(&self.inner.variants).keys().map(|(id, _)| id.clone()).collect()
+    }
+
+    /// How calls that named no variant were served: cache hits, misses (which ran the default variant) and
+    /// stale entries skipped.
+    pub fn tuning_stats(&self) -> TuningStats {
+        self.inner.tuned.stats()
+    }
+
+    /// `opts` with the variant a tuning cache holds for this call when it names none (the cubin loaded, no
+    /// NVRTC); unchanged otherwise.
+    fn tuned_options<'a>(&self, gate: &'static dyn Gate, q: &DeviceTensor, v: &DeviceTensor, opts: &ForwardOptions<'a>) -> Result<ForwardOptions<'a>> {
+        if opts.variant.is_some() {
+            return Ok(*opts);
+        }
+        let (qs, vs) = (q.shape(), v.shape());
+        let (Some((rows, tokens)), Some(&dk), Some(&dv)) = (crate::tuned::call_shape(qs, opts.cu_seqlens), qs.last(), vs.last()) else {
+            return Ok(*opts); // malformed: validate_forward says what is wrong
+        };
+        let Some(pick) = self.inner.tuned.pick(gate, q.dtype(), dk, dv, rows, tokens) else {
+            return Ok(*opts);
+        };
+        let key = (pick.spec.id(), gate.content_hash());
+        if !lock(&self.inner.variants).contains_key(&key) {
+            let v = Arc::new(Variant::from_cubin(&self.inner.gpu, &pick.spec, &pick.cubin)?);
+            lock(&self.inner.variants).entry(key).or_insert(v);
+        }
+        Ok(ForwardOptions { variant: Some(pick.spec), ..*opts })
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -371,6 +417,7 @@ impl Gla {
         params: Option<&DeviceTensor>,
         opts: &ForwardOptions,
     ) -> Result<ForwardOutput> {
+        let opts = &self.tuned_options(gate, q, v, opts)?;
         let problem = validate_forward(gate, &request(q, k, v, logits, params, opts, None, None))?;
         let gpu = &self.inner.gpu;
         let mut o = DeviceTensor::empty(gpu, problem.dtype, &problem.o_shape())?;
@@ -395,6 +442,7 @@ impl Gla {
         o: &mut DeviceTensor,
         final_state: Option<&mut DeviceTensor>,
     ) -> Result<()> {
+        let opts = &self.tuned_options(gate, q, v, opts)?;
         let problem = validate_forward(
             gate,
             &request(q, k, v, logits, params, opts, Some(TensorDesc::of(o)), final_state.as_deref().map(TensorDesc::of)),

@@ -351,3 +351,37 @@ fn empty_sequences_pass_the_state_through() {
         assert_eq!(out.final_state.unwrap().to_f32().unwrap(), h0_vals, "materialize = {materialize}");
     }
 }
+
+#[test]
+fn a_tuning_cache_entry_runs_from_its_cubin() {
+    // A cache holding a non-default variant's cubin for the call's key: the call that names no variant runs it
+    // (loaded from the cubin, no compile of that variant), and matches the reference.
+    use crate::cache::{sha256_hex, Bucket, CacheKey, Entry, GpuFacts, Timing, TuningCache, Validators};
+    let Some(gla) = gpu_or_skip("a_tuning_cache_entry_runs_from_its_cubin") else { return };
+    let tiles = Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+    let spec = KernelSpec::new(&PER_KEY, DType::BF16, 64, 16, 128, 128, false, tiles).unwrap();
+    assert_ne!(spec, KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap(), "a variant the default would not pick");
+    let g = gla_codegen::generate(&spec).unwrap();
+    let compiled = crate::nvrtc::compile(&g.source, &spec.id()).unwrap();
+    let dir = std::env::temp_dir().join(format!("gla-gpu-tuned-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut c = TuningCache::empty(&dir);
+    let gpu = GpuFacts::from(gla.gpu().info());
+    let e = Entry {
+        key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
+        bucket: Bucket::of(2 * 3, 200),
+        variant: spec.id(),
+        spec: gla_codegen::SpecRecord::of(&spec),
+        cubin: String::new(),
+        cubin_sha256: String::new(),
+        validators: Validators { arch: "sm_90a".into(), nvrtc_version: crate::nvrtc::probe().unwrap().version, source_sha256: sha256_hex(g.source.as_bytes()), gpu: Some(gpu) },
+        timing: Some(Timing { median_ms: 1.0, default_ms: None, candidates: 1, strengths: vec![] }),
+    };
+    c.insert(e, compiled.cubin);
+    c.save().unwrap();
+    assert_eq!(gla.add_tuning_cache(&dir).unwrap(), 1);
+    check_case(&gla, "per_key bf16 from the tuning cache", &case(&PER_KEY, DType::BF16, 2, 200, 3, 128, 128));
+    let st = gla.tuning_stats();
+    assert_eq!(st.hits, 1, "{st:?}");
+    assert!(gla.loaded_variants().contains(&spec.id()), "the cached variant ran");
+}

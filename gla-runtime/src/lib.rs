@@ -28,6 +28,7 @@ pub mod nvrtc;
 pub mod tensor;
 pub mod testing;
 pub mod timing;
+pub mod tuned;
 
 #[cfg(test)]
 mod gpu_tests;

@@ -52,7 +52,7 @@ pub use gla_macros::gated_linear_attention;
 pub use gla_codegen::{self as codegen, all_variants, KernelSpec};
 pub use gla_runtime::forward::logits_shape;
 pub use gla_runtime::{
-    self as runtime, CompileOptions, DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu,
+    self as runtime, cache::TuningCache, tuned::TuningStats, CompileOptions, DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu,
 };
 
 pub mod gates;

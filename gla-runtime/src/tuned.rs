@@ -1,0 +1,356 @@
+//! Run-time dispatch from tuning caches ([`crate::cache`]): which variant a forward call runs when it names none,
+//! and that variant's cubin — with no NVRTC and no tuning.
+//!
+//! A [`Gla`](crate::Gla) consults, in order, the caches added with [`Gla::add_tuning_cache`](crate::Gla::add_tuning_cache),
+//! the directories in `GLA_TUNING_CACHE` (separated by `:`), and the caches shipped in the repository
+//! (`tuning/caches/h200`, then the local untimed one `tuning/caches/local` that `autotune` writes with no GPU).
+//! For a call it takes the usable entry (see [`crate::cache::check`]: same GPU, driver and generated source) whose
+//! shape bucket is nearest the call's; a timed entry wins over an untimed one at the same distance. Stale and
+//! unreadable caches are skipped with one warning each, never used. A miss runs `KernelSpec::default_for`, compiled
+//! once per process; [`TuningStats`] counts hits and misses.
+//!
+//! Decisions are memoised per (gate, dtype, d_k, d_v, bucket), so a call pays one hash-map lookup after the first.
+
+use crate::cache::{self, Bucket, CacheKey, Entry, Environment, GpuFacts, TuningCache};
+use gla_codegen::KernelSpec;
+use gla_core::error::Result;
+use gla_core::{DType, Gate};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// A variant chosen from a tuning cache, with its cubin.
+#[derive(Clone, Debug)]
+pub struct Pick {
+    pub spec: KernelSpec,
+    pub cubin: Arc<Vec<u8>>,
+    /// Whether the entry was timed on a GPU like this one (false: compiled ahead of time, the default variant).
+    pub timed: bool,
+    /// The cache directory it came from.
+    pub cache: PathBuf,
+    pub bucket: Bucket,
+}
+
+/// How the calls that named no variant were served.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TuningStats {
+    /// Decisions served from a cache (each (gate, dtype, dims, bucket) counted once).
+    pub hits: usize,
+    /// Decisions with no usable entry: the default variant ran. The keys and buckets, for logging.
+    pub misses: Vec<(CacheKey, Bucket)>,
+    /// Entries skipped as stale (other GPU, driver or generated source), with the reason.
+    pub stale: Vec<String>,
+}
+
+type DecisionKey = (CacheKey, Bucket);
+
+/// The caches of one [`Gla`](crate::Gla) and its memoised decisions.
+pub struct Tuned {
+    caches: RwLock<Vec<TuningCache>>,
+    env: Environment,
+    decisions: Mutex<HashMap<DecisionKey, Option<Pick>>>,
+    /// SHA-256 of the source the current codegen emits for (variant id, gate hash).
+    sources: Mutex<HashMap<(String, u64), Option<String>>>,
+    warned: Mutex<HashSet<String>>,
+    stats: Mutex<TuningStats>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The cache directories consulted by default: `GLA_TUNING_CACHE` (`:`-separated), then the repository's shipped
+/// H200 cache and the local untimed one (`tuning/caches/{h200,local}` beside this crate).
+pub fn default_cache_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("GLA_TUNING_CACHE")
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default();
+    if let Some(ws) = Path::new(env!("CARGO_MANIFEST_DIR")).parent() {
+        dirs.push(ws.join("tuning/caches/h200"));
+        dirs.push(ws.join("tuning/caches/local"));
+    }
+    dirs
+}
+
+impl Tuned {
+    /// No caches yet; entries are checked against `gpu`.
+    pub fn new(gpu: Option<GpuFacts>) -> Tuned {
+        Tuned {
+            caches: RwLock::new(Vec::new()),
+            // The NVRTC that produced a cubin does not bind its use (the driver loads any sm_90a cubin of NVRTC 13):
+            // only the GPU, its driver and the generated source are checked.
+            env: Environment { nvrtc_version: None, gpu },
+            decisions: Mutex::default(),
+            sources: Mutex::default(),
+            warned: Mutex::default(),
+            stats: Mutex::default(),
+        }
+    }
+
+    /// [`Tuned::new`] with the [`default_cache_dirs`] that exist; an unreadable one is skipped with a warning
+    /// (explicitly named ones — `GLA_TUNING_CACHE` — also when missing).
+    pub fn with_defaults(gpu: Option<GpuFacts>) -> Tuned {
+        let t = Tuned::new(gpu);
+        let named: HashSet<PathBuf> = std::env::var_os("GLA_TUNING_CACHE")
+            .map(|v| std::env::split_paths(&v).collect())
+            .unwrap_or_default();
+        for dir in default_cache_dirs() {
+            if !named.contains(&dir) && !dir.join(cache::INDEX_FILE).exists() {
+                continue;
+            }
+            if let Err(e) = t.add(&dir) {
+                t.warn_once(&format!("open:{}", dir.display()), &format!("gla: tuning cache skipped: {e}"));
+            }
+        }
+        t
+    }
+
+    /// Add a cache directory (consulted after those added before). Returns its number of entries.
+    pub fn add(&self, dir: &Path) -> Result<usize> {
+        let c = TuningCache::open(dir)?;
+        let n = c.entries().len();
+        self.caches.write().unwrap_or_else(|p| p.into_inner()).push(c);
+        lock(&self.decisions).clear();
+        Ok(n)
+    }
+
+    /// The cache directories in use, in order.
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        self.caches.read().unwrap_or_else(|p| p.into_inner()).iter().map(|c| c.dir().to_path_buf()).collect()
+    }
+
+    pub fn stats(&self) -> TuningStats {
+        lock(&self.stats).clone()
+    }
+
+    fn warn_once(&self, key: &str, msg: &str) {
+        if lock(&self.warned).insert(key.to_string()) {
+            eprintln!("{msg}");
+        }
+    }
+
+    /// SHA-256 of the source the current codegen emits for `spec` (None if it no longer generates).
+    fn source_sha(&self, spec: &KernelSpec) -> Option<String> {
+        let key = (spec.id(), spec.gate.content_hash());
+        if let Some(s) = lock(&self.sources).get(&key) {
+            return s.clone();
+        }
+        let sha = gla_codegen::generate(spec).ok().map(|g| cache::sha256_hex(g.source.as_bytes()));
+        lock(&self.sources).insert(key, sha.clone());
+        sha
+    }
+
+    /// Whether `e` may run here for `gate`: its spec rebuilds, names the same variant, and passes
+    /// [`cache::check`] against this GPU and the current generated source.
+    fn usable(&self, gate: &'static dyn Gate, dtype: DType, dir: &Path, e: &Entry) -> Option<KernelSpec> {
+        let reason = match e.spec.spec(gate, dtype) {
+            Err(err) => Err(format!("its variant no longer validates: {err}")),
+            Ok(spec) if spec.id() != e.variant => Err(format!("its record builds {}, not {}", spec.id(), e.variant)),
+            Ok(spec) => match self.source_sha(&spec) {
+                None => Err("the current codegen does not generate it".to_string()),
+                Some(sha) => cache::check(e, &self.env, &sha).map(|()| spec),
+            },
+        };
+        match reason {
+            Ok(spec) => Some(spec),
+            Err(why) => {
+                let msg = format!("{}: entry {} ({:?}) is stale: {why}", dir.display(), e.variant, e.bucket);
+                if lock(&self.warned).insert(format!("stale:{msg}")) {
+                    eprintln!("gla: tuning cache {msg}; skipped");
+                    lock(&self.stats).stale.push(msg);
+                }
+                None
+            }
+        }
+    }
+
+    /// The cached variant for a call of `gate` (`rows` = sequences × heads, `tokens` = the longest sequence), or
+    /// None (the caller runs the default variant).
+    pub fn pick(&self, gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize, rows: usize, tokens: usize) -> Option<Pick> {
+        let key = CacheKey::new(gate, dtype, dk, dv);
+        let bucket = Bucket::of(rows, tokens);
+        let dkey = (key.clone(), bucket);
+        if let Some(p) = lock(&self.decisions).get(&dkey) {
+            return p.clone();
+        }
+        let pick = self.decide(gate, dtype, &key, &bucket);
+        {
+            let mut st = lock(&self.stats);
+            match &pick {
+                Some(_) => st.hits += 1,
+                None => st.misses.push((key.clone(), bucket)),
+            }
+        }
+        lock(&self.decisions).insert(dkey, pick.clone());
+        pick
+    }
+
+    fn decide(&self, gate: &'static dyn Gate, dtype: DType, key: &CacheKey, bucket: &Bucket) -> Option<Pick> {
+        let caches = self.caches.read().unwrap_or_else(|p| p.into_inner());
+        // Each cache's nearest usable entry; then the nearest of those (timed first at equal distance, earlier
+        // caches first after that).
+        let mut best: Option<(u32, bool, usize, &Entry, KernelSpec)> = None;
+        for (i, c) in caches.iter().enumerate() {
+            let found = c.lookup(key, bucket, |e| self.usable(gate, dtype, c.dir(), e).is_some());
+            if let Some(e) = found {
+                let spec = self.usable(gate, dtype, c.dir(), e)?;
+                let rank = (e.bucket.distance(bucket), e.timing.is_none(), i);
+                if best.as_ref().is_none_or(|b| rank < (b.0, b.1, b.2)) {
+                    best = Some((rank.0, rank.1, rank.2, e, spec));
+                }
+            }
+        }
+        let (_, untimed, i, e, spec) = best?;
+        match caches[i].cubin(e) {
+            Ok(bytes) => Some(Pick { spec, cubin: Arc::new(bytes), timed: !untimed, cache: caches[i].dir().to_path_buf(), bucket: e.bucket }),
+            Err(err) => {
+                self.warn_once(&format!("cubin:{err}"), &format!("gla: tuning cache entry {} skipped: {err}", e.variant));
+                None
+            }
+        }
+    }
+}
+
+/// The bucket coordinates of a call: `rows` = sequences × heads, `tokens` = the longest sequence.
+pub fn call_shape(q_shape: &[usize], cu_seqlens: Option<&[usize]>) -> Option<(usize, usize)> {
+    let &[b, t, h, _] = q_shape else { return None };
+    match cu_seqlens {
+        None => Some((b * h, t)),
+        Some(cu) if cu.len() >= 2 => {
+            let longest = cu.windows(2).map(|w| w[1].saturating_sub(w[0])).max().unwrap_or(0);
+            Some(((cu.len() - 1) * h, longest))
+        }
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Dispatch on the CPU: caches built here with fake cubin bytes (a pick reads and hash-checks the bytes; only
+    //! loading them needs a GPU).
+    use super::*;
+    use crate::cache::{Timing, Validators};
+    use gla_codegen::fixtures::PER_KEY;
+    use gla_codegen::{SpecRecord, Tiles};
+
+    fn h200() -> GpuFacts {
+        GpuFacts { name: "NVIDIA H200".into(), sm_count: 132, compute_capability: (9, 0), driver_version: 13000 }
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gla-tuned-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn spec(block_v: u32, warps: u32) -> KernelSpec {
+        let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+        KernelSpec::new(&PER_KEY, DType::BF16, 64, 16, 128, 128, false, tiles).unwrap()
+    }
+
+    fn entry(s: &KernelSpec, bucket: Bucket, gpu: Option<GpuFacts>, source_sha: Option<String>) -> Entry {
+        let sha = source_sha.unwrap_or_else(|| cache::sha256_hex(gla_codegen::generate(s).unwrap().source.as_bytes()));
+        let timing = gpu.as_ref().map(|_| Timing { median_ms: 0.25, default_ms: Some(0.3), candidates: 3, strengths: vec![] });
+        Entry {
+            key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
+            bucket,
+            variant: s.id(),
+            spec: SpecRecord::of(s),
+            cubin: String::new(),
+            cubin_sha256: String::new(),
+            validators: Validators { arch: "sm_90a".into(), nvrtc_version: (13, 0), source_sha256: sha, gpu },
+            timing,
+        }
+    }
+
+    fn save(d: &Path, entries: Vec<Entry>) {
+        let mut c = TuningCache::empty(d);
+        for (i, e) in entries.into_iter().enumerate() {
+            c.insert(e, format!("\x7fELF fake cubin {i}").into_bytes());
+        }
+        c.save().unwrap();
+    }
+
+    #[test]
+    fn untimed_entry_is_picked_and_memoised() {
+        let d = dir("untimed");
+        let s = spec(64, 8);
+        save(&d, vec![entry(&s, Bucket::of(1, 1), None, None)]);
+        let t = Tuned::new(Some(h200()));
+        assert_eq!(t.add(&d).unwrap(), 1);
+        for _ in 0..3 {
+            let p = t.pick(&PER_KEY, DType::BF16, 128, 128, 64, 4096).expect("the untimed entry serves any bucket");
+            assert_eq!(p.spec.id(), s.id());
+            assert!(!p.timed && p.cubin.starts_with(b"\x7fELF"));
+        }
+        assert_eq!(t.stats().hits, 1, "one decision, memoised");
+        // Another dtype or head dim is another key: a miss, recorded.
+        assert!(t.pick(&PER_KEY, DType::F16, 128, 128, 64, 4096).is_none());
+        assert!(t.pick(&PER_KEY, DType::BF16, 64, 64, 64, 4096).is_none());
+        assert_eq!(t.stats().misses.len(), 2);
+    }
+
+    #[test]
+    fn stale_entries_are_skipped_with_the_reason() {
+        let d = dir("stale");
+        let mut other = h200();
+        other.name = "NVIDIA H100 80GB HBM3".into();
+        other.sm_count = 132;
+        let mut old_driver = h200();
+        old_driver.driver_version = 12080;
+        save(
+            &d,
+            vec![
+                entry(&spec(64, 8), Bucket::of(16, 1024), Some(other), None),
+                entry(&spec(32, 8), Bucket::of(32, 2048), Some(old_driver), None),
+                entry(&spec(128, 16), Bucket::of(64, 4096), None, Some("0".repeat(64))),
+            ],
+        );
+        let t = Tuned::new(Some(h200()));
+        t.add(&d).unwrap();
+        assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 64, 4096).is_none(), "no usable entry: the default runs");
+        let st = t.stats();
+        assert_eq!(st.misses.len(), 1);
+        let why = st.stale.join("\n");
+        assert!(why.contains("this GPU is NVIDIA H200"), "{why}");
+        assert!(why.contains("driver version 12080"), "{why}");
+        assert!(why.contains("generated source changed"), "{why}");
+    }
+
+    #[test]
+    fn nearest_bucket_and_timed_first() {
+        let (d1, d2) = (dir("near1"), dir("near2"));
+        let (small, large, untimed) = (spec(64, 8), spec(32, 8), spec(128, 16));
+        save(&d1, vec![entry(&untimed, Bucket::of(16, 1024), None, None)]);
+        save(&d2, vec![entry(&small, Bucket::of(16, 1024), Some(h200()), None), entry(&large, Bucket::of(512, 16384), Some(h200()), None)]);
+        let t = Tuned::new(Some(h200()));
+        t.add(&d1).unwrap();
+        t.add(&d2).unwrap();
+        // At the small bucket the timed entry of the second cache beats the first cache's untimed one.
+        let p = t.pick(&PER_KEY, DType::BF16, 128, 128, 16, 1000).unwrap();
+        assert_eq!((p.spec.id(), p.timed, p.cache.clone()), (small.id(), true, d2.clone()));
+        // Far from both, the nearer bucket wins.
+        assert_eq!(t.pick(&PER_KEY, DType::BF16, 128, 128, 400, 20000).unwrap().spec.id(), large.id());
+        assert_eq!(t.pick(&PER_KEY, DType::BF16, 128, 128, 8, 512).unwrap().spec.id(), small.id());
+    }
+
+    #[test]
+    fn a_changed_cubin_is_not_used() {
+        let d = dir("tampered");
+        let s = spec(64, 8);
+        save(&d, vec![entry(&s, Bucket::of(1, 1), None, None)]);
+        let c = TuningCache::open(&d).unwrap();
+        std::fs::write(c.cubin_path(&c.entries()[0]), b"\x7fELF something else").unwrap();
+        let t = Tuned::new(Some(h200()));
+        t.add(&d).unwrap();
+        assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 64, 4096).is_none());
+    }
+
+    #[test]
+    fn call_shapes() {
+        assert_eq!(call_shape(&[8, 4096, 16, 128], None), Some((128, 4096)));
+        assert_eq!(call_shape(&[1, 100, 4, 64], Some(&[0, 10, 70, 100])), Some((12, 60)));
+        assert_eq!(call_shape(&[1, 100, 4], None), None);
+        assert_eq!(call_shape(&[1, 100, 4, 64], Some(&[0])), None);
+    }
+}
