@@ -1,0 +1,236 @@
+//! Command-line flags of `autotune` ([`parse`] is pure: no I/O, no gate registry).
+
+use gla_core::DType;
+use std::path::PathBuf;
+
+/// `--help`.
+pub const USAGE: &str = "\
+usage: autotune [--plan] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
+                [--out DIR] [--buckets default|B,T,H;...]
+
+With a GPU: for every registered gate x dtype x head dim x shape bucket, compile the candidate variants in
+parallel, check each against the f64 reference on a small random problem (a failing candidate is reported and
+never cached), time the rest (CUDA events, 3 warm-ups, L2 flushed, median; candidates slower than 1.3x the best
+after 5 runs are dropped, the others get 20 more) and write the fastest per bucket into the cache at --out.
+Per-key gates are timed at logits ~ N(0,1) and N(0,1) - 12 (strong decays) and chosen by the worse of the two.
+With no GPU: compile ahead of time the variant the runtime would use (KernelSpec::default_for) for every
+gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run later refines it.
+
+  --plan            compile EVERY variant of every registered gate (no GPU needed), print the resource table and
+                    fail on a compile error, a register spill or too much shared memory (what CI runs)
+  --only <part>     only the variants whose id contains <part> (e.g. `w8p4`, `gla.fwd.bf16.C32`)
+  --gates a,b       only these registered gates (default: every registered gate)
+  --dims d,...      square head dims d_k = d_v (default 64,128,256)
+  --dtypes t,...    bf16, f16, f32 (default all three)
+  --out DIR         the tuning cache directory (default tuning/caches/local, relative to the current directory)
+  --buckets B       `default`: the grid of gla_runtime::cache::Bucket::grid() (batch*heads 2^4..2^9 x tokens
+                    2^10..2^14), each timed at its Bucket::problem(); or `B,T,H;B,T,H;...`: these problems, each
+                    cached under the bucket of (B*H, T)
+  -h, --help        this text";
+
+/// Which shape buckets a GPU run times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Buckets {
+    /// `Bucket::grid()`, each at `Bucket::problem()`.
+    Default,
+    /// Explicit problems `(B, T, H)`.
+    Problems(Vec<(usize, usize, usize)>),
+}
+
+/// Parsed flags. `None` for gates, dims and dtypes means "not given": every registered gate, the default dims and
+/// every dtype; `--plan` then applies no filter at all (every variant of `all_variants`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    pub help: bool,
+    pub plan: bool,
+    pub only: Option<String>,
+    pub gates: Option<Vec<String>>,
+    pub dims: Option<Vec<usize>>,
+    pub dtypes: Option<Vec<DType>>,
+    pub out: PathBuf,
+    pub buckets: Buckets,
+}
+
+/// Default head dims (square, d_k = d_v).
+pub const DEFAULT_DIMS: [usize; 3] = [64, 128, 256];
+
+/// Default cache directory, relative to the current directory.
+pub const DEFAULT_OUT: &str = "tuning/caches/local";
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            help: false,
+            plan: false,
+            only: None,
+            gates: None,
+            dims: None,
+            dtypes: None,
+            out: PathBuf::from(DEFAULT_OUT),
+            buckets: Buckets::Default,
+        }
+    }
+}
+
+impl Options {
+    /// The head dims to tune: `--dims` or [`DEFAULT_DIMS`].
+    pub fn dims_or_default(&self) -> Vec<usize> {
+        self.dims.clone().unwrap_or_else(|| DEFAULT_DIMS.to_vec())
+    }
+    /// The dtypes to tune: `--dtypes` or all three.
+    pub fn dtypes_or_default(&self) -> Vec<DType> {
+        self.dtypes.clone().unwrap_or_else(|| DType::ALL.to_vec())
+    }
+    /// Whether variant id `id` passes `--only`.
+    pub fn selects(&self, id: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| id.contains(o))
+    }
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    DType::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| format!("unknown dtype `{s}` (bf16, f16 or f32)"))
+}
+
+fn list(s: &str) -> impl Iterator<Item = &str> {
+    s.split(',').map(str::trim).filter(|x| !x.is_empty())
+}
+
+/// Parse `B,T,H;B,T,H;...` (every number ≥ 1).
+pub fn parse_problems(s: &str) -> Result<Vec<(usize, usize, usize)>, String> {
+    let mut out = Vec::new();
+    for p in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let v: Vec<usize> = p
+            .split(',')
+            .map(|x| x.trim().parse::<usize>().ok().filter(|&n| n > 0))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| format!("--buckets: `{p}` is not B,T,H with positive integers"))?;
+        match v[..] {
+            [b, t, h] => out.push((b, t, h)),
+            _ => return Err(format!("--buckets: `{p}` has {} numbers, expected B,T,H", v.len())),
+        }
+    }
+    if out.is_empty() {
+        return Err("--buckets: expected `default` or B,T,H;B,T,H;...".into());
+    }
+    Ok(out)
+}
+
+/// Parse the arguments (without the program name). Accepts `--flag value` and `--flag=value`.
+pub fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options::default();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        let (flag, inline) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (a, None),
+        };
+        let takes_value = matches!(flag, "--only" | "--gates" | "--dims" | "--dtypes" | "--out" | "--buckets");
+        let value = if takes_value {
+            match inline {
+                Some(v) => Some(v),
+                None => {
+                    i += 1;
+                    Some(args.get(i).cloned().ok_or_else(|| format!("{flag} needs a value (see --help)"))?)
+                }
+            }
+        } else {
+            if inline.is_some() {
+                return Err(format!("{flag} takes no value"));
+            }
+            None
+        };
+        match (flag, value) {
+            ("-h" | "--help", _) => o.help = true,
+            ("--plan", _) => o.plan = true,
+            ("--only", Some(v)) => o.only = Some(v),
+            ("--gates", Some(v)) => {
+                let g: Vec<String> = list(&v).map(String::from).collect();
+                if g.is_empty() {
+                    return Err("--gates: expected a,b,...".into());
+                }
+                o.gates = Some(g);
+            }
+            ("--dims", Some(v)) => {
+                let d = list(&v)
+                    .map(|x| x.parse::<usize>().ok().filter(|d| (1..=256).contains(d)).ok_or_else(|| format!("--dims: `{x}` is not a head dim in 1..=256")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if d.is_empty() {
+                    return Err("--dims: expected d,d,...".into());
+                }
+                o.dims = Some(d);
+            }
+            ("--dtypes", Some(v)) => {
+                let d = list(&v).map(parse_dtype).collect::<Result<Vec<_>, _>>()?;
+                if d.is_empty() {
+                    return Err("--dtypes: expected bf16,f16,f32".into());
+                }
+                o.dtypes = Some(d);
+            }
+            ("--out", Some(v)) => {
+                if v.is_empty() {
+                    return Err("--out: expected a directory".into());
+                }
+                o.out = PathBuf::from(v);
+            }
+            ("--buckets", Some(v)) => o.buckets = if v.trim() == "default" { Buckets::Default } else { Buckets::Problems(parse_problems(&v)?) },
+            (f, _) => return Err(format!("unknown argument `{f}` (see --help)")),
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Options, String> {
+        parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn defaults() {
+        let o = p("").unwrap();
+        assert_eq!(o, Options::default());
+        assert_eq!(o.dims_or_default(), vec![64, 128, 256]);
+        assert_eq!(o.dtypes_or_default(), DType::ALL.to_vec());
+        assert_eq!(o.out, PathBuf::from("tuning/caches/local"));
+        assert!(o.selects("anything"));
+    }
+
+    #[test]
+    fn every_flag() {
+        let o = p("--plan --only w8p4 --gates gla,mamba2 --dims 64,128 --dtypes bf16,f32 --out /tmp/x --buckets 8,4096,16;2,16384,16").unwrap();
+        assert!(o.plan && !o.help);
+        assert_eq!(o.only.as_deref(), Some("w8p4"));
+        assert_eq!(o.gates, Some(vec!["gla".to_string(), "mamba2".to_string()]));
+        assert_eq!(o.dims, Some(vec![64, 128]));
+        assert_eq!(o.dtypes, Some(vec![DType::BF16, DType::F32]));
+        assert_eq!(o.out, PathBuf::from("/tmp/x"));
+        assert_eq!(o.buckets, Buckets::Problems(vec![(8, 4096, 16), (2, 16384, 16)]));
+        assert!(o.selects("gla.fwd.bf16.C32.w8p4x2g") && !o.selects("gla.fwd.bf16.C32.w4p4g"));
+        let o = p("--dims=256 --buckets=default --gates=rwkv6").unwrap();
+        assert_eq!((o.dims, o.buckets, o.gates), (Some(vec![256]), Buckets::Default, Some(vec!["rwkv6".to_string()])));
+        assert!(p("-h").unwrap().help && p("--help").unwrap().help);
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        for (args, part) in [
+            ("--only", "needs a value"),
+            ("--dims 64,300", "1..=256"),
+            ("--dims x", "not a head dim"),
+            ("--dtypes bf8", "unknown dtype"),
+            ("--buckets 8,4096", "expected B,T,H"),
+            ("--buckets 8,0,16", "positive"),
+            ("--buckets ;", "expected `default`"),
+            ("--frobnicate", "unknown argument"),
+            ("--plan=1", "takes no value"),
+            ("--gates ,", "expected a,b"),
+        ] {
+            let e = p(args).unwrap_err();
+            assert!(e.contains(part), "{args}: {e}");
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The tuner's decisions as plain functions (no GPU, no I/O): which variants are candidates, which problems are
+//! timed, when a candidate passes the reference check, which candidates are dropped early, and which one wins.
+
+use crate::args::Buckets;
+use gla_codegen::{all_variants, KernelSpec};
+use gla_core::{DType, Gate, GateShape};
+use gla_runtime::cache::Bucket;
+
+/// Warm-up calls before a candidate's first timed run.
+pub const WARMUPS: usize = 3;
+/// Timed runs every candidate gets.
+pub const SCREEN_RUNS: usize = 5;
+/// Timed runs the candidates that survive the screening get on top.
+pub const FINAL_RUNS: usize = 20;
+/// A candidate whose screening time is over this multiple of the best screening time is dropped.
+pub const DROP_RATIO: f64 = 1.3;
+
+/// The small problem (B, T, H) every candidate must get right before it may be timed.
+pub const CHECK_PROBLEM: (usize, usize, usize) = (1, 256, 2);
+
+/// Relative RMS error vs the f64 reference a candidate may have (issue 4's tolerances).
+pub fn tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::BF16 | DType::F16 => 3e-3,
+    }
+}
+
+/// Whether errors (relative RMS of o and of the final state) pass; NaN and ∞ fail.
+pub fn check_passes(err_o: f64, err_state: f64, dtype: DType) -> bool {
+    let tol = tolerance(dtype);
+    err_o <= tol && err_state <= tol
+}
+
+/// An input distribution of the gate logits the candidates are timed at.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Strength {
+    /// Recorded in `Timing::strengths`.
+    pub name: &'static str,
+    /// Added to logits drawn from N(0, 1).
+    pub shift: f32,
+}
+
+/// Logits ~ N(0, 1) as drawn.
+pub const AS_DRAWN: Strength = Strength { name: "logits~N(0,1)", shift: 0.0 };
+/// Logits ~ N(0, 1) − 12: strong decays (per-key kernels take the exact sub-chunk path on most chunks).
+pub const STRONG: Strength = Strength { name: "logits~N(0,1)-12", shift: -12.0 };
+
+/// The strengths a gate is timed at: per-key gates' speed depends on the decays' span per chunk (factorised vs exact
+/// scores), so they are timed at both [`AS_DRAWN`] and [`STRONG`] and judged by the worse; other gates at
+/// [`AS_DRAWN`] only.
+pub fn strengths(shape: GateShape) -> Vec<Strength> {
+    match shape {
+        GateShape::PerKey => vec![AS_DRAWN, STRONG],
+        _ => vec![AS_DRAWN],
+    }
+}
+
+/// The candidates of (gate, dtype, d): `all_variants(gate)` of that dtype with d_k = d_v = d (a key-split variant
+/// serves d_k = key_split · its slice), narrowed by `only` (`--only`), in `all_variants`' order.
+pub fn candidates(gate: &'static dyn Gate, dtype: DType, d: usize, only: Option<&str>) -> Vec<KernelSpec> {
+    all_variants(gate)
+        .into_iter()
+        .filter(|s| s.dtype == dtype && s.key_dim() as usize == d && s.dv as usize == d)
+        .filter(|s| only.is_none_or(|o| s.id().contains(o)))
+        .collect()
+}
+
+/// One timed problem: the bucket its result is cached under and the (B, T, H) it is timed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub bucket: Bucket,
+    pub problem: (usize, usize, usize),
+}
+
+/// The problems a GPU run times: the grid's buckets at their `Bucket::problem()`, or the given problems, each under
+/// `Bucket::of(B·H, T)`. A bucket given twice is timed once (the first problem that names it).
+pub fn targets(buckets: &Buckets) -> Vec<Target> {
+    let mut out: Vec<Target> = match buckets {
+        Buckets::Default => Bucket::grid().into_iter().map(|bucket| Target { bucket, problem: bucket.problem() }).collect(),
+        Buckets::Problems(p) => p.iter().map(|&(b, t, h)| Target { bucket: Bucket::of(b * h, t), problem: (b, t, h) }).collect(),
+    };
+    let mut seen = Vec::new();
+    out.retain(|t| {
+        let new = !seen.contains(&t.bucket);
+        seen.push(t.bucket);
+        new
+    });
+    out
+}
+
+/// Median of `xs` (mean of the two middle values for an even count); NaN for none.
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = xs.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        0.5 * (s[n / 2 - 1] + s[n / 2])
+    }
+}
+
+/// A candidate's score: its worst time over the strengths it was timed at. A missing or failed measurement (NaN,
+/// ∞, or no strengths at all) scores +∞, so it can never win.
+pub fn worst_case(times_ms: &[f64]) -> f64 {
+    if times_ms.is_empty() || times_ms.iter().any(|t| !t.is_finite()) {
+        return f64::INFINITY;
+    }
+    times_ms.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// The early elimination rule: which candidates keep being timed after the screening runs. A candidate survives
+/// iff its (worst-case) screening time is finite and at most `ratio` × the best one. `keep` (the default variant,
+/// whose time is reported as the baseline) is timed fully whatever its screening time, as long as it is finite.
+pub fn survivors(scores: &[f64], ratio: f64, keep: Option<usize>) -> Vec<bool> {
+    let best = scores.iter().copied().filter(|s| s.is_finite()).fold(f64::INFINITY, f64::min);
+    scores.iter().enumerate().map(|(i, &s)| s.is_finite() && (s <= ratio * best || keep == Some(i))).collect()
+}
+
+/// The winner: the lowest finite score; ties go to the earlier candidate. `None` when no score is finite.
+pub fn winner(scores: &[f64]) -> Option<usize> {
+    scores.iter().enumerate().filter(|(_, s)| s.is_finite()).min_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
+}
+
+/// Speed-up of the winner over the default: `default_ms / ms` (1 when the default won).
+pub fn gain(ms: f64, default_ms: Option<f64>) -> Option<f64> {
+    default_ms.filter(|d| d.is_finite() && ms > 0.0).map(|d| d / ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerances_and_checks() {
+        assert_eq!(tolerance(DType::F32), 1e-5);
+        assert_eq!(tolerance(DType::BF16), 3e-3);
+        assert_eq!(tolerance(DType::F16), 3e-3);
+        assert!(check_passes(2.9e-3, 1e-3, DType::BF16));
+        assert!(!check_passes(3.1e-3, 1e-3, DType::BF16));
+        assert!(!check_passes(1e-6, 2e-5, DType::F32));
+        assert!(!check_passes(f64::NAN, 0.0, DType::F16));
+        assert!(!check_passes(0.0, f64::INFINITY, DType::F16));
+    }
+
+    #[test]
+    fn strengths_per_gate_shape() {
+        assert_eq!(strengths(GateShape::PerKey), vec![AS_DRAWN, STRONG]);
+        for s in [GateShape::PerHead, GateShape::PerValue, GateShape::Fixed] {
+            assert_eq!(strengths(s), vec![AS_DRAWN]);
+        }
+        assert_eq!(STRONG.shift, -12.0);
+    }
+
+    #[test]
+    fn median_of_odd_even_and_none() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn worst_case_is_the_max_and_failures_never_win() {
+        assert_eq!(worst_case(&[0.2, 0.5]), 0.5);
+        assert_eq!(worst_case(&[0.3]), 0.3);
+        assert_eq!(worst_case(&[0.2, f64::NAN]), f64::INFINITY);
+        assert_eq!(worst_case(&[]), f64::INFINITY);
+        // A candidate fast at weak decays but slow at strong ones loses to a steady one.
+        let fast_weak = worst_case(&[0.20, 0.90]);
+        let steady = worst_case(&[0.30, 0.35]);
+        assert_eq!(winner(&[fast_weak, steady]), Some(1));
+    }
+
+    #[test]
+    fn elimination_rule() {
+        // best 1.0: 1.3 stays (boundary), 1.31 goes, ∞/NaN go.
+        assert_eq!(survivors(&[1.0, 1.3, 1.31, f64::INFINITY, f64::NAN], 1.3, None), vec![true, true, false, false, false]);
+        // The default is kept for its baseline time even when slow, but not when it failed.
+        assert_eq!(survivors(&[1.0, 2.0, 3.0], 1.3, Some(2)), vec![true, false, true]);
+        assert_eq!(survivors(&[1.0, f64::INFINITY], 1.3, Some(1)), vec![true, false]);
+        // Nothing finite: nobody survives.
+        assert_eq!(survivors(&[f64::INFINITY, f64::NAN], 1.3, Some(0)), vec![false, false]);
+        assert!(survivors(&[], 1.3, None).is_empty());
+    }
+
+    #[test]
+    fn winner_and_gain() {
+        assert_eq!(winner(&[0.5, 0.3, 0.3, 0.4]), Some(1)); // ties: the earlier
+        assert_eq!(winner(&[f64::INFINITY, f64::NAN]), None);
+        assert_eq!(winner(&[]), None);
+        assert_eq!(gain(0.25, Some(0.5)), Some(2.0));
+        assert_eq!(gain(0.25, None), None);
+        assert_eq!(gain(0.25, Some(f64::INFINITY)), None);
+    }
+
+    #[test]
+    fn bucket_problems() {
+        let grid = targets(&Buckets::Default);
+        assert_eq!(grid.len(), Bucket::grid().len());
+        assert_eq!(grid.len(), 6 * 5, "rows 2^4..=2^9 x tokens 2^10..=2^14");
+        for t in &grid {
+            let (b, tt, h) = t.problem;
+            // Every grid problem lies in its own bucket.
+            assert_eq!(Bucket::of(b * h, tt), t.bucket, "{t:?}");
+        }
+        let explicit = targets(&Buckets::Problems(vec![(8, 4096, 16), (2, 4096, 64), (2, 16384, 16)]));
+        // (8, 4096, 16) and (2, 4096, 64) are both 128 rows x 4096 tokens: timed once, at the first.
+        assert_eq!(explicit.len(), 2);
+        assert_eq!(explicit[0], Target { bucket: Bucket::of(128, 4096), problem: (8, 4096, 16) });
+        assert_eq!(explicit[1], Target { bucket: Bucket::of(32, 16384), problem: (2, 16384, 16) });
+    }
+
+    #[test]
+    fn candidates_are_the_variants_of_one_key() {
+        let _ = &gla::gates::Gla;
+        let gla: &'static dyn Gate = &gla::gates::Gla;
+        for dtype in DType::ALL {
+            for d in [64usize, 128, 256] {
+                let c = candidates(gla, dtype, d, None);
+                assert!(!c.is_empty(), "{dtype} d={d}");
+                assert!(c.iter().all(|s| s.dtype == dtype && s.key_dim() as usize == d && s.dv as usize == d));
+                // The runtime's default is always a candidate, so the gain over it is measured.
+                let def = KernelSpec::default_for(gla, dtype, d, d).unwrap();
+                assert!(c.iter().any(|s| s.id() == def.id()), "{} not a candidate", def.id());
+            }
+        }
+        let only = candidates(gla, DType::BF16, 128, Some("w8p8x2g"));
+        assert!(!only.is_empty() && only.iter().all(|s| s.id().contains("w8p8x2g")));
+        assert!(candidates(gla, DType::BF16, 100, None).is_empty());
+    }
+}

@@ -1,0 +1,136 @@
+//! `autotune`, the whole program, as a library: [`main`] works for whatever gates are registered in the binary that
+//! calls it. The workspace's `autotune` binary links the built-in gates; a crate with its own gates gets the same
+//! program from two lines in its `src/bin/autotune.rs`:
+//!
+//! ```ignore
+//! fn main() -> std::process::ExitCode {
+//!     let _ = &gla::gates::Gla; // link the built-in gates too (optional)
+//!     tuning::main()
+//! }
+//! ```
+//!
+//! What it does (`autotune --help` prints the flags, [`args::USAGE`]):
+//! * `--plan` ([`plan`]): compile every variant of `all_variants` for every registered gate (no GPU needed), print
+//!   the resource table, fail on a compile error, a spill or too much shared memory. CI runs it.
+//! * no GPU ([`aot`]): compile ahead of time the variant the runtime would use (`KernelSpec::default_for`) for every
+//!   gate × dtype × head dim into the cache at `--out` (default `tuning/caches/local`) as untimed entries; exit 0.
+//! * a GPU ([`search`]): compile, check against the f64 reference, and time every candidate per gate × dtype × head
+//!   dim × shape bucket, and write the winners into the cache as timed entries. The decisions are the plain
+//!   functions of [`decide`].
+//!
+//! The library names no gate: gla does not depend on it, and it depends on gla only for the `autotune` binary.
+
+pub mod aot;
+pub mod args;
+pub mod decide;
+pub mod inputs;
+pub mod plan;
+mod progress;
+pub mod search;
+
+use gla_core::{registered_gates, Gate};
+use std::process::ExitCode;
+
+/// The registered gates named by `--gates` (all of them when it is not given). Errors name the unknown gates and
+/// list the registered ones.
+pub fn select_gates(names: Option<&[String]>) -> Result<Vec<&'static dyn Gate>, String> {
+    let all = registered_gates();
+    if all.is_empty() {
+        return Err("no gates are registered in this binary (declare one with #[gated_linear_attention], or link \
+                    gla's built-in gates with `let _ = &gla::gates::Gla;` in main)"
+            .into());
+    }
+    let Some(names) = names else { return Ok(all) };
+    let unknown: Vec<&str> = names.iter().map(String::as_str).filter(|n| !all.iter().any(|g| g.name() == *n)).collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "unknown gate(s) {} (registered: {})",
+            unknown.join(", "),
+            all.iter().map(|g| g.name()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    Ok(all.into_iter().filter(|g| names.iter().any(|n| n == g.name())).collect())
+}
+
+/// The whole program, on `std::env::args()`.
+pub fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    run(&args)
+}
+
+/// The whole program, on `args` (without the program name). Exit codes: 0 success (also with no GPU), 1 a failure
+/// (a variant that does not compile, a `--plan` limit, a candidate that fails the reference check, an unreadable
+/// cache), 2 a usage error.
+pub fn run(args: &[String]) -> ExitCode {
+    let o = match args::parse(args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if o.help {
+        println!("{}", args::USAGE);
+        return ExitCode::SUCCESS;
+    }
+    let gates = match select_gates(o.gates.as_deref()) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if o.plan {
+        return if plan::plan(&gates, &o) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    }
+    match gla_runtime::Gla::new() {
+        Err(e) => {
+            println!("No GPU here: {e}");
+            println!("Compiling ahead of time instead (the variants the runtime would use, untimed).");
+            match aot::run(&gates, &o) {
+                Ok(r) => {
+                    aot::print_report(&r);
+                    if r.ok() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Ok(gla) => match search::run(&gla, &gates, &o) {
+            Ok(r) => {
+                search::print_report(&r);
+                if r.failures.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gates_by_name() {
+        let _ = &gla::gates::Gla;
+        let all = select_gates(None).unwrap();
+        assert!(all.len() >= 7, "{} gates", all.len());
+        let two = select_gates(Some(&["mamba2".to_string(), "gla".to_string()])).unwrap();
+        assert_eq!(two.iter().map(|g| g.name()).collect::<Vec<_>>(), vec!["gla", "mamba2"]);
+        let e = select_gates(Some(&["gla".to_string(), "nope".to_string()])).unwrap_err();
+        assert!(e.contains("unknown gate(s) nope") && e.contains("mamba2"), "{e}");
+    }
+}

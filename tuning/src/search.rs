@@ -1,0 +1,409 @@
+//! With a GPU: the search. For each selected (gate, dtype, d) and each target bucket ([`decide::targets`]):
+//!
+//! 1. every candidate ([`decide::candidates`]) is compiled, all keys at once, in parallel (rayon + NVRTC, with the
+//!    options the runtime uses, so the runtime's own compile of the same source hits the driver's compute cache);
+//! 2. every candidate runs a small random problem ([`decide::CHECK_PROBLEM`], with an initial state) at every
+//!    strength and is compared with the f64 reference ([`decide::check_passes`]) BEFORE it may be timed: a failing
+//!    candidate is reported and never cached;
+//! 3. the rest are timed at the bucket's problem with CUDA events, [`decide::WARMUPS`] warm-ups and the L2 flushed
+//!    before each run: [`decide::SCREEN_RUNS`] runs each, then candidates slower than [`decide::DROP_RATIO`] × the
+//!    best are dropped ([`decide::survivors`]; the default variant is kept for its baseline time) and the others get
+//!    [`decide::FINAL_RUNS`] more; a candidate's time is the median of its runs, its score the worst over the gate's
+//!    strengths ([`decide::strengths`], [`decide::worst_case`]);
+//! 4. the winner ([`decide::winner`]) goes into the cache as a timed entry with its cubin, and the cache is saved
+//!    after each (gate, dtype, d).
+//!
+//! This path needs a GPU and has not been run on the machine it was written on (none there).
+
+use crate::args::Options;
+use crate::decide::{self, Strength, Target};
+use crate::inputs::{host_tensor, rel_rms, shifted, HostInputs};
+use crate::progress::{bar, say};
+use gla_codegen::{generate, KernelSpec, SpecRecord};
+use gla_core::{DType, Dims, Gate, GateShape};
+use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache, Validators};
+use gla_runtime::timing::{bench, L2Flush};
+use gla_runtime::{nvrtc, CompileOptions, DeviceTensor, ForwardOptions, Gla};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// One (gate, dtype, d) and its candidates.
+struct Key {
+    gate: &'static dyn Gate,
+    dtype: DType,
+    d: usize,
+    specs: Vec<KernelSpec>,
+}
+
+impl Key {
+    fn label(&self) -> String {
+        format!("{} {} d{}", self.gate.name(), self.dtype, self.d)
+    }
+}
+
+/// A compiled candidate.
+struct Compiled {
+    spec: KernelSpec,
+    cubin: Vec<u8>,
+    source_sha256: String,
+}
+
+/// A candidate that was not cached, and why.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub key: String,
+    pub variant: String,
+    pub what: String,
+}
+
+/// One line of the summary: the winner of a key at a bucket.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub key: String,
+    pub target: Target,
+    pub winner: String,
+    pub ms: f64,
+    pub default_ms: Option<f64>,
+    pub timed: usize,
+}
+
+/// What [`run`] did.
+#[derive(Debug)]
+pub struct SearchReport {
+    pub dir: PathBuf,
+    pub gpu: String,
+    pub rows: Vec<Row>,
+    pub failures: Vec<Failure>,
+    pub entries: usize,
+    pub wall_s: f64,
+}
+
+/// The inputs of one problem on the device: q, k, v, params, and the logits at each strength.
+struct DeviceInputs {
+    q: DeviceTensor,
+    k: DeviceTensor,
+    v: DeviceTensor,
+    params: Option<DeviceTensor>,
+    /// One per strength (`None` for fixed gates).
+    logits: Vec<Option<DeviceTensor>>,
+    h0: Option<DeviceTensor>,
+}
+
+type Res<T> = gla_core::error::Result<T>;
+
+fn upload(gla: &Gla, gate: &'static dyn Gate, x: &HostInputs, strengths: &[Strength]) -> Res<DeviceInputs> {
+    let d = x.dims;
+    let dt = x.dtype;
+    let host = |v: &[f32], shape: &[usize]| host_tensor(dt, shape, v);
+    let lshape = gla_runtime::forward::logits_shape(gate.shape(), &d);
+    let np = gate.params().len();
+    let logits = strengths
+        .iter()
+        .map(|s| {
+            if gate.shape() == GateShape::Fixed {
+                Ok(None)
+            } else {
+                let l = if s.shift == 0.0 { x.logits.clone() } else { shifted(&x.logits, s.shift, dt) };
+                Ok(Some(gla.upload(&host(&l, &lshape)?)?))
+            }
+        })
+        .collect::<Res<Vec<_>>>()?;
+    Ok(DeviceInputs {
+        q: gla.upload(&host(&x.q, &d.q_shape())?)?,
+        k: gla.upload(&host(&x.k, &d.q_shape())?)?,
+        v: gla.upload(&host(&x.v, &d.v_shape())?)?,
+        params: if np > 0 { Some(DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &x.params)?) } else { None },
+        logits,
+        h0: match &x.initial_state {
+            Some(s) => Some(DeviceTensor::from_f32(gla.gpu(), &[d.b, d.h, d.dk, d.dv], s)?),
+            None => None,
+        },
+    })
+}
+
+/// Compile one candidate: its cubin (kept for the cache) and the runtime's loaded variant.
+fn compile(gla: &Gla, spec: &KernelSpec) -> Result<Compiled, String> {
+    let id = spec.id();
+    let gen = generate(spec).map_err(|e| format!("codegen: {e}"))?;
+    // The runtime's options (Gla::new): its own compile of this source then hits the driver's compute cache.
+    let opts = CompileOptions { driver_cache: true, ..CompileOptions::default() };
+    let c = nvrtc::compile_with(&gen.source, &id, &opts).map_err(|e| e.to_string())?;
+    gla.compile_spec(spec).map_err(|e| format!("load: {e}"))?;
+    Ok(Compiled { spec: *spec, cubin: c.cubin, source_sha256: sha256_hex(gen.source.as_bytes()) })
+}
+
+/// Step 2: which compiled candidates of `key` match the f64 reference at every strength (index into `cands`); the
+/// others are pushed to `failures`.
+fn check(gla: &Gla, key: &Key, cands: &[&Compiled], failures: &mut Vec<Failure>, pb: &indicatif::ProgressBar) -> Res<Vec<usize>> {
+    let (b, t, h) = decide::CHECK_PROBLEM;
+    let dims = Dims::new(b, t, h, key.d, key.d);
+    let strengths = decide::strengths(key.gate.shape());
+    let x = HostInputs::random(key.gate, dims, key.dtype, 7 + key.d as u64);
+    let wants = strengths
+        .iter()
+        .map(|s| x.reference(key.gate, &shifted(&x.logits, s.shift, key.dtype)))
+        .collect::<Res<Vec<_>>>()?;
+    let dev = upload(gla, key.gate, &x, &strengths)?;
+    let mut passed = Vec::new();
+    for (i, c) in cands.iter().enumerate() {
+        let mut worst: Option<String> = None;
+        for (li, (s, want)) in strengths.iter().zip(&wants).enumerate() {
+            let res = (|| -> Res<(f64, f64)> {
+                let mut o = gla.poisoned(key.dtype, &dims.v_shape())?;
+                let mut ht = gla.poisoned(DType::F32, &[b, h, key.d, key.d])?;
+                let opts = ForwardOptions { variant: Some(c.spec), initial_state: dev.h0.as_ref(), ..Default::default() };
+                gla.forward_into(key.gate, &dev.q, &dev.k, &dev.v, dev.logits[li].as_ref(), dev.params.as_ref(), &opts, &mut o, Some(&mut ht))?;
+                let got_o: Vec<f64> = o.to_f32()?.into_iter().map(f64::from).collect();
+                let got_s: Vec<f64> = ht.to_f32()?.into_iter().map(f64::from).collect();
+                Ok((rel_rms(&got_o, &want.0), rel_rms(&got_s, &want.1)))
+            })();
+            match res {
+                Ok((eo, es)) if decide::check_passes(eo, es, key.dtype) => {}
+                Ok((eo, es)) => {
+                    worst = Some(format!(
+                        "wrong at {}: rel RMS o {eo:.2e}, final state {es:.2e} (tolerance {:.0e})",
+                        s.name,
+                        decide::tolerance(key.dtype)
+                    ));
+                    break;
+                }
+                Err(e) => {
+                    gla.synchronize()?; // a broken context ends the run
+                    worst = Some(format!("failed at {}: {e}", s.name));
+                    break;
+                }
+            }
+        }
+        match worst {
+            None => passed.push(i),
+            Some(what) => {
+                say(pb, format!("  {} {}: {what} — not cached", key.label(), c.spec.id()));
+                failures.push(Failure { key: key.label(), variant: c.spec.id(), what });
+            }
+        }
+        pb.inc(1);
+    }
+    Ok(passed)
+}
+
+/// Step 3 at one target: (index into `cands` of the winner, its score, the default's score, candidates timed).
+fn time_target(gla: &Gla, key: &Key, cands: &[&Compiled], default: Option<usize>, target: &Target, flush: &mut L2Flush) -> Res<Option<(usize, f64, Option<f64>)>> {
+    let (b, t, h) = target.problem;
+    let dims = Dims::new(b, t, h, key.d, key.d);
+    let strengths = decide::strengths(key.gate.shape());
+    let x = HostInputs::pooled(key.gate, dims, key.dtype, 42);
+    let dev = upload(gla, key.gate, &x, &strengths)?;
+    drop(x);
+    let mut o = gla.zeros(key.dtype, &dims.v_shape())?;
+    // samples[candidate][strength]; a candidate whose launch fails is out (score ∞).
+    let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); strengths.len()]; cands.len()];
+    let mut failed = vec![false; cands.len()];
+    let mut measure = |i: usize, warmups: usize, runs: usize, samples: &mut [Vec<f64>], failed: &mut bool| -> Res<()> {
+        let opts = ForwardOptions { variant: Some(cands[i].spec), ..Default::default() };
+        for (j, logits) in dev.logits.iter().enumerate() {
+            let st = bench(gla.gpu(), warmups, runs, Some(&mut *flush), || {
+                gla.forward_into(key.gate, &dev.q, &dev.k, &dev.v, logits.as_ref(), dev.params.as_ref(), &opts, &mut o, None)
+            });
+            match st {
+                Ok(st) => samples[j].extend(st.samples_ms.iter().map(|&s| s as f64)),
+                Err(e) => {
+                    // A broken context ends the run; a refused launch (e.g. out of memory) drops the candidate.
+                    gla.synchronize()?;
+                    *failed = true;
+                    eprintln!("  {} {} at {:?}: {e}", key.label(), cands[i].spec.id(), target.problem);
+                    break;
+                }
+            }
+        }
+        Ok(())
+    };
+    let score = |samples: &[Vec<f64>], failed: bool| -> f64 {
+        if failed {
+            f64::INFINITY
+        } else {
+            decide::worst_case(&samples.iter().map(|s| decide::median(s)).collect::<Vec<_>>())
+        }
+    };
+    for i in 0..cands.len() {
+        measure(i, decide::WARMUPS, decide::SCREEN_RUNS, &mut samples[i], &mut failed[i])?;
+    }
+    let screen: Vec<f64> = (0..cands.len()).map(|i| score(&samples[i], failed[i])).collect();
+    let keep = decide::survivors(&screen, decide::DROP_RATIO, default);
+    for i in (0..cands.len()).filter(|&i| keep[i]) {
+        measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
+    }
+    let finals: Vec<f64> = (0..cands.len()).map(|i| if keep[i] { score(&samples[i], failed[i]) } else { f64::INFINITY }).collect();
+    let default_ms = default.map(|d| finals[d]).filter(|m| m.is_finite());
+    Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
+}
+
+/// Run the search on `gla`'s GPU for `gates` (see the module docs). Errors: no NVRTC, an unreadable or unwritable
+/// cache, a broken CUDA context.
+pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<SearchReport, String> {
+    let t0 = Instant::now();
+    let nvrtc_version = nvrtc::probe().map_err(|e| e.to_string())?.version;
+    let info = gla.gpu().info().clone();
+    let facts = GpuFacts::from(&info);
+    let mut cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
+    let targets = decide::targets(&o.buckets);
+    let keys: Vec<Key> = gates
+        .iter()
+        .flat_map(|&gate| {
+            o.dtypes_or_default().into_iter().flat_map(move |dtype| {
+                o.dims_or_default().into_iter().map(move |d| Key { gate, dtype, d, specs: decide::candidates(gate, dtype, d, o.only.as_deref()) })
+            })
+        })
+        .filter(|k| !k.specs.is_empty())
+        .collect();
+    let n_specs: usize = keys.iter().map(|k| k.specs.len()).sum();
+    println!(
+        "autotune on {} ({} SMs, driver {}): {} keys (gate x dtype x d), {} candidates, {} buckets; cache {}",
+        info.name,
+        info.sm_count,
+        info.driver_version,
+        keys.len(),
+        n_specs,
+        targets.len(),
+        o.out.display()
+    );
+    let mut failures = Vec::new();
+
+    // 1. Compile everything in parallel.
+    let all: Vec<KernelSpec> = keys.iter().flat_map(|k| k.specs.iter().copied()).collect();
+    let pb = bar(all.len(), "compiling");
+    let results: Vec<(KernelSpec, Result<Compiled, String>)> = all
+        .par_iter()
+        .map(|s| {
+            pb.set_message(s.id());
+            let r = compile(gla, s);
+            pb.inc(1);
+            (*s, r)
+        })
+        .collect();
+    pb.finish_and_clear();
+    let mut compiled: HashMap<(String, u64), Compiled> = HashMap::new();
+    for (s, r) in results {
+        match r {
+            Ok(c) => {
+                compiled.insert((s.id(), s.gate.content_hash()), c);
+            }
+            Err(what) => {
+                let key = format!("{} {} d{}", s.gate.name(), s.dtype, s.key_dim());
+                println!("  {key} {}: compile failed — not cached: {what}", s.id());
+                failures.push(Failure { key, variant: s.id(), what });
+            }
+        }
+    }
+    println!("compiled {} of {} candidates in {:.1} s", compiled.len(), all.len(), t0.elapsed().as_secs_f64());
+
+    // 2. Check every compiled candidate against the reference.
+    let pb = bar(compiled.len(), "checking");
+    let mut passing: Vec<Vec<&Compiled>> = Vec::new();
+    for k in &keys {
+        let cands: Vec<&Compiled> = k.specs.iter().filter_map(|s| compiled.get(&(s.id(), s.gate.content_hash()))).collect();
+        let ok = check(gla, k, &cands, &mut failures, &pb).map_err(|e| format!("{}: {e}", k.label()))?;
+        passing.push(ok.into_iter().map(|i| cands[i]).collect());
+    }
+    pb.finish_and_clear();
+
+    // 3 + 4. Time at every target, cache the winners.
+    let mut flush = L2Flush::new(gla.gpu()).map_err(|e| e.to_string())?;
+    let pb = bar(keys.len() * targets.len(), "timing");
+    let mut rows = Vec::new();
+    for (k, cands) in keys.iter().zip(&passing) {
+        if cands.is_empty() {
+            say(&pb, format!("  {}: no candidate passed the reference check; nothing cached", k.label()));
+            pb.inc(targets.len() as u64);
+            continue;
+        }
+        let default_id = KernelSpec::default_for(k.gate, k.dtype, k.d, k.d).ok().map(|s| s.id());
+        let default = cands.iter().position(|c| Some(c.spec.id()) == default_id);
+        let strengths: Vec<String> = decide::strengths(k.gate.shape()).iter().map(|s| s.name.to_string()).collect();
+        for target in &targets {
+            pb.set_message(format!("{} {:?}", k.label(), target.problem));
+            let res = time_target(gla, k, cands, default, target, &mut flush).map_err(|e| format!("{} at {:?}: {e}", k.label(), target.problem));
+            let res = match res {
+                Ok(r) => r,
+                Err(e) => {
+                    // Keep what was found so far.
+                    let _ = cache.save();
+                    return Err(e);
+                }
+            };
+            pb.inc(1);
+            let Some((w, ms, default_ms)) = res else {
+                say(&pb, format!("  {} at {:?}: no candidate could be timed", k.label(), target.problem));
+                continue;
+            };
+            let c = cands[w];
+            let entry = Entry {
+                key: CacheKey::new(k.gate, k.dtype, k.d, k.d),
+                bucket: target.bucket,
+                variant: c.spec.id(),
+                spec: SpecRecord::of(&c.spec),
+                cubin: String::new(),
+                cubin_sha256: String::new(),
+                validators: Validators {
+                    arch: nvrtc::ARCH.to_string(),
+                    nvrtc_version,
+                    source_sha256: c.source_sha256.clone(),
+                    gpu: Some(facts.clone()),
+                },
+                timing: Some(Timing { median_ms: ms, default_ms, candidates: cands.len() as u32, strengths: strengths.clone() }),
+            };
+            cache.insert(entry, c.cubin.clone());
+            say(
+                &pb,
+                format!(
+                    "  {} {:?}: {} {:.3} ms (default {})",
+                    k.label(),
+                    target.problem,
+                    c.spec.id(),
+                    ms,
+                    default_ms.map_or("-".to_string(), |d| format!("{d:.3} ms"))
+                ),
+            );
+            rows.push(Row { key: k.label(), target: *target, winner: c.spec.id(), ms, default_ms, timed: cands.len() });
+        }
+        cache.save().map_err(|e| e.to_string())?;
+    }
+    pb.finish_and_clear();
+    let entries = cache.save().map_err(|e| e.to_string())?;
+    Ok(SearchReport { dir: o.out.clone(), gpu: info.name, rows, failures, entries, wall_s: t0.elapsed().as_secs_f64() })
+}
+
+/// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
+pub fn print_report(r: &SearchReport) {
+    println!(
+        "\n{:<20} {:<24} {:<58} {:>9} {:>10} {:>6} {:>5}",
+        "key", "bucket (B,T,H)", "winner", "ms", "default ms", "gain", "cands"
+    );
+    for row in &r.rows {
+        let b = row.target.bucket;
+        let (pb, pt, ph) = row.target.problem;
+        println!(
+            "{:<20} {:<24} {:<58} {:>9.3} {:>10} {:>6} {:>5}",
+            row.key,
+            format!("2^{}x2^{} ({pb},{pt},{ph})", b.rows_log2, b.tokens_log2),
+            row.winner,
+            row.ms,
+            row.default_ms.map_or("-".to_string(), |d| format!("{d:.3}")),
+            decide::gain(row.ms, row.default_ms).map_or("-".to_string(), |g| format!("{g:.2}x")),
+            row.timed
+        );
+    }
+    for f in &r.failures {
+        eprintln!("NOT CACHED {} {}: {}", f.key, f.variant, f.what);
+    }
+    println!(
+        "\n{} timed winners on {} written; {} entries in {}; {} candidate(s) failed; {:.1} s",
+        r.rows.len(),
+        r.gpu,
+        r.entries,
+        r.dir.display(),
+        r.failures.len(),
+        r.wall_s
+    );
+}

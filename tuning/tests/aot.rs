@@ -1,0 +1,128 @@
+//! The no-GPU path on a tiny selection: `--gates gla --dims 64 --dtypes bf16` into a temporary cache. Needs NVRTC:
+//! without it the test prints `SKIPPED` and passes, unless `GLA_REQUIRE_NVRTC=1`.
+use gla_codegen::{generate, KernelSpec};
+use gla_core::{DType, Gate};
+use gla_runtime::cache::{sha256_hex, Bucket, CacheKey, TuningCache};
+use gla_runtime::testing::nvrtc_or_skip;
+use std::path::{Path, PathBuf};
+use tuning::{aot, args};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let d = std::env::temp_dir().join(format!("gla-tuning-{name}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn options(extra: &str, out: &Path) -> args::Options {
+    let mut a: Vec<String> = extra.split_whitespace().map(String::from).collect();
+    a.extend(["--out".to_string(), out.display().to_string()]);
+    args::parse(&a).unwrap()
+}
+
+fn gates() -> Vec<&'static dyn Gate> {
+    let _ = &gla::gates::Gla;
+    tuning::select_gates(Some(&["gla".to_string()])).unwrap()
+}
+
+#[test]
+fn aot_writes_untimed_entries_and_merges_on_rerun() {
+    if !nvrtc_or_skip("aot_writes_untimed_entries_and_merges_on_rerun") {
+        return;
+    }
+    let dir = temp_dir("aot");
+    let out = dir.join("cache");
+    let gate: &'static dyn Gate = &gla::gates::Gla;
+    let spec = KernelSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
+
+    // First run: one compile, one entry.
+    let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
+    assert!(r.ok(), "{:?}", r.rows);
+    assert_eq!((r.rows.len(), r.entries), (1, 1));
+    assert_eq!(r.rows[0].variant, spec.id());
+    assert!(r.rows[0].compile_s.is_some(), "the first run compiles");
+    let cache = TuningCache::open(&out).unwrap();
+    assert_eq!(cache.entries().len(), 1);
+    let e = &cache.entries()[0];
+    assert_eq!(e.key, CacheKey::new(gate, DType::BF16, 64, 64));
+    assert_eq!(e.bucket, Bucket::of(1, 1));
+    assert_eq!(e.variant, spec.id());
+    assert!(!e.is_timed() && e.validators.gpu.is_none());
+    assert_eq!(e.validators.arch, "sm_90a");
+    assert_eq!(e.validators.nvrtc_version, gla_runtime::nvrtc::probe().unwrap().version);
+    assert_eq!(e.validators.source_sha256, sha256_hex(generate(&spec).unwrap().source.as_bytes()));
+    assert_eq!(e.spec.spec(gate, DType::BF16).unwrap().id(), spec.id());
+    let cubin = cache.cubin(e).expect("the cubin verifies against its hash");
+    assert!(cubin.starts_with(b"\x7fELF"));
+    assert_eq!(sha256_hex(&cubin), e.cubin_sha256);
+
+    // Second run, same selection: the entry is up to date (no compile) and not duplicated.
+    let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
+    assert!(r.ok());
+    assert_eq!((r.rows.len(), r.entries), (1, 1));
+    assert!(r.rows[0].compile_s.is_none(), "an up-to-date entry is not recompiled");
+    assert_eq!(TuningCache::open(&out).unwrap().entries(), cache.entries());
+
+    // A changed cubin on disk is not trusted: the next run compiles the variant again instead of keeping the entry.
+    let path = cache.cubin_path(e);
+    let good = std::fs::read(&path).unwrap();
+    std::fs::write(&path, b"\x7fELF truncated").unwrap();
+    let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
+    assert!(r.ok() && r.rows[0].compile_s.is_some(), "a cubin that fails its hash is recompiled");
+    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 1);
+    std::fs::write(&path, good).unwrap();
+
+    // A wider selection adds to the cache: bf16 kept (up to date), f16 added.
+    let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16,f16", &out)).unwrap();
+    assert!(r.ok());
+    assert_eq!(r.entries, 2);
+    let both = TuningCache::open(&out).unwrap();
+    let dtypes: Vec<&str> = both.entries().iter().map(|e| e.key.dtype.as_str()).collect();
+    assert_eq!(dtypes.len(), 2);
+    assert!(dtypes.contains(&"bf16") && dtypes.contains(&"f16"), "{dtypes:?}");
+    for e in both.entries() {
+        both.cubin(e).unwrap();
+    }
+
+    // The binary, with no GPU: the same cache (up to date), the closing message, exit 0.
+    if gla_runtime::Gla::new().is_err() {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_autotune"))
+            .args(["--gates", "gla", "--dims", "64", "--dtypes", "bf16,f16", "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+        assert!(stdout.contains("No GPU here"), "{stdout}");
+        assert!(stdout.contains("timing needs a GPU: run autotune on an H200"), "{stdout}");
+        assert!(stdout.contains(&spec.id()), "{stdout}");
+        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 2);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_corrupt_cache_is_an_error_and_left_alone() {
+    if !nvrtc_or_skip("a_corrupt_cache_is_an_error_and_left_alone") {
+        return;
+    }
+    let dir = temp_dir("corrupt");
+    std::fs::write(dir.join("index.json"), b"{\"format\": 1, \"entries\": [").unwrap();
+    let e = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &dir)).unwrap_err();
+    assert!(e.contains("index.json") && e.contains("truncated"), "{e}");
+    assert_eq!(std::fs::read(dir.join("index.json")).unwrap(), b"{\"format\": 1, \"entries\": [");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn usage() {
+    use std::process::ExitCode;
+    assert_eq!(tuning::run(&["--help".to_string()]), ExitCode::SUCCESS);
+    assert_eq!(tuning::run(&["--frobnicate".to_string()]), ExitCode::from(2));
+    let _ = &gla::gates::Gla;
+    assert_eq!(tuning::run(&["--gates".to_string(), "nope".to_string()]), ExitCode::from(2));
+    // --plan over a selection that holds no variant compiles nothing and succeeds (NVRTC permitting).
+    if gla_runtime::nvrtc::probe().is_ok() {
+        assert_eq!(tuning::run(&["--plan".to_string(), "--only".to_string(), "no-such-variant".to_string()]), ExitCode::SUCCESS);
+    }
+}
