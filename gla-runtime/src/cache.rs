@@ -555,7 +555,9 @@ impl TuningCache {
         };
         // Entries (and their cubins) this cache adds to what is on disk.
         for e in &self.index.entries {
-            if !self.dirty.contains(&(e.key.clone(), e.bucket)) || !disk.accepts(e) || disk.index.entries.contains(e) {
+            // An entry already on disk as it is still gets its cubin rewritten if the file there was damaged.
+            let already = disk.index.entries.contains(e);
+            if !self.dirty.contains(&(e.key.clone(), e.bucket)) || (!already && !disk.accepts(e)) {
                 continue;
             }
             let target = self.dir.join(CUBIN_DIR).join(&e.cubin);
@@ -575,7 +577,9 @@ impl TuningCache {
                     }
                 }
             }
-            disk.put(e.clone());
+            if !already {
+                disk.put(e.clone());
+            }
         }
         disk.index.entries.sort_by(|a, b| (&a.key, a.bucket).cmp(&(&b.key, b.bucket)));
         disk.index.format = FORMAT_VERSION;

@@ -338,6 +338,17 @@ impl Gla {
         self.inner.tuned.stats()
     }
 
+    /// Load `spec`'s kernels from a cubin built for it (e.g. by NVRTC in the tuner), with no compile; later calls
+    /// naming `spec` run exactly this cubin. Returns the loaded variant (an already loaded one if `spec` was).
+    pub fn load_cubin(&self, spec: &KernelSpec, cubin: &[u8]) -> Result<Arc<Variant>> {
+        let key = (spec.id(), spec.gate.content_hash());
+        if let Some(v) = lock(&self.inner.variants).get(&key) {
+            return Ok(v.clone());
+        }
+        let v = Arc::new(Variant::from_cubin(&self.inner.gpu, spec, cubin)?);
+        Ok(lock(&self.inner.variants).entry(key).or_insert(v).clone())
+    }
+
     /// `opts` with the variant a tuning cache holds for this call when it names none (the cubin loaded, no
     /// NVRTC); unchanged otherwise.
     fn tuned_options<'a>(&self, gate: &'static dyn Gate, q: &DeviceTensor, v: &DeviceTensor, opts: &ForwardOptions<'a>) -> Result<ForwardOptions<'a>> {
@@ -351,11 +362,7 @@ impl Gla {
         let Some(pick) = self.inner.tuned.pick(gate, q.dtype(), dk, dv, rows, tokens) else {
             return Ok(*opts);
         };
-        let key = (pick.spec.id(), gate.content_hash());
-        if !lock(&self.inner.variants).contains_key(&key) {
-            let v = Arc::new(Variant::from_cubin(&self.inner.gpu, &pick.spec, &pick.cubin)?);
-            lock(&self.inner.variants).entry(key).or_insert(v);
-        }
+        self.load_cubin(&pick.spec, &pick.cubin)?;
         Ok(ForwardOptions { variant: Some(pick.spec), ..*opts })
     }
 

@@ -414,6 +414,24 @@ fn changed_cubin_is_a_hash_mismatch() {
 }
 
 #[test]
+fn saving_an_entry_again_repairs_its_damaged_cubin() {
+    let (dir, _) = saved_cache("repair");
+    let c = TuningCache::open(dir.path()).unwrap();
+    let e = c.entries()[0].clone();
+    let file = dir.path().join("cubins").join(&e.cubin);
+    let good = std::fs::read(&file).unwrap();
+    std::fs::write(&file, b"damaged").unwrap();
+    assert!(c.cubin(&e).is_err());
+    // The same entry, inserted again with its bytes and saved: the index is unchanged, the file is rewritten.
+    let mut again = TuningCache::open(dir.path()).unwrap();
+    again.insert(e.clone(), good.clone());
+    again.save().unwrap();
+    let reread = TuningCache::open(dir.path()).unwrap();
+    assert_eq!(reread.entries(), c.entries());
+    assert_eq!(reread.cubin(&e).unwrap(), good);
+}
+
+#[test]
 fn missing_cubin_file() {
     let (dir, e) = saved_cache("nocubin");
     let c = TuningCache::open(dir.path()).unwrap();
