@@ -74,10 +74,11 @@ impl Bucket {
         self.rows_log2.abs_diff(other.rows_log2) + self.tokens_log2.abs_diff(other.tokens_log2)
     }
 
-    /// The default grid the tuner times: rows 2^4 ..= 2^9 (16 to 512 sequence-heads) × tokens 2^10 ..= 2^14
-    /// (1024 to 16384), 30 buckets, rows-major in ascending order.
+    /// The default grid the tuner times: rows 2^5, 2^7, 2^9 (32, 128, 512 sequence-heads) × tokens 2^10, 2^12, 2^14
+    /// (1024, 4096, 16384), 9 buckets, rows-major in ascending order. Every other power of two: a call's bucket is at
+    /// most 2 steps from one of them (the nearest wins), and the tuner's time stays a few seconds a key.
     pub fn grid() -> Vec<Bucket> {
-        (4..=9).flat_map(|r| (10..=14).map(move |t| Bucket { rows_log2: r, tokens_log2: t })).collect()
+        [5, 7, 9].into_iter().flat_map(|r| [10, 12, 14].into_iter().map(move |t| Bucket { rows_log2: r, tokens_log2: t })).collect()
     }
 
     /// A problem `(B, T, H)` of this bucket for timing: `H = min(rows, 16)`, `B = rows / H`, `T = 2^tokens_log2`

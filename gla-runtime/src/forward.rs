@@ -362,7 +362,11 @@ impl Gla {
         let Some(pick) = self.inner.tuned.pick(gate, q.dtype(), dk, dv, rows, tokens) else {
             return Ok(*opts);
         };
-        self.load_cubin(&pick.spec, &pick.cubin)?;
+        if let Err(e) = self.load_cubin(&pick.spec, &pick.cubin) {
+            // A cubin the driver refuses: the default variant runs instead (warned once).
+            self.inner.tuned.warn_once(&format!("load:{}", pick.spec.id()), &format!("gla: tuning cache {}: {} not loaded ({e}); the default variant runs", pick.cache.display(), pick.spec.id()));
+            return Ok(*opts);
+        }
         Ok(ForwardOptions { variant: Some(pick.spec), ..*opts })
     }
 

@@ -123,7 +123,7 @@ impl Tuned {
         lock(&self.stats).clone()
     }
 
-    fn warn_once(&self, key: &str, msg: &str) {
+    pub(crate) fn warn_once(&self, key: &str, msg: &str) {
         if lock(&self.warned).insert(key.to_string()) {
             eprintln!("{msg}");
         }

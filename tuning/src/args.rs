@@ -23,8 +23,8 @@ gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run l
   --dims d,...      square head dims d_k = d_v (default 64,128,256)
   --dtypes t,...    bf16, f16, f32 (default all three)
   --out DIR         the tuning cache directory (default tuning/caches/local, relative to the current directory)
-  --buckets B       `default`: the grid of gla_runtime::cache::Bucket::grid() (batch*heads 2^4..2^9 x tokens
-                    2^10..2^14), each timed at its Bucket::problem(); or `B,T,H;B,T,H;...`: these problems, each
+  --buckets B       `default`: the grid of gla_runtime::cache::Bucket::grid() (batch*heads 2^5, 2^7, 2^9 x tokens
+                    2^10, 2^12, 2^14), each timed at its Bucket::problem(); or `B,T,H;B,T,H;...`: these problems, each
                     cached under the bucket of (B*H, T)
   -h, --help        this text";
 
