@@ -7,6 +7,9 @@
 //! * [`forward`]: the safe API, [`Gla::forward`], with all validation in the pure [`validate_forward`].
 //! * [`timing`]: CUDA-event timing, L2 flush, device-to-device copy bandwidth.
 //! * [`testing`]: skip-or-fail helpers for GPU and NVRTC tests.
+//! * [`cache`]: the tuning cache (a directory of `index.json` + content-addressed cubins; validators, merge, locked
+//!   atomic saves).
+//! * [`tuned`]: dispatch — the variant and cubin a call that names none runs, from the tuning caches.
 //!
 //! `unsafe` is denied crate-wide and allowed in two private places only: `ffi` (NVRTC program calls, `dlopen`,
 //! library probes, raw memsets and uninitialised allocations) and the kernel launch in [`launch`] (the
