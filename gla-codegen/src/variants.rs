@@ -290,8 +290,9 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
 }
 
 /// The autotuner's search space for `gate`, in a deterministic order: the variants that can win or that keep a
-/// kernel family compiled and tested ([`worth_keeping`]), out of every valid combination ([`candidates`]). Every
-/// variant [`KernelSpec::default_for`] gives for d = 64, 128, 256 is in it.
+/// kernel family compiled and tested (`worth_keeping`: the defaults, the runner-ups, one kernel a family), out of
+/// every valid combination ([`candidates`]). Every variant [`KernelSpec::default_for`] gives for d = 64, 128, 256
+/// is in it.
 pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     let mut kept = Vec::new();
     for dtype in DType::ALL {
