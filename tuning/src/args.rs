@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// `--help`.
 pub const USAGE: &str = "\
-usage: autotune [--plan] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
+usage: autotune [--plan | --report] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
                 [--out DIR] [--buckets default|B,T,H;...]
 
 With a GPU: for every registered gate x dtype x head dim x shape bucket, compile the candidate variants in
@@ -18,6 +18,8 @@ gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run l
 
   --plan            compile EVERY variant of every registered gate (no GPU needed), print the resource table and
                     fail on a compile error, a register spill or too much shared memory (what CI runs)
+  --report          write the cache at --out as Markdown (DIR/report.md: per key and bucket the chosen variant, its
+                    time, the default's and the gain) and print it; no compile, no GPU
   --only <part>     only the variants whose id contains <part> (e.g. `w8p4`, `gla.fwd.bf16.C32`)
   --gates a,b       only these registered gates (default: every registered gate)
   --dims d,...      square head dims d_k = d_v (default 64,128,256)
@@ -43,6 +45,7 @@ pub enum Buckets {
 pub struct Options {
     pub help: bool,
     pub plan: bool,
+    pub report: bool,
     pub only: Option<String>,
     pub gates: Option<Vec<String>>,
     pub dims: Option<Vec<usize>>,
@@ -62,6 +65,7 @@ impl Default for Options {
         Options {
             help: false,
             plan: false,
+            report: false,
             only: None,
             gates: None,
             dims: None,
@@ -143,6 +147,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         match (flag, value) {
             ("-h" | "--help", _) => o.help = true,
             ("--plan", _) => o.plan = true,
+            ("--report", _) => o.report = true,
             ("--only", Some(v)) => o.only = Some(v),
             ("--gates", Some(v)) => {
                 let g: Vec<String> = list(&v).map(String::from).collect();

@@ -14,6 +14,7 @@
 //!   the resource table, fail on a compile error, a spill or too much shared memory. CI runs it.
 //! * no GPU ([`aot`]): compile ahead of time the variant the runtime would use (`KernelSpec::default_for`) for every
 //!   gate × dtype × head dim into the cache at `--out` (default `tuning/caches/local`) as untimed entries; exit 0.
+//! * `--report` ([`report`]): the cache at `--out` as Markdown (`report.md` beside its index).
 //! * a GPU ([`search`]): compile, check against the f64 reference, and time every candidate per gate × dtype × head
 //!   dim × shape bucket, and write the winners into the cache as timed entries. The decisions are the plain
 //!   functions of [`decide`].
@@ -26,6 +27,7 @@ pub mod decide;
 pub mod inputs;
 pub mod plan;
 mod progress;
+pub mod report;
 pub mod search;
 
 use gla_core::{registered_gates, Gate};
@@ -72,6 +74,19 @@ pub fn run(args: &[String]) -> ExitCode {
     if o.help {
         println!("{}", args::USAGE);
         return ExitCode::SUCCESS;
+    }
+    if o.report {
+        return match report::write(&o.out) {
+            Ok((path, md)) => {
+                println!("{md}");
+                println!("written to {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let gates = match select_gates(o.gates.as_deref()) {
         Ok(g) => g,
