@@ -191,9 +191,9 @@ impl Tuned {
         // caches first after that).
         let mut best: Option<(u32, bool, usize, &Entry, KernelSpec)> = None;
         for (i, c) in caches.iter().enumerate() {
+            // `usable` rebuilds the entry's spec; its source hash is memoised, so asking again for the winner is cheap.
             let found = c.lookup(key, bucket, |e| self.usable(gate, dtype, c.dir(), e).is_some());
-            if let Some(e) = found {
-                let spec = self.usable(gate, dtype, c.dir(), e)?;
+            if let Some((e, spec)) = found.and_then(|e| Some((e, self.usable(gate, dtype, c.dir(), e)?))) {
                 let rank = (e.bucket.distance(bucket), e.timing.is_none(), i);
                 if best.as_ref().is_none_or(|b| rank < (b.0, b.1, b.2)) {
                     best = Some((rank.0, rank.1, rank.2, e, spec));
