@@ -2,12 +2,15 @@
 # The benchmark, side by side, on the GPU host (run from the repo root after packing .gpu/, see README). What
 # benches/results/ holds is the output of, on the H200 host:
 #   FLA_AUTOTUNE_IN=benches/results/fla_autotune_h200_d64_d256.tar.gz bash benches/run-gpu.sh OUT --variants fused
-# and then, back on the build machine (writes forward.md + forward_vs_T.png and copies the run's four JSON files):
+# and then, back on the build machine (writes forward.md, forward.json, forward_vs_T.png, forward_strength.png and
+# copies the run's four JSON files):
 #   python3 benches/python/report.py --run OUT --out-dir benches/results/
 # Usage: bash benches/run-gpu.sh OUT [bench options, e.g. --variants fused]
 # In one run: fla 0.6.0 and torch SDPA with the copy bandwidth (fla_bench.py -> OUT/fla.json), fla's error vs an f64
 # recurrence and a dump of one accuracy case (-> OUT/fla_acc.json, OUT/fla_dump/); every bf16 forward variant of ours at the issue's
-# shapes (bench -> OUT/ours.json; the best per shape is what the autotuner would pick); ours on fla's dumped inputs
+# shapes (bench -> OUT/ours.json; the best per shape is what the autotuner would pick) and, for ours and fla alike, the
+# per-key forward at every gate strength of tests::strengths (FLA_STRENGTHS / bench --strengths; default all);
+# ours on fla's dumped inputs
 # (bench --fla-dump -> OUT/same_inputs.json: ours vs f64, fla vs f64, ours vs fla); report.py --run OUT reads these.
 # fla autotunes 45-100 s per (op, head shape) on its first calls, so a full fla run needs ~10 minutes; within a
 # shorter device budget narrow it: FLA_CASES=a,b FLA_SHAPES="B,T,H,D;..." FLA_BUDGET_S=N FLA_EXTRA="options".
@@ -24,7 +27,7 @@ shapes=${FLA_SHAPES:-"8,4096,16,128;32,1024,16,128;2,16384,16,128;8,4096,32,64;8
 # families on the H200), which skips those autotunes; the run's own results go to OUT/fla_autotune.tar.gz.
 # shellcheck disable=SC2086
 PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 benches/python/fla_bench.py --cases "${FLA_CASES:-copy,sdpa,gla_fwd,simple_fwd}" \
-  --shapes "$shapes" --reps 50 --no-dump --budget-s "${FLA_BUDGET_S:-inf}" ${FLA_AUTOTUNE_IN:+--autotune-cache-in $FLA_AUTOTUNE_IN} \
+  --shapes "$shapes" --strengths "${FLA_STRENGTHS:-all}" --reps 50 --no-dump --budget-s "${FLA_BUDGET_S:-inf}" ${FLA_AUTOTUNE_IN:+--autotune-cache-in $FLA_AUTOTUNE_IN} \
   --autotune-cache-out "$out/fla_autotune.tar.gz" ${FLA_EXTRA:-} --out "$out/fla.json" > "$out/fla.log" 2>&1 || true
 grep -E "median|GB/s|skipped|ERROR|first call [0-9]|autotune cache" "$out/fla.log" || true
 PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 python3 benches/python/fla_bench.py --cases acc --acc-shapes "2,1024,16,128" \

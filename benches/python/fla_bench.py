@@ -81,19 +81,38 @@ def parse_shapes(s: str, default):
 
 
 # --------------------------------------------------------------------------------------------- gates and inputs
-def gate_from_logits(x: torch.Tensor, gate: str) -> torch.Tensor:
-    """log alpha from raw logits x, computed in f32. gla: logsigmoid(x)/16; mamba2: -softplus(x)."""
+# The per-key gate strengths of the benchmark: label -> log alpha as a torch expression of the f32 logits x
+# (x ~ N(0,1)) and gamma (hgrn2's per-head parameter, drawn in (0.01, 0.99) like ours). The same labels and
+# formulas as tests/src/strengths.rs (a Rust test checks that every formula there appears here verbatim).
+STRENGTHS = {
+    "const-1e-6": "torch.full_like(x, -1e-6)",
+    "gla/16": "F.logsigmoid(x) / 16",
+    "hgrn2": "torch.log(gamma + (1 - gamma) * torch.sigmoid(x))",
+    "fla": "torch.clamp(F.logsigmoid(x), min=-5)",
+    "gla/1": "F.logsigmoid(x)",
+    "rwkv6": "-torch.exp(x)",
+    "gla/0.1": "F.logsigmoid(x) * 10",
+    "const-60": "torch.full_like(x, -60.0)",
+}
+
+
+def gate_from_logits(x: torch.Tensor, gate: str, gamma=None) -> torch.Tensor:
+    """log alpha from raw logits x, computed in f32. gla: logsigmoid(x)/16; mamba2: -softplus(x); a label of
+    STRENGTHS: its formula (gamma: [H] per-head parameter for hgrn2)."""
     xf = x.float()
     if gate == "gla":
         return F.logsigmoid(xf) / 16.0
     if gate == "mamba2":
         return -F.softplus(xf)
+    if gate in STRENGTHS:
+        g = None if gamma is None else gamma.view(1, 1, -1, 1).to(xf)
+        return eval(STRENGTHS[gate], {"torch": torch, "F": F}, {"x": xf, "gamma": g})  # noqa: S307 (our table)
     raise ValueError(gate)
 
 
 def gate_shape(shape, gate):
     b, t, h, d = shape
-    return (b, t, h, d) if gate == "gla" else (b, t, h)
+    return (b, t, h) if gate == "mamba2" else (b, t, h, d)
 
 
 class Inputs:
@@ -107,6 +126,8 @@ class Inputs:
         self.v = torch.empty_like(self.q)
         self.g = torch.empty(gate_shape(shape, gate), dtype=gate_dtype, device=device)
         self._x = torch.empty(self.g.shape, dtype=torch.float32, device=device)
+        # hgrn2's per-head parameter, fixed for the case (like ours: uniform in (0.01, 0.99))
+        self.gamma = torch.rand(h, device=device) * 0.98 + 0.01
         self.do = torch.empty_like(self.v) if with_do else None
         self.regen()
         if requires_grad:
@@ -119,7 +140,7 @@ class Inputs:
         self.k.normal_()
         self.v.normal_()
         self._x.normal_()
-        self.g.copy_(gate_from_logits(self._x, self.gate))
+        self.g.copy_(gate_from_logits(self._x, self.gate, self.gamma))
         if self.do is not None:
             self.do.normal_()
 
@@ -257,10 +278,12 @@ class Results:
         os.replace(tmp, self.path)
 
     def upsert(self, rec: dict):
-        key = (rec["impl"], rec["gate"], rec["pass"], tuple(rec["shape"]))
+        def key_of(r):
+            return r["impl"], r["gate"], r.get("strength"), r["pass"], tuple(r["shape"])
+        key = key_of(rec)
         recs = self.data["records"]
         for i, r in enumerate(recs):
-            if (r["impl"], r["gate"], r["pass"], tuple(r["shape"])) == key:
+            if key_of(r) == key:
                 merged = dict(r)
                 merged.update(rec)
                 recs[i] = merged
@@ -343,6 +366,8 @@ def main(argv=None):
                     help="'default', 'tiny' or 'B,T,H,D;B,T,H,D;...' for the forward cases and SDPA")
     ap.add_argument("--fwdbwd-shapes", default="default", help="shapes for gla_fwdbwd (default: first three)")
     ap.add_argument("--cases", default=",".join(ALL_CASES), help=f"comma list from {ALL_CASES}")
+    ap.add_argument("--strengths", default="gla/16",
+                    help=f"gla_fwd's per-key gates: 'all' or a comma list of {list(STRENGTHS)} (record field 'strength')")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--budget-s", type=float, default=float("inf"),
                     help="soft wall-clock budget: start no new warm-up/measurement after it")
@@ -380,6 +405,10 @@ def main(argv=None):
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("no CUDA device (use --dry-run for the CPU self-test)")
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    strengths = list(STRENGTHS) if args.strengths == "all" else [s for s in args.strengths.split(",") if s]
+    unknown = [s for s in strengths if s not in STRENGTHS]
+    if unknown:
+        sys.exit(f"unknown strengths {unknown}; choose from {list(STRENGTHS)}")
     bad = [c for c in cases if c not in ALL_CASES]
     if bad:
         sys.exit(f"unknown cases {bad}; choose from {ALL_CASES}")
@@ -423,7 +452,8 @@ def main(argv=None):
         "dtype": args.dtype,
         "gate_dtype": args.gate_dtype,
         "gates": {"gla": "g = logsigmoid(x)/16, x ~ N(0,1), shape [B,T,H,D]",
-                  "mamba2": "g = -softplus(x), x ~ N(0,1), shape [B,T,H]"},
+                  "mamba2": "g = -softplus(x), x ~ N(0,1), shape [B,T,H]",
+                  **{f"strength {k}": f"g = {v}, x ~ N(0,1) f32, shape [B,T,H,D]" for k, v in STRENGTHS.items()}},
         "timing": f"median of --reps CUDA-event timings; fresh inputs, {args.flush_mb} MB L2 flush and "
                   f"{args.sleep_cycles}-cycle GPU sleep before each call",
         "reps": args.reps,
@@ -473,12 +503,16 @@ def main(argv=None):
             res.write()
 
     # ---------------------------------------------------------------- families
-    def run_family(name, impl, gate, pss, fam_shapes, make_case):
+    def run_family(name, impl, gate, pss, fam_shapes, make_case, strength=None):
         """make_case(shape) -> (fn, regen, cleanup). Warm up every shape, then time every shape."""
         prepared = []
         for shape in fam_shapes:
             base = {"impl": impl, "gate": gate, "pass": pss, "shape": list(shape), "dtype": args.dtype,
                     "gate_dtype": args.gate_dtype if gate else None}
+            if strength is not None:
+                b_, t_, h_, d_ = shape
+                base.update(strength=strength, formula=STRENGTHS[strength], B=b_, T=t_, H=h_, D=d_,
+                            distribution="x ~ N(0,1) f32")
             if budget_left() <= 0:
                 res.upsert({**base, "status": "skipped_budget"})
                 log(f"{name} {shape}: skipped (budget)")
@@ -639,7 +673,8 @@ def main(argv=None):
         save_autotune()
 
     if "gla_fwd" in cases:
-        run_family("gla_fwd", "fla.chunk_gla", "gla", "fwd", shapes, fwd_case("gla", "gla"))
+        for st in strengths:
+            run_family(f"gla_fwd[{st}]", "fla.chunk_gla", "gla", "fwd", shapes, fwd_case(st, "gla"), strength=st)
     if "simple_fwd" in cases:
         run_family("simple_fwd", "fla.chunk_simple_gla", "mamba2", "fwd", shapes, fwd_case("mamba2", "simple_gla"))
     if "gla_fwdbwd" in cases:

@@ -4,8 +4,13 @@
     python3 benches/python/report.py --run OUT --out-dir benches/results/
     python3 benches/python/report.py --ours ours.json --fla fla.json [more_fla.json ...] --out-dir benches/results/
 
-Writes <out-dir>/forward.md and <out-dir>/forward_vs_T.png (the plot needs matplotlib; without it only the
-Markdown is written). Every input is optional: a missing file, record or field prints "—".
+Writes <out-dir>/forward.md, <out-dir>/forward.json (the rows below), <out-dir>/forward_vs_T.png and
+<out-dir>/forward_strength.png (the plots need matplotlib; without it only the Markdown and JSON are written).
+
+forward.json: {"schema": "gla_forward/1", "rows": [{"impl": "ours"|"fla"|"sdpa", "pass": "fwd", "gate": <gate fn
+or null>, "strength": <label or null>, "B", "T", "H", "D", "ms", "variant" (ours), "rel_rms_vs_f64" (ours, where
+measured)}]}: ours at every strength (the variant the runtime runs) and the best variant of the sweep (gla/16,
+mamba2), fla's chunk_gla at every strength (chunk_simple_gla: strength "mamba2"), SDPA (gate and strength null). Every input is optional: a missing file, record or field prints "—".
 `--run OUT` takes the files of one `benches/run-gpu.sh OUT` run (OUT/ours.json, OUT/fla.json, OUT/fla_acc.json,
 OUT/same_inputs.json; an explicit --ours / --fla / --same-inputs wins) and copies them into <out-dir> under the same
 names, so that <out-dir> holds the run's JSON beside its report and the report can be rebuilt from <out-dir> alone
@@ -50,6 +55,7 @@ DASH = "—"
 ELT = 2  # bf16
 CHUNK = 64
 RUN_FILES = ("ours.json", "fla.json", "fla_acc.json", "same_inputs.json")  # what benches/run-gpu.sh OUT writes
+STRENGTH_ORDER = ["const-1e-6", "gla/16", "hgrn2", "fla", "gla/1", "rwkv6", "gla/0.1", "const-60"]  # weak → strong
 FWD_ORDER = [(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128)]
 
 
@@ -96,7 +102,7 @@ def load_ours(path):
 def load_fla(paths):
     """Merge fla_bench JSON files: records keyed by (impl, gate, pass, shape); accuracy by (impl, gate, shape,
     gate_dtype); copy from the first file that has one (all listed in copies)."""
-    recs, acc, copies, metas, dump = {}, {}, [], [], None
+    recs, acc, copies, metas, dump, strength = {}, {}, [], [], None, {}
     for p in paths or []:
         d = load_json(p)
         if not d:
@@ -106,6 +112,13 @@ def load_fla(paths):
         if c.get("gbps"):
             copies.append(c["gbps"])
         for r in d.get("records", []):
+            st = r.get("strength")
+            if st is not None:
+                skey = (r.get("impl"), st, r.get("pass", "fwd"), tuple(r.get("shape", ())))
+                if not (skey in strength and strength[skey].get("status") == "ok" and r.get("status") != "ok"):
+                    strength[skey] = r
+                if st != "gla/16":
+                    continue  # the forward table's gla column is the paper's gate
             key = (r.get("impl"), r.get("gate"), r.get("pass", "fwd"), tuple(r.get("shape", ())))
             # an ok record is never replaced by a later failed/skipped one
             if key in recs and recs[key].get("status") == "ok" and r.get("status") != "ok":
@@ -118,7 +131,7 @@ def load_fla(paths):
             acc[key] = a
         dump = d.get("dump") or dump
     return {"records": recs, "accuracy": acc, "copy_gbps": copies[0] if copies else None, "copies": copies,
-            "metas": metas, "dump": dump}
+            "metas": metas, "dump": dump, "strength": strength}
 
 
 # --------------------------------------------------------------------------------------------- formatting
@@ -196,7 +209,7 @@ def build(ours, fla, note=None):
     lines.append("")
 
     # ---------------- forward table
-    ours_fwd = [r for r in ours if r.get("pass", "fwd") == "fwd"]
+    ours_fwd = [r for r in ours if r.get("pass", "fwd") == "fwd" and r.get("axis") != "strength"]
     keys = []
     for s in FWD_ORDER:
         for g in ("gla", "mamba2"):
@@ -246,6 +259,9 @@ def build(ours, fla, note=None):
     if any("†" in row[-1] for row in rows):
         lines.append("† fla's error measured at its accuracy shapes (worst of them), not at this shape.")
         lines.append("")
+
+    # ---------------- gate strength
+    lines += strength_section(ours, fla)
 
     # ---------------- forward + backward
     fb_keys = [tuple(s) for (impl, g, pss, s) in fla["records"] if pss == "fwd_bwd"]
@@ -304,7 +320,137 @@ def build(ours, fla, note=None):
     return "\n".join(lines)
 
 
+def ours_strength(ours):
+    """{(strength, shape): record} of our strength-axis rows."""
+    return {(r["strength"], r["shape"]): r for r in ours if r.get("axis") == "strength" and r.get("strength")}
+
+
+def fla_strength_ms(fla, st, shape):
+    r = fla.get("strength", {}).get(("fla.chunk_gla", st, "fwd", tuple(shape)))
+    return r.get("ms") if r and r.get("status") == "ok" else None
+
+
+def strength_labels(ours, fla):
+    seen = {k[0] for k in ours_strength(ours)} | {k[1] for k in fla.get("strength", {}) if k[0] == "fla.chunk_gla"}
+    return [s for s in STRENGTH_ORDER if s in seen] + sorted(seen - set(STRENGTH_ORDER))
+
+
+def strength_section(ours, fla):
+    """Markdown: per shape, ours and fla at every per-key gate strength, and ours' slowest / fastest strength."""
+    os_ = ours_strength(ours)
+    labels = strength_labels(ours, fla)
+    if not labels:
+        return []
+    shapes = sorted({k[1] for k in os_} | {k[3] for k in fla.get("strength", {})},
+                    key=lambda s: (FWD_ORDER.index(s) if s in FWD_ORDER else len(FWD_ORDER), s))
+    formula = {}
+    for r in list(os_.values()) + list(fla.get("strength", {}).values()):
+        formula.setdefault(r.get("strength"), r.get("formula"))
+    lines = ["## Per-key forward at every gate strength", "",
+             "Logits x ~ N(0, 1) (bf16 for ours; fla gets log α computed from fresh f32 x with the same formula); "
+             "ours = the variant the runtime runs for the call. Each cell: ours ms / fla ms (fla ÷ ours).", ""]
+    lines.append(table(["strength", "log α"], [[s, formula.get(s) or DASH] for s in labels]))
+    lines.append("")
+    rows = []
+    for shape in shapes:
+        row = [shp(shape)]
+        mine = []
+        for st in labels:
+            o = (os_.get((st, shape)) or {}).get("ms")
+            f = fla_strength_ms(fla, st, shape)
+            if num(o):
+                mine.append(o)
+            row.append(f"{fms(o)} / {fms(f)} ({fratio(f, o)})" if num(o) or num(f) else DASH)
+        row.append(f"{max(mine) / min(mine):.2f}×" if len(mine) >= 2 else DASH)
+        rows.append(row)
+    lines.append(table(["B,T,H,D", *labels, "ours slowest / fastest"], rows))
+    lines.append("")
+    errs = [(st, sh, r.get("rel_rms_vs_f64"), r.get("variant")) for (st, sh), r in os_.items() if num(r.get("rel_rms_vs_f64"))]
+    if errs:
+        worst = max(errs, key=lambda e: e[2])
+        lines.append(f"Ours vs f64 at B2 T1024 H4 (same gate, dtype and variant as the timed call): worst "
+                     f"{worst[2]:.2e} ({worst[0]}, D = {worst[1][3]}).")
+        lines.append("")
+    return lines
+
+
+def json_rows(ours, fla):
+    """forward.json's rows (schema in the module docstring)."""
+    rows = []
+
+    def row(impl, gate, st, shape, ms, **extra):
+        b, t, h, d = shape
+        rows.append({"impl": impl, "pass": "fwd", "gate": gate, "strength": st, "B": b, "T": t, "H": h, "D": d,
+                     "ms": ms, **extra})
+
+    for (st, shape), r in sorted(ours_strength(ours).items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        row("ours", r.get("gate"), st, shape, r.get("ms"), variant=r.get("variant"),
+            rel_rms_vs_f64=r.get("rel_rms_vs_f64"))
+    best = {}
+    for r in ours:
+        if r.get("axis") == "strength" or r.get("pass", "fwd") != "fwd" or not num(r.get("ms")):
+            continue
+        key = (r.get("gate"), r["shape"])
+        if key not in best or r["ms"] < best[key]["ms"]:
+            best[key] = r
+    for (gate, shape), r in sorted(best.items(), key=lambda kv: (kv[0][1], str(kv[0][0]))):
+        if gate == "gla" and ("gla/16", shape) in ours_strength(ours):
+            continue  # the strength axis has this gate and shape already
+        row("ours", gate, r.get("strength") or ("gla/16" if gate == "gla" else gate), shape, r["ms"],
+            variant=r.get("variant"), rel_rms_vs_f64=r.get("rel_rms_vs_f64"), best_of_sweep=True)
+    for (impl, st, pss, shape), r in sorted(fla.get("strength", {}).items(), key=lambda kv: (kv[0][3], kv[0][1])):
+        if pss == "fwd" and r.get("status") == "ok":
+            row("fla", "fla.chunk_gla", st, shape, r.get("ms"))
+    for (impl, gate, pss, shape), r in sorted(fla["records"].items(), key=lambda kv: (kv[0][3], str(kv[0][1]))):
+        if pss != "fwd" or r.get("status") != "ok":
+            continue
+        if impl == "torch.sdpa_flash":
+            row("sdpa", None, None, shape, r.get("ms"))
+        elif impl == "fla.chunk_simple_gla":
+            row("fla", "fla.chunk_simple_gla", "mamba2", shape, r.get("ms"))
+        elif impl == "fla.chunk_gla" and ("fla.chunk_gla", "gla/16", "fwd", tuple(shape)) not in fla.get("strength", {}):
+            row("fla", "fla.chunk_gla", "gla/16", shape, r.get("ms"))
+    return rows
+
+
+def plot_strength(ours, fla, path):
+    """Per benchmark shape, ours and fla forward time (log scale) against the gate strength (weak → strong)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as e:
+        print(f"report: matplotlib unavailable ({e}); no strength plot", file=sys.stderr)
+        return False
+    os_ = ours_strength(ours)
+    labels = strength_labels(ours, fla)
+    shapes = sorted({k[1] for k in os_}, key=lambda s: (FWD_ORDER.index(s) if s in FWD_ORDER else len(FWD_ORDER), s))
+    if not labels or not shapes:
+        return False
+    fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 4.2), squeeze=False, sharey=True)
+    xs = list(range(len(labels)))
+    for ax, shape in zip(axes[0], shapes):
+        for vals, lab, style in (([(os_.get((st, shape)) or {}).get("ms") for st in labels], "ours", "C0-o"),
+                                 ([fla_strength_ms(fla, st, shape) for st in labels], "fla chunk_gla", "C3--s")):
+            pts = [(x, v) for x, v in zip(xs, vals) if num(v)]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=lab)
+        ax.set_yscale("log")
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=60, fontsize=8)
+        ax.set_title(f"B,T,H,D = {shp(shape)}", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].set_ylabel("forward time (ms), bf16")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("Per-key GLA forward vs gate strength (weak → strong decay; logits x ~ N(0,1))", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def plot(ours, fla, path):
+    ours = [r for r in ours if r.get("axis") != "strength"]
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -417,6 +563,11 @@ def main(argv=None):
     png_path = os.path.join(args.out_dir, "forward_vs_T.png")
     if plot(ours, fla, png_path):
         md += f"\n![forward time vs T]({os.path.basename(png_path)})\n"
+    st_path = os.path.join(args.out_dir, "forward_strength.png")
+    if plot_strength(ours, fla, st_path):
+        md += f"\n![forward time vs gate strength]({os.path.basename(st_path)})\n"
+    with open(os.path.join(args.out_dir, "forward.json"), "w") as f:
+        json.dump({"schema": "gla_forward/1", "rows": json_rows(ours, fla)}, f, indent=1)
     with open(md_path, "w") as f:
         f.write(md)
     print(md)

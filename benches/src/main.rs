@@ -2,8 +2,16 @@
 //! shapes on the GPU, with the memory floor measured in the same run. Writes JSON in the schema of
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
-//!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|<id part>] [--gates gla,mamba2] [--lineinfo]
+//!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
+//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--lineinfo]
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
+//!
+//! Two kinds of rows, all `{"impl": "ours", "pass": "fwd", "gate", "strength", "B", "T", "H", "D", "ms", ...}`:
+//! * the variant sweep (`--variants`, `--gates`): every bf16 variant of the GLA (`gla/16`) and Mamba-2 gates;
+//! * the strength axis (`--strengths`, `tests::strengths`): the variant the runtime runs for the call
+//!   (`Gla::variant_for`: the tuning cache's pick or the default) for each per-key gate strength — GLA with
+//!   normaliser 16 / 1 / 0.1, fla's benchmark gate, RWKV-6, HGRN-2, constant −60 and −1e-6 — on logits x ~ N(0, 1),
+//!   each with its accuracy vs f64 at B2 T1024 H4. fla_bench.py times fla on the same gates (case `gla_fwd`).
 //!   bench --fla-dump DIR --out same_inputs.json
 //!
 //! `--fla-dump`: the same-inputs check. `benches/python/fla_bench.py` (case `acc`) dumps one per-key case: q, k, v,
@@ -19,6 +27,7 @@ use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::timing::{bench, copy_bandwidth, L2Flush};
 use gla_runtime::{DeviceTensor, ForwardOptions, Gla};
 use serde_json::json;
+use tests::strengths::Strength;
 use tests::{rel_rms, Case};
 
 struct Inputs {
@@ -96,6 +105,80 @@ fn same_inputs(gla: &Gla, dir: &str, out: &str) {
     std::fs::write(out, serde_json::to_string_pretty(&rec).unwrap()).unwrap();
 }
 
+/// Bytes a forward moves (q, k, v, logits read, o written; bf16) and its nominal flops (C = 64), as report.py models.
+fn traffic(gate: &dyn Gate, b: usize, t: usize, h: usize, d: usize) -> (f64, f64) {
+    let gate_elems = if gate.shape() == GateShape::PerKey { b * t * h * d } else { b * t * h };
+    let bytes = 2.0 * (4.0 * (b * t * h * d) as f64 + gate_elems as f64);
+    let flops = (b * h * t) as f64 * (4.0 * 64.0 * d as f64 + 4.0 * (d * d) as f64);
+    (bytes, flops)
+}
+
+/// The strength axis at one shape: the runtime's variant for each strength's gate, timed, and its accuracy vs f64.
+fn strength_rows(gla: &Gla, flush: &mut L2Flush, reps: usize, copy_gbps: f64, shape: (usize, usize, usize, usize), strengths: &[Strength]) -> Vec<serde_json::Value> {
+    let (b, t, h, d) = shape;
+    let gpu = gla.gpu();
+    let mut rows = Vec::new();
+    // Compile (or load from a tuning cache) every strength's kernel first, in parallel (not timed).
+    let picks: Vec<(Strength, Option<KernelSpec>)> = {
+        use rayon::prelude::*;
+        strengths
+            .par_iter()
+            .map(|st| {
+                let dims = Dims::new(b, t, h, d, d);
+                let q = gla.poisoned(DType::BF16, &dims.q_shape()).ok();
+                let v = gla.poisoned(DType::BF16, &dims.v_shape()).ok();
+                let spec = match (q, v) {
+                    (Some(q), Some(v)) => gla.variant_for(st.gate, &q, &v, None).ok(),
+                    _ => None,
+                };
+                if let Some(s) = &spec {
+                    if let Err(e) = gla.compile_spec(s) {
+                        println!("{:<60} failed to compile: {e}", s.id());
+                    }
+                }
+                (*st, spec)
+            })
+            .collect()
+    };
+    for (st, spec) in picks {
+        let Some(spec) = spec else {
+            println!("{b},{t},{h},{d} {}: no variant", st.label);
+            continue;
+        };
+        let case = Case::random(st.gate, Dims::new(b, t, h, d, d), DType::BF16, 42, false, None);
+        let mut x = upload(gla, st.gate, &case);
+        let (bytes, flops) = traffic(st.gate, b, t, h, d);
+        let floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
+        let timed = run(gla, st.gate, &mut x, spec).and_then(|_| bench(gpu, 3, reps, Some(&mut *flush), || run(gla, st.gate, &mut x, spec)));
+        drop(x);
+        let ms = match timed {
+            Ok(t) => t.median_ms as f64,
+            Err(e) => {
+                println!("{b},{t},{h},{d} {} {}: failed: {e}", st.label, spec.id());
+                continue;
+            }
+        };
+        let small = Case::random(st.gate, Dims::new(2, 1024, 4, d, d), DType::BF16, 43, false, None);
+        let want = small.reference(st.gate, None).0;
+        let mut xs = upload(gla, st.gate, &small);
+        let err = match run(gla, st.gate, &mut xs, spec) {
+            Ok(()) => rel_rms(&xs.o.to_f32().unwrap().into_iter().map(f64::from).collect::<Vec<_>>(), &want),
+            Err(_) => f64::INFINITY,
+        };
+        println!(
+            "{:>2},{:>5},{:>2},{:>3} {:<10} {:<20} {:<50} {:8.3} ms  {:5.2}x floor  rel RMS {:.2e}",
+            b, t, h, d, st.label, st.formula, spec.id(), ms, ms / floor_ms, err
+        );
+        rows.push(json!({
+            "impl": "ours", "pass": "fwd", "gate": st.gate.name(), "strength": st.label, "formula": st.formula,
+            "distribution": "x ~ N(0, 1), bf16", "B": b, "T": t, "H": h, "D": d, "shape": [b, t, h, d], "ms": ms,
+            "reps": reps, "variant": spec.id(), "gbps": bytes / ms / 1e6, "tflops": flops / ms / 1e9,
+            "floor_ms": floor_ms, "copy_gbps": copy_gbps, "rel_rms_vs_f64": err, "axis": "strength"
+        }));
+    }
+    rows
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opt = |name: &str, d: &str| {
@@ -106,6 +189,14 @@ fn main() {
     let quick = opt("--shapes", "all") == "quick";
     // --variants all | default | <text>: every bf16 variant, the default one, or those whose id contains <text>
     let which_v = opt("--variants", "all");
+    let strengths = match tests::strengths::select(&opt("--strengths", "all")) {
+        Ok(s) => s,
+        Err(_) if opt("--strengths", "all") == "none" => Vec::new(),
+        Err(e) => {
+            eprintln!("--strengths: {e}");
+            std::process::exit(2);
+        }
+    };
     let lineinfo = args.iter().any(|a| a == "--lineinfo");
     let opened = if lineinfo {
         Gla::with_options(0, gla_runtime::CompileOptions { lineinfo, driver_cache: true, ..Default::default() })
@@ -134,6 +225,8 @@ fn main() {
         .filter(|(n, _)| which.split(',').any(|w| w == *n))
         .collect();
     let mut shapes = vec![(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128)];
+    // The strength axis runs at the benchmark shapes (not the T sweep of the plot).
+    let strength_shapes = shapes.clone();
     shapes.extend([(8, 1024, 16, 128), (8, 2048, 16, 128), (8, 8192, 16, 128)]); // for the time-vs-T plot
     let shape_arg = opt("--shapes", "all");
     if quick {
@@ -149,8 +242,9 @@ fn main() {
             .collect();
     }
     let mut records = Vec::new();
+    let strength_shapes: Vec<_> = if shape_arg == "all" { strength_shapes } else { shapes.clone() };
     for &(b, t, h, d) in &shapes {
-        for &(gname, gate) in &gates {
+        for &(gname, gate) in gates.iter().filter(|_| which_v != "none") {
             let dims = Dims::new(b, t, h, d, d);
             let case = Case::random(gate, dims, DType::BF16, 42, false, None);
             let mut x = upload(&gla, gate, &case);
@@ -163,9 +257,7 @@ fn main() {
             } else {
                 vec![KernelSpec::default_for(gate, DType::BF16, d, d).unwrap()]
             };
-            let gate_elems = if gate.shape() == GateShape::PerKey { b * t * h * d } else { b * t * h };
-            let bytes = 2.0 * (4.0 * (b * t * h * d) as f64 + gate_elems as f64);
-            let flops = (b * h * t) as f64 * (4.0 * 64.0 * d as f64 + 4.0 * (d * d) as f64);
+            let (bytes, flops) = traffic(gate, b, t, h, d);
             let floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
             // Compile in parallel first (not timed), then screen every variant with a few runs and time the three
             // fastest properly.
@@ -202,6 +294,8 @@ fn main() {
                     if i < 3 { "" } else { "  (screening: median of 5)" }
                 );
                 records.push(json!({
+                    "impl": "ours", "strength": if gname == "gla" { "gla/16" } else { gname }, "axis": "variant",
+                    "B": b, "T": t, "H": h, "D": d,
                     "shape": [b, t, h, d], "gate": gname, "variant": spec.id(), "ms": ms,
                     "reps": if i < 3 { reps } else { 5 },
                     "gbps": bytes / ms / 1e6, "tflops": flops / ms / 1e9, "floor_ms": floor_ms, "copy_gbps": copy_gbps,
@@ -227,6 +321,10 @@ fn main() {
             }
             std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
         }
+    }
+    for &shape in &strength_shapes {
+        records.extend(strength_rows(&gla, &mut flush, reps, copy_gbps, shape, &strengths));
+        std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
     }
     std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
     println!("wrote {} records to {out}", records.len());

@@ -349,6 +349,23 @@ impl Gla {
         Ok(lock(&self.inner.variants).entry(key).or_insert(v).clone())
     }
 
+    /// The variant a call that names none runs for `q` (`[B, T, H, d_k]`, or `[1, T, H, d_k]` with `cu_seqlens`) and
+    /// `d_v`: the tuning cache's pick for the call's bucket (its cubin loaded), else the default
+    /// ([`KernelSpec::default_for`]). What benchmarks report as "ours".
+    pub fn variant_for(&self, gate: &'static dyn Gate, q: &DeviceTensor, v: &DeviceTensor, cu_seqlens: Option<&[usize]>) -> Result<KernelSpec> {
+        let opts = ForwardOptions { cu_seqlens, ..Default::default() };
+        match self.tuned_options(gate, q, v, &opts)?.variant {
+            Some(s) => Ok(s),
+            None => {
+                let (qs, vs) = (q.shape(), v.shape());
+                let (Some(&dk), Some(&dv)) = (qs.last(), vs.last()) else {
+                    return Err(GlaError::invalid("q", format!("must be [B, T, H, d_k], got {qs:?}")));
+                };
+                KernelSpec::default_for(gate, q.dtype(), dk, dv)
+            }
+        }
+    }
+
     /// `opts` with the variant a tuning cache holds for this call when it names none (the cubin loaded, no
     /// NVRTC); unchanged otherwise.
     fn tuned_options<'a>(&self, gate: &'static dyn Gate, q: &DeviceTensor, v: &DeviceTensor, opts: &ForwardOptions<'a>) -> Result<ForwardOptions<'a>> {

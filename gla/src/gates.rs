@@ -53,3 +53,6 @@ pub fn rwkv6(x: f32) -> f32 {
 pub fn retnet(h: f32) -> f32 {
     log(1.0 - exp((-5.0 - h) * std::f32::consts::LN_2))
 }
+
+/// The names of the seven built-in gates above.
+pub const BUILT_IN: [&str; 7] = ["gla", "mamba2", "mlstm", "gated_retnet", "hgrn2", "rwkv6", "retnet"];

@@ -22,6 +22,9 @@ fn builtins() -> Vec<&'static dyn Gate> {
 fn registry_lists_all_seven() {
     let reg = gla::core::registered_gates();
     let names: Vec<&str> = reg.iter().map(|g| g.name()).collect();
+    let mut listed = gla::gates::BUILT_IN.to_vec();
+    listed.sort();
+    assert_eq!(listed, ALL.map(|a| a.0).to_vec(), "gla::gates::BUILT_IN");
     for (name, shape, np) in ALL {
         let g = reg.iter().find(|g| g.name() == name).unwrap_or_else(|| panic!("`{name}` not registered: {names:?}"));
         assert_eq!(g.shape(), shape, "{name}");

@@ -16,7 +16,9 @@ use tests::{rel_rms, tolerance, Case};
 /// The 7 built-in gates and the tests' value gate (all four gate shapes).
 fn kernel_gates() -> Vec<&'static dyn Gate> {
     let _ = (&gla::gates::Gla, &tests::gates::ValueGla); // link the gates' registrations
-    let g = registered_gates();
+    // The strength gates (tests::strengths) have a test of their own: every_strength_matches_the_f64_reference.
+    let strength_only: Vec<&str> = tests::strengths::all().iter().map(|s| s.gate.name()).filter(|n| !gla::gates::BUILT_IN.contains(n)).collect();
+    let g: Vec<&'static dyn Gate> = registered_gates().into_iter().filter(|g| !strength_only.contains(&g.name())).collect();
     for shape in [GateShape::PerKey, GateShape::PerHead, GateShape::PerValue, GateShape::Fixed] {
         assert!(g.iter().any(|g| g.shape() == shape), "no registered {shape} gate");
     }
@@ -134,6 +136,39 @@ fn every_variant_matches_the_f64_reference() {
         println!("| {g} | {dt} | {n} | {e:.2e} | {id} |");
     }
     assert!(failures.is_empty(), "{} of {} variants out of tolerance:\n{}", failures.len(), specs.len(), failures.join("\n"));
+}
+
+/// Every gate strength of the benchmark (tests::strengths: log σ(x)/16, /1, /0.1, fla's max(log σ(x), −5), RWKV-6,
+/// HGRN-2, constant −60 and −1e-6) × dtype × head dim (64, 128, 256: the default variant), with the logits as drawn and
+/// shifted by −12 / +12, on a ragged problem with an initial and a final state: the decay-dependent paths of the
+/// per-key kernels (factorised on mild chunks, exact otherwise) are exact at every strength.
+#[test]
+fn every_strength_matches_the_f64_reference() {
+    let Some(gla) = gpu_or_skip("every_strength_matches_the_f64_reference") else { return };
+    let mut failures = Vec::new();
+    println!("| strength | dtype | d | logit shift | variant | o | final state |");
+    println!("|---|---|---|---|---|---|---|");
+    for (si, st) in tests::strengths::all().into_iter().enumerate() {
+        for dt in DType::ALL {
+            for d in [64usize, 128, 256] {
+                for shift in [0.0f32, -12.0, 12.0] {
+                    let seed = 5000 + 100 * si as u64 + d as u64 + (shift as i64 + 12) as u64;
+                    let mut case = Case::random(st.gate, Dims::new(2, 200, 2, d, d), dt, seed, true, None);
+                    case.logits.iter_mut().for_each(|x| *x = dt.round(*x + shift));
+                    let want = case.reference(st.gate, None);
+                    let spec = KernelSpec::default_for(st.gate, dt, d, d).unwrap();
+                    for segs in [None, Some(1)] {
+                        let (eo, es) = run_case(&gla, st.gate, &case, Some(spec), segs, &want);
+                        println!("| {} | {dt} | {d} | {shift:+} | {}{} | {eo:.2e} | {es:.2e} |", st.label, spec.id(), if segs.is_some() { " (unsplit)" } else { "" });
+                        if !(eo.max(es) <= tolerance(dt)) {
+                            failures.push(format!("{} {} (segments {segs:?}) shift {shift}: o {eo:.2e}, state {es:.2e}", st.label, spec.id()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
 }
 
 struct Shape {
