@@ -19,7 +19,7 @@ out=${1:?usage: run-gpu.sh OUT [bench options]}; shift || true
 mkdir -p "$out"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 [ -d /tmp/site/fla ] || python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/whl/fla_core-0.6.0-py3-none-any.whl
-shapes=${FLA_SHAPES:-"8,4096,16,128;32,1024,16,128;2,16384,16,128;8,4096,32,64;8,4096,8,256"}
+shapes=${FLA_SHAPES:-"8,4096,16,128;32,1024,16,128;2,16384,16,128;8,4096,32,64;8,4096,8,256;8,4096,4,512"}
 # fla's autotuning is keyed by head count and head dim (not B or T), so whichever call comes first picks the configs
 # for every shape of that head shape: the timing run goes first (it tunes at the benchmark's own shapes, the first
 # of each head shape listed), the accuracy case after it. FLA_AUTOTUNE_IN: tar.gz(s) of Triton *.autotune.json from

@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 
 DEFAULT_SHAPES = [(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128),
-                  (32, 1024, 16, 128)]
+                  (32, 1024, 16, 128), (8, 4096, 4, 512)]
 DEFAULT_FWDBWD_SHAPES = DEFAULT_SHAPES[:3]
 ACC_SHAPES = [(2, 1024, 4, 128), (1, 4096, 4, 64)]
 DUMP_SHAPE = (2, 1024, 4, 128)

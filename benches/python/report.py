@@ -56,7 +56,8 @@ ELT = 2  # bf16
 CHUNK = 64
 RUN_FILES = ("ours.json", "fla.json", "fla_acc.json", "same_inputs.json")  # what benches/run-gpu.sh OUT writes
 STRENGTH_ORDER = ["const-1e-6", "gla/16", "hgrn2", "fla", "gla/1", "rwkv6", "gla/0.1", "const-60"]  # weak → strong
-FWD_ORDER = [(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128)]
+FWD_ORDER = [(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128),
+             (8, 4096, 4, 512)]
 
 
 # --------------------------------------------------------------------------------------------- models

@@ -224,7 +224,7 @@ fn main() {
         .into_iter()
         .filter(|(n, _)| which.split(',').any(|w| w == *n))
         .collect();
-    let mut shapes = vec![(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128)];
+    let mut shapes = vec![(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128), (8, 4096, 4, 512)];
     // The strength axis runs at the benchmark shapes (not the T sweep of the plot).
     let strength_shapes = shapes.clone();
     shapes.extend([(8, 1024, 16, 128), (8, 2048, 16, 128), (8, 8192, 16, 128)]); // for the time-vs-T plot

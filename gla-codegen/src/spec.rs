@@ -57,19 +57,22 @@ pub struct KernelSpec {
     pub chunk: u32,
     /// Sub-chunk size c ∈ {16, 32}, c | C (§4.3 secondary chunking; unused by scalar gates).
     pub sub_chunk: u32,
-    /// Specialised key dim (64, 128, 256); smaller actual d_k run masked.
+    /// Specialised key dim of one kernel (64, 128, 256); smaller actual d_k run masked, wider ones (up to 512) as
+    /// key slices ([`KernelSpec::key_split`]).
     pub dk: u32,
-    /// Specialised value dim (64, 128, 256); smaller actual d_v run masked.
+    /// Specialised value dim (64, 128, 256, 512); smaller actual d_v run masked. The kernels see only the value
+    /// tile (`block_v`): d_v sets the grid's value tiles at run time, and this field what the variant is named for.
     pub dv: u32,
     /// Alg. 1 left (materialize chunk states, then all chunks in parallel) vs right (one fused sequential kernel).
     pub materialize: bool,
     pub dtype: DType,
     pub tiles: Tiles,
-    /// Key split (1 or 2): the variant serves d_k up to `key_split · dk` by running each head as `key_split` heads
+    /// Key split (1, 2 or 4): the variant serves d_k up to `key_split · dk` by running each head as `key_split` heads
     /// of `dk` key columns each (the chunkwise form is linear in d_k: O = Σ_s Q̃_s S_s + ((Q̃_s K̃_sᵀ) ⊙ M) V over
     /// the key slices s, and a per-key gate's state rows are independent), whose f32 partial outputs a last kernel
     /// adds. For d_k = 256 it keeps each CTA's d_k × block_v state in the registers of one 128-wide value tile
-    /// (one gate pass per 128 value columns instead of per 64). Per-key gates, wgmma variants. Set with
+    /// (one gate pass per 128 value columns instead of per 64); d_k = 512 runs as four 128-column slices. Per-key,
+    /// per-head and fixed gates, wgmma variants. Set with
     /// [`KernelSpec::with_key_split`].
     pub key_split: u32,
     /// Key split 2 as a 2-CTA thread-block cluster (`.ks2c`): the two slices of a head run as one cluster and hand
@@ -137,12 +140,16 @@ pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
 pub const SMEM_PER_SM: u32 = 228 * 1024;
 pub const SMEM_RESERVED_PER_CTA: u32 = 1024;
 
-/// Smallest specialised head dim (64, 128, 256) that holds `d`, or `None` if `d` is 0 or > 256.
+/// The largest head dim (d_k and d_v) a variant serves.
+pub const MAX_HEAD_DIM: usize = 512;
+
+/// Smallest specialised head dim (64, 128, 256, 512) that holds `d`, or `None` if `d` is 0 or > [`MAX_HEAD_DIM`].
 pub fn specialised_dim(d: usize) -> Option<u32> {
     match d {
         1..=64 => Some(64),
         65..=128 => Some(128),
         129..=256 => Some(256),
+        257..=512 => Some(512),
         _ => None,
     }
 }

@@ -3,11 +3,11 @@
 //! ([`all_variants`]).
 
 use crate::features::Features;
-use crate::spec::{specialised_dim, KernelSpec, Pass, Tiles, MAX_SMEM_BYTES, SMEM_PER_SM, SMEM_RESERVED_PER_CTA};
+use crate::spec::{specialised_dim, MAX_HEAD_DIM, KernelSpec, Pass, Tiles, MAX_SMEM_BYTES, SMEM_PER_SM, SMEM_RESERVED_PER_CTA};
 use gla_core::{DType, Gate, GateShape, GlaError};
 
 impl KernelSpec {
-    /// The same variant with key split `ks` (1 or 2), validated.
+    /// The same variant with key split `ks` (1, 2 or 4), validated.
     pub fn with_key_split(self, ks: u32) -> Result<Self, GlaError> {
         let s = KernelSpec { key_split: ks, cluster: false, ..self };
         s.validate()?;
@@ -48,8 +48,8 @@ impl KernelSpec {
     /// problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences
     /// until the GPU is full. Where a choice does not fit (f32 needs more shared memory) the next one is taken.
     pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
-        let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..=256, got {dk}")))?;
-        let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..=256, got {dv}")))?;
+        let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..={MAX_HEAD_DIM}, got {dk}")))?;
+        let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..={MAX_HEAD_DIM}, got {dv}")))?;
         let per_key = gate.shape() == GateShape::PerKey;
         // (chunk, block_v, warps, producer warps, producer groups, wgmma) in order of preference.
         let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
@@ -86,6 +86,35 @@ impl KernelSpec {
                 return Ok(s);
             }
         }
+        // d_k = 512: four 128-column key slices on the same d = 128 wgmma kernel, their f32 partial outputs summed
+        // by gla_fwd_ksum (a 4-CTA cluster exchange is not built).
+        if ws && kd == 512 && vd >= 128 && dk % 4 == 0 {
+            let groups = if per_key { 1 } else { 2 };
+            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: groups, wgmma: true, ctas_per_sm: 1 };
+            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(4)) {
+                return Ok(s);
+            }
+        }
+        // Otherwise d_k = 257..512 runs as key slices of equal width on the plain fused kernels (f32, value gates,
+        // d_v < 128, d_k not a multiple of 4): four of at most 128 columns, or two of at most 256. No single kernel
+        // holds a 512-wide key tile (a plain C 32 kernel needs 432 KB of shared memory in f32).
+        if kd == 512 {
+            for (ks, kdim) in [(4u32, 128u32), (2, 256)] {
+                if dk % ks as usize != 0 || dk / ks as usize > kdim as usize {
+                    continue;
+                }
+                for (chunk, bv, warps) in plain_prefs(per_key, kdim) {
+                    let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+                    if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, kdim, vd, false, tiles).and_then(|s| s.with_key_split(ks)) {
+                        return Ok(s);
+                    }
+                }
+            }
+            return Err(GlaError::invalid(
+                "d_k",
+                format!("a d_k over 256 runs as 2 or 4 key slices of equal width, so it must be even; got {dk} (pad q and k with a zero column to {})", dk + 1),
+            ));
+        }
         let mut first_err = None;
         for (chunk, bv, warps, producer_warps, producer_groups, wgmma) in prefs {
             // Two CTAs an SM wherever they fit (d = 64, 256 threads).
@@ -111,10 +140,13 @@ impl KernelSpec {
         if ![16, 32].contains(&self.sub_chunk) || self.chunk % self.sub_chunk != 0 {
             return bad(format!("sub-chunk c must be 16 or 32 and divide C = {}, got {}", self.chunk, self.sub_chunk));
         }
-        for (n, d) in [("d_k", self.dk), ("d_v", self.dv)] {
-            if ![64, 128, 256].contains(&d) {
-                return bad(format!("specialised {n} must be 64, 128 or 256, got {d}"));
-            }
+        // A kernel's key tile is at most 256 wide (d_k up to 512 runs as 2 or 4 key slices); the value dim only sets
+        // the grid's value tiles.
+        if ![64, 128, 256].contains(&self.dk) {
+            return bad(format!("specialised d_k must be 64, 128 or 256 (a wider d_k, up to 512, runs as key slices: key_split 2 or 4), got {}", self.dk));
+        }
+        if ![64, 128, 256, 512].contains(&self.dv) {
+            return bad(format!("specialised d_v must be 64, 128, 256 or 512, got {}", self.dv));
         }
         if ![16, 32, 64, 128].contains(&self.tiles.block_v) || self.tiles.block_v > self.dv {
             return bad(format!("block_v must be 16, 32, 64 or 128 and <= d_v = {}, got {}", self.dv, self.tiles.block_v));
@@ -170,22 +202,20 @@ impl KernelSpec {
         }
         match self.key_split {
             1 => {}
-            2 => {
-                if self.shape() == GateShape::PerValue || !self.tiles.wgmma {
-                    return bad(format!(
-                        "key split 2 needs a per-key, per-head or fixed gate (the decay of a state row does not depend on the value column) and wgmma consumers, got a {} gate{}",
-                        self.shape(),
-                        if self.tiles.wgmma { "" } else { " without wgmma" }
-                    ));
+            2 | 4 => {
+                // Every fused family writes the slices' f32 partial outputs (gla_fwd_ksum adds them); the
+                // materialized plan's state pass is not split.
+                if self.materialize {
+                    return bad(format!("key split {} is a fused plan (each key slice's CTAs write f32 partial outputs); use materialize off", self.key_split));
                 }
             }
-            n => return bad(format!("key_split must be 1 or 2, got {n}")),
+            n => return bad(format!("key_split must be 1, 2 or 4, got {n}")),
         }
-        if self.cluster && (self.key_split != 2 || !self.tiles.specialised() || self.materialize || self.tiles.ctas_per_sm != 1) {
+        if self.cluster && (self.key_split != 2 || !self.tiles.wgmma || self.materialize || self.tiles.ctas_per_sm != 1) {
             return bad(format!(
-                "a cluster key split pairs the two key slices of a head in one 2-CTA cluster: it needs key_split 2, a fused warp-specialised variant and one CTA an SM, got key_split {}, {}, {} CTA(s) an SM",
+                "a cluster key split pairs the two key slices of a head in one 2-CTA cluster: it needs key_split 2, a fused variant with wgmma consumers and one CTA an SM, got key_split {}, {}, {} CTA(s) an SM",
                 self.key_split,
-                if self.materialize { "materialize" } else if self.tiles.specialised() { "warp-specialised" } else { "not warp-specialised" },
+                if self.materialize { "materialize" } else if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
                 self.tiles.ctas_per_sm
             ));
         }
@@ -281,7 +311,8 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
         return match d {
             64 => t.warps == 4,
             128 => s.key_split == 1 && t.block_v == 128 && groups == (4, 1),
-            _ => s.key_split == 2,
+            256 => s.key_split == 2,
+            _ => s.key_split == 4,
         };
     }
     s.chunk == 32
@@ -296,7 +327,7 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
 pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     let mut kept = Vec::new();
     for dtype in DType::ALL {
-        for d in [64u32, 128, 256] {
+        for d in [64u32, 128, 256, 512] {
             kept.extend(KernelSpec::default_for(gate, dtype, d as usize, d as usize).ok().map(|s| s.id()));
             for materialize in [false, true] {
                 kept.extend(plain_fallback(gate, dtype, d, materialize).map(|s| s.id()));
@@ -451,6 +482,26 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                 }
             }
         }
+    }
+    // Key split 4 (d_k = 512): four 128-column slices on the d = 128 wgmma kernel of the key split 2 above
+    // (tensor-core dtypes; per-key, per-head and fixed gates), and on the first plain fused tiles that fit for every
+    // dtype and gate (what default_for takes for f32, value gates and d_v < 128).
+    let per_key = gate.shape() == GateShape::PerKey;
+    for dtype in DType::ALL {
+        if dtype != DType::F32 && gate.shape() != GateShape::PerValue {
+            let groups: &[(u32, u32)] = if per_key { &[(4, 1), (8, 2)] } else { &[(4, 2)] };
+            for &(producer_warps, producer_groups) in groups {
+                let tiles = Tiles { block_v: 128, warps: 8, producer_warps, producer_groups, wgmma: true, ctas_per_sm: 1 };
+                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 512, false, tiles).and_then(|s| s.with_key_split(4)) {
+                    out.push(s);
+                }
+            }
+        }
+        let plain = plain_prefs(per_key, 128).into_iter().find_map(|(chunk, bv, warps)| {
+            let tiles = Tiles { block_v: bv, warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+            KernelSpec::new(gate, dtype, chunk, 16, 128, 512, false, tiles).and_then(|s| s.with_key_split(4)).ok()
+        });
+        out.extend(plain);
     }
     out
 }

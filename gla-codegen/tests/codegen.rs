@@ -13,6 +13,7 @@ fn rejects_bad_variants_with_a_reason() {
         (48, 16, 128, 64, "chunk size C must be 32, 64 or 128"),
         (32, 64, 128, 64, "sub-chunk c must be 16 or 32 and divide C"),
         (64, 16, 96, 64, "specialised d_k must be 64, 128 or 256"),
+        (32, 16, 512, 64, "runs as key slices"),
         (64, 16, 64, 128, "block_v must be"),
         (128, 32, 256, 64, "shared memory"),
     ] {
@@ -150,14 +151,22 @@ fn snapshots_of_emitted_source() {
 fn default_variant_exists_for_every_dtype_and_head_dim() {
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE] {
         for dt in DType::ALL {
-            for d in [1usize, 63, 64, 100, 128, 129, 200, 256] {
-                let s = KernelSpec::default_for(g, dt, d, d).unwrap_or_else(|e| panic!("{dt} d={d}: {e}"));
+            for (dk, dv) in [1usize, 63, 64, 100, 128, 129, 200, 256, 258, 320, 384, 500, 510, 512].map(|d| (d, d)).into_iter().chain([(512, 64), (64, 512), (128, 512), (512, 128), (256, 512), (510, 300), (258, 64)]) {
+                let s = KernelSpec::default_for(g, dt, dk, dv).unwrap_or_else(|e| panic!("{dt} d_k={dk} d_v={dv}: {e}"));
                 // (A key-split default serves d_k = key_split · dk, in equal slices.)
-                assert!(s.key_dim() as usize >= d && d % s.key_split as usize == 0 && s.validate().is_ok(), "{}", s.id());
+                assert!(s.key_dim() as usize >= dk && dk % s.key_split as usize == 0 && s.dv as usize >= dv && s.validate().is_ok(), "{}", s.id());
             }
         }
     }
-    assert!(KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 257, 64).is_err());
+    // An odd d_k over 256 cannot be cut into equal key slices: a typed error that says so and what to do.
+    for dk in [259usize, 511] {
+        let e = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, dk, 128).unwrap_err().to_string();
+        assert!(e.contains("d_k") && e.contains("even") && e.contains(&dk.to_string()) && e.contains("pad"), "{e}");
+    }
+    let e = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 513, 64).unwrap_err().to_string();
+    assert!(e.contains("d_k") && e.contains("1..=512") && e.contains("513"), "{e}");
+    let e = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 64, 600).unwrap_err().to_string();
+    assert!(e.contains("d_v") && e.contains("1..=512") && e.contains("600"), "{e}");
 }
 
 #[test]
@@ -189,7 +198,7 @@ fn default_variants_follow_the_measurements() {
     for g in [&fixtures::PER_KEY as &'static dyn gla_core::Gate, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE] {
         let space: std::collections::BTreeSet<String> = all_variants(g).iter().map(|s| s.id()).collect();
         for dt in DType::ALL {
-            for d in [32usize, 64, 100, 128, 256] {
+            for d in [32usize, 64, 100, 128, 256, 512] {
                 let s = KernelSpec::default_for(g, dt, d, d).unwrap_or_else(|e| panic!("{dt} d={d}: {e}"));
                 assert!(space.contains(&s.id()) && !s.materialize, "{} is not a fused variant of the space", s.id());
             }
@@ -363,7 +372,7 @@ fn wgmma_variants_are_validated() {
     let wg: Vec<_> = all.iter().filter(|s| s.tiles.wgmma).collect();
     assert!(!wg.is_empty());
     for s in wg {
-        assert!((s.id().contains("g.fused") || s.id().contains("g.o2.fused") || s.id().contains("g.ks2.fused") || s.id().contains("g.ks2c.fused")) && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
+        assert!((s.id().contains("g.fused") || s.id().contains("g.o2.fused") || s.id().contains("g.ks2.fused") || s.id().contains("g.ks2c.fused") || s.id().contains("g.ks4.fused")) && s.chunk == 32 && s.dk <= 128 && s.tiles.warps + s.tiles.producer_warps <= 16, "{}", s.id());
     }
 }
 
@@ -535,27 +544,45 @@ fn key_split_variants_are_validated_and_planned() {
     // (Per-value gates have no wgmma variant to split: the warp-specialised kernels refuse them first.)
     let e = KernelSpec::new(&fixtures::PER_VALUE, DType::BF16, 32, 16, 128, 256, false, tiles(true)).unwrap_err().to_string();
     assert!(e.contains("not per-value"), "{e}");
-    for (gate, wg, ks, why) in [
-        (&fixtures::PER_HEAD as &'static dyn gla_core::Gate, false, 2, "without wgmma"),
-        (&fixtures::PER_KEY, false, 2, "without wgmma"),
-        (&fixtures::PER_KEY, true, 4, "key_split must be 1 or 2"),
+    // Key splits 2 and 4 on every fused family (the plain and mma.sync kernels write f32 partials from
+    // output_chunk); not on the materialized plan, and no other count.
+    let plain = Tiles { block_v: 64, warps: 8, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+    for gate in [&fixtures::PER_HEAD as &'static dyn gla_core::Gate, &fixtures::PER_KEY, &fixtures::PER_VALUE] {
+        let s4 = KernelSpec::new(gate, DType::F32, 32, 16, 128, 128, false, plain).unwrap().with_key_split(4).unwrap();
+        assert_eq!(s4.key_dim(), 512);
+        let g4 = generate(&s4).unwrap();
+        assert!(g4.source.contains("#define KSPLIT 4") && g4.plan.kernels.last().unwrap().name == "gla_fwd_ksum");
+        assert_eq!(Features::of(&s4).workspace_partials(), 4);
+    }
+    for (gate, wg, mat, ks, why) in [
+        (&fixtures::PER_KEY as &'static dyn gla_core::Gate, false, true, 2, "fused plan"),
+        (&fixtures::PER_VALUE, false, true, 4, "fused plan"),
+        (&fixtures::PER_KEY, true, false, 3, "key_split must be 1, 2 or 4"),
     ] {
-        let e = KernelSpec::new(gate, DType::BF16, 32, 16, 128, 256, false, tiles(wg)).unwrap().with_key_split(ks).unwrap_err().to_string();
+        let t = if wg { tiles(true) } else { plain };
+        let e = KernelSpec::new(gate, DType::BF16, 32, 16, 128, 256, mat, t).unwrap().with_key_split(ks).unwrap_err().to_string();
         assert!(e.contains(why), "{e}");
     }
+    // The cluster form needs wgmma consumers.
+    let e = KernelSpec::new(&fixtures::PER_KEY, DType::BF16, 32, 16, 128, 256, false, tiles(false)).unwrap().with_cluster_key_split().unwrap_err().to_string();
+    assert!(e.contains("cluster key split") && e.contains("wgmma"), "{e}");
     // The valid space has them for per-key gates (4 producer warps, or 8 in two groups) and the scalar gates (4 in
     // two groups), serving d = 256; none for per-value gates. (The tuner's space keeps the bf16 ones and f16's default.)
     // Each also as a 2-CTA cluster where the exchange tile fits (per key: not beside 8 producer warps' four slots).
-    let ks: Vec<_> = gla_codegen::variants::candidates(&fixtures::PER_KEY).into_iter().filter(|s| s.key_split > 1).collect();
+    let ks: Vec<_> = gla_codegen::variants::candidates(&fixtures::PER_KEY).into_iter().filter(|s| s.key_split == 2).collect();
     assert_eq!(ks.len(), 6, "bf16 and f16, 4 producer warps or 8 in two groups, and the 4's as clusters");
     assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256));
+    // Key split 4 (d = 512): the same wgmma kernels (bf16, f16) and one plain kernel a dtype.
+    let ks4: Vec<_> = gla_codegen::variants::candidates(&fixtures::PER_KEY).into_iter().filter(|s| s.key_split == 4).collect();
+    assert_eq!(ks4.len(), 4 + 3, "{ks4:?}");
+    assert!(ks4.iter().all(|s| s.key_dim() == 512 && s.dv == 512 && !s.cluster));
     assert!(ks.iter().filter(|s| s.cluster).all(|s| s.tiles.producer_warps == 4 && s.id().contains(".ks2c.")));
     for scalar in [&fixtures::PER_HEAD as &'static dyn gla_core::Gate, &fixtures::FIXED] {
-        let ks: Vec<_> = gla_codegen::variants::candidates(scalar).into_iter().filter(|s| s.key_split > 1).collect();
+        let ks: Vec<_> = gla_codegen::variants::candidates(scalar).into_iter().filter(|s| s.key_split == 2).collect();
         assert_eq!(ks.len(), 4, "bf16 and f16, each also as a cluster");
         assert!(ks.iter().all(|s| s.key_dim() == 256 && s.dv == 256 && s.tiles.producer_groups == 2 && Features::of(s).tma));
     }
-    assert!(gla_codegen::all_variants(&fixtures::PER_VALUE).iter().all(|s| s.key_split == 1));
+    assert!(gla_codegen::all_variants(&fixtures::PER_VALUE).iter().all(|s| s.key_split == 1 || (s.key_split == 4 && !s.tiles.specialised())));
     // The cluster form: the two slices of a head are one 2-CTA cluster exchanging partial outputs on chip — no
     // sum kernel, no partials in the workspace; it needs key split 2 on a warp-specialised kernel.
     let c = s.with_cluster_key_split().unwrap();

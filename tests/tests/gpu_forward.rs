@@ -139,7 +139,7 @@ fn every_variant_matches_the_f64_reference() {
 }
 
 /// Every gate strength of the benchmark (tests::strengths: log σ(x)/16, /1, /0.1, fla's max(log σ(x), −5), RWKV-6,
-/// HGRN-2, constant −60 and −1e-6) × dtype × head dim (64, 128, 256: the default variant), with the logits as drawn and
+/// HGRN-2, constant −60 and −1e-6) × dtype × head dim (64, 128, 256, 512: the default variant), with the logits as drawn and
 /// shifted by −12 / +12, on a ragged problem with an initial and a final state: the decay-dependent paths of the
 /// per-key kernels (factorised on mild chunks, exact otherwise) are exact at every strength.
 #[test]
@@ -150,7 +150,7 @@ fn every_strength_matches_the_f64_reference() {
     println!("|---|---|---|---|---|---|---|");
     for (si, st) in tests::strengths::all().into_iter().enumerate() {
         for dt in DType::ALL {
-            for d in [64usize, 128, 256] {
+            for d in [64usize, 128, 256, 512] {
                 for shift in [0.0f32, -12.0, 12.0] {
                     let seed = 5000 + 100 * si as u64 + d as u64 + (shift as i64 + 12) as u64;
                     let mut case = Case::random(st.gate, Dims::new(2, 200, 2, d, d), dt, seed, true, None);
@@ -190,6 +190,9 @@ fn shapes() -> Vec<Shape> {
         s("T=65 D=256", 2, 65, 2, 256, 256, true),
         s("T=130 D=200", 1, 130, 2, 200, 200, true),
         Shape { name: "T=300 D=256 logits+12", dims: Dims::new(1, 300, 2, 256, 256), cu: None, state: true, logit_shift: 12.0 },
+        s("T=130 D=512", 1, 130, 2, 512, 512, true),
+        s("T=70 dk=320 dv=512", 2, 70, 2, 320, 512, true),
+        Shape { name: "varlen D=510 logits-12", dims: Dims::new(1, 200, 2, 510, 510), cu: Some(vec![0, 77, 77, 200]), state: true, logit_shift: -12.0 },
         s("T=1000 dk!=dv", 1, 1000, 2, 64, 128, false),
         s("T=4096", 1, 4096, 2, 128, 128, true),
         Shape { name: "varlen (empty, 1, 100, 37, 64 + state)", dims: Dims::new(1, 202, 2, 128, 128), cu: Some(vec![0, 0, 1, 101, 138, 202]), state: true, logit_shift: 0.0 },
@@ -200,7 +203,8 @@ fn shapes() -> Vec<Shape> {
 }
 
 /// The default (fused) and a materialized variant of every gate and dtype, over the shapes: T ∈ {1, 63,
-/// 64, 65, 1000, 4096}, D ∈ {64, 100, 128, 256}, d_k ≠ d_v, H = 1, varlen with an empty sequence, states.
+/// 64, 65, 1000, 4096}, D ∈ {64, 100, 128, 256, 510, 512}, d_k ≠ d_v, H = 1, varlen with an empty sequence, states.
+/// (d_k over 256 has no materialized variant: the key slices are a fused plan; its column prints "n/a".)
 #[test]
 fn shapes_varlen_and_states_match_the_f64_reference() {
     let Some(gla) = gpu_or_skip("shapes_varlen_and_states_match_the_f64_reference") else { return };
@@ -231,7 +235,13 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
                     mat.chunk = 32;
                 }
                 let mut row = format!("| {} | {} | {} |", gate.name(), dt, sh.name);
-                for (spec, segs) in [(fused, None), (fused, Some(1)), (mat, None)] {
+                let mut runs = vec![(fused, None), (fused, Some(1))];
+                if d.dk <= 256 {
+                    runs.push((mat, None));
+                } else {
+                    row += " n/a | n/a |";
+                }
+                for (spec, segs) in runs {
                     let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
                     row += &format!(" {eo:.2e} | {es:.2e} |");
                     if !(eo.max(es) <= tolerance(dt)) {
@@ -291,8 +301,14 @@ fn warp_specialised_variants_over_the_shapes() {
         }
         // (d_k 129..=256: the search space's key-split variants — two 128-column key slices on the wgmma kernel —
         // with their tiles, at this shape's d_v.)
-        if kd == 256 && vd >= 128 {
-            for ks in all_variants(gate).into_iter().filter(|s| s.key_split > 1 && s.dtype == dt) {
+        // (d_k 257..=512: the key split 4 variants likewise, where d_k splits in four.)
+        let want_ks = match kd {
+            256 => 2,
+            512 if d.dk % 4 == 0 => 4,
+            _ => 0,
+        };
+        if want_ks > 0 && vd >= 128 {
+            for ks in all_variants(gate).into_iter().filter(|s| s.key_split == want_ks && s.tiles.specialised() && s.dtype == dt) {
                 if let Ok(s) = KernelSpec::new(gate, dt, ks.chunk, ks.sub_chunk, ks.dk, vd, false, ks.tiles).and_then(|s| if ks.cluster { s.with_cluster_key_split() } else { s.with_key_split(ks.key_split) }) {
                     if !specs.contains(&s) && variant_selected(&s) {
                         specs.push(s);

@@ -22,7 +22,7 @@ gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run l
                     time, the default's and the gain) and print it; no compile, no GPU
   --only <part>     only the variants whose id contains <part> (e.g. `w8p4`, `gla.fwd.bf16.C32`)
   --gates a,b       only these registered gates (default: every registered gate)
-  --dims d,...      square head dims d_k = d_v (default 64,128,256)
+  --dims d,...      square head dims d_k = d_v, each in 1..=512 (default 64,128,256)
   --dtypes t,...    bf16, f16, f32 (default all three)
   --out DIR         the tuning cache directory (default tuning/caches/local, relative to the current directory)
   --buckets B       `default`: the grid of gla_runtime::cache::Bucket::grid() (batch*heads 2^5, 2^7, 2^9 x tokens
@@ -158,7 +158,9 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             }
             ("--dims", Some(v)) => {
                 let d = list(&v)
-                    .map(|x| x.parse::<usize>().ok().filter(|d| (1..=256).contains(d)).ok_or_else(|| format!("--dims: `{x}` is not a head dim in 1..=256")))
+                    .map(|x| {
+                        x.parse::<usize>().ok().filter(|d| (1..=gla_codegen::MAX_HEAD_DIM).contains(d)).ok_or_else(|| format!("--dims: `{x}` is not a head dim in 1..={}", gla_codegen::MAX_HEAD_DIM))
+                    })
                     .collect::<Result<Vec<_>, _>>()?;
                 if d.is_empty() {
                     return Err("--dims: expected d,d,...".into());
@@ -224,7 +226,7 @@ mod tests {
     fn errors_say_what_is_wrong() {
         for (args, part) in [
             ("--only", "needs a value"),
-            ("--dims 64,300", "1..=256"),
+            ("--dims 64,600", "1..=512"),
             ("--dims x", "not a head dim"),
             ("--dtypes bf8", "unknown dtype"),
             ("--buckets 8,4096", "expected B,T,H"),

@@ -219,7 +219,7 @@ mod tests {
         let _ = &gla::gates::Gla;
         let gla: &'static dyn Gate = &gla::gates::Gla;
         for dtype in DType::ALL {
-            for d in [64usize, 128, 256] {
+            for d in [64usize, 128, 256, 512] {
                 let c = candidates(gla, dtype, d, None);
                 assert!(!c.is_empty(), "{dtype} d={d}");
                 assert!(c.iter().all(|s| s.dtype == dtype && s.key_dim() as usize == d && s.dv as usize == d));

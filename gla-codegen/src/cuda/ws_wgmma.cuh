@@ -176,15 +176,6 @@ __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int 
     wg_commit();
 }
 
-#if KSPLIT > 1 && !KS_CLUSTER
-// Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
-// states and decays (gla_codegen::key_split_workspace_bytes).
-__device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
-    const i64 seg = a.segs > 1 ? (i64)a.n_seqs * a.segs * a.h * ((i64)a.dk * a.dv + max(a.dk, a.dv)) : 0;
-    return a.states + seg;
-}
-#endif
-
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
 // then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
 // slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s); as a
@@ -284,8 +275,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     {
         (void)os;
         (void)j;
-        const i64 tokens = a.cu_seqlens[a.n_seqs];
-        float* part = ks_partial(a) + (i64)(sq.head % KSPLIT) * tokens * nvh(a) * a.dv;
+        float* part = ks_slice_partial(a, sq);
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)

@@ -1854,6 +1854,18 @@ __device__ __forceinline__ void value_gate_intra(float c[4], const Tiles& s, int
 }
 #endif
 
+#if KSPLIT > 1 && !KS_CLUSTER
+// Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
+// states and decays (gla_codegen::key_split_workspace_bytes); slice s = head % KSPLIT, H the real heads.
+__device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
+    const i64 seg = a.segs > 1 ? (i64)a.n_seqs * a.segs * a.h * ((i64)a.dk * a.dv + max(a.dk, a.dv)) : 0;
+    return a.states + seg;
+}
+__device__ __forceinline__ float* ks_slice_partial(const FwdArgs& a, const Seq& sq) {
+    return ks_partial(a) + (i64)(sq.head % KSPLIT) * a.cu_seqlens[a.n_seqs] * nvh(a) * a.dv;
+}
+#endif
+
 // Stage output:  O = scale · ( (Q ⊙ exp(Γ)) S  +  A V )   (inter-chunk + intra-chunk), stored masked.
 template <class G = CTA>
 __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
@@ -1887,6 +1899,25 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
 #if SPLIT_A
         warp_mma<O_WM, O_WN, false, true, C>(c, atile(s.A_lo), o.x, vtile(s.v(b)), o.y, kend);  //        + A_lo V
 #endif
+#endif
+#if KSPLIT > 1 && !KS_CLUSTER
+        // Key split: this slice's O_s = scale · (Q̃_s S_s + A_s V) in f32 (gla_fwd_ksum adds the slices and rounds once).
+        float* part = ks_slice_partial(a, sq);
+#pragma unroll
+        for (int mi = 0; mi < O_WM; ++mi)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = o.x + mi * 16 + g + 8 * h;
+                if (i0 + row >= sq.len) continue;
+                float* dst = part + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv;
+#pragma unroll
+                for (int ni = 0; ni < O_WN; ++ni) {
+                    const int e = sq.v0 + o.y + ni * 8 + 2 * t;
+                    if (e < a.dv) dst[e] = a.scale * c[mi][ni][2 * h];
+                    if (e + 1 < a.dv) dst[e + 1] = a.scale * c[mi][ni][2 * h + 1];
+                }
+            }
+        continue;
 #endif
         // Store: one 32-bit pair per (row, column pair); rows past the sequence end and columns past d_v are skipped.
         const bool full_cols = (a.dv & 1) == 0 && sq.v0 + BV <= a.dv;
@@ -2359,15 +2390,6 @@ __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int 
     wg_commit();
 }
 
-#if KSPLIT > 1 && !KS_CLUSTER
-// Key split: the f32 partial outputs [KSPLIT, tokens, H, d_v] of the key slices, in the workspace after the segment
-// states and decays (gla_codegen::key_split_workspace_bytes).
-__device__ __forceinline__ float* ks_partial(const FwdArgs& a) {
-    const i64 seg = a.segs > 1 ? (i64)a.n_seqs * a.segs * a.h * ((i64)a.dk * a.dv + max(a.dk, a.dv)) : 0;
-    return a.states + seg;
-}
-#endif
-
 // Stage wg_store:  O = scale · Oᵀᵀ — transposed into the warpgroup's columns of the staging tile by stmatrix.trans,
 // then written as 16-byte rows (masked to the sequence and d_v). Key split (KSPLIT > 1): O_s = scale · Oᵀᵀ of key
 // slice s = head % KSPLIT, in f32 straight from the accumulators (gla_fwd_ksum adds the slices: O = Σ_s O_s); as a
@@ -2467,8 +2489,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     {
         (void)os;
         (void)j;
-        const i64 tokens = a.cu_seqlens[a.n_seqs];
-        float* part = ks_partial(a) + (i64)(sq.head % KSPLIT) * tokens * nvh(a) * a.dv;
+        float* part = ks_slice_partial(a, sq);
         const int g = lane >> 2, t = lane & 3;
 #pragma unroll
         for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)

@@ -151,10 +151,20 @@ fn q_k_v_shapes_and_dtypes() {
     c.v.1 = F32;
     check_err(&PER_KEY, &c, &["`v`", "f32", "bf16"]);
     let mut c = base();
-    c.q.0[3] = 300;
-    c.k.0[3] = 300;
-    c.g = Some((vec![2, 100, 4, 300], BF));
-    check_err(&PER_KEY, &c, &["d_k", "1..=256", "300"]);
+    c.q.0[3] = 600;
+    c.k.0[3] = 600;
+    c.g = Some((vec![2, 100, 4, 600], BF));
+    check_err(&PER_KEY, &c, &["d_k", "1..=512", "600"]);
+    // Up to 512: even d_k over 256 run as key slices; an odd one says how to pad.
+    let mut c = base();
+    c.q.0[3] = 320;
+    c.k.0[3] = 320;
+    c.g = Some((vec![2, 100, 4, 320], BF));
+    assert_eq!(run(&PER_KEY, &c).unwrap().dims.dk, 320);
+    c.q.0[3] = 301;
+    c.k.0[3] = 301;
+    c.g = Some((vec![2, 100, 4, 301], BF));
+    check_err(&PER_KEY, &c, &["d_k", "even", "301", "pad"]);
     let mut c = base();
     c.v.0[2] = 0;
     c.q.0[2] = 0;
@@ -374,4 +384,14 @@ fn key_split_variants_take_even_key_dims_up_to_twice_their_slice() {
     }
     check_err(&PER_KEY, &with_dk(201), &["multiple of 2", "201"]);
     check_err(&PER_KEY, &with_dk(258), &["d_k <= 256", "258"]);
+    // Key split 4: d_k up to 512 in four equal slices.
+    let ks4 = KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 512, false, tiles).unwrap().with_key_split(4).unwrap();
+    for dk in [512, 320, 4] {
+        let mut c = with_dk(dk);
+        c.variant = Some(ks4);
+        assert_eq!(run(&PER_KEY, &c).unwrap().dims.dk, dk);
+    }
+    let mut c = with_dk(510);
+    c.variant = Some(ks4);
+    check_err(&PER_KEY, &c, &["multiple of 4", "510"]);
 }
