@@ -1179,6 +1179,36 @@ __device__ __forceinline__ void tile_store_a(const float c[4], const Tiles& s, i
 }
 
 #if KEY_GATE == GATE_PER_KEY
+// Pairs of the exact diagonal blocks summed at once (intra_scores).
+constexpr int DIAG_PJ = 4;
+// Reduce-scatter over a warp: NJ (2..32, a power of two) per-lane partial sums → each summed over all 32 lanes, value
+// jj = lane >> (5 − log2 NJ) in part[0] of its 32 / NJ lanes. Each round halves the values a lane keeps: with the
+// partner lane ^ off, a lane keeps the upper half when its bit `off` is set and receives the partner's share of it;
+// the offsets after the last halving sum the one remaining value. NJ − 1 + log2(32 / NJ) shuffles in all.
+template <int NJ>
+__device__ __forceinline__ int diag_reduce(float (&part)[NJ], int lane) {
+    static_assert(NJ >= 2 && NJ <= 32 && (NJ & (NJ - 1)) == 0, "a power of two of at most 32 values");
+    int count = NJ;
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        if (count > 1) {
+            const int half = count / 2;
+            const bool up = (lane & off) != 0;
+#pragma unroll
+            for (int m = 0; m < NJ / 2; ++m) {
+                if (m < half) {
+                    const float send = up ? part[m] : part[m + half], keep = up ? part[m + half] : part[m];
+                    part[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+                }
+            }
+            count = half;
+        } else {
+            part[0] += __shfl_xor_sync(0xffffffffu, part[0], off);
+        }
+    }
+    return lane >> (NJ == 32 ? 0 : NJ == 16 ? 1 : NJ == 8 ? 2 : NJ == 4 ? 3 : 4);
+}
+
 // Stage intra_scores, per-key gate (§4.3 secondary chunking), A_ij for j <= i:
 //   diagonal sub-chunk blocks, exact pairwise:   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)
 //   off-diagonal blocks (sub-chunk s > s'), reference r = first row of s, on tensor cores:
@@ -1197,8 +1227,10 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #endif
         }
     }
-    // Diagonal blocks: one warp per query row i, lanes split d (conflict-free row reads), warp-sum per pair.
-    constexpr int DPL = DK / 32;
+    // Diagonal blocks: one warp per query row i, lanes split d (conflict-free row reads). The row's pairs j = r..i
+    // of its block go DIAG_PJ at a time as independent partial sums (their loads and ex2 overlap instead of waiting
+    // on each other), summed over the lanes by one reduce-scatter (diag_reduce: 6 shuffles for 4 pairs, not 20).
+    constexpr int DPL = DK / 32, PJ = DIAG_PJ;
     const int lane = tid & 31;
     for (int i = warp; i < C; i += G::NW) {
         float qi[DPL], gi[DPL];
@@ -1207,14 +1239,21 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
             qi[u] = to_f32(q[KO(i, lane + 32 * u)]);
             gi[u] = s.G[i * LDG + lane + 32 * u];
         }
-        for (int j = (i / SC) * SC; j <= i; ++j) {
-            float acc = 0.f;
+        for (int j0 = (i / SC) * SC; j0 <= i; j0 += PJ) {
+            float part[PJ];
 #pragma unroll
-            for (int u = 0; u < DPL; ++u)
-                acc += qi[u] * to_f32(k[KO(j, lane + 32 * u)]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
+            for (int jj = 0; jj < PJ; ++jj) {
+                const int j = j0 + jj;
+                float acc = 0.f;
+                if (j <= i) {  // warp-uniform; only j <= i is evaluated: every exponent Γ_id − Γ_jd <= 0
 #pragma unroll
-            for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-            if (lane == 0) store_split(s, i, j, acc);
+                    for (int u = 0; u < DPL; ++u)
+                        acc += qi[u] * to_f32(k[KO(j, lane + 32 * u)]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
+                }
+                part[jj] = acc;
+            }
+            const int jj = diag_reduce<PJ>(part, lane);  // part[0] = Σ over the lanes of pair j0 + jj
+            if ((lane & (32 / PJ - 1)) == 0 && j0 + jj <= i) store_split(s, i, j0 + jj, part[0]);
         }
     }
     elem_t* qs = s.x(b);              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)   (the logits are dead)
