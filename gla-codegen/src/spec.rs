@@ -55,7 +55,8 @@ pub struct KernelSpec {
     pub pass: Pass,
     /// Chunk size C ∈ {32, 64, 128}.
     pub chunk: u32,
-    /// Sub-chunk size c ∈ {16, 32}, c | C (§4.3 secondary chunking; unused by scalar gates).
+    /// Sub-chunk size c ∈ {16, 32}, c | C: the value gate's secondary chunking (§4.3). Per-key gates' exact path
+    /// recurses to single rows whatever c is (`intra_scores`), scalar gates do not sub-chunk.
     pub sub_chunk: u32,
     /// Specialised key dim of one kernel (64, 128, 256); smaller actual d_k run masked, wider ones (up to 512) as
     /// key slices ([`KernelSpec::key_split`]).

@@ -1151,43 +1151,37 @@ __device__ __forceinline__ void tile_store_a(const float c[4], const Tiles& s, i
 }
 
 #if KEY_GATE == GATE_PER_KEY
-// Pairs of the exact diagonal blocks summed at once (intra_scores).
-constexpr int DIAG_PJ = 4;
-// Reduce-scatter over a warp: NJ (2..32, a power of two) per-lane partial sums → each summed over all 32 lanes, value
-// jj = lane >> (5 − log2 NJ) in part[0] of its 32 / NJ lanes. Each round halves the values a lane keeps: with the
-// partner lane ^ off, a lane keeps the upper half when its bit `off` is set and receives the partner's share of it;
-// the offsets after the last halving sum the one remaining value. NJ − 1 + log2(32 / NJ) shuffles in all.
-template <int NJ>
-__device__ __forceinline__ int diag_reduce(float (&part)[NJ], int lane) {
-    static_assert(NJ >= 2 && NJ <= 32 && (NJ & (NJ - 1)) == 0, "a power of two of at most 32 values");
-    int count = NJ;
+// Whether pair (i, j) belongs to level h of the binary secondary chunking: j < i and the highest bit in which they
+// differ is h (both in one block of 2h rows, i in its upper half, j in the lower one).
+__device__ __forceinline__ bool level_pair(int i, int j, int h) { return j < i && (i ^ j) >= h && (i ^ j) < 2 * h; }
+// Whether the 16x8 tile of A at rows r0.., columns c0.. (r0 a multiple of 16, c0 of 8) holds a pair of level h.
+__device__ __forceinline__ bool tile_has_level(int r0, int c0, int h) {
+    if (h >= 16) return (r0 & h) != 0 && (r0 ^ c0) >= h && (r0 ^ c0) < 2 * h;  // whole tile in one half of a block
+    if (h == 8) return c0 == r0;                                                // the 16-row block's lower half
+    return c0 >= r0 && c0 < r0 + 16;                                            // blocks of <= 8 rows: diagonal tiles
+}
+// Store the level-h pairs of a 16x8 accumulator tile of A (the tile's other entries belong to other levels).
+__device__ __forceinline__ void tile_store_level(const float c[4], const Tiles& s, int r0, int c0, int h) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-        if (count > 1) {
-            const int half = count / 2;
-            const bool up = (lane & off) != 0;
-#pragma unroll
-            for (int m = 0; m < NJ / 2; ++m) {
-                if (m < half) {
-                    const float send = up ? part[m] : part[m + half], keep = up ? part[m + half] : part[m];
-                    part[m] = keep + __shfl_xor_sync(0xffffffffu, send, off);
-                }
-            }
-            count = half;
-        } else {
-            part[0] += __shfl_xor_sync(0xffffffffu, part[0], off);
-        }
+    for (int r = 0; r < 4; ++r) {
+        const int i = r0 + g + (r >= 2 ? 8 : 0), j = c0 + 2 * t + (r & 1);
+        if (level_pair(i, j, h)) store_split(s, i, j, c[r]);
     }
-    return lane >> (NJ == 32 ? 0 : NJ == 16 ? 1 : NJ == 8 ? 2 : NJ == 4 ? 3 : 4);
 }
 
-// Stage intra_scores, per-key gate (§4.3 secondary chunking), A_ij for j <= i:
-//   diagonal sub-chunk blocks, exact pairwise:   A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)
-//   off-diagonal blocks (sub-chunk s > s'), reference r = first row of s, on tensor cores:
-//                                                A_ij = Σ_d [q_id exp(Γ_id − Γ_rd)] [k_jd exp(Γ_rd − Γ_jd)]
+// Stage intra_scores, per-key gate, chunks over SPAN_MAX (the exact path): §4.3's secondary chunking applied
+// recursively, so that its cost does not depend on the decay. A_ij for j <= i:
+//   diagonal, exponent 0:           A_ii = q_i · k_i
+//   level h = C/2, C/4, …, 1:       pairs of one block of 2h rows, i in the upper half (first row m), j in the lower:
+//                                   A_ij = Σ_d [q_id exp(Γ_id − Γ_md)] [k_jd exp(Γ_md − Γ_jd)]     (both <= 0)
+// Each level scales every row once (query rows of upper halves, key rows of lower halves) into the scratch tile and
+// takes its pairs from 16x8 tensor-core tiles of scratch · scratchᵀ: log2(C) · C · d_k exponentials a chunk at any
+// gate strength (C 32, d_k 128: 20 k; the pairwise diagonal blocks of c = 16 took 35 k, and one dependent shuffle
+// chain a pair), no exponent > 0, and an exponent that underflows only where the decay itself is below f32's range.
 template <class G = CTA>
 __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
-    const int tid = G::tid(), warp = tid >> 5;
+    const int tid = G::tid(), warp = tid >> 5, lane = tid & 31;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
     for (int idx = tid; idx < C * C; idx += G::NT) {  // causal mask: zero above the diagonal
@@ -1199,72 +1193,43 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #endif
         }
     }
-    // Diagonal blocks: one warp per query row i, lanes split d (conflict-free row reads). The row's pairs j = r..i
-    // of its block go DIAG_PJ at a time as independent partial sums (their loads and ex2 overlap instead of waiting
-    // on each other), summed over the lanes by one reduce-scatter (diag_reduce: 6 shuffles for 4 pairs, not 20).
-    constexpr int DPL = DK / 32, PJ = DIAG_PJ;
-    const int lane = tid & 31;
+    // Diagonal: one warp per row, lanes split d (conflict-free row reads).
+    constexpr int DPL = DK / 32;
     for (int i = warp; i < C; i += G::NW) {
-        float qi[DPL], gi[DPL];
+        float acc = 0.f;
 #pragma unroll
-        for (int u = 0; u < DPL; ++u) {
-            qi[u] = to_f32(q[KO(i, lane + 32 * u)]);
-            gi[u] = s.G[i * LDG + lane + 32 * u];
-        }
-        for (int j0 = (i / SC) * SC; j0 <= i; j0 += PJ) {
-            float part[PJ];
+        for (int u = 0; u < DPL; ++u) acc += to_f32(q[KO(i, lane + 32 * u)]) * to_f32(k[KO(i, lane + 32 * u)]);
 #pragma unroll
-            for (int jj = 0; jj < PJ; ++jj) {
-                const int j = j0 + jj;
-                float acc = 0.f;
-                if (j <= i) {  // warp-uniform; only j <= i is evaluated: every exponent Γ_id − Γ_jd <= 0
-#pragma unroll
-                    for (int u = 0; u < DPL; ++u)
-                        acc += qi[u] * to_f32(k[KO(j, lane + 32 * u)]) * exp_nonpos(gi[u] - s.G[j * LDG + lane + 32 * u]);
-                }
-                part[jj] = acc;
-            }
-            const int jj = diag_reduce<PJ>(part, lane);  // part[0] = Σ over the lanes of pair j0 + jj
-            if ((lane & (32 / PJ - 1)) == 0 && j0 + jj <= i) store_split(s, i, j0 + jj, part[0]);
-        }
+        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (lane == 0) store_split(s, i, i, acc);
     }
-    elem_t* qs = s.x(b);              // scratch [SC][LDK]: q_i ⊙ exp(Γ_i − Γ_r)   (the logits are dead)
-    elem_t* ks = s.x(b) + SC * LDK;   // scratch [C − SC][LDK]: k_j ⊙ exp(Γ_r − Γ_j)
-    for (int sb = 1; sb < NSUB; ++sb) {
-        const int r = sb * SC;
-        for (int idx = tid; idx < (SC + r) * (DK / VEC); idx += G::NT) {
-            const int row = idx / (DK / VEC), d = (idx - row * (DK / VEC)) * VEC;
+    elem_t* xs = s.x(b);  // scratch [C][LDK]: each row's operand of the level (the logits are dead)
+    for (int h = C / 2; h >= 1; h >>= 1) {
+        for (int idx = tid; idx < C * (DK / VEC); idx += G::NT) {
+            const int t = idx / (DK / VEC), d = (idx - t * (DK / VEC)) * VEC;
+            const bool query = (t & h) != 0;                   // upper half of its block
+            const int m = query ? (t & ~(h - 1)) : ((t | (h - 1)) + 1);  // the upper half's first row
             Vec16 in, out;
-            if (row < SC) {  // query rows r + row
-                in.u = *reinterpret_cast<const uint4*>(q + KO(r + row, d));
-                float gi[VEC], gr[VEC];
-                load_g(s.G + (r + row) * LDG + d, gi);
-                load_g(s.G + r * LDG + d, gr);
+            in.u = *reinterpret_cast<const uint4*>((query ? q : k) + KO(t, d));
+            float gt[VEC], gm[VEC];
+            load_g(s.G + t * LDG + d, gt);
+            load_g(s.G + m * LDG + d, gm);
 #pragma unroll
-                for (int u = 0; u < VEC; ++u) out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gi[u] - gr[u]));
-                *reinterpret_cast<uint4*>(qs + row * LDK + d) = out.u;
-            } else {         // key rows j = row − SC < r
-                const int j = row - SC;
-                in.u = *reinterpret_cast<const uint4*>(k + KO(j, d));
-                float gj[VEC], gr[VEC];
-                load_g(s.G + j * LDG + d, gj);
-                load_g(s.G + r * LDG + d, gr);
-#pragma unroll
-                for (int u = 0; u < VEC; ++u) out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(gr[u] - gj[u]));
-                *reinterpret_cast<uint4*>(ks + j * LDK + d) = out.u;
+            for (int u = 0; u < VEC; ++u) out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(query ? gt[u] - gm[u] : gm[u] - gt[u]));
+            *reinterpret_cast<uint4*>(xs + t * LDK + d) = out.u;
+        }
+        G::sync();
+        int n = 0;  // the level's tiles, round-robin over the warps
+        for (int tm = 0; tm < C / 16; ++tm) {
+            for (int tn = 0; tn < 2 * tm + 2; ++tn) {
+                if (!tile_has_level(16 * tm, 8 * tn, h) || n++ % G::NW != warp) continue;
+                float c[4] = {0.f, 0.f, 0.f, 0.f};
+                tile_mma<DK>(c, xs, LDK, 16 * tm, xs, LDK, 8 * tn);
+                tile_store_level(c, s, 16 * tm, 8 * tn, h);
             }
         }
-        G::sync();
-        const int ncol = r / 8, ntiles = (SC / 16) * ncol;
-        for (int tile = warp; tile < ntiles; tile += G::NW) {
-            float c[4] = {0.f, 0.f, 0.f, 0.f};
-            const int tm = tile / ncol, tn = tile - (tile / ncol) * ncol;
-            tile_mma<DK>(c, qs, LDK, tm * 16, ks, LDK, tn * 8);
-            tile_store_a(c, s, r + tm * 16, tn * 8);
-        }
-        G::sync();
+        G::sync();  // the scratch is free for the next level; after the last, A is complete
     }
-    G::sync();  // also when C == c (no off-diagonal blocks)
 }
 #else
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.

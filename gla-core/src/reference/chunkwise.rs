@@ -169,48 +169,58 @@ impl<'x> Chunk<'x> {
             }
             return a;
         }
-        for (r0, r1) in self.sub_chunks() {
-            // Diagonal block, exact pairwise: A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd), r0 ≤ j ≤ i.
-            for i in r0..r1 {
-                let (q, gi) = (self.q(i), &self.gamma[i * dk..(i + 1) * dk]);
-                for j in r0..=i {
-                    let (k, gj) = (self.k(j), &self.gamma[j * dk..(j + 1) * dk]);
-                    let mut acc = 0.0f32;
-                    for d in 0..dk {
-                        acc += q[d] * k[d] * st.exp(gi[d] - gj[d]);
-                    }
-                    a[i * l + j] = acc;
+        // Exact form (chunks over the span bound): the secondary chunking of §4.3 applied recursively. The diagonal
+        // has exponent 0: A_ii = q_i · k_i. Pair (i, j < i) belongs to level p = the highest bit in which i and j
+        // differ: both lie in one block of 2^(p+1) rows, i in its upper half, j in the lower one; through the upper
+        // half's first row m (i ≥ m > j), on tensor cores in the kernels:
+        //   A_ij = Σ_d [q_id exp(Γ_id − Γ_md)] · [k_jd exp(Γ_md − Γ_jd)]     (both exponents ≤ 0)
+        // Each row is scaled once a level (as a query row or a key row), so a chunk of C rows costs log2(C) · C · d_k
+        // exponentials whatever the decay, and no pair needs its own.
+        for i in 0..l {
+            a[i * l + i] = dot(self.q(i), self.k(i));
+        }
+        let levels = (usize::BITS - (l.max(1) - 1).leading_zeros()) as usize;
+        for p in 0..levels {
+            let h = 1usize << p;
+            // Row t's operand at this level: the block's upper half starts at m; m ≥ l: no pair uses the row.
+            let mut scaled: Vec<Option<Vec<f32>>> = Vec::with_capacity(l);
+            for t in 0..l {
+                let m = ((t >> (p + 1)) << (p + 1)) + h;
+                if m >= l {
+                    scaled.push(None);
+                    continue;
                 }
+                let r = self.level_reference_row(m, h);
+                let (gt, gr) = (&self.gamma[t * dk..(t + 1) * dk], &self.gamma[r * dk..(r + 1) * dk]);
+                let row: Vec<f32> = if t >= m {
+                    let q = self.q(t);
+                    (0..dk).map(|d| q[d] * st.exp(gt[d] - gr[d])).collect()
+                } else {
+                    let k = self.k(t);
+                    (0..dk).map(|d| k[d] * st.exp(gr[d] - gt[d])).collect()
+                };
+                scaled.push(Some(row));
             }
-            if r0 == 0 {
-                continue;
-            }
-            // Off-diagonal blocks (j < r0), through reference row r:
-            //   A_ij = Σ_d [q_id exp(Γ_id − Γ_rd)] · [k_jd exp(Γ_rd − Γ_jd)].
-            let r = self.reference_row(r0, r1);
-            let gr = &self.gamma[r * dk..(r + 1) * dk];
-            let q_hat: Vec<f32> = (r0..r1)
-                .flat_map(|i| {
-                    let (q, gi) = (self.q(i), &self.gamma[i * dk..(i + 1) * dk]);
-                    (0..dk).map(move |d| (q[d], gi[d] - gr[d]))
-                })
-                .map(|(q, arg)| q * st.exp(arg))
-                .collect();
-            let k_hat: Vec<f32> = (0..r0)
-                .flat_map(|j| {
-                    let (k, gj) = (self.k(j), &self.gamma[j * dk..(j + 1) * dk]);
-                    (0..dk).map(move |d| (k[d], gr[d] - gj[d]))
-                })
-                .map(|(k, arg)| k * st.exp(arg))
-                .collect();
-            for i in r0..r1 {
-                let qi = &q_hat[(i - r0) * dk..(i - r0 + 1) * dk];
-                for j in 0..r0 {
-                    a[i * l + j] = dot(qi, &k_hat[j * dk..(j + 1) * dk]);
+            for i in 0..l {
+                for j in 0..i {
+                    if (usize::BITS - 1 - (i ^ j).leading_zeros()) as usize == p {
+                        let (qi, kj) = (scaled[i].as_ref().expect("query row"), scaled[j].as_ref().expect("key row"));
+                        a[i * l + j] = dot(qi, kj);
+                    }
                 }
             }
         }
         a
+    }
+
+    /// Reference row of a level's block whose upper half starts at `m` (`h` rows): `m` itself, or the upper half's
+    /// last row under [`Fault::WrongReferencePoint`].
+    fn level_reference_row(&self, m: usize, h: usize) -> usize {
+        if self.fault == Fault::WrongReferencePoint {
+            (m + h - 1).min(self.l - 1)
+        } else {
+            m
+        }
     }
 
     /// Stages intra_scores + output: `scale · (inter + intra)` of the chunk's `l` rows (`[l, d_v]`), from the

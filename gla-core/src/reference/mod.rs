@@ -44,13 +44,15 @@
 //! ```
 //!
 //! The score matrix `A` (lower triangular, `j ≤ i`):
-//! * per-key gate, secondary chunking (§4.3) with sub-chunks of `c` rows: for query sub-chunk `s` and reference
-//!   row `r` = the **first** row of `s`,
-//!   - off-diagonal blocks (`j` in an earlier sub-chunk, `j < r`), a plain matmul of decayed operands
-//!     (the orange tiles of Fig. 3, tensor cores on the GPU):
-//!     `A_ij = Σ_d [q_id exp(Γ_id − Γ_rd)] · [k_jd exp(Γ_rd − Γ_jd)]`;
-//!   - diagonal blocks (`r ≤ j ≤ i`), exact pairwise in log space (eq. 4, the pink tiles):
-//!     `A_ij = Σ_d q_id k_jd exp(Γ_id − Γ_jd)`;
+//! * per-key gate, mild chunks (the decay span −min_d Γ_L,d within [`ChunkConfig::factorise_span`]): one product
+//!   `A_ij = Σ_d [q_id exp(Γ_id)] · [k_jd exp(−Γ_jd)]` (the second factor's argument is positive, at most the span);
+//! * per-key gate, every other chunk: the secondary chunking of §4.3 applied recursively (binary), whose cost does
+//!   not depend on the decay —
+//!   - diagonal, exponent 0: `A_ii = q_i · k_i`;
+//!   - pair `(i, j < i)` at level `p` = the highest bit in which `i` and `j` differ: both in one block of `2^(p+1)`
+//!     rows, `i` in its upper half, `j` in the lower one, and `m` = the upper half's **first** row (`i ≥ m > j`):
+//!     `A_ij = Σ_d [q_id exp(Γ_id − Γ_md)] · [k_jd exp(Γ_md − Γ_jd)]` (tensor cores on the GPU; each row is scaled
+//!     once a level, `log2(C) · C · d_k` exponentials a chunk);
 //! * per-head, fixed and no gate (one scalar per row): the single-matmul form `A_ij = (q_i · k_j) exp(Γ_i − Γ_j)`,
 //!   no sub-chunking (no gate = a scalar gate with `log α ≡ 0`).
 //! * value gate (CPU only for now, the analogue on the value side, sub-chunked for every key gate): for query
@@ -148,14 +150,15 @@ pub struct Forward {
 pub struct ChunkConfig {
     /// Chunk size `C ≥ 1`.
     pub chunk: usize,
-    /// Sub-chunk size `c ≥ 1` of the secondary chunking (§4.3); must divide `C`. Used by per-key and value gates.
+    /// Sub-chunk size `c ≥ 1` of the value gate's secondary chunking (§4.3); must divide `C`. (Per-key gates
+    /// recurse down to single rows whatever `c` is; scalar gates do not sub-chunk.)
     pub sub_chunk: usize,
     /// Alg. 1 left (materialize every chunk-start state, then all chunks in parallel) vs right (one sequential
     /// pass).
     pub materialize: bool,
     /// Per-key gates: chunks whose decay span `−min_d Γ_L,d` (natural log units) is at most this take the
     /// factorised one-product form `A = (Q ⊙ e^Γ)(K ⊙ e^−Γ)ᵀ`, as the kernels do on "mild" chunks (their bound
-    /// is `SPAN_MAX` in log2 units, i.e. `SPAN_MAX · ln 2` here); `None`: always the exact sub-chunk form.
+    /// is `SPAN_MAX` in log2 units, i.e. `SPAN_MAX · ln 2` here); `None`: always the exact (recursive) form.
     pub factorise_span: Option<f32>,
     /// Fused form only: split each sequence into this many segments of whole chunks (the kernels' two-level scan,
     /// `gla_fwd_seg_states` / `gla_fwd_seg_combine`): every segment's state ΔS from S = 0 and its decay Σ Γ_L, then
@@ -165,7 +168,7 @@ pub struct ChunkConfig {
 }
 
 impl Default for ChunkConfig {
-    /// The kernels' default variant: `C = 64`, `c = 16`, fused (not materialized), exact sub-chunk form, unsplit.
+    /// The kernels' default variant: `C = 64`, `c = 16`, fused (not materialized), exact (recursive) per-key form, unsplit.
     fn default() -> Self {
         ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: None, segments: 1 }
     }
@@ -245,9 +248,9 @@ pub fn recurrent_backward(p: &Problem, d_o: &[f64], d_final_state: Option<&[f64]
 pub enum Fault {
     /// The correct decomposition.
     None,
-    /// Off-diagonal sub-chunk blocks use the **last** row of the query sub-chunk as reference point `r` (instead of
-    /// the first): still algebraically exact, but `Γ_i − Γ_r > 0` for the earlier query rows, so `exp` overflows
-    /// on strong gates (and `max_arg > 0` always).
+    /// The reference row of a block's (per-key level, or value-side sub-chunk) query rows is their **last** row
+    /// instead of the first: still algebraically exact, but `Γ_i − Γ_r > 0` for the earlier query rows, so `exp`
+    /// overflows on strong gates (and `max_arg > 0` always).
     WrongReferencePoint,
     /// Exclusive instead of inclusive in-chunk cumulative sums (`Γ_i = Σ_{m<i}`): an off-by-one in the decay.
     ExclusiveCumsum,
