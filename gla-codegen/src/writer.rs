@@ -118,13 +118,16 @@ fn elem_section(dtype: DType) -> &'static str {
 }
 
 /// Largest decay span −min_d Γ_L (log2 units) of a chunk for which the per-key kernels use the factorised
-/// intra-chunk product (Q ⊙ 2^Γ)(K ⊙ 2^−Γ)^T: its operands then stay within 2^±SPAN_MAX of q and k. bf16 and f32
-/// share f32's exponent range; f16 (normal range 2^−14..2^15) gets a small span so K̃ cannot overflow and Q̃
-/// keeps its precision.
+/// intra-chunk product (Q ⊙ 2^Γ)(K ⊙ 2^−Γ)^T: its operands then stay within 2^±SPAN_MAX of q and k. bf16, tf32 and
+/// f32 share f32's exponent range (2^−126..2^128) and keep their relative precision at any scale, so 64 leaves
+/// K̃ finite for |k| < 2^63 and Q̃ normal for |q| > 2^−62 (a smaller q's terms are below f32's resolution of the
+/// sum anyway); it puts the GLA gate without its normaliser (log σ(x), ~37 per 32-token chunk), fla's benchmark
+/// gate and HGRN-2 on the factorised path, which at 32 took the exact one. f16 (normal range 2^−14..2^15) gets a
+/// small span so K̃ cannot overflow and Q̃ keeps its precision.
 pub fn span_max(dtype: DType) -> f32 {
     match dtype {
         DType::F16 => 8.0,
-        DType::BF16 | DType::F32 => 32.0,
+        DType::BF16 | DType::F32 => 64.0,
     }
 }
 

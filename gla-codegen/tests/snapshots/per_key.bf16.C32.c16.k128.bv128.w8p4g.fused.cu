@@ -41,7 +41,7 @@ constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // wa
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
 constexpr int NPARAM = 0;
-constexpr float SPAN_MAX = 32.0f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form
+constexpr float SPAN_MAX = 64.0f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form
 #define GATE_PER_KEY 1
 #define GATE_PER_HEAD 2
 #define GATE_FIXED 3
@@ -1238,29 +1238,38 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         if (lane == 0) store_split(s, i, i, acc);
     }
     elem_t* xs = s.x(b);  // scratch [C][LDK]: each row's operand of the level (the logits are dead)
+#pragma unroll 1
     for (int h = C / 2; h >= 1; h >>= 1) {
         for (int idx = tid; idx < C * (DK / VEC); idx += G::NT) {
             const int t = idx / (DK / VEC), d = (idx - t * (DK / VEC)) * VEC;
             const bool query = (t & h) != 0;                   // upper half of its block
             const int m = query ? (t & ~(h - 1)) : ((t | (h - 1)) + 1);  // the upper half's first row
+            const float sgn = query ? 1.f : -1.f;            // query: Γ_t − Γ_m; key: Γ_m − Γ_t (exact negation)
             Vec16 in, out;
             in.u = *reinterpret_cast<const uint4*>((query ? q : k) + KO(t, d));
-            float gt[VEC], gm[VEC];
-            load_g(s.G + t * LDG + d, gt);
-            load_g(s.G + m * LDG + d, gm);
 #pragma unroll
-            for (int u = 0; u < VEC; ++u) out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(query ? gt[u] - gm[u] : gm[u] - gt[u]));
+            for (int u = 0; u < VEC; u += 4) {                 // four Γ pairs live at a time (producer registers)
+                const float4 gt = *reinterpret_cast<const float4*>(s.G + t * LDG + d + u);
+                const float4 gm = *reinterpret_cast<const float4*>(s.G + m * LDG + d + u);
+                out.x[u] = to_elem(to_f32(in.x[u]) * exp_nonpos(sgn * (gt.x - gm.x)));
+                out.x[u + 1] = to_elem(to_f32(in.x[u + 1]) * exp_nonpos(sgn * (gt.y - gm.y)));
+                out.x[u + 2] = to_elem(to_f32(in.x[u + 2]) * exp_nonpos(sgn * (gt.z - gm.z)));
+                out.x[u + 3] = to_elem(to_f32(in.x[u + 3]) * exp_nonpos(sgn * (gt.w - gm.w)));
+            }
             *reinterpret_cast<uint4*>(xs + t * LDK + d) = out.u;
         }
         G::sync();
-        int n = 0;  // the level's tiles, round-robin over the warps
-        for (int tm = 0; tm < C / 16; ++tm) {
-            for (int tn = 0; tn < 2 * tm + 2; ++tn) {
-                if (!tile_has_level(16 * tm, 8 * tn, h) || n++ % G::NW != warp) continue;
-                float c[4] = {0.f, 0.f, 0.f, 0.f};
-                tile_mma<DK>(c, xs, LDK, 16 * tm, xs, LDK, 8 * tn);
-                tile_store_level(c, s, 16 * tm, 8 * tn, h);
-            }
+        // The 16x8 tiles of the lower triangle (row tile tm holds column tiles 0 .. 2 tm + 1), over the warps; those
+        // without a pair of this level are skipped.
+        constexpr int NTILES = (C / 16) * (C / 16 + 1);
+#pragma unroll 1
+        for (int tile = warp; tile < NTILES; tile += G::NW) {
+            int tm = 0, tn = tile;
+            while (tn >= 2 * tm + 2) tn -= 2 * tm++ + 2;
+            if (!tile_has_level(16 * tm, 8 * tn, h)) continue;
+            float c[4] = {0.f, 0.f, 0.f, 0.f};
+            tile_mma<DK>(c, xs, LDK, 16 * tm, xs, LDK, 8 * tn);
+            tile_store_level(c, s, 16 * tm, 8 * tn, h);
         }
         G::sync();  // the scratch is free for the next level; after the last, A is complete
     }
