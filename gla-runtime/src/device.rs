@@ -65,6 +65,16 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
+/// The number of CUDA devices the driver reports. Errors: [`GlaError::NoDriver`] without `libcuda.so`,
+/// [`GlaError::NoDevice`] when the driver cannot be initialised.
+pub fn device_count() -> Result<usize> {
+    if !ffi::driver_present() {
+        return Err(GlaError::NoDriver("libcuda could not be loaded".into()));
+    }
+    let count = CudaContext::device_count().map_err(|e| GlaError::NoDevice(format!("cuInit/cuDeviceGetCount failed: {e:?}")))?;
+    Ok(count.max(0) as usize)
+}
+
 impl Gpu {
     /// Open device `ordinal`. Errors: [`GlaError::NoDriver`] without `libcuda.so`, [`GlaError::NoDevice`] with no
     /// (or no such, or no compute capability 9.0) device. Never panics.

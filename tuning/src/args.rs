@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// `--help`.
 pub const USAGE: &str = "\
 usage: autotune [--plan | --report] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
-                [--out DIR] [--buckets default|B,T,H;...]
+                [--out DIR] [--buckets default|B,T,H;...] [--devices all|0,1,...]
 
 With a GPU: for every registered gate x dtype x head dim x shape bucket, compile the candidate variants in
 parallel, check each against the f64 reference on a small random problem (a failing candidate is reported and
@@ -28,6 +28,8 @@ gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run l
   --buckets B       `default`: the grid of gla_runtime::cache::Bucket::grid() (batch*heads 2^5, 2^7, 2^9 x tokens
                     2^10, 2^12, 2^14), each timed at its Bucket::problem(); or `B,T,H;B,T,H;...`: these problems, each
                     cached under the bucket of (B*H, T)
+  --devices D       the GPUs that share the search, one worker each taking the next gate x dtype x head dim:
+                    `all` (default: every device of the host) or ordinals 0,1,...
   -h, --help        this text";
 
 /// Which shape buckets a GPU run times.
@@ -52,6 +54,8 @@ pub struct Options {
     pub dtypes: Option<Vec<DType>>,
     pub out: PathBuf,
     pub buckets: Buckets,
+    /// `--devices`: the GPU ordinals to tune on (`None`: every device).
+    pub devices: Option<Vec<usize>>,
 }
 
 /// Default head dims (square, d_k = d_v).
@@ -72,6 +76,7 @@ impl Default for Options {
             dtypes: None,
             out: PathBuf::from(DEFAULT_OUT),
             buckets: Buckets::Default,
+            devices: None,
         }
     }
 }
@@ -129,7 +134,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
             _ => (a, None),
         };
-        let takes_value = matches!(flag, "--only" | "--gates" | "--dims" | "--dtypes" | "--out" | "--buckets");
+        let takes_value = matches!(flag, "--only" | "--gates" | "--dims" | "--dtypes" | "--out" | "--buckets" | "--devices");
         let value = if takes_value {
             match inline {
                 Some(v) => Some(v),
@@ -180,6 +185,17 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 }
                 o.out = PathBuf::from(v);
             }
+            ("--devices", Some(v)) => {
+                o.devices = if v.trim() == "all" {
+                    None
+                } else {
+                    let d = list(&v).map(|x| x.parse::<usize>().map_err(|_| format!("--devices: `{x}` is not a device ordinal (or use `all`)"))).collect::<Result<Vec<_>, _>>()?;
+                    if d.is_empty() {
+                        return Err("--devices: expected all or 0,1,...".into());
+                    }
+                    Some(d)
+                };
+            }
             ("--buckets", Some(v)) => o.buckets = if v.trim() == "default" { Buckets::Default } else { Buckets::Problems(parse_problems(&v)?) },
             (f, _) => return Err(format!("unknown argument `{f}` (see --help)")),
         }
@@ -194,6 +210,15 @@ mod tests {
 
     fn p(s: &str) -> Result<Options, String> {
         parse(&s.split_whitespace().map(String::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn devices() {
+        assert_eq!(p("--devices 0,2").unwrap().devices, Some(vec![0, 2]));
+        assert_eq!(p("--devices=all").unwrap().devices, None);
+        assert_eq!(p("").unwrap().devices, None);
+        let e = p("--devices x").unwrap_err();
+        assert!(e.contains("--devices") && e.contains("`x`"), "{e}");
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub fn run(args: &[String]) -> ExitCode {
     if o.plan {
         return if plan::plan(&gates, &o) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
     }
-    match gla_runtime::Gla::new() {
+    match open_devices(o.devices.as_deref()) {
         Err(e) => {
             println!("No GPU here: {e}");
             println!("Compiling ahead of time instead (the variants the runtime would use, untimed).");
@@ -117,7 +117,7 @@ pub fn run(args: &[String]) -> ExitCode {
                 }
             }
         }
-        Ok(gla) => match search::run(&gla, &gates, &o) {
+        Ok(glas) => match search::run(&glas, &gates, &o) {
             Ok(r) => {
                 search::print_report(&r);
                 if r.failures.is_empty() {
@@ -131,6 +131,36 @@ pub fn run(args: &[String]) -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// One runtime for each GPU the search runs on: `devices`, or every device of the host (a device that cannot be
+/// opened — e.g. not compute capability 9.0 — is skipped with a warning when none were named). Errors say why there
+/// is none (no driver, no device, a named device that does not open).
+fn open_devices(devices: Option<&[usize]>) -> Result<Vec<gla_runtime::Gla>, String> {
+    let count = gla_runtime::device::device_count().map_err(|e| e.to_string())?;
+    if count == 0 {
+        return Err("the driver reports no CUDA devices".into());
+    }
+    match devices {
+        Some(list) => list.iter().map(|&i| gla_runtime::Gla::on_device(i).map_err(|e| format!("device {i}: {e}"))).collect(),
+        None => {
+            let mut glas = Vec::new();
+            let mut why = Vec::new();
+            for i in 0..count {
+                match gla_runtime::Gla::on_device(i) {
+                    Ok(g) => glas.push(g),
+                    Err(e) => why.push(format!("device {i}: {e}")),
+                }
+            }
+            if glas.is_empty() {
+                return Err(why.join("; "));
+            }
+            for w in &why {
+                eprintln!("warning: not tuning on {w}");
+            }
+            Ok(glas)
+        }
     }
 }
 

@@ -1,7 +1,11 @@
 //! With a GPU: the search. For each selected (gate, dtype, d) and each target bucket ([`decide::targets`]):
 //!
 //! 1. every candidate ([`decide::candidates`]) is compiled, all keys at once, in parallel (rayon + NVRTC, with the
-//!    options the runtime uses, so the runtime's own compile of the same source hits the driver's compute cache);
+//!    options the runtime uses, so the runtime's own compile of the same source hits the driver's compute cache),
+//!    and its cubin loaded on every device;
+//!
+//! then one worker a device (every GPU of the host, or `--devices`) takes the next (gate, dtype, d) until none is
+//! left and does 2–4 for it:
 //! 2. every candidate runs a small random problem ([`decide::CHECK_PROBLEM`], with an initial state) at every
 //!    strength and is compared with the f64 reference ([`decide::check_passes`]) BEFORE it may be timed: a failing
 //!    candidate is reported and never cached;
@@ -123,15 +127,19 @@ fn upload(gla: &Gla, gate: &'static dyn Gate, x: &HostInputs, strengths: &[Stren
     })
 }
 
-/// Compile one candidate: its cubin (kept for the cache), loaded into the runtime as is — the kernel that is
-/// checked and timed is the cubin that gets cached.
-fn compile(gla: &Gla, spec: &KernelSpec) -> Result<Compiled, String> {
+/// Compile one candidate with NVRTC (once, whatever the number of devices): its cubin is what every device loads as
+/// is ([`load`]) — the kernel that is checked and timed is the cubin that gets cached.
+fn compile(spec: &KernelSpec) -> Result<Compiled, String> {
     let id = spec.id();
     let gen = generate(spec).map_err(|e| format!("codegen: {e}"))?;
     let opts = CompileOptions { driver_cache: true, ..CompileOptions::default() };
     let c = nvrtc::compile_with(&gen.source, &id, &opts).map_err(|e| e.to_string())?;
-    gla.load_cubin(spec, &c.cubin).map_err(|e| format!("load: {e}"))?;
     Ok(Compiled { spec: *spec, cubin: c.cubin, source_sha256: sha256_hex(gen.source.as_bytes()) })
+}
+
+/// Load a compiled candidate into one device's runtime (later calls naming its spec run exactly this cubin).
+fn load(gla: &Gla, c: &Compiled) -> Result<(), String> {
+    gla.load_cubin(&c.spec, &c.cubin).map(|_| ()).map_err(|e| format!("load on device {}: {e}", gla.gpu().info().ordinal))
 }
 
 /// Step 2: which compiled candidates of `key` match the f64 reference at every strength (index into `cands`); the
@@ -239,14 +247,15 @@ fn time_target(gla: &Gla, key: &Key, cands: &[&Compiled], default: Option<usize>
     Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
 }
 
-/// Run the search on `gla`'s GPU for `gates` (see the module docs). Errors: no NVRTC, an unreadable or unwritable
-/// cache, a broken CUDA context.
-pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<SearchReport, String> {
+/// Run the search for `gates` on the GPUs of `glas` (one runtime a device; see the module docs): the candidates
+/// are compiled once, then each device's worker takes the next (gate, dtype, d) — check, then time at every target
+/// — until none is left, and its winners go into the one cache (saved after every key). Errors: no NVRTC, an
+/// unreadable or unwritable cache, a broken CUDA context (the cache keeps what was found before it).
+pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<SearchReport, String> {
     let t0 = Instant::now();
+    let Some(first) = glas.first() else { return Err("no device to tune on".into()) };
     let nvrtc_version = nvrtc::probe().map_err(|e| e.to_string())?.version;
-    let info = gla.gpu().info().clone();
-    let facts = GpuFacts::from(&info);
-    let mut cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
+    let cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
     let targets = decide::targets(&o.buckets);
     let keys: Vec<Key> = gates
         .iter()
@@ -258,11 +267,17 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Search
         .filter(|k| !k.specs.is_empty())
         .collect();
     let n_specs: usize = keys.iter().map(|k| k.specs.len()).sum();
+    let devices: Vec<String> = glas
+        .iter()
+        .map(|g| {
+            let i = g.gpu().info();
+            format!("{} {} ({} SMs, driver {})", i.ordinal, i.name, i.sm_count, i.driver_version)
+        })
+        .collect();
     println!(
-        "autotune on {} ({} SMs, driver {}): {} keys (gate x dtype x d), {} candidates, {} buckets; cache {}",
-        info.name,
-        info.sm_count,
-        info.driver_version,
+        "autotune on {} device(s) [{}]: {} keys (gate x dtype x d), {} candidates, {} buckets; cache {}",
+        glas.len(),
+        devices.join("; "),
         keys.len(),
         n_specs,
         targets.len(),
@@ -270,14 +285,14 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Search
     );
     let mut failures = Vec::new();
 
-    // 1. Compile everything in parallel.
+    // 1. Compile everything in parallel (CPU), then load each cubin on every device.
     let all: Vec<KernelSpec> = keys.iter().flat_map(|k| k.specs.iter().copied()).collect();
     let pb = bar(all.len(), "compiling");
     let results: Vec<(KernelSpec, Result<Compiled, String>)> = all
         .par_iter()
         .map(|s| {
             pb.set_message(s.id());
-            let r = compile(gla, s);
+            let r = compile(s).and_then(|c| glas.iter().try_for_each(|g| load(g, &c)).map(|()| c));
             pb.inc(1);
             (*s, r)
         })
@@ -298,80 +313,119 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Search
     }
     println!("compiled {} of {} candidates in {:.1} s", compiled.len(), all.len(), t0.elapsed().as_secs_f64());
 
-    // 2. Check every compiled candidate against the reference.
-    let pb = bar(compiled.len(), "checking");
-    let mut passing: Vec<Vec<&Compiled>> = Vec::new();
-    for k in &keys {
-        let cands: Vec<&Compiled> = k.specs.iter().filter_map(|s| compiled.get(&(s.id(), s.gate.content_hash()))).collect();
-        let ok = check(gla, k, &cands, &mut failures, &pb).map_err(|e| format!("{}: {e}", k.label()))?;
-        passing.push(ok.into_iter().map(|i| cands[i]).collect());
+    // 2–4. One worker a device, each taking the next key: check its candidates, time them at every target, cache
+    // the winners.
+    struct Shared {
+        cache: TuningCache,
+        rows: Vec<Row>,
+        failures: Vec<Failure>,
+        error: Option<String>,
     }
-    pb.finish_and_clear();
-
-    // 3 + 4. Time at every target, cache the winners.
-    let mut flush = L2Flush::new(gla.gpu()).map_err(|e| e.to_string())?;
-    let pb = bar(keys.len() * targets.len(), "timing");
-    let mut rows = Vec::new();
-    for (k, cands) in keys.iter().zip(&passing) {
-        if cands.is_empty() {
-            say(&pb, format!("  {}: no candidate passed the reference check; nothing cached", k.label()));
-            pb.inc(targets.len() as u64);
-            continue;
-        }
-        let default_id = KernelSpec::default_for(k.gate, k.dtype, k.d, k.d).ok().map(|s| s.id());
-        let default = cands.iter().position(|c| Some(c.spec.id()) == default_id);
-        let strengths: Vec<String> = decide::strengths(k.gate.shape()).iter().map(|s| s.name.to_string()).collect();
-        for target in &targets {
-            pb.set_message(format!("{} {:?}", k.label(), target.problem));
-            let res = time_target(gla, k, cands, default, target, &mut flush).map_err(|e| format!("{} at {:?}: {e}", k.label(), target.problem));
-            let res = match res {
-                Ok(r) => r,
-                Err(e) => {
-                    // Keep what was found so far.
-                    let _ = cache.save();
-                    return Err(e);
+    let shared = std::sync::Mutex::new(Shared { cache, rows: Vec::new(), failures, error: None });
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let n_checks: usize = keys.iter().map(|k| k.specs.iter().filter(|s| compiled.contains_key(&(s.id(), s.gate.content_hash()))).count()).sum();
+    let pb = bar(n_checks + keys.len() * targets.len(), "checking and timing");
+    let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+    std::thread::scope(|scope| {
+        for gla in glas {
+            let (keys, compiled, targets, pb, next, lock) = (&keys, &compiled, &targets, &pb, &next, &lock);
+            scope.spawn(move || {
+                let facts = GpuFacts::from(gla.gpu().info());
+                let dev = gla.gpu().info().ordinal;
+                let mut flush = match L2Flush::new(gla.gpu()) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        lock().error.get_or_insert(format!("device {dev}: L2 flush buffer: {e}"));
+                        return;
+                    }
+                };
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(k) = keys.get(i) else { break };
+                    if lock().error.is_some() {
+                        break; // another device's context broke: stop taking work
+                    }
+                    let cands: Vec<&Compiled> = k.specs.iter().filter_map(|s| compiled.get(&(s.id(), s.gate.content_hash()))).collect();
+                    let mut fails = Vec::new();
+                    let passing = match check(gla, k, &cands, &mut fails, pb) {
+                        Ok(ok) => ok.into_iter().map(|j| cands[j]).collect::<Vec<_>>(),
+                        Err(e) => {
+                            lock().error.get_or_insert(format!("{} on device {dev}: {e}", k.label()));
+                            break;
+                        }
+                    };
+                    lock().failures.extend(fails);
+                    if passing.is_empty() {
+                        say(pb, format!("  {}: no candidate passed the reference check; nothing cached", k.label()));
+                        pb.inc(targets.len() as u64);
+                        continue;
+                    }
+                    let default_id = KernelSpec::default_for(k.gate, k.dtype, k.d, k.d).ok().map(|s| s.id());
+                    let default = passing.iter().position(|c| Some(c.spec.id()) == default_id);
+                    let strengths: Vec<String> = decide::strengths(k.gate.shape()).iter().map(|s| s.name.to_string()).collect();
+                    for target in targets {
+                        pb.set_message(format!("{} {:?} (device {dev})", k.label(), target.problem));
+                        let res = match time_target(gla, k, &passing, default, target, &mut flush) {
+                            Ok(r) => r,
+                            Err(e) => {
+                                lock().error.get_or_insert(format!("{} at {:?} on device {dev}: {e}", k.label(), target.problem));
+                                break;
+                            }
+                        };
+                        pb.inc(1);
+                        let Some((w, ms, default_ms)) = res else {
+                            say(pb, format!("  {} at {:?}: no candidate could be timed", k.label(), target.problem));
+                            continue;
+                        };
+                        let c = passing[w];
+                        let entry = Entry {
+                            key: CacheKey::new(k.gate, k.dtype, k.d, k.d),
+                            bucket: target.bucket,
+                            variant: c.spec.id(),
+                            spec: SpecRecord::of(&c.spec),
+                            cubin: String::new(),
+                            cubin_sha256: String::new(),
+                            validators: Validators {
+                                arch: nvrtc::ARCH.to_string(),
+                                nvrtc_version,
+                                source_sha256: c.source_sha256.clone(),
+                                gpu: Some(facts.clone()),
+                            },
+                            timing: Some(Timing { median_ms: ms, default_ms, candidates: passing.len() as u32, strengths: strengths.clone() }),
+                        };
+                        say(
+                            pb,
+                            format!(
+                                "  {} {:?}: {} {:.3} ms (default {}; device {dev})",
+                                k.label(),
+                                target.problem,
+                                c.spec.id(),
+                                ms,
+                                default_ms.map_or("-".to_string(), |d| format!("{d:.3} ms"))
+                            ),
+                        );
+                        let mut sh = lock();
+                        sh.cache.insert(entry, c.cubin.clone());
+                        sh.rows.push(Row { key: k.label(), target: *target, winner: c.spec.id(), ms, default_ms, timed: passing.len() });
+                    }
+                    let mut sh = lock();
+                    if let Err(e) = sh.cache.save() {
+                        sh.error.get_or_insert(format!("saving {}: {e}", o.out.display()));
+                    }
                 }
-            };
-            pb.inc(1);
-            let Some((w, ms, default_ms)) = res else {
-                say(&pb, format!("  {} at {:?}: no candidate could be timed", k.label(), target.problem));
-                continue;
-            };
-            let c = cands[w];
-            let entry = Entry {
-                key: CacheKey::new(k.gate, k.dtype, k.d, k.d),
-                bucket: target.bucket,
-                variant: c.spec.id(),
-                spec: SpecRecord::of(&c.spec),
-                cubin: String::new(),
-                cubin_sha256: String::new(),
-                validators: Validators {
-                    arch: nvrtc::ARCH.to_string(),
-                    nvrtc_version,
-                    source_sha256: c.source_sha256.clone(),
-                    gpu: Some(facts.clone()),
-                },
-                timing: Some(Timing { median_ms: ms, default_ms, candidates: cands.len() as u32, strengths: strengths.clone() }),
-            };
-            cache.insert(entry, c.cubin.clone());
-            say(
-                &pb,
-                format!(
-                    "  {} {:?}: {} {:.3} ms (default {})",
-                    k.label(),
-                    target.problem,
-                    c.spec.id(),
-                    ms,
-                    default_ms.map_or("-".to_string(), |d| format!("{d:.3} ms"))
-                ),
-            );
-            rows.push(Row { key: k.label(), target: *target, winner: c.spec.id(), ms, default_ms, timed: cands.len() });
+            });
         }
-        cache.save().map_err(|e| e.to_string())?;
-    }
+    });
     pb.finish_and_clear();
-    let entries = cache.save().map_err(|e| e.to_string())?;
-    Ok(SearchReport { dir: o.out.clone(), gpu: info.name, rows, failures, entries, wall_s: t0.elapsed().as_secs_f64() })
+    let mut sh = shared.into_inner().unwrap_or_else(|p| p.into_inner());
+    let entries = sh.cache.save().map_err(|e| e.to_string())?;
+    if let Some(e) = sh.error.take() {
+        return Err(format!("{e} (the cache keeps the {entries} entries found before)"));
+    }
+    // Rows in a stable order whatever device finished first.
+    sh.rows.sort_by(|a, b| (&a.key, a.target.bucket.rows_log2, a.target.bucket.tokens_log2).cmp(&(&b.key, b.target.bucket.rows_log2, b.target.bucket.tokens_log2)));
+    let gpu = first.gpu().info().name.clone();
+    Ok(SearchReport { dir: o.out.clone(), gpu: format!("{gpu} x{}", glas.len()), rows: sh.rows, failures: sh.failures, entries, wall_s: t0.elapsed().as_secs_f64() })
 }
 
 /// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
