@@ -437,6 +437,10 @@ def plot_strength(ours, fla, path):
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=lab)
         ax.set_yscale("log")
+        from matplotlib.ticker import FormatStrFormatter
+        ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(FormatStrFormatter("%g"))
+        ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_xticks(xs)
         ax.set_xticklabels(labels, rotation=60, fontsize=8)
         ax.set_title(f"B,T,H,D = {shp(shape)}", fontsize=9)

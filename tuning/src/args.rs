@@ -19,7 +19,8 @@ gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run l
   --plan            compile EVERY variant of every registered gate (no GPU needed), print the resource table and
                     fail on a compile error, a register spill or too much shared memory (what CI runs)
   --report          write the cache at --out as Markdown (DIR/report.md: per key and bucket the chosen variant, its
-                    time, the default's and the gain) and print it; no compile, no GPU
+                    time, the default's and the gain) and print it; no compile, no GPU (the PNG heatmap of the same:
+                    python3 tuning/python/heatmap.py DIR)
   --only <part>     only the variants whose id contains <part> (e.g. `w8p4`, `gla.fwd.bf16.C32`)
   --gates a,b       only these registered gates (default: every registered gate)
   --dims d,...      square head dims d_k = d_v, each in 1..=512 (default 64,128,256)

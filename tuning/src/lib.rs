@@ -80,6 +80,7 @@ pub fn run(args: &[String]) -> ExitCode {
             Ok((path, md)) => {
                 println!("{md}");
                 println!("written to {}", path.display());
+                println!("heatmap (PNG, needs matplotlib): python3 tuning/python/heatmap.py {}", o.out.display());
                 ExitCode::SUCCESS
             }
             Err(e) => {
