@@ -17,7 +17,7 @@ const MIN_LOG_GATE_F32: f64 = -1e30;
 
 impl ExpStats {
     /// `exp(x)`, recording the evaluation. Every `exp` of the chunkwise form goes through here.
-    fn exp(&mut self, x: f32) -> f32 {
+    pub(super) fn exp(&mut self, x: f32) -> f32 {
         self.count += 1;
         let x64 = f64::from(x);
         if x.is_nan() || self.max_arg.is_nan() {
@@ -42,14 +42,14 @@ impl ExpStats {
 }
 
 /// One chunk of one (sequence, head): rows `i0 .. i0 + l` of the sequence, with its cumulative log-decays.
-struct Chunk<'x> {
-    x: &'x SeqHead<f32>,
+pub(super) struct Chunk<'x> {
+    pub(super) x: &'x SeqHead<f32>,
     i0: usize,
     /// Valid rows (`≤ C`).
-    l: usize,
+    pub(super) l: usize,
     /// Γ: `[l, d_k]` for a per-key gate, `[l]` for a scalar gate (none, per head, fixed).
-    gamma: Vec<f32>,
-    per_key: bool,
+    pub(super) gamma: Vec<f32>,
+    pub(super) per_key: bool,
     /// B (value side): `[l, d_v]`.
     beta: Option<Vec<f32>>,
     sub_chunk: usize,
@@ -80,7 +80,7 @@ fn cumsum(g: &[f32], width: usize, fault: Fault) -> Vec<f32> {
 
 impl<'x> Chunk<'x> {
     /// Stage load + cumsum: `Γ_i = Σ_{m≤i} log α_m`, `B_i = Σ_{m≤i} log β_m` relative to the chunk start.
-    fn prepare(x: &'x SeqHead<f32>, i0: usize, cfg: ChunkConfig, fault: Fault) -> Self {
+    pub(super) fn prepare(x: &'x SeqHead<f32>, i0: usize, cfg: ChunkConfig, fault: Fault) -> Self {
         let (chunk, sub_chunk) = (cfg.chunk, cfg.sub_chunk);
         let l = chunk.min(x.len - i0);
         let (dk, dv) = (x.dk, x.dv);
@@ -100,7 +100,7 @@ impl<'x> Chunk<'x> {
     }
 
     /// Γ_id (scalar gates ignore `d`).
-    fn g(&self, i: usize, d: usize) -> f32 {
+    pub(super) fn g(&self, i: usize, d: usize) -> f32 {
         if self.per_key {
             self.gamma[i * self.x.dk + d]
         } else {
@@ -113,17 +113,17 @@ impl<'x> Chunk<'x> {
         self.beta.as_ref().map_or(0.0, |b| b[i * self.x.dv + e])
     }
 
-    fn q(&self, i: usize) -> &'x [f32] {
+    pub(super) fn q(&self, i: usize) -> &'x [f32] {
         let dk = self.x.dk;
         &self.x.q[(self.i0 + i) * dk..(self.i0 + i + 1) * dk]
     }
 
-    fn k(&self, j: usize) -> &'x [f32] {
+    pub(super) fn k(&self, j: usize) -> &'x [f32] {
         let dk = self.x.dk;
         &self.x.k[(self.i0 + j) * dk..(self.i0 + j + 1) * dk]
     }
 
-    fn v(&self, j: usize) -> &'x [f32] {
+    pub(super) fn v(&self, j: usize) -> &'x [f32] {
         let dv = self.x.dv;
         &self.x.v[(self.i0 + j) * dv..(self.i0 + j + 1) * dv]
     }
@@ -144,7 +144,7 @@ impl<'x> Chunk<'x> {
     }
 
     /// Stage intra_scores: the lower-triangular `A` (`[l, l]`, zero above the diagonal).
-    fn scores(&self, st: &mut ExpStats) -> Vec<f32> {
+    pub(super) fn scores(&self, st: &mut ExpStats) -> Vec<f32> {
         let (l, dk) = (self.l, self.x.dk);
         let mut a = vec![0.0f32; l * l];
         if !self.per_key {
@@ -295,7 +295,7 @@ impl<'x> Chunk<'x> {
 
     /// Stage state_update: `S ← diag(exp(Γ_L)) S diag(exp(B_L)) + (K ⊙ exp(Γ_L − Γ))ᵀ (V ⊙ exp(B_L − B))`, with
     /// `L` the last valid row.
-    fn update_state(&self, s: &mut [f32], st: &mut ExpStats) {
+    pub(super) fn update_state(&self, s: &mut [f32], st: &mut ExpStats) {
         let (l, dk, dv) = (self.l, self.x.dk, self.x.dv);
         let last = l - 1;
         for d in 0..dk {
@@ -327,12 +327,12 @@ impl<'x> Chunk<'x> {
 }
 
 /// Sequential f32 dot product.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).fold(0.0f32, |acc, (x, y)| acc + x * y)
 }
 
 /// `y += a·x`.
-fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
+pub(super) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     for (yi, &xi) in y.iter_mut().zip(x) {
         *yi += a * xi;
     }
@@ -437,7 +437,7 @@ fn forward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, fault: Fault) -> 
     }
 }
 
-fn check_config(cfg: ChunkConfig) -> Result<()> {
+pub(super) fn check_config(cfg: ChunkConfig) -> Result<()> {
     let bad = |msg: String| {
         Err(GlaError::Unsupported { variant: format!("chunkwise C={} c={}", cfg.chunk, cfg.sub_chunk), msg })
     };
@@ -460,7 +460,7 @@ fn check_config(cfg: ChunkConfig) -> Result<()> {
 }
 
 /// Every value must survive rounding to f32 (and log-gates must be ≥ [`MIN_LOG_GATE_F32`]).
-fn check_f32(c: &Checked) -> Result<()> {
+pub(super) fn check_f32(c: &Checked) -> Result<()> {
     let p = &c.p;
     let fits = |what: &'static str, xs: &[f64], min: f64| -> Result<()> {
         match xs.iter().position(|&x| !(x as f32).is_finite() || x < min) {

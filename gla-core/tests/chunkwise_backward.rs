@@ -1,0 +1,97 @@
+//! `chunkwise_backward` (the f32 decomposition the backward kernels are to take) against the f64 recurrence's
+//! gradients (`recurrent_backward`, itself checked against finite differences), for every key-gate kind, strong and
+//! long-memory decays, several chunk sizes, varlen with empty sequences, an initial state and a final-state gradient.
+//! Every `exp` argument is ≤ 0.
+
+mod common;
+
+use common::*;
+use gla_core::reference::{chunkwise_backward, recurrent_backward, rel_rms, ChunkConfig};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+/// f32 arithmetic against f64: relative RMS per gradient tensor.
+const TOL: f64 = 2e-5;
+/// The gate gradient is a sum of q ⊙ dq − k ⊙ dk terms (the closed form) that cancel where the decay is strong: its
+/// true value is then tiny and f32 leaves a residue of the terms' size. Its error is measured relative to the larger
+/// of the gradient and its terms (for mild and long-memory decays that is the gradient itself).
+const TOL_GATE: f64 = TOL;
+
+/// ‖got − want‖ / max(‖want‖, ‖terms‖), the terms |q ⊙ dq| + |k ⊙ dk| summed into the gate's shape.
+fn gate_error(got: &[f64], want: &[f64], o: &Owned, g: &gla_core::reference::Grads) -> f64 {
+    let (dk, n) = (o.dims.dk, o.q.len() / o.dims.dk);
+    let per_elem: Vec<f64> = (0..n * dk).map(|x| (o.q[x] * g.dq[x]).abs() + (o.k[x] * g.dk[x]).abs()).collect();
+    let terms: Vec<f64> = match o.kind {
+        Kind::PerKey => per_elem,
+        Kind::PerHead => per_elem.chunks_exact(dk).map(|r| r.iter().sum()).collect(),
+        Kind::Fixed => {
+            let h = o.dims.h;
+            let mut t = vec![0.0; h];
+            for (row, r) in per_elem.chunks_exact(dk).enumerate() {
+                t[row % h] += r.iter().sum::<f64>();
+            }
+            t
+        }
+        Kind::None => return 0.0,
+    };
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let diff: Vec<f64> = got.iter().zip(want).map(|(a, b)| a - b).collect();
+    norm(&diff) / norm(want).max(norm(&terms))
+}
+
+#[test]
+fn chunkwise_backward_matches_the_recurrence() {
+    let mut worst = std::collections::BTreeMap::new();
+    for kind in KINDS {
+        for regime in [Regime::Strong, Regime::LongMemory, Regime::Moderate] {
+            let mut spec = Spec::varlen(&[70, 0, 1, 33, 129], 2, 12, 10).gates(kind, false, regime);
+            spec.initial_state = true;
+            let owned = spec.build(31);
+            let p = owned.problem();
+            let mut rng = SmallRng::seed_from_u64(7);
+            let d_o = uniform(&mut rng, owned.q.len() / 12 * 10);
+            let d_final = uniform(&mut rng, owned.state_len());
+            let want = recurrent_backward(&p, &d_o, Some(&d_final)).unwrap();
+            for (chunk, sub_chunk) in [(16, 8), (32, 16), (64, 16)] {
+                let cfg = ChunkConfig { chunk, sub_chunk, materialize: false, factorise_span: None, segments: 1 };
+                let (got, stats) = chunkwise_backward(&p, cfg, &d_o, Some(&d_final)).unwrap();
+                assert!(stats.max_arg <= 0.0, "{kind:?} {regime:?} C={chunk}: exp of {:e}", stats.max_arg);
+                let mut check = |what: &str, g: &[f64], w: &[f64], tol: f64| {
+                    let e = if what == "d log α" { gate_error(g, w, &owned, &want) } else { rel_rms(g, w) };
+                    let slot = worst.entry((what.to_string(), format!("{regime:?}"))).or_insert(0.0f64);
+                    *slot = slot.max(e);
+                    assert!(e <= tol, "{kind:?} {regime:?} C={chunk}: {what} rel RMS {e:.2e} > {tol:.0e}");
+                };
+                check("dq", &got.dq, &want.dq, TOL);
+                check("dk", &got.dk, &want.dk, TOL);
+                check("dv", &got.dv, &want.dv, TOL);
+                check("dh0", got.d_initial_state.as_ref().unwrap(), want.d_initial_state.as_ref().unwrap(), TOL);
+                match (&got.d_key_gate, &want.d_key_gate) {
+                    (Some(g), Some(w)) => {
+                        check("d log α", g, w, TOL_GATE);
+                        if regime != Regime::Strong {
+                            check("d log α (plain)", g, w, TOL_GATE);
+                        }
+                    }
+                    (None, None) => {}
+                    _ => panic!("{kind:?}: gate gradient present in one result only"),
+                }
+            }
+        }
+    }
+    for ((what, regime), e) in &worst {
+        println!("{what:8} {regime:11} worst rel RMS {e:.2e}");
+    }
+}
+
+#[test]
+fn chunkwise_backward_refuses_what_it_does_not_cover() {
+    let owned = Spec::new(1, 20, 1, 4, 4).gates(Kind::PerKey, true, Regime::Moderate).build(3);
+    let p = owned.problem();
+    let d_o = vec![0.5; 20 * 4];
+    let e = chunkwise_backward(&p, ChunkConfig::default(), &d_o, None).unwrap_err().to_string();
+    assert!(e.contains("value gates") && e.contains("recurrent_backward"), "{e}");
+    let owned = Spec::new(1, 20, 1, 4, 4).gates(Kind::PerKey, false, Regime::Moderate).build(3);
+    let e = chunkwise_backward(&owned.problem(), ChunkConfig::default(), &d_o[..10], None).unwrap_err().to_string();
+    assert!(e.contains("d_o"), "{e}");
+}
