@@ -51,7 +51,7 @@ pub(super) struct Chunk<'x> {
     pub(super) gamma: Vec<f32>,
     pub(super) per_key: bool,
     /// B (value side): `[l, d_v]`.
-    beta: Option<Vec<f32>>,
+    pub(super) beta: Option<Vec<f32>>,
     sub_chunk: usize,
     fault: Fault,
     /// Per-key chunk taking the factorised form (its decay span passed the check, or the check is faulted away).
@@ -109,7 +109,7 @@ impl<'x> Chunk<'x> {
     }
 
     /// B_ie.
-    fn b(&self, i: usize, e: usize) -> f32 {
+    pub(super) fn b(&self, i: usize, e: usize) -> f32 {
         self.beta.as_ref().map_or(0.0, |b| b[i * self.x.dv + e])
     }
 
@@ -225,7 +225,7 @@ impl<'x> Chunk<'x> {
 
     /// Stages intra_scores + output: `scale · (inter + intra)` of the chunk's `l` rows (`[l, d_v]`), from the
     /// state `s` entering the chunk.
-    fn output(&self, s: &[f32], scale: f32, st: &mut ExpStats) -> Vec<f32> {
+    pub(super) fn output(&self, s: &[f32], scale: f32, st: &mut ExpStats) -> Vec<f32> {
         let (l, dk, dv) = (self.l, self.x.dk, self.x.dv);
         let mut o = vec![0.0f32; l * dv];
 

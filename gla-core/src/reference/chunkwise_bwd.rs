@@ -26,13 +26,15 @@
 //! first row m — `e^{Γ_i − Γ_j} = e^{Γ_i − Γ_m} · e^{Γ_m − Γ_j}`, both ≤ 0 — so that
 //! `dq_i += e^{Γ_i − Γ_m} ⊙ Σ_{j in the lower half} dA_ij (k_j ⊙ e^{Γ_m − Γ_j})` and alike for dk: products of a
 //! block of dA with scaled rows, as the kernels' tensor cores would take them. Every exponent is ≤ 0 (recorded in
-//! [`ExpStats`]). Value gates are not covered yet (an `Unsupported` error; the recurrent backward has them).
+//! [`ExpStats`]). A value gate (log β, cumulative B) decays the value side the same way: dO_i ⊙ e^{B_i} meets S and
+//! the state path, V̂_j = v_j ⊙ e^{B_L − B_j} the state update, and dA_ij = Σ_e dO_ie v_je e^{B_ie − B_je} and
+//! dv_j's intra sum take the pair levels on the value side; d log β_t = colsum(dS_[n+1] ⊙ S_[n+1]) +
+//! Σ_{s=t..L} (o_s ⊙ dO_s − v_s ⊙ dv_s).
 
 use super::check::{check, expect_finite, expect_len, RowGate, SeqHead, Task};
 use super::chunkwise::{axpy, check_config, check_f32, dot, Chunk};
 use super::{ChunkConfig, ExpStats, Fault, Grads, KeyGate, Problem};
 use crate::error::Result;
-use crate::GlaError;
 use rayon::prelude::*;
 
 /// The gradients of one (sequence, head), f32.
@@ -42,24 +44,89 @@ struct TaskGrads {
     dv: Vec<f32>,
     /// d log α per key channel, `[len, d_k]` (scalar gates: every channel holds its row's share; summed later).
     d_alpha: Vec<f32>,
+    /// d log β, `[len, d_v]` (value gates).
+    d_beta: Vec<f32>,
     d_h0: Vec<f32>,
     stats: ExpStats,
 }
 
-/// The chunk's pair level decomposition of `Σ_{j≤i} w_ij (x_j ⊙ e^{Γ_i − Γ_j})` (`rows_out[i]`, to = the query
-/// side) or of `Σ_{i≥j} w_ij (x_i ⊙ e^{Γ_i − Γ_j})` (`rows_out[j]`, to = the key side), per key column: the
-/// diagonal with exponent 0, then each level's pairs through their reference row.
-fn decayed_pair_sum(c: &Chunk, w: &[f32], x: &[Vec<f32>], to_query: bool, st: &mut ExpStats) -> Vec<Vec<f32>> {
-    let (l, dk) = (c.l, c.x.dk);
-    let mut out = vec![vec![0.0f32; dk]; l];
+/// A chunk's cumulative log-decays on one side: per column (`width` columns: per-key Γ or value-side B) or one per
+/// row (`width` 1: scalar gates).
+struct Decay<'a> {
+    vals: &'a [f32],
+    width: usize,
+}
+
+impl Decay<'_> {
+    fn at(&self, t: usize, col: usize) -> f32 {
+        if self.width == 1 {
+            self.vals[t]
+        } else {
+            self.vals[t * self.width + col]
+        }
+    }
+}
+
+/// The pair levels of a chunk of `l` rows: `(lower rows, upper rows, reference row m)` of every block at every level
+/// (§4.3 applied recursively; pairs (i, j < i) with i upper, j lower, both exponents through m ≤ 0).
+fn levels(l: usize) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>, usize)> {
+    let mut out = Vec::new();
+    let n = (usize::BITS - (l.max(1) - 1).leading_zeros()) as usize;
+    for p in 0..n {
+        let h = 1usize << p;
+        for block in (0..l).step_by(2 * h) {
+            let m = block + h;
+            if m < l {
+                out.push((block..m, m..(m + h).min(l), m));
+            }
+        }
+    }
+    out
+}
+
+/// `P_ij = Σ_c a_ic b_jc e^{D_ic − D_jc}` for j ≤ i (`[l, l]`, zero above the diagonal): the diagonal with exponent
+/// 0, every other pair through its level's reference row (a scalar decay: one factor a pair).
+fn pair_scores(a: &[Vec<f32>], b: &[Vec<f32>], dec: &Decay, st: &mut ExpStats) -> Vec<f32> {
+    let l = a.len();
+    let mut out = vec![0.0f32; l * l];
+    for i in 0..l {
+        out[i * l + i] = dot(&a[i], &b[i]);
+    }
+    if dec.width == 1 {
+        for i in 0..l {
+            for j in 0..i {
+                out[i * l + j] = dot(&a[i], &b[j]) * st.exp(dec.at(i, 0) - dec.at(j, 0));
+            }
+        }
+        return out;
+    }
+    for (lower, upper, m) in levels(l) {
+        let w = a[0].len();
+        let bs: Vec<Vec<f32>> = lower.clone().map(|j| (0..w).map(|c| b[j][c] * st.exp(dec.at(m, c) - dec.at(j, c))).collect()).collect();
+        for i in upper {
+            let ai: Vec<f32> = (0..w).map(|c| a[i][c] * st.exp(dec.at(i, c) - dec.at(m, c))).collect();
+            for (jj, j) in lower.clone().enumerate() {
+                out[i * l + j] = dot(&ai, &bs[jj]);
+            }
+        }
+    }
+    out
+}
+
+/// `Σ_{j≤i} w_ij (x_j ⊙ e^{D_i − D_j})` into row i (`to_query`), or `Σ_{i≥j} w_ij (x_i ⊙ e^{D_i − D_j})` into row j,
+/// per column: the diagonal with exponent 0, then each level's pairs through their reference row — a block of w
+/// times scaled rows, then one scale a row.
+fn pair_sum(w: &[f32], x: &[Vec<f32>], dec: &Decay, to_query: bool, st: &mut ExpStats) -> Vec<Vec<f32>> {
+    let l = x.len();
+    let width = x.first().map_or(0, |r| r.len());
+    let mut out = vec![vec![0.0f32; width]; l];
     for i in 0..l {
         axpy(&mut out[i], w[i * l + i], &x[i]);
     }
-    if !c.per_key {
-        // Scalar gate: one decay per pair.
+    if dec.width == 1 {
         for i in 0..l {
             for j in 0..i {
-                let f = w[i * l + j] * st.exp(c.gamma[i] - c.gamma[j]);
+                let f = w[i * l + j] * st.exp(dec.at(i, 0) - dec.at(j, 0));
                 if to_query {
                     axpy(&mut out[i], f, &x[j]);
                 } else {
@@ -69,40 +136,29 @@ fn decayed_pair_sum(c: &Chunk, w: &[f32], x: &[Vec<f32>], to_query: bool, st: &m
         }
         return out;
     }
-    let g = |t: usize| &c.gamma[t * dk..(t + 1) * dk];
-    let levels = (usize::BITS - (l.max(1) - 1).leading_zeros()) as usize;
-    for p in 0..levels {
-        let h = 1usize << p;
-        for block in (0..l).step_by(2 * h) {
-            let m = block + h;
-            if m >= l {
-                continue;
-            }
-            let (lower, upper) = (block..m, m..(m + h).min(l));
-            let gm = g(m);
-            if to_query {
-                // dq_i (i upper) += e^{Γ_i − Γ_m} ⊙ Σ_j w_ij (x_j ⊙ e^{Γ_m − Γ_j})   (j lower)
-                let xs: Vec<Vec<f32>> = lower.clone().map(|j| (0..dk).map(|d| x[j][d] * st.exp(gm[d] - g(j)[d])).collect()).collect();
-                for i in upper {
-                    let mut acc = vec![0.0f32; dk];
-                    for (jj, j) in lower.clone().enumerate() {
-                        axpy(&mut acc, w[i * l + j], &xs[jj]);
-                    }
-                    for d in 0..dk {
-                        out[i][d] += acc[d] * st.exp(g(i)[d] - gm[d]);
-                    }
+    for (lower, upper, m) in levels(l) {
+        if to_query {
+            // row i (upper) += e^{D_i − D_m} ⊙ Σ_j w_ij (x_j ⊙ e^{D_m − D_j})
+            let xs: Vec<Vec<f32>> = lower.clone().map(|j| (0..width).map(|c| x[j][c] * st.exp(dec.at(m, c) - dec.at(j, c))).collect()).collect();
+            for i in upper {
+                let mut acc = vec![0.0f32; width];
+                for (jj, j) in lower.clone().enumerate() {
+                    axpy(&mut acc, w[i * l + j], &xs[jj]);
                 }
-            } else {
-                // dk_j (j lower) += e^{Γ_m − Γ_j} ⊙ Σ_i w_ij (x_i ⊙ e^{Γ_i − Γ_m})   (i upper)
-                let xs: Vec<Vec<f32>> = upper.clone().map(|i| (0..dk).map(|d| x[i][d] * st.exp(g(i)[d] - gm[d])).collect()).collect();
-                for j in lower.clone() {
-                    let mut acc = vec![0.0f32; dk];
-                    for (ii, i) in upper.clone().enumerate() {
-                        axpy(&mut acc, w[i * l + j], &xs[ii]);
-                    }
-                    for d in 0..dk {
-                        out[j][d] += acc[d] * st.exp(gm[d] - g(j)[d]);
-                    }
+                for c in 0..width {
+                    out[i][c] += acc[c] * st.exp(dec.at(i, c) - dec.at(m, c));
+                }
+            }
+        } else {
+            // row j (lower) += e^{D_m − D_j} ⊙ Σ_i w_ij (x_i ⊙ e^{D_i − D_m})
+            let xs: Vec<Vec<f32>> = upper.clone().map(|i| (0..width).map(|c| x[i][c] * st.exp(dec.at(i, c) - dec.at(m, c))).collect()).collect();
+            for j in lower {
+                let mut acc = vec![0.0f32; width];
+                for (ii, i) in upper.clone().enumerate() {
+                    axpy(&mut acc, w[i * l + j], &xs[ii]);
+                }
+                for c in 0..width {
+                    out[j][c] += acc[c] * st.exp(dec.at(m, c) - dec.at(j, c));
                 }
             }
         }
@@ -129,73 +185,103 @@ fn backward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, d_o: &[f32], d_f
         dk: vec![0.0; len * dk],
         dv: vec![0.0; len * dv],
         d_alpha: vec![0.0; len * dk],
+        d_beta: vec![0.0; len * dv],
         d_h0: Vec::new(),
         stats: ExpStats::default(),
     };
+    let valued = x.value.is_some();
     // Reverse over the chunks: dS_[n+1] → chunk n's gradients → dS_[n].
     let mut ds = d_final;
-    let mut ds_after = vec![Vec::new(); starts.len()]; // dS_[n+1], for the gate
+    let mut ds_after = vec![Vec::new(); starts.len()]; // dS_[n+1], for the gates
+    let mut outputs = vec![Vec::new(); starts.len()]; // the chunk's (scaled) output, for the value gate
     for (n, &i0) in starts.iter().enumerate().rev() {
         ds_after[n] = ds.clone();
         let c = Chunk::prepare(x, i0, cfg, Fault::None);
         let (l, s) = (c.l, &states[n]);
         let last = l - 1;
-        let e = |st: &mut ExpStats, i: usize, d: usize| st.exp(c.g(i, d)); // e^{Γ_id} (scalar gates ignore d)
+        let zeros = vec![0.0f32; l * dv];
+        let key = Decay { vals: &c.gamma, width: if c.per_key { dk } else { 1 } };
+        let val = Decay { vals: c.beta.as_deref().unwrap_or(&zeros), width: dv };
+        // dO ⊙ scale, and dO_i ⊙ e^{B_i} (value gate) for the inter-chunk and state paths.
         let dor: Vec<Vec<f32>> = (0..l).map(|i| d_o[(i0 + i) * dv..(i0 + i + 1) * dv].iter().map(|&y| y * scale).collect()).collect();
-        // Inter: dq_i = (dO_i Sᵀ) ⊙ e^{Γ_i}.
+        let dob: Vec<Vec<f32>> = if valued { (0..l).map(|i| (0..dv).map(|e| dor[i][e] * st.exp(c.b(i, e))).collect()).collect() } else { dor.clone() };
+        // Inter: dq_i = (dÔ_i Sᵀ) ⊙ e^{Γ_i}.
         for i in 0..l {
             for d in 0..dk {
-                g.dq[(i0 + i) * dk + d] += dot(&dor[i], &s[d * dv..(d + 1) * dv]) * e(&mut st, i, d);
+                g.dq[(i0 + i) * dk + d] += dot(&dob[i], &s[d * dv..(d + 1) * dv]) * st.exp(c.g(i, d));
             }
         }
-        // State path: dk_j = (v_j dSᵀ) ⊙ e^{Γ_L − Γ_j}, dv_j = K̂_j dS, with dS = dS_[n+1].
+        // State path, dS = dS_[n+1], V̂_j = v_j ⊙ e^{B_L − B_j}, K̂_j = k_j ⊙ e^{Γ_L − Γ_j}:
+        //   dk_j = (V̂_j dSᵀ) ⊙ e^{Γ_L − Γ_j},  dv_j = (K̂_j dS) ⊙ e^{B_L − B_j}.
         for j in 0..l {
+            let vb: Vec<f32> = if valued { (0..dv).map(|e| st.exp(c.b(last, e) - c.b(j, e))).collect() } else { vec![1.0; dv] };
+            let vhat: Vec<f32> = c.v(j).iter().zip(&vb).map(|(v, f)| v * f).collect();
+            let mut kds = vec![0.0f32; dv];
             for d in 0..dk {
                 let f = st.exp(c.g(last, d) - c.g(j, d));
-                g.dk[(i0 + j) * dk + d] += dot(c.v(j), &ds[d * dv..(d + 1) * dv]) * f;
-                axpy(&mut g.dv[(i0 + j) * dv..(i0 + j + 1) * dv], c.k(j)[d] * f, &ds[d * dv..(d + 1) * dv]);
+                g.dk[(i0 + j) * dk + d] += dot(&vhat, &ds[d * dv..(d + 1) * dv]) * f;
+                axpy(&mut kds, c.k(j)[d] * f, &ds[d * dv..(d + 1) * dv]);
+            }
+            for e in 0..dv {
+                g.dv[(i0 + j) * dv + e] += kds[e] * vb[e];
             }
         }
-        // Intra: dA_ij = dO_i · v_j;  dv_j += Σ_i A_ij dO_i;  dq, dk through the pair levels.
-        let a = c.scores(&mut st);
-        let mut da = vec![0.0f32; l * l];
-        for i in 0..l {
-            for j in 0..=i {
-                da[i * l + j] = dot(&dor[i], c.v(j));
-                axpy(&mut g.dv[(i0 + j) * dv..(i0 + j + 1) * dv], a[i * l + j], &dor[i]);
-            }
-        }
-        let ks: Vec<Vec<f32>> = (0..l).map(|j| c.k(j).to_vec()).collect();
+        // Intra: A (key side), dA_ij = Σ_e dO_ie v_je e^{B_ie − B_je} (value side), both by the pair levels;
+        //   dv_j += Σ_{i≥j} A_ij (dO_i ⊙ e^{B_i − B_j}),  dq_i += Σ_j dA_ij (k_j ⊙ e^{Γ_i − Γ_j}),
+        //   dk_j += Σ_i dA_ij (q_i ⊙ e^{Γ_i − Γ_j}).
         let qs: Vec<Vec<f32>> = (0..l).map(|i| c.q(i).to_vec()).collect();
-        for (i, row) in decayed_pair_sum(&c, &da, &ks, true, &mut st).into_iter().enumerate() {
+        let ks: Vec<Vec<f32>> = (0..l).map(|j| c.k(j).to_vec()).collect();
+        let vs: Vec<Vec<f32>> = (0..l).map(|j| c.v(j).to_vec()).collect();
+        let a = pair_scores(&qs, &ks, &key, &mut st);
+        let da = pair_scores(&dor, &vs, &val, &mut st);
+        for (j, row) in pair_sum(&a, &dor, &val, false, &mut st).into_iter().enumerate() {
+            axpy(&mut g.dv[(i0 + j) * dv..(i0 + j + 1) * dv], 1.0, &row);
+        }
+        for (i, row) in pair_sum(&da, &ks, &key, true, &mut st).into_iter().enumerate() {
             axpy(&mut g.dq[(i0 + i) * dk..(i0 + i + 1) * dk], 1.0, &row);
         }
-        for (j, row) in decayed_pair_sum(&c, &da, &qs, false, &mut st).into_iter().enumerate() {
+        for (j, row) in pair_sum(&da, &qs, &key, false, &mut st).into_iter().enumerate() {
             axpy(&mut g.dk[(i0 + j) * dk..(i0 + j + 1) * dk], 1.0, &row);
         }
-        // dS_[n] = diag(e^{Γ_L}) dS_[n+1] + Q̃ᵀ dO.
+        if valued {
+            outputs[n] = c.output(s, scale, &mut st);
+        }
+        // dS_[n] = diag(e^{Γ_L}) dS_[n+1] diag(e^{B_L}) + Q̃ᵀ dÔ.
         for d in 0..dk {
-            let f = e(&mut st, last, d);
-            ds[d * dv..(d + 1) * dv].iter_mut().for_each(|y| *y *= f);
+            let f = st.exp(c.g(last, d));
+            for e in 0..dv {
+                ds[d * dv + e] *= f * if valued { st.exp(c.b(last, e)) } else { 1.0 };
+            }
             for i in 0..l {
-                let qd = c.q(i)[d] * e(&mut st, i, d);
-                axpy(&mut ds[d * dv..(d + 1) * dv], qd, &dor[i]);
+                let qd = c.q(i)[d] * st.exp(c.g(i, d));
+                axpy(&mut ds[d * dv..(d + 1) * dv], qd, &dob[i]);
             }
         }
     }
     g.d_h0 = ds;
-    // Gate, per chunk (no pass over the whole sequence): the decays after the chunk's last token L act on the state
+    // Gates, per chunk (no pass over the whole sequence): the decays after the chunk's last token L act on the state
     // S_[n+1] it hands on, so Σ_{s>L} ∂ℒ/∂Γ_s = rowsum(dS_[n+1] ⊙ S_[n+1]) (for the last chunk: dS_final ⊙
-    // S_final), and inside the chunk d log α_t = that + Σ_{s=t..L} (q_s ⊙ dq_s − k_s ⊙ dk_s).
-    if !matches!(x.key, RowGate::None) {
-        for (n, &i0) in starts.iter().enumerate() {
-            let l = (len - i0).min(cfg.chunk);
-            let (s_next, ds_next) = (&states[n + 1], &ds_after[n]);
+    // S_final), and inside the chunk d log α_t = that + Σ_{s=t..L} (q_s ⊙ dq_s − k_s ⊙ dk_s). The value side alike:
+    // d log β_t = colsum(dS_[n+1] ⊙ S_[n+1]) + Σ_{s=t..L} (o_s ⊙ dO_s − v_s ⊙ dv_s).
+    for (n, &i0) in starts.iter().enumerate() {
+        let l = (len - i0).min(cfg.chunk);
+        let (s_next, ds_next) = (&states[n + 1], &ds_after[n]);
+        if !matches!(x.key, RowGate::None) {
             let mut acc: Vec<f32> = (0..dk).map(|d| dot(&ds_next[d * dv..(d + 1) * dv], &s_next[d * dv..(d + 1) * dv])).collect();
             for t in (i0..i0 + l).rev() {
                 for d in 0..dk {
                     acc[d] += x.q[t * dk + d] * g.dq[t * dk + d] - x.k[t * dk + d] * g.dk[t * dk + d];
                     g.d_alpha[t * dk + d] = acc[d];
+                }
+            }
+        }
+        if valued {
+            let mut acc: Vec<f32> = (0..dv).map(|e| (0..dk).map(|d| ds_next[d * dv + e] * s_next[d * dv + e]).sum()).collect();
+            for t in (i0..i0 + l).rev() {
+                let o = &outputs[n][(t - i0) * dv..(t - i0 + 1) * dv];
+                for e in 0..dv {
+                    acc[e] += o[e] * d_o[t * dv + e] - x.v[t * dv + e] * g.dv[t * dv + e];
+                    g.d_beta[t * dv + e] = acc[e];
                 }
             }
         }
@@ -208,12 +294,6 @@ pub(super) fn backward(p: &Problem, cfg: ChunkConfig, d_o: &[f64], d_final_state
     check_config(cfg)?;
     let c = check(p)?;
     check_f32(&c)?;
-    if p.value_gate.is_some() {
-        return Err(GlaError::Unsupported {
-            variant: "chunkwise backward".into(),
-            msg: "value gates are not in the chunkwise backward yet; recurrent_backward has their gradients".into(),
-        });
-    }
     let dims = p.dims;
     let (b, t, h, dk, dv) = (dims.b, dims.t, dims.h, dims.dk, dims.dv);
     expect_len("d_o", d_o, "[B,T,H,d_v]", &[b, t, h, dv])?;
@@ -254,7 +334,7 @@ pub(super) fn backward(p: &Problem, cfg: ChunkConfig, d_o: &[f64], d_final_state
             KeyGate::PerHead(_) => Some(vec![0.0; b * t * h]),
             KeyGate::Fixed(_) => Some(vec![0.0; h]),
         },
-        d_value_gate: None,
+        d_value_gate: p.value_gate.map(|_| vec![0.0; b * t * h * dv]),
         d_initial_state: p.initial_state.map(|_| vec![0.0; c.nseq() * h * dk * dv]),
     };
     let mut stats = ExpStats::default();
@@ -270,6 +350,9 @@ pub(super) fn backward(p: &Problem, cfg: ChunkConfig, d_o: &[f64], d_final_state
             }
             (KeyGate::Fixed(_), Some(dg)) => dg[task.h] += tg.d_alpha.iter().map(|&y| f64::from(y)).sum::<f64>(),
             _ => {}
+        }
+        if let Some(dg) = out.d_value_gate.as_mut() {
+            c.scatter(dg, task, dv, &wide(&tg.d_beta));
         }
         if let Some(dh) = out.d_initial_state.as_mut() {
             let off = c.state_offset(task);

@@ -7,7 +7,7 @@
 //!   decomposition bug can be told apart. It also records every `exp` it evaluates ([`ExpStats`]).
 //! * [`recurrent_backward`] — gradients of the recurrence with respect to every input, in **f64**.
 //! * [`chunkwise_backward`] — the same gradients by the chunkwise decomposition the backward kernels are to take
-//!   (issue 28), in **f32**, every `exp` ≤ 0 (key gates; value gates not yet).
+//!   (issue 28), in **f32**, every `exp` ≤ 0, for every gate shape.
 //!
 //! # Layout
 //! fla's layout, row-major, last dimension fastest: `q, k: [B,T,H,d_k]`, `v, o: [B,T,H,d_v]`, per-key gate
@@ -230,7 +230,7 @@ pub struct Grads {
 
 /// The chunkwise backward in f32 arithmetic: the decomposition of the backward kernels (the reverse pass over chunk
 /// states, the per-chunk gradients with the recursive pair levels, the gate's closed form), with statistics of every
-/// `exp` (all ≤ 0). Same gradients and layouts as [`recurrent_backward`]; value gates are `Unsupported` for now.
+/// `exp` (all ≤ 0). Same gradients and layouts as [`recurrent_backward`], every gate shape and the value gate.
 pub fn chunkwise_backward(p: &Problem, cfg: ChunkConfig, d_o: &[f64], d_final_state: Option<&[f64]>) -> Result<(Grads, ExpStats)> {
     chunkwise_bwd::backward(p, cfg, d_o, d_final_state)
 }
