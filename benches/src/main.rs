@@ -124,13 +124,7 @@ fn strength_rows(gla: &Gla, flush: &mut L2Flush, reps: usize, copy_gbps: f64, sh
         strengths
             .par_iter()
             .map(|st| {
-                let dims = Dims::new(b, t, h, d, d);
-                let q = gla.poisoned(DType::BF16, &dims.q_shape()).ok();
-                let v = gla.poisoned(DType::BF16, &dims.v_shape()).ok();
-                let spec = match (q, v) {
-                    (Some(q), Some(v)) => gla.variant_for(st.gate, &q, &v, None).ok(),
-                    _ => None,
-                };
+                let spec = gla.variant_for(st.gate, DType::BF16, &[b, t, h, d], d, None).ok();
                 if let Some(s) = &spec {
                     if let Err(e) = gla.compile_spec(s) {
                         println!("{:<60} failed to compile: {e}", s.id());
@@ -191,7 +185,6 @@ fn main() {
     let which_v = opt("--variants", "all");
     let strengths = match tests::strengths::select(&opt("--strengths", "all")) {
         Ok(s) => s,
-        Err(_) if opt("--strengths", "all") == "none" => Vec::new(),
         Err(e) => {
             eprintln!("--strengths: {e}");
             std::process::exit(2);

@@ -349,42 +349,45 @@ impl Gla {
         Ok(lock(&self.inner.variants).entry(key).or_insert(v).clone())
     }
 
-    /// The variant a call that names none runs for `q` (`[B, T, H, d_k]`, or `[1, T, H, d_k]` with `cu_seqlens`) and
-    /// `d_v`: the tuning cache's pick for the call's bucket (its cubin loaded), else the default
-    /// ([`KernelSpec::default_for`]). What benchmarks report as "ours".
-    pub fn variant_for(&self, gate: &'static dyn Gate, q: &DeviceTensor, v: &DeviceTensor, cu_seqlens: Option<&[usize]>) -> Result<KernelSpec> {
-        let opts = ForwardOptions { cu_seqlens, ..Default::default() };
-        match self.tuned_options(gate, q, v, &opts)?.variant {
+    /// The variant a call that names none runs, for q of shape `q_shape` (`[B, T, H, d_k]`, or `[1, T, H, d_k]` with
+    /// `cu_seqlens`), values of width `d_v` and `dtype`: the tuning cache's pick for the call's bucket (its cubin
+    /// loaded), else the default ([`KernelSpec::default_for`]). What benchmarks report as "ours"; needs no tensor.
+    pub fn variant_for(&self, gate: &'static dyn Gate, dtype: DType, q_shape: &[usize], d_v: usize, cu_seqlens: Option<&[usize]>) -> Result<KernelSpec> {
+        match self.cached_variant(gate, dtype, q_shape, d_v, cu_seqlens) {
             Some(s) => Ok(s),
             None => {
-                let (qs, vs) = (q.shape(), v.shape());
-                let (Some(&dk), Some(&dv)) = (qs.last(), vs.last()) else {
-                    return Err(GlaError::invalid("q", format!("must be [B, T, H, d_k], got {qs:?}")));
+                let Some(&dk) = q_shape.last() else {
+                    return Err(GlaError::invalid("q", format!("must be [B, T, H, d_k], got {q_shape:?}")));
                 };
-                KernelSpec::default_for(gate, q.dtype(), dk, dv)
+                KernelSpec::default_for(gate, dtype, dk, d_v)
             }
         }
     }
 
-    /// `opts` with the variant a tuning cache holds for this call when it names none (the cubin loaded, no
-    /// NVRTC); unchanged otherwise.
+    /// The variant a tuning cache holds for such a call, its cubin loaded (no NVRTC); None: none holds one (or the
+    /// shape is malformed: validation says what is wrong), and the default runs.
+    fn cached_variant(&self, gate: &'static dyn Gate, dtype: DType, q_shape: &[usize], d_v: usize, cu_seqlens: Option<&[usize]>) -> Option<KernelSpec> {
+        let (rows, tokens) = crate::tuned::call_shape(q_shape, cu_seqlens)?;
+        let dk = *q_shape.last()?;
+        let pick = self.inner.tuned.pick(gate, dtype, dk, d_v, rows, tokens)?;
+        if let Err(e) = self.load_cubin(&pick.spec, &pick.cubin) {
+            // A cubin the driver refuses: the default variant runs instead (warned once).
+            self.inner.tuned.warn_once(&format!("load:{}", pick.spec.id()), &format!("gla: tuning cache {}: {} not loaded ({e}); the default variant runs", pick.cache.display(), pick.spec.id()));
+            return None;
+        }
+        Some(pick.spec)
+    }
+
+    /// `opts` with the variant a tuning cache holds for this call when it names none; unchanged otherwise.
     fn tuned_options<'a>(&self, gate: &'static dyn Gate, q: &DeviceTensor, v: &DeviceTensor, opts: &ForwardOptions<'a>) -> Result<ForwardOptions<'a>> {
         if opts.variant.is_some() {
             return Ok(*opts);
         }
-        let (qs, vs) = (q.shape(), v.shape());
-        let (Some((rows, tokens)), Some(&dk), Some(&dv)) = (crate::tuned::call_shape(qs, opts.cu_seqlens), qs.last(), vs.last()) else {
-            return Ok(*opts); // malformed: validate_forward says what is wrong
-        };
-        let Some(pick) = self.inner.tuned.pick(gate, q.dtype(), dk, dv, rows, tokens) else {
-            return Ok(*opts);
-        };
-        if let Err(e) = self.load_cubin(&pick.spec, &pick.cubin) {
-            // A cubin the driver refuses: the default variant runs instead (warned once).
-            self.inner.tuned.warn_once(&format!("load:{}", pick.spec.id()), &format!("gla: tuning cache {}: {} not loaded ({e}); the default variant runs", pick.cache.display(), pick.spec.id()));
-            return Ok(*opts);
-        }
-        Ok(ForwardOptions { variant: Some(pick.spec), ..*opts })
+        let Some(&dv) = v.shape().last() else { return Ok(*opts) };
+        Ok(match self.cached_variant(gate, q.dtype(), q.shape(), dv, opts.cu_seqlens) {
+            Some(spec) => ForwardOptions { variant: Some(spec), ..*opts },
+            None => *opts,
+        })
     }
 
     pub fn gpu(&self) -> &Gpu {

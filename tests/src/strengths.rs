@@ -66,10 +66,13 @@ pub fn all() -> Vec<Strength> {
     ]
 }
 
-/// The strengths named in a comma list (`all` for every one); an unknown label is an error naming the known ones.
+/// The strengths named in a comma list (`all` for every one, `none` for none); an unknown label is an error naming
+/// the known ones.
 pub fn select(list: &str) -> Result<Vec<Strength>, String> {
-    if list == "all" {
-        return Ok(all());
+    match list {
+        "all" => return Ok(all()),
+        "none" => return Ok(Vec::new()),
+        _ => {}
     }
     list.split(',')
         .filter(|s| !s.is_empty())
@@ -116,6 +119,7 @@ mod tests {
     fn select_names_the_known_labels() {
         assert_eq!(select("gla/16,const-60").unwrap().len(), 2);
         assert_eq!(select("all").unwrap().len(), 8);
+        assert!(select("none").unwrap().is_empty());
         let e = select("gla/2").err().unwrap();
         assert!(e.contains("gla/2") && e.contains("rwkv6"), "{e}");
     }

@@ -1884,43 +1884,37 @@ __device__ __forceinline__ void output_chunk(const FwdArgs& a, const Tiles& s, c
         warp_mma<O_WM, O_WN, false, true, C>(c, atile(s.A_lo), o.x, vtile(s.v(b)), o.y, kend);  //        + A_lo V
 #endif
 #endif
-#if KSPLIT > 1 && !KS_CLUSTER
-        // Key split: this slice's O_s = scale · (Q̃_s S_s + A_s V) in f32 (gla_fwd_ksum adds the slices and rounds once).
-        float* part = ks_slice_partial(a, sq);
-#pragma unroll
-        for (int mi = 0; mi < O_WM; ++mi)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int row = o.x + mi * 16 + g + 8 * h;
-                if (i0 + row >= sq.len) continue;
-                float* dst = part + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv;
-#pragma unroll
-                for (int ni = 0; ni < O_WN; ++ni) {
-                    const int e = sq.v0 + o.y + ni * 8 + 2 * t;
-                    if (e < a.dv) dst[e] = a.scale * c[mi][ni][2 * h];
-                    if (e + 1 < a.dv) dst[e + 1] = a.scale * c[mi][ni][2 * h + 1];
-                }
-            }
-        continue;
-#endif
         // Store: one 32-bit pair per (row, column pair); rows past the sequence end and columns past d_v are skipped.
+        // Key split: this slice's O_s = scale · (Q̃_s S_s + A_s V) in f32 instead (gla_fwd_ksum adds the slices and
+        // rounds once).
         const bool full_cols = (a.dv & 1) == 0 && sq.v0 + BV <= a.dv;
+#if KSPLIT > 1 && !KS_CLUSTER
+        float* out = ks_slice_partial(a, sq);
+#else
+        elem_t* out = a.o;
+#endif
 #pragma unroll
         for (int mi = 0; mi < O_WM; ++mi)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const int row = o.x + mi * 16 + g + 8 * h;
                 if (i0 + row >= sq.len) continue;
-                elem_t* dst = a.o + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + o.y + 2 * t;
+                auto* dst = out + ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + sq.v0 + o.y + 2 * t;
 #pragma unroll
                 for (int ni = 0; ni < O_WN; ++ni) {
                     const float x0 = a.scale * c[mi][ni][2 * h], x1 = a.scale * c[mi][ni][2 * h + 1];
                     const int e = sq.v0 + o.y + ni * 8 + 2 * t;
+#if KSPLIT > 1 && !KS_CLUSTER
+                    (void)full_cols;
+                    if (e < a.dv) dst[ni * 8] = x0;
+                    if (e + 1 < a.dv) dst[ni * 8 + 1] = x1;
+#else
                     if (full_cols) st_pair(dst + ni * 8, x0, x1);
                     else {
                         if (e < a.dv) dst[ni * 8] = to_elem(x0);
                         if (e + 1 < a.dv) dst[ni * 8 + 1] = to_elem(x1);
                     }
+#endif
                 }
             }
     }

@@ -6,6 +6,7 @@
 //! [`Chunk::update_state`] `S_[n+1]`. The two schedules of Alg. 1 call these in different orders.
 
 use super::check::{check, Checked, RowGate, SeqHead, Task};
+use super::levels::{pair_scores, Decay};
 use super::{ChunkConfig, ExpStats, Fault, Forward, KeyGate, Problem};
 use crate::error::Result;
 use crate::GlaError;
@@ -144,7 +145,7 @@ impl<'x> Chunk<'x> {
     }
 
     /// Stage intra_scores: the lower-triangular `A` (`[l, l]`, zero above the diagonal).
-    pub(super) fn scores(&self, st: &mut ExpStats) -> Vec<f32> {
+    fn scores(&self, st: &mut ExpStats) -> Vec<f32> {
         let (l, dk) = (self.l, self.x.dk);
         let mut a = vec![0.0f32; l * l];
         if !self.per_key {
@@ -169,58 +170,18 @@ impl<'x> Chunk<'x> {
             }
             return a;
         }
-        // Exact form (chunks over the span bound): the secondary chunking of §4.3 applied recursively. The diagonal
-        // has exponent 0: A_ii = q_i · k_i. Pair (i, j < i) belongs to level p = the highest bit in which i and j
-        // differ: both lie in one block of 2^(p+1) rows, i in its upper half, j in the lower one; through the upper
-        // half's first row m (i ≥ m > j), on tensor cores in the kernels:
-        //   A_ij = Σ_d [q_id exp(Γ_id − Γ_md)] · [k_jd exp(Γ_md − Γ_jd)]     (both exponents ≤ 0)
-        // Each row is scaled once a level (as a query row or a key row), so a chunk of C rows costs log2(C) · C · d_k
-        // exponentials whatever the decay, and no pair needs its own.
-        for i in 0..l {
-            a[i * l + i] = dot(self.q(i), self.k(i));
-        }
-        let levels = (usize::BITS - (l.max(1) - 1).leading_zeros()) as usize;
-        for p in 0..levels {
-            let h = 1usize << p;
-            // Row t's operand at this level: the block's upper half starts at m; m ≥ l: no pair uses the row.
-            let mut scaled: Vec<Option<Vec<f32>>> = Vec::with_capacity(l);
-            for t in 0..l {
-                let m = ((t >> (p + 1)) << (p + 1)) + h;
-                if m >= l {
-                    scaled.push(None);
-                    continue;
-                }
-                let r = self.level_reference_row(m, h);
-                let (gt, gr) = (&self.gamma[t * dk..(t + 1) * dk], &self.gamma[r * dk..(r + 1) * dk]);
-                let row: Vec<f32> = if t >= m {
-                    let q = self.q(t);
-                    (0..dk).map(|d| q[d] * st.exp(gt[d] - gr[d])).collect()
-                } else {
-                    let k = self.k(t);
-                    (0..dk).map(|d| k[d] * st.exp(gr[d] - gt[d])).collect()
-                };
-                scaled.push(Some(row));
-            }
-            for i in 0..l {
-                for j in 0..i {
-                    if (usize::BITS - 1 - (i ^ j).leading_zeros()) as usize == p {
-                        let (qi, kj) = (scaled[i].as_ref().expect("query row"), scaled[j].as_ref().expect("key row"));
-                        a[i * l + j] = dot(qi, kj);
-                    }
-                }
-            }
-        }
-        a
-    }
-
-    /// Reference row of a level's block whose upper half starts at `m` (`h` rows): `m` itself, or the upper half's
-    /// last row under [`Fault::WrongReferencePoint`].
-    fn level_reference_row(&self, m: usize, h: usize) -> usize {
-        if self.fault == Fault::WrongReferencePoint {
-            (m + h - 1).min(self.l - 1)
-        } else {
-            m
-        }
+        // Exact form (chunks over the span bound): the secondary chunking of §4.3 applied recursively (`levels`):
+        // A_ii = q_i · k_i with exponent 0; pair (i, j < i) through the first row m of the upper half of the block
+        // of its level: A_ij = Σ_d [q_id exp(Γ_id − Γ_md)] · [k_jd exp(Γ_md − Γ_jd)] (both exponents ≤ 0; tensor
+        // cores in the kernels). Each row is scaled once a level, log2(C) · C · d_k exponentials a chunk whatever
+        // the decay, and no pair needs its own.
+        let qs: Vec<Vec<f32>> = (0..l).map(|i| self.q(i).to_vec()).collect();
+        let ks: Vec<Vec<f32>> = (0..l).map(|j| self.k(j).to_vec()).collect();
+        let fault = self.fault == Fault::WrongReferencePoint;
+        let last = l - 1;
+        // (The fault: the upper half's last row instead of its first.)
+        let reference = |m: usize, h: usize| if fault { (m + h - 1).min(last) } else { m };
+        pair_scores(&qs, &ks, &Decay { vals: &self.gamma, width: dk }, reference, st)
     }
 
     /// Stages intra_scores + output: `scale · (inter + intra)` of the chunk's `l` rows (`[l, d_v]`), from the

@@ -97,6 +97,7 @@
 mod check;
 mod chunkwise;
 mod chunkwise_bwd;
+mod levels;
 mod recurrent;
 
 use crate::error::Result;
