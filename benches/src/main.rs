@@ -48,33 +48,74 @@ fn upload(gla: &Gla, gate: &'static dyn Gate, case: &Case) -> Inputs {
         q: gla.upload(&case.host(&case.q, &d.q_shape(), dt)).unwrap(),
         k: gla.upload(&case.host(&case.k, &d.q_shape(), dt)).unwrap(),
         v: gla.upload(&case.host(&case.v, &d.v_shape(), dt)).unwrap(),
-        logits: (gate.shape() != GateShape::Fixed).then(|| gla.upload(&case.host(&case.logits, &lshape, dt)).unwrap()),
-        params: (np > 0).then(|| DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &case.params).unwrap()),
+        logits: (gate.shape() != GateShape::Fixed)
+            .then(|| gla.upload(&case.host(&case.logits, &lshape, dt)).unwrap()),
+        params: (np > 0)
+            .then(|| DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &case.params).unwrap()),
         o: gla.poisoned(dt, &d.v_shape()).unwrap(),
     }
 }
 
-fn run(gla: &Gla, gate: &'static dyn Gate, x: &mut Inputs, spec: KernelSpec) -> gla_core::error::Result<()> {
-    let opts = ForwardOptions { variant: Some(spec), ..Default::default() };
-    gla.forward_into(gate, &x.q, &x.k, &x.v, x.logits.as_ref(), x.params.as_ref(), &opts, &mut x.o, None)
+fn run(
+    gla: &Gla,
+    gate: &'static dyn Gate,
+    x: &mut Inputs,
+    spec: KernelSpec,
+) -> gla_core::error::Result<()> {
+    let opts = ForwardOptions {
+        variant: Some(spec),
+        ..Default::default()
+    };
+    gla.forward_into(
+        gate,
+        &x.q,
+        &x.k,
+        &x.v,
+        x.logits.as_ref(),
+        x.params.as_ref(),
+        &opts,
+        &mut x.o,
+        None,
+    )
 }
 
 /// Read a raw little-endian f32 file of the fla dump.
 fn read_f32(dir: &std::path::Path, name: &str) -> Vec<f32> {
-    let bytes = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()));
-    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    let bytes = std::fs::read(dir.join(name))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join(name).display()));
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 /// The same-inputs check against fla's dump (see the module doc).
 fn same_inputs(gla: &Gla, dir: &str, out: &str) {
     let dir = std::path::Path::new(dir);
-    let header: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("header.json")).expect("header.json")).expect("header JSON");
-    let s: Vec<usize> = header["shape_BTHD"].as_array().expect("shape_BTHD").iter().map(|x| x.as_u64().unwrap() as usize).collect();
+    let header: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("header.json")).expect("header.json"),
+    )
+    .expect("header JSON");
+    let s: Vec<usize> = header["shape_BTHD"]
+        .as_array()
+        .expect("shape_BTHD")
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect();
     let (b, t, h, d) = (s[0], s[1], s[2], s[3]);
     let scale = header["scale"].as_f64().expect("scale") as f32;
-    let file = |n: &str| header["tensors"][n]["file"].as_str().unwrap_or_else(|| panic!("tensor {n} missing")).to_string();
-    let (q, k, v, g) = (read_f32(dir, &file("q")), read_f32(dir, &file("k")), read_f32(dir, &file("v")), read_f32(dir, &file("g")));
+    let file = |n: &str| {
+        header["tensors"][n]["file"]
+            .as_str()
+            .unwrap_or_else(|| panic!("tensor {n} missing"))
+            .to_string()
+    };
+    let (q, k, v, g) = (
+        read_f32(dir, &file("q")),
+        read_f32(dir, &file("k")),
+        read_f32(dir, &file("v")),
+        read_f32(dir, &file("g")),
+    );
     let (o_fla, o_ref) = (read_f32(dir, &file("o_fla")), read_f32(dir, &file("o_ref")));
     // Raw logits from fla's g = logsigmoid(x)/16: x = bf16(y − log(−expm1(y))), y = 16 g (the dump's recipe).
     let x: Vec<f32> = g
@@ -86,15 +127,29 @@ fn same_inputs(gla: &Gla, dir: &str, out: &str) {
         .collect();
     let gate: &'static dyn Gate = &gla::gates::Gla;
     let shape = [b, t, h, d];
-    let up = |data: &[f32]| gla.upload(&gla_core::HostTensor::from_f32(DType::BF16, &shape, data).expect("host tensor")).expect("upload");
+    let up = |data: &[f32]| {
+        gla.upload(&gla_core::HostTensor::from_f32(DType::BF16, &shape, data).expect("host tensor"))
+            .expect("upload")
+    };
     let (qd, kd, vd, xd) = (up(&q), up(&k), up(&v), up(&x));
     let spec = KernelSpec::default_for(gate, DType::BF16, d, d).expect("variant");
-    let opts = ForwardOptions { scale: Some(scale), variant: Some(spec), ..Default::default() };
-    let o = gla.forward(gate, &qd, &kd, &vd, Some(&xd), None, &opts).expect("forward").o;
+    let opts = ForwardOptions {
+        scale: Some(scale),
+        variant: Some(spec),
+        ..Default::default()
+    };
+    let o = gla
+        .forward(gate, &qd, &kd, &vd, Some(&xd), None, &opts)
+        .expect("forward")
+        .o;
     let ours: Vec<f64> = o.to_f32().unwrap().into_iter().map(f64::from).collect();
     let f64v = |x: &[f32]| x.iter().map(|&v| v as f64).collect::<Vec<f64>>();
     let (refv, flav) = (f64v(&o_ref), f64v(&o_fla));
-    let (e_ours, e_fla, e_diff) = (rel_rms(&ours, &refv), rel_rms(&flav, &refv), rel_rms(&ours, &flav));
+    let (e_ours, e_fla, e_diff) = (
+        rel_rms(&ours, &refv),
+        rel_rms(&flav, &refv),
+        rel_rms(&ours, &flav),
+    );
     println!(
         "same inputs ({b},{t},{h},{d}, per-key gla, bf16): ours vs f64 {e_ours:.3e}, fla vs f64 {e_fla:.3e}, ours vs fla {e_diff:.3e} ({})",
         spec.id()
@@ -107,14 +162,25 @@ fn same_inputs(gla: &Gla, dir: &str, out: &str) {
 
 /// Bytes a forward moves (q, k, v, logits read, o written; bf16) and its nominal flops (C = 64), as report.py models.
 fn traffic(gate: &dyn Gate, b: usize, t: usize, h: usize, d: usize) -> (f64, f64) {
-    let gate_elems = if gate.shape() == GateShape::PerKey { b * t * h * d } else { b * t * h };
+    let gate_elems = if gate.shape() == GateShape::PerKey {
+        b * t * h * d
+    } else {
+        b * t * h
+    };
     let bytes = 2.0 * (4.0 * (b * t * h * d) as f64 + gate_elems as f64);
     let flops = (b * h * t) as f64 * (4.0 * 64.0 * d as f64 + 4.0 * (d * d) as f64);
     (bytes, flops)
 }
 
 /// The strength axis at one shape: the runtime's variant for each strength's gate, timed, and its accuracy vs f64.
-fn strength_rows(gla: &Gla, flush: &mut L2Flush, reps: usize, copy_gbps: f64, shape: (usize, usize, usize, usize), strengths: &[Strength]) -> Vec<serde_json::Value> {
+fn strength_rows(
+    gla: &Gla,
+    flush: &mut L2Flush,
+    reps: usize,
+    copy_gbps: f64,
+    shape: (usize, usize, usize, usize),
+    strengths: &[Strength],
+) -> Vec<serde_json::Value> {
     let (b, t, h, d) = shape;
     let gpu = gla.gpu();
     let mut rows = Vec::new();
@@ -124,7 +190,9 @@ fn strength_rows(gla: &Gla, flush: &mut L2Flush, reps: usize, copy_gbps: f64, sh
         strengths
             .par_iter()
             .map(|st| {
-                let spec = gla.variant_for(st.gate, DType::BF16, &[b, t, h, d], d, None).ok();
+                let spec = gla
+                    .variant_for(st.gate, DType::BF16, &[b, t, h, d], d, None)
+                    .ok();
                 if let Some(s) = &spec {
                     if let Err(e) = gla.compile_spec(s) {
                         println!("{:<60} failed to compile: {e}", s.id());
@@ -139,11 +207,22 @@ fn strength_rows(gla: &Gla, flush: &mut L2Flush, reps: usize, copy_gbps: f64, sh
             println!("{b},{t},{h},{d} {}: no variant", st.label);
             continue;
         };
-        let case = Case::random(st.gate, Dims::new(b, t, h, d, d), DType::BF16, 42, false, None);
+        let case = Case::random(
+            st.gate,
+            Dims::new(b, t, h, d, d),
+            DType::BF16,
+            42,
+            false,
+            None,
+        );
         let mut x = upload(gla, st.gate, &case);
         let (bytes, flops) = traffic(st.gate, b, t, h, d);
         let floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
-        let timed = run(gla, st.gate, &mut x, spec).and_then(|_| bench(gpu, 3, reps, Some(&mut *flush), || run(gla, st.gate, &mut x, spec)));
+        let timed = run(gla, st.gate, &mut x, spec).and_then(|_| {
+            bench(gpu, 3, reps, Some(&mut *flush), || {
+                run(gla, st.gate, &mut x, spec)
+            })
+        });
         drop(x);
         let ms = match timed {
             Ok(t) => t.median_ms as f64,
@@ -152,16 +231,40 @@ fn strength_rows(gla: &Gla, flush: &mut L2Flush, reps: usize, copy_gbps: f64, sh
                 continue;
             }
         };
-        let small = Case::random(st.gate, Dims::new(2, 1024, 4, d, d), DType::BF16, 43, false, None);
+        let small = Case::random(
+            st.gate,
+            Dims::new(2, 1024, 4, d, d),
+            DType::BF16,
+            43,
+            false,
+            None,
+        );
         let want = small.reference(st.gate, None).0;
         let mut xs = upload(gla, st.gate, &small);
         let err = match run(gla, st.gate, &mut xs, spec) {
-            Ok(()) => rel_rms(&xs.o.to_f32().unwrap().into_iter().map(f64::from).collect::<Vec<_>>(), &want),
+            Ok(()) => rel_rms(
+                &xs.o
+                    .to_f32()
+                    .unwrap()
+                    .into_iter()
+                    .map(f64::from)
+                    .collect::<Vec<_>>(),
+                &want,
+            ),
             Err(_) => f64::INFINITY,
         };
         println!(
             "{:>2},{:>5},{:>2},{:>3} {:<10} {:<20} {:<50} {:8.3} ms  {:5.2}x floor  rel RMS {:.2e}",
-            b, t, h, d, st.label, st.formula, spec.id(), ms, ms / floor_ms, err
+            b,
+            t,
+            h,
+            d,
+            st.label,
+            st.formula,
+            spec.id(),
+            ms,
+            ms / floor_ms,
+            err
         );
         rows.push(json!({
             "impl": "ours", "pass": "fwd", "gate": st.gate.name(), "strength": st.label, "formula": st.formula,
@@ -176,7 +279,11 @@ fn strength_rows(gla: &Gla, flush: &mut L2Flush, reps: usize, copy_gbps: f64, sh
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opt = |name: &str, d: &str| {
-        args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned().unwrap_or_else(|| d.to_string())
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .unwrap_or_else(|| d.to_string())
     };
     let out = opt("--out", "ours.json");
     let reps: usize = opt("--reps", "50").parse().expect("--reps N");
@@ -192,7 +299,14 @@ fn main() {
     };
     let lineinfo = args.iter().any(|a| a == "--lineinfo");
     let opened = if lineinfo {
-        Gla::with_options(0, gla_runtime::CompileOptions { lineinfo, driver_cache: true, ..Default::default() })
+        Gla::with_options(
+            0,
+            gla_runtime::CompileOptions {
+                lineinfo,
+                driver_cache: true,
+                ..Default::default()
+            },
+        )
     } else {
         Gla::new()
     };
@@ -203,21 +317,38 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Some(dir) = args.iter().position(|a| a == "--fla-dump").and_then(|i| args.get(i + 1)) {
+    if let Some(dir) = args
+        .iter()
+        .position(|a| a == "--fla-dump")
+        .and_then(|i| args.get(i + 1))
+    {
         same_inputs(&gla, dir, &out);
         return;
     }
     let gpu = gla.gpu();
     let bw = copy_bandwidth(gpu, 1 << 30, 20).expect("copy bandwidth");
     let copy_gbps = bw.tb_per_s * 1000.0;
-    println!("device-to-device copy: {:.0} GB/s (read + write)", copy_gbps);
+    println!(
+        "device-to-device copy: {:.0} GB/s (read + write)",
+        copy_gbps
+    );
     let mut flush = L2Flush::new(gpu).expect("L2 flush buffer");
     let which = opt("--gates", "gla,mamba2");
-    let gates: Vec<(&str, &'static dyn Gate)> = [("gla", &gla::gates::Gla as &'static dyn Gate), ("mamba2", &gla::gates::Mamba2)]
-        .into_iter()
-        .filter(|(n, _)| which.split(',').any(|w| w == *n))
-        .collect();
-    let mut shapes = vec![(8, 4096, 16, 128), (8, 4096, 32, 64), (8, 4096, 8, 256), (2, 16384, 16, 128), (32, 1024, 16, 128), (8, 4096, 4, 512)];
+    let gates: Vec<(&str, &'static dyn Gate)> = [
+        ("gla", &gla::gates::Gla as &'static dyn Gate),
+        ("mamba2", &gla::gates::Mamba2),
+    ]
+    .into_iter()
+    .filter(|(n, _)| which.split(',').any(|w| w == *n))
+    .collect();
+    let mut shapes = vec![
+        (8, 4096, 16, 128),
+        (8, 4096, 32, 64),
+        (8, 4096, 8, 256),
+        (2, 16384, 16, 128),
+        (32, 1024, 16, 128),
+        (8, 4096, 4, 512),
+    ];
     // The strength axis runs at the benchmark shapes (not the T sweep of the plot).
     let strength_shapes = shapes.clone();
     shapes.extend([(8, 1024, 16, 128), (8, 2048, 16, 128), (8, 8192, 16, 128)]); // for the time-vs-T plot
@@ -228,14 +359,21 @@ fn main() {
         shapes = shape_arg
             .split(';')
             .map(|s| {
-                let v: Vec<usize> = s.split(',').map(|x| x.trim().parse().expect("--shapes B,T,H,D;...")).collect();
+                let v: Vec<usize> = s
+                    .split(',')
+                    .map(|x| x.trim().parse().expect("--shapes B,T,H,D;..."))
+                    .collect();
                 assert!(v.len() == 4, "--shapes takes B,T,H,D;...");
                 (v[0], v[1], v[2], v[3])
             })
             .collect();
     }
     let mut records = Vec::new();
-    let strength_shapes: Vec<_> = if shape_arg == "all" { strength_shapes } else { shapes.clone() };
+    let strength_shapes: Vec<_> = if shape_arg == "all" {
+        strength_shapes
+    } else {
+        shapes.clone()
+    };
     for &(b, t, h, d) in &shapes {
         for &(gname, gate) in gates.iter().filter(|_| which_v != "none") {
             let dims = Dims::new(b, t, h, d, d);
@@ -244,7 +382,9 @@ fn main() {
             let specs: Vec<KernelSpec> = if which_v != "default" {
                 all_variants(gate)
                     .into_iter()
-                    .filter(|s| s.dtype == DType::BF16 && s.key_dim() as usize == d && s.dv as usize == d)
+                    .filter(|s| {
+                        s.dtype == DType::BF16 && s.key_dim() as usize == d && s.dv as usize == d
+                    })
                     .filter(|s| which_v == "all" || s.id().contains(&which_v))
                     .collect()
             } else {
@@ -262,7 +402,11 @@ fn main() {
             });
             let mut screened: Vec<(f64, KernelSpec)> = Vec::new();
             for spec in specs {
-                match run(&gla, gate, &mut x, spec).and_then(|_| bench(gpu, 1, 5, Some(&mut flush), || run(&gla, gate, &mut x, spec))) {
+                match run(&gla, gate, &mut x, spec).and_then(|_| {
+                    bench(gpu, 1, 5, Some(&mut flush), || {
+                        run(&gla, gate, &mut x, spec)
+                    })
+                }) {
                     Ok(st) => screened.push((st.median_ms as f64, spec)),
                     Err(e) => println!("{:<60} failed: {e}", spec.id()),
                 }
@@ -271,7 +415,9 @@ fn main() {
             let mut best: Option<(f64, KernelSpec)> = None;
             for (i, &(screen_ms, spec)) in screened.iter().enumerate() {
                 let ms = if i < 3 {
-                    match bench(gpu, 3, reps, Some(&mut flush), || run(&gla, gate, &mut x, spec)) {
+                    match bench(gpu, 3, reps, Some(&mut flush), || {
+                        run(&gla, gate, &mut x, spec)
+                    }) {
                         Ok(st) => st.median_ms as f64,
                         Err(e) => {
                             println!("{:<60} failed: {e}", spec.id());
@@ -301,14 +447,31 @@ fn main() {
             drop(x);
             let Some((ms, spec)) = best else { continue };
             // Accuracy of the winning variant vs f64, at a size the CPU reference handles in seconds.
-            let small = Case::random(gate, Dims::new(2, 1024, 4, d, d), DType::BF16, 43, false, None);
+            let small = Case::random(
+                gate,
+                Dims::new(2, 1024, 4, d, d),
+                DType::BF16,
+                43,
+                false,
+                None,
+            );
             let want = small.reference(gate, None).0;
             let mut xs = upload(&gla, gate, &small);
             run(&gla, gate, &mut xs, spec).expect("accuracy run");
             let got: Vec<f64> = xs.o.to_f32().unwrap().into_iter().map(f64::from).collect();
             let err = rel_rms(&got, &want);
-            println!("  best {} {:.3} ms ({:.2}x floor), rel RMS vs f64 {:.2e} at B2 T1024 H4", spec.id(), ms, ms / floor_ms, err);
-            if let Some(r) = records.iter_mut().rev().find(|r| r["variant"] == spec.id() && r["shape"] == json!([b, t, h, d])) {
+            println!(
+                "  best {} {:.3} ms ({:.2}x floor), rel RMS vs f64 {:.2e} at B2 T1024 H4",
+                spec.id(),
+                ms,
+                ms / floor_ms,
+                err
+            );
+            if let Some(r) = records
+                .iter_mut()
+                .rev()
+                .find(|r| r["variant"] == spec.id() && r["shape"] == json!([b, t, h, d]))
+            {
                 r["rel_rms_vs_f64"] = json!(err);
                 r["best"] = json!(true);
             }
@@ -316,7 +479,9 @@ fn main() {
         }
     }
     for &shape in &strength_shapes {
-        records.extend(strength_rows(&gla, &mut flush, reps, copy_gbps, shape, &strengths));
+        records.extend(strength_rows(
+            &gla, &mut flush, reps, copy_gbps, shape, &strengths,
+        ));
         std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
     }
     std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();

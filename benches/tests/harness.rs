@@ -12,17 +12,37 @@ fn python_dir() -> &'static Path {
 #[test]
 fn fla_bench_times_the_same_gate_strengths() {
     let src = std::fs::read_to_string(python_dir().join("fla_bench.py")).unwrap();
-    let table = src.split("STRENGTHS = {").nth(1).and_then(|s| s.split('}').next()).expect("STRENGTHS table in fla_bench.py");
-    let entries: Vec<&str> = table.lines().map(str::trim).filter(|l| l.starts_with('"')).collect();
+    let table = src
+        .split("STRENGTHS = {")
+        .nth(1)
+        .and_then(|s| s.split('}').next())
+        .expect("STRENGTHS table in fla_bench.py");
+    let entries: Vec<&str> = table
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('"'))
+        .collect();
     let all = tests::strengths::all();
-    assert_eq!(entries.len(), all.len(), "fla_bench.py STRENGTHS has {} entries, tests::strengths {}: {entries:?}", entries.len(), all.len());
+    assert_eq!(
+        entries.len(),
+        all.len(),
+        "fla_bench.py STRENGTHS has {} entries, tests::strengths {}: {entries:?}",
+        entries.len(),
+        all.len()
+    );
     for (st, line) in all.iter().zip(&entries) {
         let want = format!("\"{}\": \"{}\",", st.label, st.fla_formula);
-        assert_eq!(*line, want, "fla_bench.py STRENGTHS (same order as tests::strengths::all)");
+        assert_eq!(
+            *line, want,
+            "fla_bench.py STRENGTHS (same order as tests::strengths::all)"
+        );
     }
     let report = std::fs::read_to_string(python_dir().join("report.py")).unwrap();
     let order: Vec<String> = all.iter().map(|s| format!("\"{}\"", s.label)).collect();
-    assert!(report.contains(&format!("STRENGTH_ORDER = [{}]", order.join(", "))), "report.py STRENGTH_ORDER lists {order:?}");
+    assert!(
+        report.contains(&format!("STRENGTH_ORDER = [{}]", order.join(", "))),
+        "report.py STRENGTH_ORDER lists {order:?}"
+    );
 }
 
 /// report.py on a fixture run folder (test_report.py): forward.json rows, the strength table. Needs python3 (no
@@ -37,6 +57,14 @@ fn report_builds_the_strength_axis() {
             return;
         }
     };
-    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.contains("test_report: all ok"), "{}:\n{text}", script.display());
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("test_report: all ok"),
+        "{}:\n{text}",
+        script.display()
+    );
 }

@@ -26,10 +26,42 @@ fn main() {
         _ => DType::BF16,
     };
     let n = |i, d| get(i, d).parse::<u32>().unwrap();
-    let spec = KernelSpec::new(gate, dtype, n(2, "64"), n(3, "16"), n(4, "128"), n(4, "128"), get(6, "fused") == "mat", Tiles { block_v: n(5, "64"), warps: n(7, "4"), producer_warps: n(8, "0"), producer_groups: n(9, "1"), wgmma: get(10, "0") == "1", ctas_per_sm: n(11, "1") });
+    let spec = KernelSpec::new(
+        gate,
+        dtype,
+        n(2, "64"),
+        n(3, "16"),
+        n(4, "128"),
+        n(4, "128"),
+        get(6, "fused") == "mat",
+        Tiles {
+            block_v: n(5, "64"),
+            warps: n(7, "4"),
+            producer_warps: n(8, "0"),
+            producer_groups: n(9, "1"),
+            wgmma: get(10, "0") == "1",
+            ctas_per_sm: n(11, "1"),
+        },
+    );
     // [key_split] (argument 12, default 1): d_v = 256 with a key split of the 128-column key dim
     let ks = n(12, "1");
-    let spec = spec.and_then(|s| if ks > 1 { KernelSpec::new(s.gate, s.dtype, s.chunk, s.sub_chunk, s.dk, 2 * s.dv, s.materialize, s.tiles)?.with_key_split(ks) } else { Ok(s) });
+    let spec = spec.and_then(|s| {
+        if ks > 1 {
+            KernelSpec::new(
+                s.gate,
+                s.dtype,
+                s.chunk,
+                s.sub_chunk,
+                s.dk,
+                2 * s.dv,
+                s.materialize,
+                s.tiles,
+            )?
+            .with_key_split(ks)
+        } else {
+            Ok(s)
+        }
+    });
     match spec.and_then(|s| generate(&s)) {
         Ok(g) => {
             eprintln!("{:?}", g.plan);
@@ -42,11 +74,20 @@ fn main() {
 /// `--resolved <id>`: find the variant among the fixture gates' and the built-in gates' variant spaces.
 fn resolved(id: &str) {
     let _ = &gla::gates::Gla; // link the built-in gates' registrations
-    let mut gates: Vec<&'static dyn Gate> = vec![&fixtures::PER_KEY, &fixtures::PER_HEAD, &fixtures::FIXED, &fixtures::PER_VALUE];
+    let mut gates: Vec<&'static dyn Gate> = vec![
+        &fixtures::PER_KEY,
+        &fixtures::PER_HEAD,
+        &fixtures::FIXED,
+        &fixtures::PER_VALUE,
+    ];
     gates.extend(gla_core::registered_gates());
     let variants: Vec<KernelSpec> = gates.into_iter().flat_map(all_variants).collect();
     let Some(spec) = variants.iter().find(|s| s.id() == id) else {
-        let mut near: Vec<(usize, String)> = variants.iter().map(|s| s.id()).map(|v| (distance(id, &v), v)).collect();
+        let mut near: Vec<(usize, String)> = variants
+            .iter()
+            .map(|s| s.id())
+            .map(|v| (distance(id, &v), v))
+            .collect();
         near.sort();
         near.dedup();
         eprintln!("no variant with id `{id}`; the closest:");
@@ -63,9 +104,16 @@ fn resolved(id: &str) {
     match gla_codegen::resolve::resolve(&g.source) {
         Ok(r) => {
             for k in &r.kept {
-                eprintln!("kept verbatim: line {}: cannot evaluate `{}` (line {}): {}", k.line, k.directive, k.at, k.reason);
+                eprintln!(
+                    "kept verbatim: line {}: cannot evaluate `{}` (line {}): {}",
+                    k.line, k.directive, k.at, k.reason
+                );
             }
-            eprintln!("{id}: {} lines emitted, {} resolved", g.source.lines().count(), r.source.lines().count());
+            eprintln!(
+                "{id}: {} lines emitted, {} resolved",
+                g.source.lines().count(),
+                r.source.lines().count()
+            );
             print!("{}", r.source);
         }
         Err(e) => {
@@ -83,7 +131,9 @@ fn distance(a: &str, b: &str) -> usize {
         let mut diag = row[0];
         row[0] = i + 1;
         for (j, cb) in b.iter().enumerate() {
-            let next = (diag + (ca != *cb) as usize).min(row[j] + 1).min(row[j + 1] + 1);
+            let next = (diag + (ca != *cb) as usize)
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
             diag = row[j + 1];
             row[j + 1] = next;
         }

@@ -142,7 +142,8 @@ impl Features {
             Family::WarpSpecialised
         };
         let two = two_tma_groups(spec);
-        let slot_per_group = t.specialised() && t.producer_groups > 1 && smem.stages % t.producer_groups == 0;
+        let slot_per_group =
+            t.specialised() && t.producer_groups > 1 && smem.stages % t.producer_groups == 0;
         let mid = mid_issue(spec);
         let issue = if !t.specialised() {
             Issue::None
@@ -207,7 +208,11 @@ impl Features {
     /// Slices whose f32 partial outputs go through the workspace: `key_split`, or 1 where a cluster key split adds
     /// them on chip.
     pub fn workspace_partials(&self) -> u32 {
-        if self.cluster { 1 } else { self.key_split.max(1) }
+        if self.cluster {
+            1
+        } else {
+            self.key_split.max(1)
+        }
     }
 }
 
@@ -234,9 +239,18 @@ fn register_split(spec: &KernelSpec) -> RegisterSplit {
         160
     };
     // (C's division: truncation toward zero, as Rust's.)
-    let producer = if pt > 0 { ((cap * (nt + pt) - consumer * nt) / pt) / 8 * 8 } else { cap };
+    let producer = if pt > 0 {
+        ((cap * (nt + pt) - consumer * nt) / pt) / 8 * 8
+    } else {
+        cap
+    };
     let split = cap < 200 && producer != cap && (24..=256).contains(&producer);
-    RegisterSplit { cap: cap as u32, consumer: consumer as u32, producer: producer as u32, split }
+    RegisterSplit {
+        cap: cap as u32,
+        consumer: consumer as u32,
+        producer: producer as u32,
+        split,
+    }
 }
 
 /// Warp tile (rows, cols in 16 x 8 mma tiles) of an `m x n` product shared by `warps` warps: the first of `prefs`
@@ -255,7 +269,11 @@ pub fn warp_tile(m: u32, n: u32, warps: u32, prefs: &[(u32, u32)]) -> (u32, u32)
 fn warp_tiles(spec: &KernelSpec) -> [(u32, u32); 3] {
     let (c, dk, bv, w) = (spec.chunk, spec.dk, spec.tiles.block_v, spec.tiles.warps);
     // The scores are the producers' product when the variant is warp-specialised.
-    let aw = if spec.tiles.specialised() { spec.tiles.producer_warps / spec.tiles.producer_groups } else { w };
+    let aw = if spec.tiles.specialised() {
+        spec.tiles.producer_warps / spec.tiles.producer_groups
+    } else {
+        w
+    };
     [
         warp_tile(c, bv, w, &[(2, 4), (1, 4), (2, 2), (1, 2)]),
         warp_tile(dk, bv, w, &[(4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (1, 2)]),
@@ -354,18 +372,27 @@ impl SmemLayout {
         }
         let (so, stage_bytes) = carve(&[c * ldk * e, c * ldk * e, c * ldv * e, x]);
         let (ro, rest) = carve(&[
-            match shape {                                                    // Γ (padded rows)
+            match shape {
+                // Γ (padded rows)
                 GateShape::PerKey => c * (dk + 12) * 4,
                 GateShape::PerValue => c * (bv + 4) * 4,
                 _ => c * 4,
             },
-            dk * ldv * e,                                                    // S
-            c * ldc * e,                                                     // A
-            if per_value { c * ldv * e } else { 0 },                         // Ṽ (value gate)
-            if split_a(spec) { c * ldc * e } else { 0 },                     // A_lo
-            if shape == GateShape::PerKey { 2 * dk * 4 } else { 0 },         // Γ_L, exp(Γ_L)
+            dk * ldv * e,                                // S
+            c * ldc * e,                                 // A
+            if per_value { c * ldv * e } else { 0 },     // Ṽ (value gate)
+            if split_a(spec) { c * ldc * e } else { 0 }, // A_lo
+            if shape == GateShape::PerKey {
+                2 * dk * 4
+            } else {
+                0
+            }, // Γ_L, exp(Γ_L)
         ]);
-        let stages = if 2 * stage_bytes + rest <= MAX_SMEM_BYTES { 2 } else { 1 };
+        let stages = if 2 * stage_bytes + rest <= MAX_SMEM_BYTES {
+            2
+        } else {
+            1
+        };
         let base = stages * stage_bytes;
         SmemLayout {
             stages,
@@ -405,51 +432,100 @@ impl SmemLayout {
         let per_key = spec.gate.shape() == GateShape::PerKey;
         let wg = spec.tiles.wgmma;
         // wgmma: q, k, v and A in the swizzled layout (unpadded rows; A's rows one 64-element panel), 1024-aligned.
-        let (ldk, ldv, ldc) = if wg { (dk, bv, c.max(64)) } else { (ldk, ldv, ldc) };
-        let x = if wg && per_key { c * (dk + 8) * e } else { x };  // the logits / K̃ tile stays padded
+        let (ldk, ldv, ldc) = if wg {
+            (dk, bv, c.max(64))
+        } else {
+            (ldk, ldv, ldc)
+        };
+        let x = if wg && per_key { c * (dk + 8) * e } else { x }; // the logits / K̃ tile stays padded
         let xg = x_per_group(spec);
         let a_bytes = c * ldc * e;
-        let (so, slot_bytes) = carve_aligned(&[
-            c * ldk * e,                                        // q → Q̃
-            c * ldk * e,                                        // k → K̂
-            c * ldv * e,                                        // v
-            if xg { 0 } else { x },                             // logits → K̃ / scratch (x_per_group: below)
-            a_bytes,                                            // A
-            if split_a(spec) { a_bytes } else { 0 },            // A_lo
-            if per_key { 2 * dk * 4 } else { 0 },               // Γ_L, exp(Γ_L)
-            if per_key { 0 } else { c * 4 },                    // Γ (scalar gates)
-        ], if wg { SWIZZLE_ALIGN } else { 128 });
+        let (so, slot_bytes) = carve_aligned(
+            &[
+                c * ldk * e,                             // q → Q̃
+                c * ldk * e,                             // k → K̂
+                c * ldv * e,                             // v
+                if xg { 0 } else { x }, // logits → K̃ / scratch (x_per_group: below)
+                a_bytes,                // A
+                if split_a(spec) { a_bytes } else { 0 }, // A_lo
+                if per_key { 2 * dk * 4 } else { 0 }, // Γ_L, exp(Γ_L)
+                if per_key { 0 } else { c * 4 }, // Γ (scalar gates)
+            ],
+            if wg { SWIZZLE_ALIGN } else { 128 },
+        );
         // Per producer group: its Γ tile (per key) and its segment totals.
         let groups = spec.tiles.producer_groups;
         let group_threads = 32 * spec.tiles.producer_warps / groups;
-        let segs = if group_threads >= dk / 2 { group_threads / (dk / 2) } else { 1 };
-        let tot_bytes = if per_key && segs > 1 { segs * dk * 4 } else { 0 };
+        let segs = if group_threads >= dk / 2 {
+            group_threads / (dk / 2)
+        } else {
+            1
+        };
+        let tot_bytes = if per_key && segs > 1 {
+            segs * dk * 4
+        } else {
+            0
+        };
         // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group. Such a group's Γ tile (the
         // exact path's, non-mild chunks only, which never build [Q̃; K̃]) lives in the same bytes: 18 KB a group
         // less (with the per-group logits tiles, what lets two per-key groups have four slots).
-        let ps_stride = if wg_scores(spec) { (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 };
-        let g_bytes = if per_key { (c * (dk + 12) * 4).div_ceil(128) * 128 } else { 0 };
-        debug_assert!(ps_stride == 0 || g_bytes <= ps_stride, "the Γ tile fits in [Q̃; K̃]");
+        let ps_stride = if wg_scores(spec) {
+            (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN
+        } else {
+            0
+        };
+        let g_bytes = if per_key {
+            (c * (dk + 12) * 4).div_ceil(128) * 128
+        } else {
+            0
+        };
+        debug_assert!(
+            ps_stride == 0 || g_bytes <= ps_stride,
+            "the Γ tile fits in [Q̃; K̃]"
+        );
         let g_stride = if ps_stride > 0 { 0 } else { g_bytes };
         let tot_stride = tot_bytes.div_ceil(128) * 128;
         // wgmma: S stays in the accumulators; at 8 + 8 warps the output product reads a bf16 copy of Sᵀ from
         // shared memory (one 64 x d_k swizzled tile per consumer warpgroup) instead of registers.
-        let st_bytes = if wg_smem_s(spec) { (spec.tiles.warps / 4) * 64 * dk * e } else if wg { 0 } else { dk * (bv + 8) * e };
+        let st_bytes = if wg_smem_s(spec) {
+            (spec.tiles.warps / 4) * 64 * dk * e
+        } else if wg {
+            0
+        } else {
+            dk * (bv + 8) * e
+        };
         let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
-        let (ro, rest) = carve_aligned(&[
-            st_bytes,                                           // S (consumers')
-            groups * g_stride,                                  // Γ (per key, one per producer group)
-            groups * tot_stride,                                // segment totals (one per producer group)
-            os_bytes,                                           // output staging (wgmma)
-            groups * ps_stride,                                 // [Q̃; K̃] in tf32 (wg_scores)
-            if tma(spec) { 8 * 4 } else { 0 },                  // one mbarrier a slot (TMA loads)
-            if xg { groups * x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 }, // x_per_group: the groups' logits
-            if spec.cluster { 32 * spec.tiles.warps * (c / 2) * 4 } else { 0 }, // the cluster key split's exchange tile
-            if spec.cluster { 2 * 8 } else { 0 },               // its mbarriers XFULL, XEMPTY
-        ], if wg { SWIZZLE_ALIGN } else { 128 });
+        let (ro, rest) = carve_aligned(
+            &[
+                st_bytes,                          // S (consumers')
+                groups * g_stride,                 // Γ (per key, one per producer group)
+                groups * tot_stride,               // segment totals (one per producer group)
+                os_bytes,                          // output staging (wgmma)
+                groups * ps_stride,                // [Q̃; K̃] in tf32 (wg_scores)
+                if tma(spec) { 8 * 4 } else { 0 }, // one mbarrier a slot (TMA loads)
+                if xg {
+                    groups * x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN
+                } else {
+                    0
+                }, // x_per_group: the groups' logits
+                if spec.cluster {
+                    32 * spec.tiles.warps * (c / 2) * 4
+                } else {
+                    0
+                }, // the cluster key split's exchange tile
+                if spec.cluster { 2 * 8 } else { 0 }, // its mbarriers XFULL, XEMPTY
+            ],
+            if wg { SWIZZLE_ALIGN } else { 128 },
+        );
         let slack = if wg { SWIZZLE_ALIGN } else { 0 };
         let fits = |n: u32| n * slot_bytes + rest + slack <= MAX_SMEM_BYTES;
-        let stages = if two_tma_groups(spec) && fits(4) { 4 } else if fits(3) { 3 } else { 2 };
+        let stages = if two_tma_groups(spec) && fits(4) {
+            4
+        } else if fits(3) {
+            3
+        } else {
+            2
+        };
         let base = stages * slot_bytes;
         SmemLayout {
             stages,
@@ -458,7 +534,13 @@ impl SmemLayout {
             stage_k: so[1],
             stage_v: so[2],
             stage_x: so[3],
-            g: if ps_stride > 0 { base + ro[4] } else if per_key { base + ro[1] } else { so[7] },
+            g: if ps_stride > 0 {
+                base + ro[4]
+            } else if per_key {
+                base + ro[1]
+            } else {
+                so[7]
+            },
             st: base + ro[0],
             a: so[4],
             vt: 0,
@@ -474,7 +556,11 @@ impl SmemLayout {
             ps_stride,
             mbar: if tma(spec) { base + ro[5] } else { 0 },
             xg: if xg { base + ro[6] } else { 0 },
-            xg_stride: if xg { x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN } else { 0 },
+            xg_stride: if xg {
+                x.div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN
+            } else {
+                0
+            },
             xch: if spec.cluster { base + ro[7] } else { 0 },
             xbar: if spec.cluster { base + ro[8] } else { 0 },
             total: base + rest + slack,
@@ -485,7 +571,9 @@ impl SmemLayout {
 /// wgmma variants whose consumers read Sᵀ for the output product from shared memory (8 + 8 warps: 128 registers
 /// a thread do not hold the state, its bf16 copy and the output accumulators).
 fn wg_smem_s(spec: &KernelSpec) -> bool {
-    spec.tiles.wgmma && spec.tiles.warps + spec.tiles.producer_warps > 12 && !(wg_scores(spec) && spec.tiles.producer_groups == 2)
+    spec.tiles.wgmma
+        && spec.tiles.warps + spec.tiles.producer_warps > 12
+        && !(wg_scores(spec) && spec.tiles.producer_groups == 2)
 }
 
 /// wgmma variants whose producer warpgroup computes the per-key scores on the tensor cores: A = Q̃ K̃ᵀ as ONE tf32
@@ -495,7 +583,11 @@ fn wg_smem_s(spec: &KernelSpec) -> bool {
 /// of one warpgroup; the operands need the tensor-core dtypes' split (bf16/f16 kernels).
 fn wg_scores(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
-    t.wgmma && spec.gate.shape() == GateShape::PerKey && split_a(spec) && spec.chunk == 32 && t.producer_groups >= 1
+    t.wgmma
+        && spec.gate.shape() == GateShape::PerKey
+        && split_a(spec)
+        && spec.chunk == 32
+        && t.producer_groups >= 1
         && t.producer_warps / t.producer_groups == 4
 }
 
@@ -533,7 +625,11 @@ fn tma(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
     let scalar = matches!(spec.gate.shape(), GateShape::PerHead | GateShape::Fixed);
     let scalar_fit = scalar && t.wgmma && t.producer_warps == 4 && spec.chunk == 32;
-    (wg_scores(spec) || scalar_fit) && t.specialised() && !spec.materialize && spec.dk % 64 == 0 && t.block_v % 64 == 0
+    (wg_scores(spec) || scalar_fit)
+        && t.specialised()
+        && !spec.materialize
+        && spec.dk % 64 == 0
+        && t.block_v % 64 == 0
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates
@@ -542,4 +638,3 @@ fn tma(spec: &KernelSpec) -> bool {
 fn split_a(spec: &KernelSpec) -> bool {
     spec.dtype != DType::F32 && spec.gate.shape() != GateShape::PerValue
 }
-

@@ -5,20 +5,27 @@
 #![forbid(unsafe_code)]
 
 pub mod features;
+pub mod fixtures;
 pub mod plan;
+pub mod record;
+pub mod resolve;
 pub mod spec;
 pub mod variants;
 pub mod writer;
-pub mod fixtures;
-pub mod resolve;
-pub mod record;
 
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
-pub use plan::{key_split_workspace_bytes, segment_chunks, segment_workspace_bytes, segments, segments_on, spills_acceptable, total_segments, ForwardArgs, TmaMap, GridAxis, KernelLaunch, LaunchPlan, LEAD_AHEAD_PER_KEY_PERMILLE, LEAD_AHEAD_SCALAR_PERMILLE, LEAD_PERMILLE, WAVE_CTAS};
-pub use spec::{specialised_dim, MAX_HEAD_DIM, KernelSpec, Pass, Tiles, MAX_SMEM_BYTES, SMEM_PER_SM, SMEM_RESERVED_PER_CTA};
+pub use plan::{
+    key_split_workspace_bytes, segment_chunks, segment_workspace_bytes, segments, segments_on,
+    spills_acceptable, total_segments, ForwardArgs, GridAxis, KernelLaunch, LaunchPlan, TmaMap,
+    LEAD_AHEAD_PER_KEY_PERMILLE, LEAD_AHEAD_SCALAR_PERMILLE, LEAD_PERMILLE, WAVE_CTAS,
+};
+pub use record::SpecRecord;
+pub use spec::{
+    specialised_dim, KernelSpec, Pass, Tiles, MAX_HEAD_DIM, MAX_SMEM_BYTES, SMEM_PER_SM,
+    SMEM_RESERVED_PER_CTA,
+};
 pub use variants::all_variants;
 pub use writer::Generated;
-pub use record::SpecRecord;
 
 /// Generate the CUDA source and launch plan of `spec` (validated first).
 pub fn generate(spec: &KernelSpec) -> Result<Generated, gla_core::GlaError> {

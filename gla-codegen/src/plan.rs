@@ -48,7 +48,13 @@ pub fn segments(n_seqs: usize, h: usize, vtiles: usize, max_chunks: usize) -> us
 }
 
 /// [`segments`] for a GPU that holds `wave` CTAs at once (`WAVE_CTAS · ctas_per_sm`).
-pub fn segments_on(wave: usize, n_seqs: usize, h: usize, vtiles: usize, max_chunks: usize) -> usize {
+pub fn segments_on(
+    wave: usize,
+    n_seqs: usize,
+    h: usize,
+    vtiles: usize,
+    max_chunks: usize,
+) -> usize {
     let ctas = n_seqs.saturating_mul(h).saturating_mul(vtiles);
     if ctas == 0 {
         return 1;
@@ -113,7 +119,11 @@ pub fn key_split_workspace_bytes(key_split: usize, tokens: usize, h: usize, dv: 
     if key_split <= 1 {
         return 0;
     }
-    key_split.saturating_mul(tokens).saturating_mul(h).saturating_mul(dv).saturating_mul(4)
+    key_split
+        .saturating_mul(tokens)
+        .saturating_mul(h)
+        .saturating_mul(dv)
+        .saturating_mul(4)
 }
 
 /// One kernel launch of a plan.
@@ -155,19 +165,36 @@ impl LaunchPlan {
     /// Bytes of the workspace a launch needs besides the chunk-state buffer: the segment states and decays
     /// ([`segment_workspace_bytes`], `h` and `dk` as the kernels see them) followed by the key slices' f32 partial
     /// outputs ([`key_split_workspace_bytes`], `hv` the real heads).
-    pub fn workspace_bytes(&self, n_seqs: usize, segs: usize, h: usize, dk: usize, dv: usize, tokens: usize, hv: usize) -> usize {
-        segment_workspace_bytes(n_seqs, segs, h, dk, dv) + key_split_workspace_bytes(self.workspace_partials as usize, tokens, hv, dv)
+    pub fn workspace_bytes(
+        &self,
+        n_seqs: usize,
+        segs: usize,
+        h: usize,
+        dk: usize,
+        dv: usize,
+        tokens: usize,
+        hv: usize,
+    ) -> usize {
+        segment_workspace_bytes(n_seqs, segs, h, dk, dv)
+            + key_split_workspace_bytes(self.workspace_partials as usize, tokens, hv, dv)
     }
 }
 
 /// Bytes of the segment workspace of a segmented plan with `S = segs > 1` segments a sequence (0 when `segs == 1`):
 /// one state slot and one decay row a segment.
-pub fn segment_workspace_bytes(n_seqs: usize, segs: usize, h: usize, dk: usize, dv: usize) -> usize {
+pub fn segment_workspace_bytes(
+    n_seqs: usize,
+    segs: usize,
+    h: usize,
+    dk: usize,
+    dv: usize,
+) -> usize {
     if segs <= 1 {
         return 0;
     }
     let rows = n_seqs.saturating_mul(segs).saturating_mul(h);
-    rows.saturating_mul(dk.saturating_mul(dv).saturating_add(dk.max(dv))).saturating_mul(4)
+    rows.saturating_mul(dk.saturating_mul(dv).saturating_add(dk.max(dv)))
+        .saturating_mul(4)
 }
 
 /// The single argument of every generated forward kernel (`const __grid_constant__ FwdArgs`). Layout matches the

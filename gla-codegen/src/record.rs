@@ -105,7 +105,9 @@ mod tests {
         for gate in [&PER_KEY as &'static dyn Gate, &PER_HEAD, &FIXED, &PER_VALUE] {
             for s in crate::all_variants(gate) {
                 let r = SpecRecord::of(&s);
-                let back = r.spec(gate, s.dtype).unwrap_or_else(|e| panic!("{}: {e}", s.id()));
+                let back = r
+                    .spec(gate, s.dtype)
+                    .unwrap_or_else(|e| panic!("{}: {e}", s.id()));
                 assert_eq!(back.id(), s.id());
                 assert_eq!(SpecRecord::of(&back), r);
                 n += 1;
@@ -119,9 +121,20 @@ mod tests {
     fn invalid_records_are_errors() {
         let s = KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap();
         let r = SpecRecord::of(&s);
-        assert!(matches!(SpecRecord { chunk: 48, ..r }.spec(&PER_KEY, DType::BF16), Err(GlaError::Unsupported { .. })));
-        assert!(SpecRecord { key_split: 3, ..r }.spec(&PER_KEY, DType::BF16).is_err());
-        assert!(SpecRecord { key_split: 1, cluster: true, ..r }.spec(&PER_KEY, DType::BF16).is_err());
+        assert!(matches!(
+            SpecRecord { chunk: 48, ..r }.spec(&PER_KEY, DType::BF16),
+            Err(GlaError::Unsupported { .. })
+        ));
+        assert!(SpecRecord { key_split: 3, ..r }
+            .spec(&PER_KEY, DType::BF16)
+            .is_err());
+        assert!(SpecRecord {
+            key_split: 1,
+            cluster: true,
+            ..r
+        }
+        .spec(&PER_KEY, DType::BF16)
+        .is_err());
         // Warp specialisation is not an f32 variant.
         assert!(r.spec(&PER_KEY, DType::F32).is_err());
     }

@@ -44,7 +44,11 @@ pub enum ResolveError {
     /// `#endif`, `#else` or `#elif` with no open `#if`.
     Unmatched { line: usize, directive: String },
     /// `#elif` or `#else` after the group's `#else` (at `else_line`).
-    AfterElse { line: usize, directive: String, else_line: usize },
+    AfterElse {
+        line: usize,
+        directive: String,
+        else_line: usize,
+    },
     /// An `#if` (`#ifdef`, `#ifndef`) never closed by `#endif`.
     Unterminated { line: usize, directive: String },
 }
@@ -52,11 +56,22 @@ pub enum ResolveError {
 impl fmt::Display for ResolveError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ResolveError::Unmatched { line, directive } => write!(f, "line {line}: #{directive} without #if"),
-            ResolveError::AfterElse { line, directive, else_line } => {
-                write!(f, "line {line}: #{directive} after #else (line {else_line})")
+            ResolveError::Unmatched { line, directive } => {
+                write!(f, "line {line}: #{directive} without #if")
             }
-            ResolveError::Unterminated { line, directive } => write!(f, "line {line}: #{directive} without #endif"),
+            ResolveError::AfterElse {
+                line,
+                directive,
+                else_line,
+            } => {
+                write!(
+                    f,
+                    "line {line}: #{directive} after #else (line {else_line})"
+                )
+            }
+            ResolveError::Unterminated { line, directive } => {
+                write!(f, "line {line}: #{directive} without #endif")
+            }
         }
     }
 }
@@ -67,7 +82,9 @@ impl ResolveError {
     /// The 1-based line the error is reported at.
     pub fn line(&self) -> usize {
         match self {
-            ResolveError::Unmatched { line, .. } | ResolveError::AfterElse { line, .. } | ResolveError::Unterminated { line, .. } => *line,
+            ResolveError::Unmatched { line, .. }
+            | ResolveError::AfterElse { line, .. }
+            | ResolveError::Unterminated { line, .. } => *line,
         }
     }
 }
@@ -110,7 +127,13 @@ pub fn resolve(source: &str) -> Result<Resolved, ResolveError> {
     };
     let lines = logical_lines(&phys);
     let tree = build_tree(&lines)?;
-    let mut w = Walker { phys: &phys, lines: &lines, macros: HashMap::new(), out: Vec::new(), kept: Vec::new() };
+    let mut w = Walker {
+        phys: &phys,
+        lines: &lines,
+        macros: HashMap::new(),
+        out: Vec::new(),
+        kept: Vec::new(),
+    };
     w.walk(&tree);
     let mut text = String::with_capacity(source.len());
     let mut blank_run = false;
@@ -126,7 +149,10 @@ pub fn resolve(source: &str) -> Result<Resolved, ResolveError> {
     if !source.ends_with('\n') && text.ends_with('\n') {
         text.pop();
     }
-    Ok(Resolved { source: text, kept: w.kept })
+    Ok(Resolved {
+        source: text,
+        kept: w.kept,
+    })
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -175,10 +201,16 @@ fn logical_lines(phys: &[&str]) -> Vec<Line> {
         }
         let directive = is_directive.then(|| {
             let rest = clean.trim_start()[1..].trim_start();
-            let n = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            let n = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
             (rest[..n].to_string(), rest[n..].trim().to_string())
         });
-        out.push(Line { first: i, last, directive });
+        out.push(Line {
+            first: i,
+            last,
+            directive,
+        });
         i = last + 1;
     }
     out
@@ -291,7 +323,15 @@ fn build_tree(lines: &[Line]) -> Result<Vec<Item>, ResolveError> {
             _ => None,
         };
         if let Some(cond) = cond {
-            open.push(Group { branches: vec![Branch { head: i, cond, body: Vec::new() }], end: 0, else_at: None });
+            open.push(Group {
+                branches: vec![Branch {
+                    head: i,
+                    cond,
+                    body: Vec::new(),
+                }],
+                end: 0,
+                else_at: None,
+            });
             continue;
         }
         let cond = match name.as_str() {
@@ -303,20 +343,34 @@ fn build_tree(lines: &[Line]) -> Result<Vec<Item>, ResolveError> {
         };
         if let Some(cond) = cond {
             let Some(g) = open.last_mut() else {
-                return Err(ResolveError::Unmatched { line, directive: name.clone() });
+                return Err(ResolveError::Unmatched {
+                    line,
+                    directive: name.clone(),
+                });
             };
             if let Some(e) = g.else_at {
-                return Err(ResolveError::AfterElse { line, directive: name.clone(), else_line: lines[e].first + 1 });
+                return Err(ResolveError::AfterElse {
+                    line,
+                    directive: name.clone(),
+                    else_line: lines[e].first + 1,
+                });
             }
             if matches!(cond, Cond::Else) {
                 g.else_at = Some(i);
             }
-            g.branches.push(Branch { head: i, cond, body: Vec::new() });
+            g.branches.push(Branch {
+                head: i,
+                cond,
+                body: Vec::new(),
+            });
             continue;
         }
         if name == "endif" {
             let Some(mut g) = open.pop() else {
-                return Err(ResolveError::Unmatched { line, directive: name.clone() });
+                return Err(ResolveError::Unmatched {
+                    line,
+                    directive: name.clone(),
+                });
             };
             g.end = i;
             body(&mut root, &mut open).push(Item::Group(g));
@@ -326,7 +380,14 @@ fn build_tree(lines: &[Line]) -> Result<Vec<Item>, ResolveError> {
     }
     if let Some(g) = open.pop() {
         let l = &lines[g.branches[0].head];
-        return Err(ResolveError::Unterminated { line: l.first + 1, directive: l.directive.as_ref().map(|d| d.0.clone()).unwrap_or_default() });
+        return Err(ResolveError::Unterminated {
+            line: l.first + 1,
+            directive: l
+                .directive
+                .as_ref()
+                .map(|d| d.0.clone())
+                .unwrap_or_default(),
+        });
     }
     Ok(root)
 }
@@ -369,7 +430,11 @@ impl<'a> Walker<'a> {
                             _ => {}
                         }
                     }
-                    self.out.extend(self.phys[l.first..=l.last].iter().map(|l| Cow::Borrowed(*l)));
+                    self.out.extend(
+                        self.phys[l.first..=l.last]
+                            .iter()
+                            .map(|l| Cow::Borrowed(*l)),
+                    );
                 }
                 Item::Group(g) => {
                     for b in &g.branches {
@@ -391,9 +456,15 @@ impl<'a> Walker<'a> {
     }
 
     fn define(&mut self, rest: &str) {
-        let Some(name) = leading_ident(rest) else { return };
+        let Some(name) = leading_ident(rest) else {
+            return;
+        };
         let after = &rest[name.len()..];
-        let m = if after.starts_with('(') { Macro::Function } else { Macro::Object(after.trim().to_string()) };
+        let m = if after.starts_with('(') {
+            Macro::Function
+        } else {
+            Macro::Object(after.trim().to_string())
+        };
         self.macros.insert(name.to_string(), m);
     }
 
@@ -425,7 +496,9 @@ impl<'a> Walker<'a> {
         match self.macros.get(name) {
             Some(Macro::Object(_) | Macro::Function) => Ok(true),
             Some(Macro::Undefined) => Ok(false),
-            Some(Macro::Unknown) => Err(format!("`{name}` is (un)defined inside a group kept verbatim")),
+            Some(Macro::Unknown) => Err(format!(
+                "`{name}` is (un)defined inside a group kept verbatim"
+            )),
             None if reserved(name) => Err(format!("`{name}` may be predefined by the compiler")),
             None => Ok(false),
         }
@@ -471,7 +544,11 @@ impl<'a> Walker<'a> {
                     out.extend(r?);
                 }
                 Some(Macro::Function) => return Err(format!("function-like macro `{name}`")),
-                Some(Macro::Unknown) => return Err(format!("`{name}` is (un)defined inside a group kept verbatim")),
+                Some(Macro::Unknown) => {
+                    return Err(format!(
+                        "`{name}` is (un)defined inside a group kept verbatim"
+                    ))
+                }
                 Some(Macro::Undefined) | None => {
                     let v = match name.as_str() {
                         "true" => 1,
@@ -492,12 +569,35 @@ impl<'a> Walker<'a> {
     fn keep(&mut self, g: &Group, at: usize, reason: String) {
         let head = &self.lines[g.branches[0].head];
         let at_line = &self.lines[at];
-        let directive = at_line.directive.as_ref().map(|(n, r)| if r.is_empty() { format!("#{n}") } else { format!("#{n} {r}") }).unwrap_or_default();
-        let note = format!("{NOTE_PREFIX} (line {}): cannot evaluate `{directive}` (line {}): {reason}", head.first + 1, at_line.first + 1);
-        self.kept.push(Kept { line: head.first + 1, at: at_line.first + 1, directive, reason });
+        let directive = at_line
+            .directive
+            .as_ref()
+            .map(|(n, r)| {
+                if r.is_empty() {
+                    format!("#{n}")
+                } else {
+                    format!("#{n} {r}")
+                }
+            })
+            .unwrap_or_default();
+        let note = format!(
+            "{NOTE_PREFIX} (line {}): cannot evaluate `{directive}` (line {}): {reason}",
+            head.first + 1,
+            at_line.first + 1
+        );
+        self.kept.push(Kept {
+            line: head.first + 1,
+            at: at_line.first + 1,
+            directive,
+            reason,
+        });
         self.out.push(Cow::Owned(note));
         let end = &self.lines[g.end];
-        self.out.extend(self.phys[head.first..=end.last].iter().map(|l| Cow::Borrowed(*l)));
+        self.out.extend(
+            self.phys[head.first..=end.last]
+                .iter()
+                .map(|l| Cow::Borrowed(*l)),
+        );
         self.forget(g);
     }
 
@@ -523,7 +623,9 @@ impl<'a> Walker<'a> {
 
 fn leading_ident(s: &str) -> Option<&str> {
     let s = s.trim_start();
-    let n = s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(s.len());
+    let n = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
     let id = &s[..n];
     (!id.is_empty() && !id.as_bytes()[0].is_ascii_digit()).then_some(id)
 }
@@ -546,7 +648,10 @@ struct Val {
 
 impl Val {
     fn int(v: i64) -> Val {
-        Val { v: v as u64, unsigned: false }
+        Val {
+            v: v as u64,
+            unsigned: false,
+        }
     }
     fn s(self) -> i64 {
         self.v as i64
@@ -571,8 +676,10 @@ impl fmt::Display for Tok {
     }
 }
 
-const PUNCTS: [&str; 25] =
-    ["<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "!", "~", "*", "/", "%", "+", "-", "<", ">", "&", "^", "|", "?", ":", ","];
+const PUNCTS: [&str; 25] = [
+    "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "(", ")", "!", "~", "*", "/", "%", "+", "-",
+    "<", ">", "&", "^", "|", "?", ":", ",",
+];
 
 fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
     let b = s.as_bytes();
@@ -582,13 +689,16 @@ fn tokenize(s: &str) -> Result<Vec<Tok>, String> {
         let c = b[i];
         if c.is_ascii_whitespace() {
             i += 1;
-        } else if c.is_ascii_digit() || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
+        } else if c.is_ascii_digit()
+            || (c == b'.' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+        {
             // a preprocessing number: digits, letters, `_`, `.`, and a sign after an exponent
             let start = i;
             i += 1;
             while i < b.len() {
                 let d = b[i];
-                let sign = (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P');
+                let sign =
+                    (d == b'+' || d == b'-') && matches!(b[i - 1], b'e' | b'E' | b'p' | b'P');
                 if !(sign || d.is_ascii_alphanumeric() || d == b'_' || d == b'.') {
                     break;
                 }
@@ -627,19 +737,27 @@ fn number(t: &str) -> Result<Val, String> {
     } else {
         (lower.as_str(), 10)
     };
-    let n = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
+    let n = digits
+        .find(|c: char| !c.is_digit(radix))
+        .unwrap_or(digits.len());
     let (digits, suffix) = digits.split_at(n);
     let suffix_ok = matches!(suffix, "" | "u" | "l" | "ul" | "lu" | "ll" | "ull" | "llu");
     if digits.is_empty() || !suffix_ok {
-        let what = if radix == 10 && (suffix.starts_with('.') || suffix.starts_with('e')) || suffix.ends_with('f') {
+        let what = if radix == 10 && (suffix.starts_with('.') || suffix.starts_with('e'))
+            || suffix.ends_with('f')
+        {
             "floating-point literal"
         } else {
             "malformed number"
         };
         return Err(format!("{what} `{t}`"));
     }
-    let v = u64::from_str_radix(digits, radix).map_err(|_| format!("integer literal `{t}` out of range"))?;
-    Ok(Val { v, unsigned: suffix.contains('u') || v > i64::MAX as u64 })
+    let v = u64::from_str_radix(digits, radix)
+        .map_err(|_| format!("integer literal `{t}` out of range"))?;
+    Ok(Val {
+        v,
+        unsigned: suffix.contains('u') || v > i64::MAX as u64,
+    })
 }
 
 #[derive(Debug)]
@@ -656,7 +774,18 @@ struct Parser<'t> {
 }
 
 /// Binary operators by C precedence, loosest first.
-const LEVELS: [&[&str]; 10] = [&["||"], &["&&"], &["|"], &["^"], &["&"], &["==", "!="], &["<", "<=", ">", ">="], &["<<", ">>"], &["+", "-"], &["*", "/", "%"]];
+const LEVELS: [&[&str]; 10] = [
+    &["||"],
+    &["&&"],
+    &["|"],
+    &["^"],
+    &["&"],
+    &["==", "!="],
+    &["<", "<=", ">", ">="],
+    &["<<", ">>"],
+    &["+", "-"],
+    &["*", "/", "%"],
+];
 
 impl Parser<'_> {
     fn peek(&self) -> Option<&'static str> {
@@ -764,12 +893,28 @@ fn eval(e: &Expr) -> Result<Val, String> {
         Expr::Binary(op @ ("<<" | ">>"), a, b) => {
             let (x, n) = (eval(a)?, eval(b)?);
             // the shift count as a signed amount; a negative count shifts the other way (as GCC does)
-            let n = if n.unsigned && n.v > i64::MAX as u64 { i64::MAX } else { n.s() };
+            let n = if n.unsigned && n.v > i64::MAX as u64 {
+                i64::MAX
+            } else {
+                n.s()
+            };
             let left = (*op == "<<") == (n >= 0);
             let n = n.unsigned_abs();
             mk(match (left, x.unsigned) {
-                (true, _) => if n >= 64 { 0 } else { x.v << n },
-                (false, true) => if n >= 64 { 0 } else { x.v >> n },
+                (true, _) => {
+                    if n >= 64 {
+                        0
+                    } else {
+                        x.v << n
+                    }
+                }
+                (false, true) => {
+                    if n >= 64 {
+                        0
+                    } else {
+                        x.v >> n
+                    }
+                }
                 (false, false) => (x.s() >> n.min(63)) as u64,
             })
         }
@@ -780,7 +925,11 @@ fn eval(e: &Expr) -> Result<Val, String> {
                 "==" => truth(x.v == y.v),
                 "!=" => truth(x.v != y.v),
                 "<" | "<=" | ">" | ">=" => {
-                    let ord = if both { x.v.cmp(&y.v) } else { x.s().cmp(&y.s()) };
+                    let ord = if both {
+                        x.v.cmp(&y.v)
+                    } else {
+                        x.s().cmp(&y.s())
+                    };
                     truth(match *op {
                         "<" => ord.is_lt(),
                         "<=" => ord.is_le(),
@@ -789,8 +938,16 @@ fn eval(e: &Expr) -> Result<Val, String> {
                     })
                 }
                 "/" | "%" if y.v == 0 => return Err("division by zero".into()),
-                "/" => mk(if both { x.v / y.v } else { x.s().wrapping_div(y.s()) as u64 }),
-                "%" => mk(if both { x.v % y.v } else { x.s().wrapping_rem(y.s()) as u64 }),
+                "/" => mk(if both {
+                    x.v / y.v
+                } else {
+                    x.s().wrapping_div(y.s()) as u64
+                }),
+                "%" => mk(if both {
+                    x.v % y.v
+                } else {
+                    x.s().wrapping_rem(y.s()) as u64
+                }),
                 "*" => mk(x.v.wrapping_mul(y.v)),
                 "+" => mk(x.v.wrapping_add(y.v)),
                 "-" => mk(x.v.wrapping_sub(y.v)),
@@ -831,29 +988,32 @@ mod tests {
             ("1 + 2 * 3 == 7", true),
             ("(1 + 2) * 3 == 9", true),
             ("1 << 2 + 1 == 8", true),
-            ("1 | 2 ^ 3 & 1", true),            // 1 | (2 ^ (3 & 1)) = 3
+            ("1 | 2 ^ 3 & 1", true), // 1 | (2 ^ (3 & 1)) = 3
             ("(1 | 2 ^ 3 & 1) == 3", true),
-            ("6 & 3 == 3", false),              // 6 & (3 == 3) = 0
-            ("1 || 0 && 0", true),              // || binds looser than &&
+            ("6 & 3 == 3", false), // 6 & (3 == 3) = 0
+            ("1 || 0 && 0", true), // || binds looser than &&
             ("0 && 1 || 1", true),
             ("!0 + 1 == 2", true),
             ("-1 < 0", true),
-            ("-1 < 0u", false),                 // unsigned comparison
+            ("-1 < 0u", false), // unsigned comparison
             ("~0 == -1", true),
             ("~0u > 0", true),
             ("10 / 3 == 3 && 10 % 3 == 1 && -7 / 2 == -3", true),
-            ("0x10 == 16 && 010 == 8 && 0b101 == 5 && 16UL == 16 && 0xffLL == 255", true),
+            (
+                "0x10 == 16 && 010 == 8 && 0b101 == 5 && 16UL == 16 && 0xffLL == 255",
+                true,
+            ),
             ("1 ? 2 : 0", true),
-            ("0 ? 1 : 0 ? 1 : 0", false),       // right associative
+            ("0 ? 1 : 0 ? 1 : 0", false), // right associative
             ("1 ? 0 : 1 ? 1 : 1", false),
-            ("(0 ? 1u : -1) > 0", true),        // common type of ?: is unsigned
-            ("2 - 1 - 1 == 0", true),           // left associative
+            ("(0 ? 1u : -1) > 0", true), // common type of ?: is unsigned
+            ("2 - 1 - 1 == 0", true),    // left associative
             ("64 >> 2 >> 1 == 8", true),
             ("-8 >> 1 == -4", true),
             ("1 < 2 == 1", true),
-            ("3 > 2 > 1", false),               // (3 > 2) > 1
+            ("3 > 2 > 1", false), // (3 > 2) > 1
             ("true && !false", true),
-            ("0 && 1 / 0", false),             // not evaluated: no division by zero
+            ("0 && 1 / 0", false), // not evaluated: no division by zero
             ("1 || 1 / 0", true),
             ("9223372036854775807 + 1 < 0", true), // wraps
             ("18446744073709551615 == -1", true),  // too large for intmax_t: unsigned
@@ -878,15 +1038,24 @@ mod tests {
             assert_eq!(value(defs, e), want, "{e}");
         }
         // #undef, then #ifdef / #ifndef
-        assert_eq!(r("#define X 1\n#undef X\n#ifdef X\na\n#else\nb\n#endif\n#ifndef X\nc\n#endif\n"), "#define X 1\n#undef X\nb\nc\n");
+        assert_eq!(
+            r("#define X 1\n#undef X\n#ifdef X\na\n#else\nb\n#endif\n#ifndef X\nc\n#endif\n"),
+            "#define X 1\n#undef X\nb\nc\n"
+        );
         // macros take effect in source order
-        assert_eq!(r("#if Y\na\n#endif\n#define Y 1\n#if Y\nb\n#endif\n"), "#define Y 1\nb\n");
+        assert_eq!(
+            r("#if Y\na\n#endif\n#define Y 1\n#if Y\nb\n#endif\n"),
+            "#define Y 1\nb\n"
+        );
     }
 
     #[test]
     fn constexpr_is_not_a_macro() {
         // `N` is not a macro: 0 in `#if`, as the preprocessor has it
-        assert_eq!(r("constexpr int N = 4;\n#if N == 4\na\n#else\nb\n#endif\n"), "constexpr int N = 4;\nb\n");
+        assert_eq!(
+            r("constexpr int N = 4;\n#if N == 4\na\n#else\nb\n#endif\n"),
+            "constexpr int N = 4;\nb\n"
+        );
     }
 
     #[test]
@@ -895,7 +1064,10 @@ mod tests {
         assert_eq!(r(src), "#define G 3\nthree\nend\n");
         assert_eq!(r("#if 0\na\n#elif 0\nb\n#else\nc\n#endif\n"), "c\n");
         assert_eq!(r("#if 0\na\n#elif 0\nb\n#endif\n"), "");
-        assert_eq!(r("#define D\n#ifdef Q\na\n#elifdef D\nb\n#endif\n"), "#define D\nb\n");
+        assert_eq!(
+            r("#define D\n#ifdef Q\na\n#elifdef D\nb\n#endif\n"),
+            "#define D\nb\n"
+        );
         // a later #elif is not evaluated once a branch is taken (here: it could not be)
         let out = resolve("#if 1\na\n#elif F(1)\nb\n#endif\n").unwrap();
         assert_eq!((out.source.as_str(), out.kept.len()), ("a\n", 0));
@@ -991,7 +1163,10 @@ kept
         let out = resolve(src).unwrap();
         let reasons: Vec<&str> = out.kept.iter().map(|k| k.reason.as_str()).collect();
         assert_eq!(out.kept.len(), 6, "{reasons:?}");
-        assert!(reasons[0].contains("function-like macro `F`"), "{reasons:?}");
+        assert!(
+            reasons[0].contains("function-like macro `F`"),
+            "{reasons:?}"
+        );
         assert_eq!((out.kept[0].line, out.kept[0].at), (3, 5));
         assert_eq!(out.kept[0].directive, "#elif F(1) == 2");
         assert!(reasons[1].contains("`M`"), "{reasons:?}"); // defined inside the kept group: unknown after it
@@ -1003,12 +1178,20 @@ kept
         let s = &out.source;
         let group = "#if 0\ngone\n#elif F(1) == 2\n#  if 1\nnested stays\n#  endif\n#define M 1\nmaybe\n#else\nother\n#endif\n";
         assert!(s.contains(&format!("{NOTE_PREFIX} (line 3): cannot evaluate `#elif F(1) == 2` (line 5): function-like macro `F`\n{group}")), "{s}");
-        assert!(s.contains("#if M\nafter-M\n#endif\n") && s.contains("#ifdef __CUDA_ARCH__\ndevice\n#endif\n"), "{s}");
+        assert!(
+            s.contains("#if M\nafter-M\n#endif\n")
+                && s.contains("#ifdef __CUDA_ARCH__\ndevice\n#endif\n"),
+            "{s}"
+        );
         assert!(s.ends_with("#if 1 +\nbad\n#endif\nkept\n"), "{s}");
         assert_eq!(s.matches(NOTE_PREFIX).count(), 6);
         // a known outcome elsewhere is still resolved; a later #define makes the name known again
-        assert_eq!(r("#if 1\n#define M 1\n#endif\n#if M\nm\n#endif\n"), "#define M 1\nm\n");
-        let out = resolve("#if F(1)\n#define M 1\n#endif\n#define M 2\n#if M == 2\nm\n#endif\n").unwrap();
+        assert_eq!(
+            r("#if 1\n#define M 1\n#endif\n#if M\nm\n#endif\n"),
+            "#define M 1\nm\n"
+        );
+        let out =
+            resolve("#if F(1)\n#define M 1\n#endif\n#define M 2\n#if M == 2\nm\n#endif\n").unwrap();
         assert_eq!(out.kept.len(), 1);
         assert!(out.source.ends_with("#endif\n#define M 2\nm\n"));
     }
@@ -1016,15 +1199,40 @@ kept
     #[test]
     fn unbalanced_is_an_error_with_its_line() {
         let e = resolve_conditionals("a\n#if 1\nb\n#endif\n#endif\n").unwrap_err();
-        assert_eq!(e, ResolveError::Unmatched { line: 5, directive: "endif".into() });
+        assert_eq!(
+            e,
+            ResolveError::Unmatched {
+                line: 5,
+                directive: "endif".into()
+            }
+        );
         assert_eq!(e.to_string(), "line 5: #endif without #if");
         assert_eq!(resolve_conditionals("#else\n").unwrap_err().line(), 1);
-        assert_eq!(resolve_conditionals("x\n#elif 1\n").unwrap_err(), ResolveError::Unmatched { line: 2, directive: "elif".into() });
+        assert_eq!(
+            resolve_conditionals("x\n#elif 1\n").unwrap_err(),
+            ResolveError::Unmatched {
+                line: 2,
+                directive: "elif".into()
+            }
+        );
         let e = resolve_conditionals("#if 1\n#else\n#elif 1\n#endif\n").unwrap_err();
-        assert_eq!(e, ResolveError::AfterElse { line: 3, directive: "elif".into(), else_line: 2 });
+        assert_eq!(
+            e,
+            ResolveError::AfterElse {
+                line: 3,
+                directive: "elif".into(),
+                else_line: 2
+            }
+        );
         assert_eq!(e.to_string(), "line 3: #elif after #else (line 2)");
         let e = resolve_conditionals("#if 1\n#if 0\n#endif\nx\n").unwrap_err();
-        assert_eq!(e, ResolveError::Unterminated { line: 1, directive: "if".into() });
+        assert_eq!(
+            e,
+            ResolveError::Unterminated {
+                line: 1,
+                directive: "if".into()
+            }
+        );
         assert_eq!(e.to_string(), "line 1: #if without #endif");
         // an error in a dead branch is still an error (the structure is checked first)
         assert!(resolve_conditionals("#if 0\n#else\n#else\n#endif\n").is_err());
@@ -1034,12 +1242,18 @@ kept
     fn comments_continuations_and_spacing() {
         // comments in directives; a directive inside a block comment is not one
         let src = "#define A 1 // one\n#define B /* two */ 2\n/*\n#if 0\n*/\n#if A + B == 3 /* yes\n   still a comment */\nx\n#endif // A\n";
-        assert_eq!(r(src), "#define A 1 // one\n#define B /* two */ 2\n/*\n#if 0\n*/\nx\n");
+        assert_eq!(
+            r(src),
+            "#define A 1 // one\n#define B /* two */ 2\n/*\n#if 0\n*/\nx\n"
+        );
         // backslash continuations, in conditions and in kept defines
         let src = "#define LONG 1 + \\\n  2\n#if LONG == \\\n 3\nyes\n#endif\n";
         assert_eq!(r(src), "#define LONG 1 + \\\n  2\nyes\n");
         // `# if` with space; a string holding `/*` does not open a comment
-        assert_eq!(r("#define S \"/*\"\n  #  if 1\nz\n  # endif\n#if 0\nq\n#endif\n"), "#define S \"/*\"\nz\n");
+        assert_eq!(
+            r("#define S \"/*\"\n  #  if 1\nz\n  # endif\n#if 0\nq\n#endif\n"),
+            "#define S \"/*\"\nz\n"
+        );
         // runs of blank lines collapse to one; no trailing newline stays none
         assert_eq!(r("a\n\n#if 0\nb\n#endif\n\n\nc"), "a\n\nc");
         assert_eq!(r("a\n\n\n\nb\n"), "a\n\nb\n");
@@ -1047,6 +1261,9 @@ kept
         // CRLF line ends
         assert_eq!(r("#if 0\r\na\r\n#else\r\nb\r\n#endif\r\n"), "b\r\n");
         // other directives are kept
-        assert_eq!(r("#pragma once\n#if 1\n#error no\n#endif\n"), "#pragma once\n#error no\n");
+        assert_eq!(
+            r("#pragma once\n#if 1\n#error no\n#endif\n"),
+            "#pragma once\n#error no\n"
+        );
     }
 }

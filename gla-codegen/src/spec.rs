@@ -117,8 +117,20 @@ impl KernelSpec {
                 (p, g) => format!("p{p}x{g}"),
             },
             if self.tiles.wgmma { "g" } else { "" },
-            if self.tiles.ctas_per_sm > 1 { format!(".o{}", self.tiles.ctas_per_sm) } else { String::new() },
-            if self.key_split > 1 { format!(".ks{}{}", self.key_split, if self.cluster { "c" } else { "" }) } else { String::new() },
+            if self.tiles.ctas_per_sm > 1 {
+                format!(".o{}", self.tiles.ctas_per_sm)
+            } else {
+                String::new()
+            },
+            if self.key_split > 1 {
+                format!(
+                    ".ks{}{}",
+                    self.key_split,
+                    if self.cluster { "c" } else { "" }
+                )
+            } else {
+                String::new()
+            },
             if self.materialize { "mat" } else { "fused" }
         )
     }
@@ -132,7 +144,6 @@ impl KernelSpec {
     pub fn key_dim(&self) -> u32 {
         self.key_split * self.dk
     }
-
 }
 
 /// Largest dynamic shared memory of one CTA on sm_90 (227 KB).
@@ -154,4 +165,3 @@ pub fn specialised_dim(d: usize) -> Option<u32> {
         _ => None,
     }
 }
-

@@ -3,13 +3,20 @@
 //! ([`all_variants`]).
 
 use crate::features::Features;
-use crate::spec::{specialised_dim, MAX_HEAD_DIM, KernelSpec, Pass, Tiles, MAX_SMEM_BYTES, SMEM_PER_SM, SMEM_RESERVED_PER_CTA};
+use crate::spec::{
+    specialised_dim, KernelSpec, Pass, Tiles, MAX_HEAD_DIM, MAX_SMEM_BYTES, SMEM_PER_SM,
+    SMEM_RESERVED_PER_CTA,
+};
 use gla_core::{DType, Gate, GateShape, GlaError};
 
 impl KernelSpec {
     /// The same variant with key split `ks` (1, 2 or 4), validated.
     pub fn with_key_split(self, ks: u32) -> Result<Self, GlaError> {
-        let s = KernelSpec { key_split: ks, cluster: false, ..self };
+        let s = KernelSpec {
+            key_split: ks,
+            cluster: false,
+            ..self
+        };
         s.validate()?;
         Ok(s)
     }
@@ -17,7 +24,11 @@ impl KernelSpec {
     /// The same variant with key split 2 as a 2-CTA cluster exchanging the slices' partial outputs over
     /// distributed shared memory ([`KernelSpec::cluster`]), validated.
     pub fn with_cluster_key_split(self) -> Result<Self, GlaError> {
-        let s = KernelSpec { key_split: 2, cluster: true, ..self };
+        let s = KernelSpec {
+            key_split: 2,
+            cluster: true,
+            ..self
+        };
         s.validate()?;
         Ok(s)
     }
@@ -34,7 +45,19 @@ impl KernelSpec {
         materialize: bool,
         tiles: Tiles,
     ) -> Result<Self, GlaError> {
-        let s = KernelSpec { gate, pass: Pass::Forward, chunk, sub_chunk, dk, dv, materialize, dtype, tiles, key_split: 1, cluster: false };
+        let s = KernelSpec {
+            gate,
+            pass: Pass::Forward,
+            chunk,
+            sub_chunk,
+            dk,
+            dv,
+            materialize,
+            dtype,
+            tiles,
+            key_split: 1,
+            cluster: false,
+        };
         s.validate()?;
         Ok(s)
     }
@@ -47,9 +70,18 @@ impl KernelSpec {
     /// slices as a 2-CTA cluster. Otherwise (f32, value gates, d_v < 128) the plain tiles of `plain_prefs`. Narrow
     /// problems need no narrower tiles: the fused plan's two-level scan (`crate::segments`) splits their sequences
     /// until the GPU is full. Where a choice does not fit (f32 needs more shared memory) the next one is taken.
-    pub fn default_for(gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize) -> Result<Self, GlaError> {
-        let kd = specialised_dim(dk).ok_or_else(|| GlaError::invalid("d_k", format!("must be 1..={MAX_HEAD_DIM}, got {dk}")))?;
-        let vd = specialised_dim(dv).ok_or_else(|| GlaError::invalid("d_v", format!("must be 1..={MAX_HEAD_DIM}, got {dv}")))?;
+    pub fn default_for(
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+    ) -> Result<Self, GlaError> {
+        let kd = specialised_dim(dk).ok_or_else(|| {
+            GlaError::invalid("d_k", format!("must be 1..={MAX_HEAD_DIM}, got {dk}"))
+        })?;
+        let vd = specialised_dim(dv).ok_or_else(|| {
+            GlaError::invalid("d_v", format!("must be 1..={MAX_HEAD_DIM}, got {dv}"))
+        })?;
         let per_key = gate.shape() == GateShape::PerKey;
         // (chunk, block_v, warps, producer warps, producer groups, wgmma) in order of preference.
         let ws = dtype != DType::F32 && gate.shape() != GateShape::PerValue;
@@ -67,22 +99,39 @@ impl KernelSpec {
             // Scalar gates: two producer groups with TMA loads first (Mamba-2 0.232 ms vs 0.240).
             // Per-key gates: 8 + 8 warps, two producer groups of one warpgroup each, four slots (
             // GLA 0.293 ms vs 0.302 for 8 + 4; 2×16384 0.475 vs 0.518).
-            prefs.push(if per_key { (32, 128, 8, 8, 2, true) } else { (32, 128, 8, 4, 2, true) });
+            prefs.push(if per_key {
+                (32, 128, 8, 8, 2, true)
+            } else {
+                (32, 128, 8, 4, 2, true)
+            });
             prefs.push((32, 128, 8, 4, 1, true));
             if !per_key {
                 prefs.push((32, 128, 8, 4, 2, false));
             }
             prefs.push((32, 128, 8, 4, 1, false));
         }
-        prefs.extend(plain_prefs(per_key, kd).into_iter().map(|(c, bv, w)| (c, bv, w, 0, 1, false)));
+        prefs.extend(
+            plain_prefs(per_key, kd)
+                .into_iter()
+                .map(|(c, bv, w)| (c, bv, w, 0, 1, false)),
+        );
         // d_k = 256: two 128-column key slices on the d = 128 wgmma kernel as one 2-CTA cluster exchanging the
         // partial outputs over DSMEM (8×4096×8×256: GLA 0.624 ms vs 0.813 for the key split through
         // global memory, which was 0.811 vs 1.572 for the best d = 256 kernel; Mamba-2 0.489 vs 0.634).
         // Per key 4 producer warps in one group, scalar gates 4 in two.
         if ws && kd == 256 && vd >= 128 && dk % 2 == 0 {
             let groups = if per_key { 1 } else { 2 };
-            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: groups, wgmma: true, ctas_per_sm: 1 };
-            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_cluster_key_split().or_else(|_| s.with_key_split(2))) {
+            let tiles = Tiles {
+                block_v: 128,
+                warps: 8,
+                producer_warps: 4,
+                producer_groups: groups,
+                wgmma: true,
+                ctas_per_sm: 1,
+            };
+            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles)
+                .and_then(|s| s.with_cluster_key_split().or_else(|_| s.with_key_split(2)))
+            {
                 return Ok(s);
             }
         }
@@ -90,8 +139,17 @@ impl KernelSpec {
         // by gla_fwd_ksum (a 4-CTA cluster exchange is not built).
         if ws && kd == 512 && vd >= 128 && dk % 4 == 0 {
             let groups = if per_key { 1 } else { 2 };
-            let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: groups, wgmma: true, ctas_per_sm: 1 };
-            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles).and_then(|s| s.with_key_split(4)) {
+            let tiles = Tiles {
+                block_v: 128,
+                warps: 8,
+                producer_warps: 4,
+                producer_groups: groups,
+                wgmma: true,
+                ctas_per_sm: 1,
+            };
+            if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, vd, false, tiles)
+                .and_then(|s| s.with_key_split(4))
+            {
                 return Ok(s);
             }
         }
@@ -104,8 +162,17 @@ impl KernelSpec {
                     continue;
                 }
                 for (chunk, bv, warps) in plain_prefs(per_key, kdim) {
-                    let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
-                    if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, kdim, vd, false, tiles).and_then(|s| s.with_key_split(ks)) {
+                    let tiles = Tiles {
+                        block_v: bv.min(vd),
+                        warps,
+                        producer_warps: 0,
+                        producer_groups: 1,
+                        wgmma: false,
+                        ctas_per_sm: 1,
+                    };
+                    if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, kdim, vd, false, tiles)
+                        .and_then(|s| s.with_key_split(ks))
+                    {
                         return Ok(s);
                     }
                 }
@@ -118,9 +185,20 @@ impl KernelSpec {
         let mut first_err = None;
         for (chunk, bv, warps, producer_warps, producer_groups, wgmma) in prefs {
             // Two CTAs an SM wherever they fit (d = 64, 256 threads).
-            let tiles = Tiles { block_v: bv.min(vd), warps, producer_warps, producer_groups, wgmma, ctas_per_sm: 1 };
-            let two = Tiles { ctas_per_sm: 2, ..tiles };
-            let spec = KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, two).or_else(|_| KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles));
+            let tiles = Tiles {
+                block_v: bv.min(vd),
+                warps,
+                producer_warps,
+                producer_groups,
+                wgmma,
+                ctas_per_sm: 1,
+            };
+            let two = Tiles {
+                ctas_per_sm: 2,
+                ..tiles
+            };
+            let spec = KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, two)
+                .or_else(|_| KernelSpec::new(gate, dtype, chunk, 16, kd, vd, false, tiles));
             match spec {
                 Ok(s) => return Ok(s),
                 Err(e) => {
@@ -133,12 +211,23 @@ impl KernelSpec {
 
     /// Check the spec against the supported space.
     pub fn validate(&self) -> Result<(), GlaError> {
-        let bad = |msg: String| Err(GlaError::Unsupported { variant: self.id(), msg });
+        let bad = |msg: String| {
+            Err(GlaError::Unsupported {
+                variant: self.id(),
+                msg,
+            })
+        };
         if ![32, 64, 128].contains(&self.chunk) {
-            return bad(format!("chunk size C must be 32, 64 or 128, got {}", self.chunk));
+            return bad(format!(
+                "chunk size C must be 32, 64 or 128, got {}",
+                self.chunk
+            ));
         }
         if ![16, 32].contains(&self.sub_chunk) || self.chunk % self.sub_chunk != 0 {
-            return bad(format!("sub-chunk c must be 16 or 32 and divide C = {}, got {}", self.chunk, self.sub_chunk));
+            return bad(format!(
+                "sub-chunk c must be 16 or 32 and divide C = {}, got {}",
+                self.chunk, self.sub_chunk
+            ));
         }
         // A kernel's key tile is at most 256 wide (d_k up to 512 runs as 2 or 4 key slices); the value dim only sets
         // the grid's value tiles.
@@ -146,33 +235,55 @@ impl KernelSpec {
             return bad(format!("specialised d_k must be 64, 128 or 256 (a wider d_k, up to 512, runs as key slices: key_split 2 or 4), got {}", self.dk));
         }
         if ![64, 128, 256, 512].contains(&self.dv) {
-            return bad(format!("specialised d_v must be 64, 128, 256 or 512, got {}", self.dv));
+            return bad(format!(
+                "specialised d_v must be 64, 128, 256 or 512, got {}",
+                self.dv
+            ));
         }
         if ![16, 32, 64, 128].contains(&self.tiles.block_v) || self.tiles.block_v > self.dv {
-            return bad(format!("block_v must be 16, 32, 64 or 128 and <= d_v = {}, got {}", self.dv, self.tiles.block_v));
+            return bad(format!(
+                "block_v must be 16, 32, 64 or 128 and <= d_v = {}, got {}",
+                self.dv, self.tiles.block_v
+            ));
         }
         if ![4, 8, 16].contains(&self.tiles.warps) {
-            return bad(format!("warps must be 4, 8 or 16, got {}", self.tiles.warps));
+            return bad(format!(
+                "warps must be 4, 8 or 16, got {}",
+                self.tiles.warps
+            ));
         }
         if !self.tiles.specialised() && self.tiles.producer_groups != 1 {
-            return bad(format!("producer_groups must be 1 without producer warps, got {}", self.tiles.producer_groups));
+            return bad(format!(
+                "producer_groups must be 1 without producer warps, got {}",
+                self.tiles.producer_groups
+            ));
         }
         if self.tiles.specialised() {
             let p = self.tiles.producer_warps;
             if ![4, 8].contains(&p) {
-                return bad(format!("producer_warps must be 0 (no warp specialisation), 4 or 8, got {p}"));
+                return bad(format!(
+                    "producer_warps must be 0 (no warp specialisation), 4 or 8, got {p}"
+                ));
             }
-            if ![1, 2].contains(&self.tiles.producer_groups) || (p / self.tiles.producer_groups) % 2 != 0 {
+            if ![1, 2].contains(&self.tiles.producer_groups)
+                || (p / self.tiles.producer_groups) % 2 != 0
+            {
                 return bad(format!(
                     "producer_groups must be 1 or 2 and leave an even number of warps in each group, got {} for {p} producer warps",
                     self.tiles.producer_groups
                 ));
             }
             if self.tiles.warps > 8 {
-                return bad(format!("a warp-specialised CTA has at most 8 consumer warps, got {}", self.tiles.warps));
+                return bad(format!(
+                    "a warp-specialised CTA has at most 8 consumer warps, got {}",
+                    self.tiles.warps
+                ));
             }
             if self.materialize {
-                return bad("warp specialisation is a fused (materialize off) plan; use producer_warps = 0".into());
+                return bad(
+                    "warp specialisation is a fused (materialize off) plan; use producer_warps = 0"
+                        .into(),
+                );
             }
             if self.dtype == DType::F32 {
                 return bad("warp specialisation needs a tensor-core dtype (bf16 or f16); use producer_warps = 0 for f32".into());
@@ -184,7 +295,10 @@ impl KernelSpec {
         if self.tiles.wgmma {
             let t = &self.tiles;
             if !t.specialised() {
-                return bad("wgmma consumers need a warp-specialised variant (producer_warps 4 or 8)".into());
+                return bad(
+                    "wgmma consumers need a warp-specialised variant (producer_warps 4 or 8)"
+                        .into(),
+                );
             }
             if t.block_v != 16 * t.warps {
                 return bad(format!(
@@ -211,7 +325,12 @@ impl KernelSpec {
             }
             n => return bad(format!("key_split must be 1, 2 or 4, got {n}")),
         }
-        if self.cluster && (self.key_split != 2 || !self.tiles.wgmma || self.materialize || self.tiles.ctas_per_sm != 1) {
+        if self.cluster
+            && (self.key_split != 2
+                || !self.tiles.wgmma
+                || self.materialize
+                || self.tiles.ctas_per_sm != 1)
+        {
             return bad(format!(
                 "a cluster key split pairs the two key slices of a head in one 2-CTA cluster: it needs key_split 2, a fused variant with wgmma consumers and one CTA an SM, got key_split {}, {}, {} CTA(s) an SM",
                 self.key_split,
@@ -275,17 +394,35 @@ fn plain_prefs(per_key: bool, kd: u32) -> Vec<(u32, u32, u32)> {
 }
 
 /// The first plain tiles of [`plain_prefs`] that make a valid variant (fused or materialized).
-fn plain_fallback(gate: &'static dyn Gate, dtype: DType, kd: u32, materialize: bool) -> Option<KernelSpec> {
-    plain_prefs(gate.shape() == GateShape::PerKey, kd).into_iter().find_map(|(c, bv, w)| {
-        let tiles = Tiles { block_v: bv.min(kd), warps: w, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
-        KernelSpec::new(gate, dtype, c, 16, kd, kd, materialize, tiles).ok()
-    })
+fn plain_fallback(
+    gate: &'static dyn Gate,
+    dtype: DType,
+    kd: u32,
+    materialize: bool,
+) -> Option<KernelSpec> {
+    plain_prefs(gate.shape() == GateShape::PerKey, kd)
+        .into_iter()
+        .find_map(|(c, bv, w)| {
+            let tiles = Tiles {
+                block_v: bv.min(kd),
+                warps: w,
+                producer_warps: 0,
+                producer_groups: 1,
+                wgmma: false,
+                ctas_per_sm: 1,
+            };
+            KernelSpec::new(gate, dtype, c, 16, kd, kd, materialize, tiles).ok()
+        })
 }
 
 /// Plain fused bf16 variants kept for the coverage of the tile parameters (sub-chunk 32, 32-wide value tiles, 16
 /// warps): (chunk, sub-chunk, d, block_v, warps). (C = 128 stays a candidate only: its compile is the slowest of
 /// all, ~20 s, and it never won.)
-const COVERAGE: [(u32, u32, u32, u32, u32); 3] = [(64, 32, 64, 64, 8), (32, 16, 64, 32, 4), (64, 16, 128, 128, 16)];
+const COVERAGE: [(u32, u32, u32, u32, u32); 3] = [
+    (64, 32, 64, 64, 8),
+    (32, 16, 64, 32, 4),
+    (64, 16, 128, 128, 16),
+];
 
 /// Whether a candidate can win somewhere, or keeps a kernel family compiled and tested. The last full benchmark
 /// (H200, every bf16 fused variant of the GLA and Mamba-2 gates at d = 64, 128, 256 and eight shapes; benches/NOTES.md)
@@ -300,7 +437,9 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
         return true;
     }
     if !t.specialised() {
-        return s.dtype == DType::BF16 && !s.materialize && COVERAGE.contains(&(s.chunk, s.sub_chunk, s.dk, t.block_v, t.warps));
+        return s.dtype == DType::BF16
+            && !s.materialize
+            && COVERAGE.contains(&(s.chunk, s.sub_chunk, s.dk, t.block_v, t.warps));
     }
     // f16 runs the same kernels as bf16 (only the conversions differ): its runner-ups would rank alike.
     if s.dtype != DType::BF16 {
@@ -316,7 +455,11 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
         };
     }
     s.chunk == 32
-        && ((d == 128 && t.block_v == 64 && t.warps == 8 && t.ctas_per_sm == 1 && groups == if per_key { (4, 1) } else { (4, 2) })
+        && ((d == 128
+            && t.block_v == 64
+            && t.warps == 8
+            && t.ctas_per_sm == 1
+            && groups == if per_key { (4, 1) } else { (4, 2) })
             || (d == 64 && t.warps == 4 && t.ctas_per_sm == 2))
 }
 
@@ -328,13 +471,20 @@ pub fn all_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     let mut kept = Vec::new();
     for dtype in DType::ALL {
         for d in [64u32, 128, 256, 512] {
-            kept.extend(KernelSpec::default_for(gate, dtype, d as usize, d as usize).ok().map(|s| s.id()));
+            kept.extend(
+                KernelSpec::default_for(gate, dtype, d as usize, d as usize)
+                    .ok()
+                    .map(|s| s.id()),
+            );
             for materialize in [false, true] {
                 kept.extend(plain_fallback(gate, dtype, d, materialize).map(|s| s.id()));
             }
         }
     }
-    candidates(gate).into_iter().filter(|s| worth_keeping(s, &kept)).collect()
+    candidates(gate)
+        .into_iter()
+        .filter(|s| worth_keeping(s, &kept))
+        .collect()
 }
 
 /// Every valid forward variant of `gate` that the generator builds, in a deterministic order (a superset of
@@ -365,7 +515,8 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 }
                                 // 16 warps (4 per scheduler, at most 128 registers a thread) at d = 128 with wide
                                 // tiles and tensor-core dtypes only: f32's CUDA-core path and d = 256 spill there.
-                                if warps == 16 && (d != 128 || block_v < 64 || dtype == DType::F32) {
+                                if warps == 16 && (d != 128 || block_v < 64 || dtype == DType::F32)
+                                {
                                     continue;
                                 }
                                 // One 128-wide value tile per head (no per-tile repeat of the gate, scores and
@@ -374,8 +525,24 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                                 if block_v == 128 && !(d == 128 && warps >= 8) {
                                     continue;
                                 }
-                                let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
-                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, sub_chunk, d, d, materialize, tiles) {
+                                let tiles = Tiles {
+                                    block_v,
+                                    warps,
+                                    producer_warps: 0,
+                                    producer_groups: 1,
+                                    wgmma: false,
+                                    ctas_per_sm: 1,
+                                };
+                                if let Ok(s) = KernelSpec::new(
+                                    gate,
+                                    dtype,
+                                    chunk,
+                                    sub_chunk,
+                                    d,
+                                    d,
+                                    materialize,
+                                    tiles,
+                                ) {
                                     out.push(s);
                                 }
                             }
@@ -393,8 +560,17 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
             for d in [64u32, 128, 256] {
                 for chunk in [32u32, 64] {
                     for block_v in [64u32, 128] {
-                        for (warps, producer_warps, producer_groups) in [(4u32, 4u32, 1u32), (8, 4, 1), (8, 8, 1), (8, 4, 2), (8, 8, 2)] {
-                            if block_v > d || (block_v == 128 && (d != 128 || warps != 8)) || (d == 256 && warps == 4) {
+                        for (warps, producer_warps, producer_groups) in [
+                            (4u32, 4u32, 1u32),
+                            (8, 4, 1),
+                            (8, 8, 1),
+                            (8, 4, 2),
+                            (8, 8, 2),
+                        ] {
+                            if block_v > d
+                                || (block_v == 128 && (d != 128 || warps != 8))
+                                || (d == 256 && warps == 4)
+                            {
                                 continue;
                             }
                             // 8 + 8 warps: 128 registers a thread; the consumers' state spills beyond d_k x BV =
@@ -416,20 +592,45 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             let spills_8x8 = per_key
                                 && warps == 8
                                 && producer_warps == 8
-                                && ((d == 128 && chunk == 32 && block_v == 128) || (d == 64 && chunk == 64 && block_v == 64));
-                            let tiles = Tiles { block_v, warps, producer_warps, producer_groups, wgmma: false, ctas_per_sm: 1 };
+                                && ((d == 128 && chunk == 32 && block_v == 128)
+                                    || (d == 64 && chunk == 64 && block_v == 64));
+                            let tiles = Tiles {
+                                block_v,
+                                warps,
+                                producer_warps,
+                                producer_groups,
+                                wgmma: false,
+                                ctas_per_sm: 1,
+                            };
                             if !spills_8x8 {
-                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                                if let Ok(s) =
+                                    KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles)
+                                {
                                     out.push(s);
                                 }
-                                if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, Tiles { ctas_per_sm: 2, ..tiles }) {
+                                if let Ok(s) = KernelSpec::new(
+                                    gate,
+                                    dtype,
+                                    chunk,
+                                    16,
+                                    d,
+                                    d,
+                                    false,
+                                    Tiles {
+                                        ctas_per_sm: 2,
+                                        ..tiles
+                                    },
+                                ) {
                                     out.push(s);
                                 }
                             }
                             // The same with wgmma consumers where they apply (C 32, 64 value columns per consumer
                             // warpgroup, d <= 128; at 8 + 8 warps Sᵀ reaches the output product through shared
                             // memory, see writer::wg_smem_s).
-                            let tiles = Tiles { wgmma: true, ..tiles };
+                            let tiles = Tiles {
+                                wgmma: true,
+                                ..tiles
+                            };
                             // Register fits (ptxas, no spill): 8 + 8 warps leave the producers 136 registers a thread
                             // (the consumers keep 120) — enough for one group of scalar-gate producers only; per-key
                             // producers in two groups of two warps spill at any warp count (416 B). (Per-key 8 + 8 with
@@ -440,21 +641,48 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             let two_groups = producer_groups > 1;
                             // Per key, two groups of one warpgroup each (8 + 8, C 32, one 128-wide tile): two producer
                             // warps a scheduler on alternate chunks, the consumers' Sᵀ in registers (144 / 112 split).
-                            let per_key_x2 = per_key && sixteen_warps && two_groups && d == 128 && chunk == 32 && block_v == 128;
-                            if !per_key_x2 && ((per_key && (sixteen_warps || two_groups)) || (sixteen_warps && two_groups)) {
+                            let per_key_x2 = per_key
+                                && sixteen_warps
+                                && two_groups
+                                && d == 128
+                                && chunk == 32
+                                && block_v == 128;
+                            if !per_key_x2
+                                && ((per_key && (sixteen_warps || two_groups))
+                                    || (sixteen_warps && two_groups))
+                            {
                                 continue;
                             }
                             // Scalar gates, 8 + 8 warps, one 128-wide tile at d = 128: since the state pass also runs
                             // the lead segment's fused forward its kernel spills 56–64 B; the best
                             // variant at no shape measured (Mamba-2 w8p8g 0.263 ms vs 0.221 for w8p4x2g), left out.
-                            if !per_key && sixteen_warps && !two_groups && d == 128 && block_v == 128 {
+                            if !per_key
+                                && sixteen_warps
+                                && !two_groups
+                                && d == 128
+                                && block_v == 128
+                            {
                                 continue;
                             }
-                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles) {
+                            if let Ok(s) =
+                                KernelSpec::new(gate, dtype, chunk, 16, d, d, false, tiles)
+                            {
                                 out.push(s);
                             }
                             // Two CTAs an SM where 256 threads' shared memory fits twice (d = 64).
-                            if let Ok(s) = KernelSpec::new(gate, dtype, chunk, 16, d, d, false, Tiles { ctas_per_sm: 2, ..tiles }) {
+                            if let Ok(s) = KernelSpec::new(
+                                gate,
+                                dtype,
+                                chunk,
+                                16,
+                                d,
+                                d,
+                                false,
+                                Tiles {
+                                    ctas_per_sm: 2,
+                                    ..tiles
+                                },
+                            ) {
                                 out.push(s);
                             }
                         }
@@ -469,11 +697,24 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     // partial outputs over DSMEM (where the exchange tile fits beside the slots). (The chunkwise form is linear in the key columns and a scalar
     // gate's decay is the same for every key row, so the slices' O_s = Q̃_s S_s + (Q_s K_sᵀ ⊙ D) V add up to O.)
     if gate.shape() != GateShape::PerValue {
-        let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey { &[(4, 1), (8, 2)] } else { &[(4, 2)] };
+        let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey {
+            &[(4, 1), (8, 2)]
+        } else {
+            &[(4, 2)]
+        };
         for dtype in [DType::BF16, DType::F16] {
             for &(producer_warps, producer_groups) in groups {
-                let tiles = Tiles { block_v: 128, warps: 8, producer_warps, producer_groups, wgmma: true, ctas_per_sm: 1 };
-                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles).and_then(|s| s.with_key_split(2)) {
+                let tiles = Tiles {
+                    block_v: 128,
+                    warps: 8,
+                    producer_warps,
+                    producer_groups,
+                    wgmma: true,
+                    ctas_per_sm: 1,
+                };
+                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 256, false, tiles)
+                    .and_then(|s| s.with_key_split(2))
+                {
                     out.push(s);
                     // The same as a 2-CTA cluster (where its exchange tile fits in shared memory).
                     if let Ok(c) = s.with_cluster_key_split() {
@@ -489,18 +730,42 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     let per_key = gate.shape() == GateShape::PerKey;
     for dtype in DType::ALL {
         if dtype != DType::F32 && gate.shape() != GateShape::PerValue {
-            let groups: &[(u32, u32)] = if per_key { &[(4, 1), (8, 2)] } else { &[(4, 2)] };
+            let groups: &[(u32, u32)] = if per_key {
+                &[(4, 1), (8, 2)]
+            } else {
+                &[(4, 2)]
+            };
             for &(producer_warps, producer_groups) in groups {
-                let tiles = Tiles { block_v: 128, warps: 8, producer_warps, producer_groups, wgmma: true, ctas_per_sm: 1 };
-                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 512, false, tiles).and_then(|s| s.with_key_split(4)) {
+                let tiles = Tiles {
+                    block_v: 128,
+                    warps: 8,
+                    producer_warps,
+                    producer_groups,
+                    wgmma: true,
+                    ctas_per_sm: 1,
+                };
+                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, 128, 512, false, tiles)
+                    .and_then(|s| s.with_key_split(4))
+                {
                     out.push(s);
                 }
             }
         }
-        let plain = plain_prefs(per_key, 128).into_iter().find_map(|(chunk, bv, warps)| {
-            let tiles = Tiles { block_v: bv, warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
-            KernelSpec::new(gate, dtype, chunk, 16, 128, 512, false, tiles).and_then(|s| s.with_key_split(4)).ok()
-        });
+        let plain = plain_prefs(per_key, 128)
+            .into_iter()
+            .find_map(|(chunk, bv, warps)| {
+                let tiles = Tiles {
+                    block_v: bv,
+                    warps,
+                    producer_warps: 0,
+                    producer_groups: 1,
+                    wgmma: false,
+                    ctas_per_sm: 1,
+                };
+                KernelSpec::new(gate, dtype, chunk, 16, 128, 512, false, tiles)
+                    .and_then(|s| s.with_key_split(4))
+                    .ok()
+            });
         out.extend(plain);
     }
     out

@@ -25,7 +25,11 @@ struct Mbar {
 
 impl Mbar {
     fn new(count: usize) -> Self {
-        Mbar { count, arrived: 0, phases: 0 }
+        Mbar {
+            count,
+            arrived: 0,
+            phases: 0,
+        }
     }
     fn arrive(&mut self) {
         self.arrived += 1;
@@ -87,7 +91,9 @@ fn run(split: bool, lanes: usize, n: usize, bug: Bug, rng: &mut SmallRng) -> Res
     // Per CTA: XFULL (index 0), XEMPTY (index 1); tile[cta][lane] = (chunk written, read yet).
     // Arrivals a phase: split, one warpgroup of each CTA sends / receives; one-way, CTA 1's two send, CTA 0's receive.
     let recv_count = if split { lanes } else { 2 * lanes };
-    let mut bars: Vec<[Mbar; 2]> = (0..2).map(|_| [Mbar::new(recv_count), Mbar::new(recv_count)]).collect();
+    let mut bars: Vec<[Mbar; 2]> = (0..2)
+        .map(|_| [Mbar::new(recv_count), Mbar::new(recv_count)])
+        .collect();
     let tile_len = if split { lanes } else { 2 * lanes };
     let mut tile: Vec<Vec<Option<(usize, bool)>>> = vec![vec![None; tile_len]; 2];
     let mut agents = Vec::new();
@@ -97,7 +103,14 @@ fn run(split: bool, lanes: usize, n: usize, bug: Bug, rng: &mut SmallRng) -> Res
                 let to = if split { wg } else { 0 };
                 let sends = cta != to;
                 let lane = if split { l } else { wg * lanes + l };
-                agents.push(Agent { cta, lane, sends, peer: cta ^ 1, chunk: 0, step: steps(sends, bug)[0] });
+                agents.push(Agent {
+                    cta,
+                    lane,
+                    sends,
+                    peer: cta ^ 1,
+                    chunk: 0,
+                    step: steps(sends, bug)[0],
+                });
             }
         }
     }
@@ -109,7 +122,11 @@ fn run(split: bool, lanes: usize, n: usize, bug: Bug, rng: &mut SmallRng) -> Res
         let a = &mut agents[i];
         let j = a.chunk;
         let (me, peer) = (a.cta, a.peer);
-        let parity_full = if bug == Bug::FullParityOffByOne { (j + 1) & 1 } else { j & 1 };
+        let parity_full = if bug == Bug::FullParityOffByOne {
+            (j + 1) & 1
+        } else {
+            j & 1
+        };
         let ran = match a.step {
             Step::WaitEmpty => j == 0 || bars[me][1].passes((j - 1) & 1),
             Step::Store => {
@@ -131,7 +148,12 @@ fn run(split: bool, lanes: usize, n: usize, bug: Bug, rng: &mut SmallRng) -> Res
                     tile[me][a.lane] = Some((c, true));
                     true
                 }
-                other => return Err(format!("CTA {me} lane {} read {other:?} for chunk {j}", a.lane)),
+                other => {
+                    return Err(format!(
+                        "CTA {me} lane {} read {other:?} for chunk {j}",
+                        a.lane
+                    ))
+                }
             },
             Step::ArriveEmpty => {
                 bars[peer][1].arrive();
@@ -162,7 +184,10 @@ fn run(split: bool, lanes: usize, n: usize, bug: Bug, rng: &mut SmallRng) -> Res
     for (cta, b) in bars.iter().enumerate() {
         for (name, m) in ["XFULL", "XEMPTY"].iter().zip(b.iter()) {
             if m.arrived != 0 {
-                return Err(format!("CTA {cta}'s {name} left with {} of {} arrivals", m.arrived, m.count));
+                return Err(format!(
+                    "CTA {cta}'s {name} left with {} of {} arrivals",
+                    m.arrived, m.count
+                ));
             }
         }
     }
@@ -170,7 +195,10 @@ fn run(split: bool, lanes: usize, n: usize, bug: Bug, rng: &mut SmallRng) -> Res
     let receiving: Vec<usize> = if split { vec![0, 1] } else { vec![0] };
     for cta in receiving {
         if bars[cta][0].phases != n {
-            return Err(format!("CTA {cta}'s XFULL completed {} phases for {n} chunks", bars[cta][0].phases));
+            return Err(format!(
+                "CTA {cta}'s XFULL completed {} phases for {n} chunks",
+                bars[cta][0].phases
+            ));
         }
     }
     Ok(())
@@ -182,7 +210,8 @@ fn the_exchange_hands_over_every_chunk_once() {
     for split in [true, false] {
         for n in 0..=9 {
             for _ in 0..200 {
-                run(split, 3, n, Bug::None, &mut rng).unwrap_or_else(|e| panic!("split {split}, {n} chunks: {e}"));
+                run(split, 3, n, Bug::None, &mut rng)
+                    .unwrap_or_else(|e| panic!("split {split}, {n} chunks: {e}"));
             }
         }
     }
@@ -191,10 +220,16 @@ fn the_exchange_hands_over_every_chunk_once() {
 #[test]
 fn the_model_catches_a_broken_exchange() {
     let mut rng = SmallRng::seed_from_u64(11);
-    for (bug, what) in [(Bug::NoEmptyWait, "no XEMPTY wait"), (Bug::FullParityOffByOne, "XFULL parity off by one"), (Bug::EarlyEmptyArrive, "XEMPTY before the load")] {
+    for (bug, what) in [
+        (Bug::NoEmptyWait, "no XEMPTY wait"),
+        (Bug::FullParityOffByOne, "XFULL parity off by one"),
+        (Bug::EarlyEmptyArrive, "XEMPTY before the load"),
+    ] {
         for split in [true, false] {
             let found = (0..2000).find_map(|_| run(split, 3, 6, bug, &mut rng).err());
-            let e = found.unwrap_or_else(|| panic!("a broken protocol went unnoticed: {what}, split {split}"));
+            let e = found.unwrap_or_else(|| {
+                panic!("a broken protocol went unnoticed: {what}, split {split}")
+            });
             assert!(e.contains("overwrote") || e.contains("read"), "{what}: {e}");
         }
     }

@@ -30,7 +30,14 @@ fn tile_of(tile: i32) -> (i32, i32) {
 /// The reference row of row t at level h (the first row of its block's upper half) and whether t is a query row.
 fn reference(t: i32, h: i32) -> (i32, bool) {
     let query = (t & h) != 0;
-    (if query { t & !(h - 1) } else { (t | (h - 1)) + 1 }, query)
+    (
+        if query {
+            t & !(h - 1)
+        } else {
+            (t | (h - 1)) + 1
+        },
+        query,
+    )
 }
 
 #[test]
@@ -44,10 +51,17 @@ fn every_pair_is_computed_once_with_exponents_at_most_zero() {
             let mut used = 0;
             for tile in 0..ntiles {
                 let (tm, tn) = tile_of(tile);
-                assert!(tm < c / 16 && 8 * tn < 16 * tm + 16, "C={c} tile {tile} -> ({tm}, {tn}) outside the lower triangle");
+                assert!(
+                    tm < c / 16 && 8 * tn < 16 * tm + 16,
+                    "C={c} tile {tile} -> ({tm}, {tn}) outside the lower triangle"
+                );
                 let (r0, c0) = (16 * tm, 8 * tn);
                 let has = (0..16).any(|g| (0..8).any(|e| level_pair(r0 + g, c0 + e, h)));
-                assert_eq!(tile_has_level(r0, c0, h), has, "C={c} h={h} tile ({r0}, {c0})");
+                assert_eq!(
+                    tile_has_level(r0, c0, h),
+                    has,
+                    "C={c} h={h} tile ({r0}, {c0})"
+                );
                 if !has {
                     continue;
                 }
@@ -60,7 +74,10 @@ fn every_pair_is_computed_once_with_exponents_at_most_zero() {
                             // Row i's operand is a query row and row j's a key row of the same reference m, j < m <= i:
                             // both exponents Γ_i − Γ_m and Γ_m − Γ_j are <= 0 (Γ non-increasing).
                             let ((mi, qi), (mj, qj)) = (reference(i, h), reference(j, h));
-                            assert!(qi && !qj && mi == mj && j < mi && mi <= i && mi < c, "C={c} h={h} ({i}, {j}) m {mi} / {mj}");
+                            assert!(
+                                qi && !qj && mi == mj && j < mi && mi <= i && mi < c,
+                                "C={c} h={h} ({i}, {j}) m {mi} / {mj}"
+                            );
                         }
                     }
                 }
@@ -69,7 +86,10 @@ fn every_pair_is_computed_once_with_exponents_at_most_zero() {
             h /= 2;
         }
         let want: BTreeSet<(i32, i32)> = (0..c).flat_map(|i| (0..i).map(move |j| (i, j))).collect();
-        assert_eq!(seen, want, "C={c}: every pair j < i exactly once (the diagonal is stored apart)");
+        assert_eq!(
+            seen, want,
+            "C={c}: every pair j < i exactly once (the diagonal is stored apart)"
+        );
         println!("C={c}: tiles a level {tiles_per_level:?}");
         if c == 32 {
             assert_eq!(tiles_per_level, vec![2, 2, 4, 4, 4]);
@@ -89,6 +109,9 @@ fn the_template_holds_the_modelled_predicates() {
         "const bool query = (t & h) != 0;",
         "const int m = query ? (t & ~(h - 1)) : ((t | (h - 1)) + 1);",
     ] {
-        assert!(src.contains(line), "stages.cuh no longer holds `{line}`: update this model with it");
+        assert!(
+            src.contains(line),
+            "stages.cuh no longer holds `{line}`: update this model with it"
+        );
     }
 }

@@ -91,11 +91,26 @@ enum Issue {
 /// (the gate's vote; with mid-chunk loads also the warpgroup's score wgmma after the issue).
 /// `joined`: (a three-slot form not built) after publishing chunk j they also wait at a group barrier for the
 /// issuing warp to have issued chunk j + groups — past its EMPTY wait, so the slot's previous copy has landed.
-fn producer_rest(n: usize, stages: usize, groups: usize, g: usize, mid: bool, joined: bool) -> Vec<Op> {
+fn producer_rest(
+    n: usize,
+    stages: usize,
+    groups: usize,
+    g: usize,
+    mid: bool,
+    joined: bool,
+) -> Vec<Op> {
     producer_rest_with(n, stages, groups, g, mid, joined, Issue::Late)
 }
 
-fn producer_rest_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool, joined: bool, how: Issue) -> Vec<Op> {
+fn producer_rest_with(
+    n: usize,
+    stages: usize,
+    groups: usize,
+    g: usize,
+    mid: bool,
+    joined: bool,
+    how: Issue,
+) -> Vec<Op> {
     let mut ops = Vec::new();
     let mut j = g;
     while j < n {
@@ -121,12 +136,29 @@ fn producer_tma(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma
     producer_lead(n, stages, groups, g, mid, tma, false)
 }
 
-fn producer_lead(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma: bool, joined: bool) -> Vec<Op> {
+fn producer_lead(
+    n: usize,
+    stages: usize,
+    groups: usize,
+    g: usize,
+    mid: bool,
+    tma: bool,
+    joined: bool,
+) -> Vec<Op> {
     producer_lead_with(n, stages, groups, g, mid, tma, joined, Issue::Late)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn producer_lead_with(n: usize, stages: usize, groups: usize, g: usize, mid: bool, tma: bool, joined: bool, how: Issue) -> Vec<Op> {
+fn producer_lead_with(
+    n: usize,
+    stages: usize,
+    groups: usize,
+    g: usize,
+    mid: bool,
+    tma: bool,
+    joined: bool,
+    how: Issue,
+) -> Vec<Op> {
     let mut ops = Vec::new();
     let issue = |ops: &mut Vec<Op>, j: usize| {
         if j >= stages {
@@ -184,7 +216,12 @@ fn consumer(n: usize, stages: usize, groups: usize) -> Vec<Op> {
         ops.push(Op::Consume(j));
         ops.push(Op::Consumed(j));
         if j + stages < n {
-            ops.push(Op::Arrive(empty(stages, groups, j % stages, (j + stages) % groups)));
+            ops.push(Op::Arrive(empty(
+                stages,
+                groups,
+                j % stages,
+                (j + stages) % groups,
+            )));
         }
     }
     ops
@@ -192,7 +229,13 @@ fn consumer(n: usize, stages: usize, groups: usize) -> Vec<Op> {
 
 /// The protocol before the per-group EMPTY barriers: one EMPTY barrier per slot shared by both groups.
 fn shared_empty(ops: Vec<Op>, stages: usize, groups: usize) -> Vec<Op> {
-    let remap = |b: usize| if b >= stages { stages + (b - stages) / groups } else { b };
+    let remap = |b: usize| {
+        if b >= stages {
+            stages + (b - stages) / groups
+        } else {
+            b
+        }
+    };
     ops.into_iter()
         .map(|o| match o {
             Op::Arrive(b) => Op::Arrive(remap(b)),
@@ -229,7 +272,14 @@ fn run_tma(n: usize, stages: usize, groups: usize, mid: bool, rng: &mut SmallRng
     run_tma_with(n, stages, groups, mid, false, rng)
 }
 
-fn run_tma_with(n: usize, stages: usize, groups: usize, mid: bool, joined: bool, rng: &mut SmallRng) {
+fn run_tma_with(
+    n: usize,
+    stages: usize,
+    groups: usize,
+    mid: bool,
+    joined: bool,
+    rng: &mut SmallRng,
+) {
     let mut progs: Vec<Vec<Op>> = vec![consumer(n, stages, groups)];
     for g in 0..groups {
         progs.push(producer_lead(n, stages, groups, g, mid, true, joined));
@@ -281,7 +331,9 @@ fn run_tma_issue(n: usize, how: Issue, rng: &mut SmallRng) {
     let (stages, groups) = (4, 2);
     let mut progs: Vec<Vec<Op>> = vec![consumer(n, stages, groups)];
     for g in 0..groups {
-        progs.push(producer_lead_with(n, stages, groups, g, true, true, false, how));
+        progs.push(producer_lead_with(
+            n, stages, groups, g, true, true, false, how,
+        ));
         progs.push(producer_rest_with(n, stages, groups, g, true, false, how));
     }
     run_programs(progs, n, stages, groups, rng);
@@ -290,18 +342,28 @@ fn run_tma_issue(n: usize, how: Issue, rng: &mut SmallRng) {
 /// Roles: 0 the consumers; then per producer group its (lead) program and, for TMA chunks, its rest (odd roles ≥ 3
 /// when every group has two; the party of a group barrier: rest 0, lead 1).
 fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng: &mut SmallRng) {
-    let split = progs.len() == 1 + 2 * groups && groups > 0 && progs.iter().skip(1).any(|p| p.iter().any(|o| matches!(o, Op::GroupSync(_))));
+    let split = progs.len() == 1 + 2 * groups
+        && groups > 0
+        && progs
+            .iter()
+            .skip(1)
+            .any(|p| p.iter().any(|o| matches!(o, Op::GroupSync(_))));
     let is_rest = |r: usize| split && r >= 1 && (r - 1) % 2 == 1;
     let mut pc = vec![0usize; progs.len()];
     // TMA: chunks issued and not landed yet, chunks landed, completed phases of each slot's mbarrier.
-    let (mut in_flight, mut landed, mut mbar) = (Vec::<usize>::new(), vec![false; n], vec![0usize; stages]);
+    let (mut in_flight, mut landed, mut mbar) =
+        (Vec::<usize>::new(), vec![false; n], vec![0usize; stages]);
     // A role blocked in Wait: (barrier, phase it waits for).
     let mut blocked: Vec<Option<(usize, usize)>> = vec![None; progs.len()];
     let mut bars = vec![Bar::default(); stages + stages * groups + 3 * groups];
     let (mut issued, mut produced, mut consumed) = (vec![false; n], vec![false; n], vec![false; n]);
     // The roles of a group whose gate has read chunk j's logits, and how many a group has that read them at all.
     let mut gate_reads = vec![0usize; n];
-    let readers = progs.get(1..=1 + usize::from(split)).map_or(0, |p| p.iter().filter(|p| p.iter().any(|o| matches!(o, Op::GateRead(_)))).count());
+    let readers = progs.get(1..=1 + usize::from(split)).map_or(0, |p| {
+        p.iter()
+            .filter(|p| p.iter().any(|o| matches!(o, Op::GateRead(_))))
+            .count()
+    });
     let ctx = format!("n={n} stages={stages} groups={groups}");
     // Barriers that a group's other warps arrive on too (party 2): a phase then completes once all three arrived.
     let mut with_rest = vec![false; bars.len()];
@@ -326,14 +388,24 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
             Some(&Op::MbarWait(j)) => mbar[j % stages] & 1 != (j / stages) & 1,
             _ => true,
         };
-        let runnable: Vec<usize> = (0..progs.len()).filter(|&r| blocked[r].is_none() && pc[r] < progs[r].len() && mbar_open(r)).collect();
+        let runnable: Vec<usize> = (0..progs.len())
+            .filter(|&r| blocked[r].is_none() && pc[r] < progs[r].len() && mbar_open(r))
+            .collect();
         if runnable.is_empty() && in_flight.is_empty() {
-            let stuck: Vec<usize> = (0..progs.len()).filter(|&r| pc[r] < progs[r].len()).collect();
-            assert!(stuck.is_empty(), "{ctx}: deadlock, roles {stuck:?} blocked at {:?}", stuck.iter().map(|&r| progs[r][pc[r]]).collect::<Vec<_>>());
+            let stuck: Vec<usize> = (0..progs.len())
+                .filter(|&r| pc[r] < progs[r].len())
+                .collect();
+            assert!(
+                stuck.is_empty(),
+                "{ctx}: deadlock, roles {stuck:?} blocked at {:?}",
+                stuck.iter().map(|&r| progs[r][pc[r]]).collect::<Vec<_>>()
+            );
             break;
         }
         // The copy engine lands one chunk in flight (any of them: copies to different slots finish in any order).
-        if !in_flight.is_empty() && (runnable.is_empty() || rng.random_range(0..runnable.len() + 1) == 0) {
+        if !in_flight.is_empty()
+            && (runnable.is_empty() || rng.random_range(0..runnable.len() + 1) == 0)
+        {
             let j = in_flight.swap_remove(rng.random_range(0..in_flight.len()));
             landed[j] = true;
             mbar[j % stages] += 1;
@@ -346,11 +418,19 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
             _ => usize::from(r != 0),
         };
         match progs[r][pc[r]] {
-            op @ (Op::Arrive(b) | Op::Wait(b) | Op::GroupSync(b) | Op::GroupArrive(b) | Op::ArriveRest(b)) => {
-                assert!(!bars[b].arrived[party], "{ctx}: role {r} joins barrier {b} twice in one phase");
+            op @ (Op::Arrive(b)
+            | Op::Wait(b)
+            | Op::GroupSync(b)
+            | Op::GroupArrive(b)
+            | Op::ArriveRest(b)) => {
+                assert!(
+                    !bars[b].arrived[party],
+                    "{ctx}: role {r} joins barrier {b} twice in one phase"
+                );
                 bars[b].arrived[party] = true;
                 let phase = bars[b].completed;
-                if bars[b].arrived[0] && bars[b].arrived[1] && (bars[b].arrived[2] || !with_rest[b]) {
+                if bars[b].arrived[0] && bars[b].arrived[1] && (bars[b].arrived[2] || !with_rest[b])
+                {
                     bars[b].arrived = [false; 3];
                     bars[b].completed += 1;
                 }
@@ -361,7 +441,11 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
             }
             Op::Issue(j) => {
                 assert!(!issued[j], "{ctx}: chunk {j} issued twice");
-                assert!(j < stages || consumed[j - stages], "{ctx}: slot of chunk {j} refilled before chunk {} was consumed", j - stages);
+                assert!(
+                    j < stages || consumed[j - stages],
+                    "{ctx}: slot of chunk {j} refilled before chunk {} was consumed",
+                    j - stages
+                );
                 // (chunk j's load also overwrites its group's logits tile, which held chunk j − groups's)
                 if readers > 0 && j >= groups {
                     assert!(gate_reads[j - groups] == readers, "{ctx}: chunk {j}'s load overwrote the logits of chunk {} before every warp's gate read them", j - groups);
@@ -369,20 +453,32 @@ fn run_programs(progs: Vec<Vec<Op>>, n: usize, stages: usize, groups: usize, rng
                 issued[j] = true;
                 in_flight.push(j);
             }
-            Op::MbarWait(j) => assert!(landed[j], "{ctx}: role {r} passed chunk {j}'s mbarrier before the chunk landed"),
+            Op::MbarWait(j) => assert!(
+                landed[j],
+                "{ctx}: role {r} passed chunk {j}'s mbarrier before the chunk landed"
+            ),
             Op::Produced(j) => {
                 assert!(issued[j], "{ctx}: chunk {j} produced before it was loaded");
                 produced[j] = true;
             }
-            Op::Consume(j) => assert!(produced[j], "{ctx}: chunk {j} consumed before the producers published it"),
+            Op::Consume(j) => assert!(
+                produced[j],
+                "{ctx}: chunk {j} consumed before the producers published it"
+            ),
             Op::Consumed(j) => consumed[j] = true,
             Op::GateRead(j) => gate_reads[j] += 1,
         }
         pc[r] += 1;
     }
-    assert!(consumed.iter().all(|&c| c), "{ctx}: not every chunk was consumed");
+    assert!(
+        consumed.iter().all(|&c| c),
+        "{ctx}: not every chunk was consumed"
+    );
     for (b, bar) in bars.iter().enumerate() {
-        assert!(bar.arrived == [false; 3], "{ctx}: barrier {b} left with a half-complete phase");
+        assert!(
+            bar.arrived == [false; 3],
+            "{ctx}: barrier {b} left with a half-complete phase"
+        );
     }
 }
 
@@ -436,11 +532,17 @@ fn two_groups_sharing_three_tma_slots_read_a_chunk_before_it_lands() {
     let mut rng = SmallRng::seed_from_u64(13);
     let found = (0..2000).find_map(|_| {
         let mut r = SmallRng::seed_from_u64(rng.random());
-        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_tma(9, 3, 2, false, &mut r))).err()?;
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_tma(9, 3, 2, false, &mut r)
+        }))
+        .err()?;
         Some(e.downcast_ref::<String>().cloned().unwrap_or_default())
     });
     let msg = found.expect("three slots shared by two TMA groups should fail in some interleaving");
-    assert!(msg.contains("passed chunk") && msg.contains("before the chunk landed"), "{msg}");
+    assert!(
+        msg.contains("passed chunk") && msg.contains("before the chunk landed"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -485,7 +587,10 @@ fn early_issue_without_the_logits_barrier_overwrites_a_gate_read() {
     let mut rng = SmallRng::seed_from_u64(17);
     let found = (0..2000).find_map(|_| {
         let mut r = SmallRng::seed_from_u64(rng.random());
-        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_tma_issue(9, Issue::Early { xread: false }, &mut r))).err()?;
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_tma_issue(9, Issue::Early { xread: false }, &mut r)
+        }))
+        .err()?;
         Some(e.downcast_ref::<String>().cloned().unwrap_or_default())
     });
     let msg = found.expect("the early issue without BAR_XREAD should fail in some interleaving");
@@ -509,7 +614,13 @@ fn the_model_catches_a_broken_protocol() {
         }))
         .is_err()
     });
-    assert!(found, "the shared-EMPTY protocol should fail in some interleaving");
+    assert!(
+        found,
+        "the shared-EMPTY protocol should fail in some interleaving"
+    );
     // One group cannot run ahead of itself: with a single group the shared and per-group barriers coincide.
-    assert_eq!(shared_empty(consumer(7, stages, 1), stages, 1), consumer(7, stages, 1));
+    assert_eq!(
+        shared_empty(consumer(7, stages, 1), stages, 1),
+        consumer(7, stages, 1)
+    );
 }

@@ -5,10 +5,18 @@
 pub enum GlaError {
     /// A tensor has the wrong shape.
     #[error("`{what}` has shape {got:?}, expected {expected}")]
-    Shape { what: &'static str, expected: String, got: Vec<usize> },
+    Shape {
+        what: &'static str,
+        expected: String,
+        got: Vec<usize>,
+    },
     /// A tensor has the wrong dtype.
     #[error("`{what}` has dtype {got}, expected {expected}")]
-    DType { what: &'static str, expected: String, got: String },
+    DType {
+        what: &'static str,
+        expected: String,
+        got: String,
+    },
     /// An argument is out of its domain (a wrong `cu_seqlens`, a missing gate tensor, ...).
     #[error("invalid `{what}`: {msg}")]
     InvalidArgument { what: &'static str, msg: String },
@@ -26,7 +34,11 @@ pub enum GlaError {
     NoNvrtc(String),
     /// NVRTC rejected a generated kernel.
     #[error("NVRTC failed to compile `{kernel}` with options {options:?}:\n{log}")]
-    Compile { kernel: String, options: Vec<String>, log: String },
+    Compile {
+        kernel: String,
+        options: Vec<String>,
+        log: String,
+    },
     /// A CUDA driver call failed.
     #[error("CUDA error during {op}: {msg}")]
     Cuda { op: &'static str, msg: String },
@@ -38,11 +50,18 @@ pub enum GlaError {
 impl GlaError {
     /// Shorthand for [`GlaError::InvalidArgument`].
     pub fn invalid(what: &'static str, msg: impl Into<String>) -> Self {
-        GlaError::InvalidArgument { what, msg: msg.into() }
+        GlaError::InvalidArgument {
+            what,
+            msg: msg.into(),
+        }
     }
     /// Shorthand for [`GlaError::Shape`].
     pub fn shape(what: &'static str, expected: impl Into<String>, got: &[usize]) -> Self {
-        GlaError::Shape { what, expected: expected.into(), got: got.to_vec() }
+        GlaError::Shape {
+            what,
+            expected: expected.into(),
+            got: got.to_vec(),
+        }
     }
 }
 

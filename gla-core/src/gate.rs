@@ -94,7 +94,13 @@ pub trait Gate: Send + Sync + 'static {
 
 impl fmt::Debug for dyn Gate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Gate({}: {} = {})", self.name(), self.shape(), self.expr())
+        write!(
+            f,
+            "Gate({}: {} = {})",
+            self.name(),
+            self.shape(),
+            self.expr()
+        )
     }
 }
 
@@ -108,7 +114,10 @@ inventory::collect!(GateRegistration);
 
 /// Every gate declared with `#[gated_linear_attention]` in the crates linked into this binary, sorted by name.
 pub fn registered_gates() -> Vec<&'static dyn Gate> {
-    let mut v: Vec<&'static dyn Gate> = inventory::iter::<GateRegistration>.into_iter().map(|r| r.gate).collect();
+    let mut v: Vec<&'static dyn Gate> = inventory::iter::<GateRegistration>
+        .into_iter()
+        .map(|r| r.gate)
+        .collect();
     v.sort_by_key(|g| g.name());
     v.dedup_by_key(|g| g.name());
     v

@@ -65,13 +65,20 @@ fn check_params(gate: &dyn Gate, dims: Dims, params: &[f64]) -> Result<()> {
     let specs = gate.params();
     let np = specs.len();
     if params.len() != dims.h * np {
-        return Err(GlaError::shape("params", format!("[H, P] = [{}, {np}] (gate `{}`)", dims.h, gate.name()), &[params.len()]));
+        return Err(GlaError::shape(
+            "params",
+            format!("[H, P] = [{}, {np}] (gate `{}`)", dims.h, gate.name()),
+            &[params.len()],
+        ));
     }
     for (i, &v) in params.iter().enumerate() {
         let (h, k) = (i / np.max(1), i % np.max(1));
         let spec = &specs[k];
         if !v.is_finite() {
-            return Err(GlaError::invalid("params", format!("`{}` of head {h} is {v}, must be finite", spec.name)));
+            return Err(GlaError::invalid(
+                "params",
+                format!("`{}` of head {h} is {v}, must be finite", spec.name),
+            ));
         }
         if let Some((lo, hi)) = spec.range {
             if v < lo || v > hi {
@@ -94,7 +101,10 @@ fn check_params(gate: &dyn Gate, dims: Dims, params: &[f64]) -> Result<()> {
 /// declared ranges, and that every log-gate is finite and ≤ 0.
 pub fn log_gates(gate: &dyn Gate, dims: Dims, logits: &[f64], params: &[f64]) -> Result<Vec<f64>> {
     if dims.h == 0 || dims.dk == 0 || dims.dv == 0 {
-        return Err(GlaError::invalid("dims", format!("H, d_k and d_v must be positive, got {dims:?}")));
+        return Err(GlaError::invalid(
+            "dims",
+            format!("H, d_k and d_v must be positive, got {dims:?}"),
+        ));
     }
     check_params(gate, dims, params)?;
     let np = gate.params().len();
@@ -103,23 +113,45 @@ pub fn log_gates(gate: &dyn Gate, dims: Dims, logits: &[f64], params: &[f64]) ->
     let (n, want) = logits_shape(shape, dims);
     let out: Vec<f64> = if shape == GateShape::Fixed {
         if !logits.is_empty() {
-            return Err(GlaError::shape("logits", format!("[] (gate `{}` is fixed: it takes no logits)", gate.name()), &[logits.len()]));
+            return Err(GlaError::shape(
+                "logits",
+                format!("[] (gate `{}` is fixed: it takes no logits)", gate.name()),
+                &[logits.len()],
+            ));
         }
-        (0..dims.h).map(|h| gate.log_alpha(h as f64, p_of(h))).collect()
+        (0..dims.h)
+            .map(|h| gate.log_alpha(h as f64, p_of(h)))
+            .collect()
     } else {
         let len: usize = want.iter().product();
         if logits.len() != len {
-            return Err(GlaError::shape("logits", format!("{want:?} (gate `{}` is {shape})", gate.name()), &[logits.len()]));
+            return Err(GlaError::shape(
+                "logits",
+                format!("{want:?} (gate `{}` is {shape})", gate.name()),
+                &[logits.len()],
+            ));
         }
         if let Some(i) = logits.iter().position(|x| !x.is_finite()) {
-            return Err(GlaError::invalid("logits", format!("logits[{i}] = {}, must be finite", logits[i])));
+            return Err(GlaError::invalid(
+                "logits",
+                format!("logits[{i}] = {}, must be finite", logits[i]),
+            ));
         }
-        logits.iter().enumerate().map(|(i, &x)| gate.log_alpha(x, p_of((i / n) % dims.h))).collect()
+        logits
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| gate.log_alpha(x, p_of((i / n) % dims.h)))
+            .collect()
     };
     if let Some(i) = out.iter().position(|v| !(v.is_finite() && *v <= 0.0)) {
         return Err(GlaError::invalid(
             "gate",
-            format!("gate `{}` gave log α = {} at index {i}: must be finite and ≤ 0 (log α = {})", gate.name(), out[i], gate.expr()),
+            format!(
+                "gate `{}` gave log α = {} at index {i}: must be finite and ≤ 0 (log α = {})",
+                gate.name(),
+                out[i],
+                gate.expr()
+            ),
         ));
     }
     Ok(out)
@@ -154,13 +186,22 @@ pub fn gate_forward(p: &GateProblem, output_final_state: bool) -> Result<Forward
 /// Gradients of the recurrence (f64) with respect to q, k, v, the raw logits, the gate parameters and the
 /// initial state: `∂ℒ/∂x = ∂ℒ/∂log α · ∂log α/∂x` per logit, `∂ℒ/∂p_h = Σ ∂ℒ/∂log α · ∂log α/∂p` over every
 /// token and channel of head `h` (every head `h` itself for a fixed gate).
-pub fn gate_backward(p: &GateProblem, d_o: &[f64], d_final_state: Option<&[f64]>) -> Result<GateGrads> {
+pub fn gate_backward(
+    p: &GateProblem,
+    d_o: &[f64],
+    d_final_state: Option<&[f64]>,
+) -> Result<GateGrads> {
     let gate = p.gate;
     let lg = log_gates(gate, p.dims, p.logits, p.params)?;
     let g = reference::recurrent_backward(&problem(p, &lg), d_o, d_final_state)?;
     let shape = gate.shape();
-    let d_lg = if shape == GateShape::PerValue { g.d_value_gate } else { g.d_key_gate };
-    let d_lg = d_lg.ok_or_else(|| GlaError::invalid("gate", "the reference returned no gate gradient"))?;
+    let d_lg = if shape == GateShape::PerValue {
+        g.d_value_gate
+    } else {
+        g.d_key_gate
+    };
+    let d_lg =
+        d_lg.ok_or_else(|| GlaError::invalid("gate", "the reference returned no gate gradient"))?;
     let np = gate.params().len();
     let h_count = p.dims.h;
     let mut d_params = vec![0.0; h_count * np];
@@ -189,7 +230,14 @@ pub fn gate_backward(p: &GateProblem, d_o: &[f64], d_final_state: Option<&[f64]>
             }
         }
     }
-    Ok(GateGrads { dq: g.dq, dk: g.dk, dv: g.dv, d_logits, d_params, d_initial_state: g.d_initial_state })
+    Ok(GateGrads {
+        dq: g.dq,
+        dk: g.dk,
+        dv: g.dv,
+        d_logits,
+        d_params,
+        d_initial_state: g.d_initial_state,
+    })
 }
 
 #[cfg(test)]
@@ -210,7 +258,10 @@ mod tests {
             self.0
         }
         fn params(&self) -> &'static [ParamSpec] {
-            &[ParamSpec { name: "gamma", range: Some((0.0, 1.0)) }]
+            &[ParamSpec {
+                name: "gamma",
+                range: Some((0.0, 1.0)),
+            }]
         }
         fn expr(&self) -> &'static str {
             "log(gamma + (1 - gamma) * sigmoid(x))"
@@ -252,23 +303,44 @@ mod tests {
         let d = Dims::new(1, 3, 2, 4, 5);
         let g = Hand(GateShape::PerKey);
         assert!(log_gates(&g, d, &data(24, 1), &[0.5, 0.5]).is_ok());
-        let e = log_gates(&g, d, &data(23, 1), &[0.5, 0.5]).unwrap_err().to_string();
+        let e = log_gates(&g, d, &data(23, 1), &[0.5, 0.5])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("[1, 3, 2, 4]"), "{e}");
-        let e = log_gates(&g, d, &data(24, 1), &[0.5]).unwrap_err().to_string();
+        let e = log_gates(&g, d, &data(24, 1), &[0.5])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("[H, P] = [2, 1]"), "{e}");
-        let e = log_gates(&g, d, &data(24, 1), &[0.5, 1.5]).unwrap_err().to_string();
+        let e = log_gates(&g, d, &data(24, 1), &[0.5, 1.5])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside its declared range"), "{e}");
-        let e = log_gates(&Hand(GateShape::PerHead), d, &data(24, 1), &[0.5, 0.5]).unwrap_err().to_string();
+        let e = log_gates(&Hand(GateShape::PerHead), d, &data(24, 1), &[0.5, 0.5])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("[1, 3, 2]"), "{e}");
-        assert_eq!(log_gates(&Hand(GateShape::PerValue), d, &data(30, 1), &[0.5, 0.5]).unwrap().len(), 30);
+        assert_eq!(
+            log_gates(&Hand(GateShape::PerValue), d, &data(30, 1), &[0.5, 0.5])
+                .unwrap()
+                .len(),
+            30
+        );
         let f = log_gates(&Hand(GateShape::Fixed), d, &[], &[0.5, 0.25]).unwrap();
-        assert_eq!(f, vec![(0.5f64 + 0.5 * 0.5).ln(), (0.25f64 + 0.75 * sig(1.0)).ln()]);
+        assert_eq!(
+            f,
+            vec![(0.5f64 + 0.5 * 0.5).ln(), (0.25f64 + 0.75 * sig(1.0)).ln()]
+        );
         assert!(log_gates(&Hand(GateShape::Fixed), d, &[1.0], &[0.5, 0.5]).is_err());
     }
 
     #[test]
     fn backward_matches_finite_differences() {
-        for shape in [GateShape::PerKey, GateShape::PerHead, GateShape::PerValue, GateShape::Fixed] {
+        for shape in [
+            GateShape::PerKey,
+            GateShape::PerHead,
+            GateShape::PerValue,
+            GateShape::Fixed,
+        ] {
             let d = Dims::new(2, 3, 2, 3, 2);
             let g = Hand(shape);
             let nl = match shape {
@@ -280,11 +352,33 @@ mod tests {
             let params = vec![0.3, 0.6];
             let d_o = data(24, 6);
             let loss = |logits: &[f64], params: &[f64]| {
-                let p = GateProblem { dims: d, q: &q, k: &k, v: &v, gate: &g, logits, params, scale: None, initial_state: None, cu_seqlens: None };
+                let p = GateProblem {
+                    dims: d,
+                    q: &q,
+                    k: &k,
+                    v: &v,
+                    gate: &g,
+                    logits,
+                    params,
+                    scale: None,
+                    initial_state: None,
+                    cu_seqlens: None,
+                };
                 let f = gate_forward(&p, false).unwrap();
                 f.o.iter().zip(&d_o).map(|(a, b)| a * b).sum::<f64>()
             };
-            let p = GateProblem { dims: d, q: &q, k: &k, v: &v, gate: &g, logits: &logits, params: &params, scale: None, initial_state: None, cu_seqlens: None };
+            let p = GateProblem {
+                dims: d,
+                q: &q,
+                k: &k,
+                v: &v,
+                gate: &g,
+                logits: &logits,
+                params: &params,
+                scale: None,
+                initial_state: None,
+                cu_seqlens: None,
+            };
             let gr = gate_backward(&p, &d_o, None).unwrap();
             assert_eq!(gr.d_logits.len(), nl);
             let h = 1e-6;
@@ -293,14 +387,22 @@ mod tests {
                 a[i] += h;
                 b[i] -= h;
                 let fd = (loss(&a, &params) - loss(&b, &params)) / (2.0 * h);
-                assert!((fd - gr.d_logits[i]).abs() < 1e-7 * (1.0 + fd.abs()), "{shape}: d logit {i}: fd {fd} vs {}", gr.d_logits[i]);
+                assert!(
+                    (fd - gr.d_logits[i]).abs() < 1e-7 * (1.0 + fd.abs()),
+                    "{shape}: d logit {i}: fd {fd} vs {}",
+                    gr.d_logits[i]
+                );
             }
             for j in 0..params.len() {
                 let (mut a, mut b) = (params.clone(), params.clone());
                 a[j] += h;
                 b[j] -= h;
                 let fd = (loss(&logits, &a) - loss(&logits, &b)) / (2.0 * h);
-                assert!((fd - gr.d_params[j]).abs() < 1e-7 * (1.0 + fd.abs()), "{shape}: d param {j}: fd {fd} vs {}", gr.d_params[j]);
+                assert!(
+                    (fd - gr.d_params[j]).abs() < 1e-7 * (1.0 + fd.abs()),
+                    "{shape}: d param {j}: fd {fd} vs {}",
+                    gr.d_params[j]
+                );
             }
         }
     }

@@ -69,7 +69,10 @@ impl Dims {
     /// token units of the flattened `[B*T]` axis.
     pub fn sequences(&self, cu_seqlens: Option<&[usize]>) -> Result<Vec<(usize, usize)>> {
         if self.h == 0 || self.dk == 0 || self.dv == 0 {
-            return Err(GlaError::invalid("dims", format!("H, d_k and d_v must be positive, got {self:?}")));
+            return Err(GlaError::invalid(
+                "dims",
+                format!("H, d_k and d_v must be positive, got {self:?}"),
+            ));
         }
         match cu_seqlens {
             None => Ok((0..self.b).map(|b| (b * self.t, self.t)).collect()),
@@ -81,18 +84,32 @@ impl Dims {
                     ));
                 }
                 if cu.len() < 2 {
-                    return Err(GlaError::invalid("cu_seqlens", format!("needs N+1 >= 2 offsets, got {}", cu.len())));
+                    return Err(GlaError::invalid(
+                        "cu_seqlens",
+                        format!("needs N+1 >= 2 offsets, got {}", cu.len()),
+                    ));
                 }
                 if cu[0] != 0 || *cu.last().unwrap() != self.t {
                     return Err(GlaError::invalid(
                         "cu_seqlens",
-                        format!("must start at 0 and end at T = {}, got {:?}..{:?}", self.t, cu.first(), cu.last()),
+                        format!(
+                            "must start at 0 and end at T = {}, got {:?}..{:?}",
+                            self.t,
+                            cu.first(),
+                            cu.last()
+                        ),
                     ));
                 }
                 if let Some(w) = cu.windows(2).position(|w| w[1] < w[0]) {
                     return Err(GlaError::invalid(
                         "cu_seqlens",
-                        format!("must be non-decreasing, but cu_seqlens[{}] = {} > cu_seqlens[{}] = {}", w, cu[w], w + 1, cu[w + 1]),
+                        format!(
+                            "must be non-decreasing, but cu_seqlens[{}] = {} > cu_seqlens[{}] = {}",
+                            w,
+                            cu[w],
+                            w + 1,
+                            cu[w + 1]
+                        ),
                     ));
                 }
                 Ok(cu.windows(2).map(|w| (w[0], w[1] - w[0])).collect())
@@ -121,14 +138,20 @@ impl HostTensor {
     pub fn from_f32(dtype: DType, shape: &[usize], values: &[f32]) -> Result<Self> {
         let n: usize = shape.iter().product();
         if n != values.len() {
-            return Err(GlaError::invalid("values", format!("shape {shape:?} holds {n} elements, got {}", values.len())));
+            return Err(GlaError::invalid(
+                "values",
+                format!("shape {shape:?} holds {n} elements, got {}", values.len()),
+            ));
         }
         let data = match dtype {
             DType::F32 => HostData::F32(values.to_vec()),
             DType::BF16 => HostData::BF16(values.iter().map(|&x| bf16::from_f32(x)).collect()),
             DType::F16 => HostData::F16(values.iter().map(|&x| f16::from_f32(x)).collect()),
         };
-        Ok(HostTensor { shape: shape.to_vec(), data })
+        Ok(HostTensor {
+            shape: shape.to_vec(),
+            data,
+        })
     }
     pub fn dtype(&self) -> DType {
         match self.data {
@@ -159,7 +182,11 @@ impl HostTensor {
             return Err(GlaError::shape(what, format!("{shape:?}"), &self.shape));
         }
         if self.dtype() != dtype {
-            return Err(GlaError::DType { what, expected: dtype.to_string(), got: self.dtype().to_string() });
+            return Err(GlaError::DType {
+                what,
+                expected: dtype.to_string(),
+                got: self.dtype().to_string(),
+            });
         }
         Ok(())
     }

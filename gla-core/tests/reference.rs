@@ -8,8 +8,8 @@ mod common;
 
 use common::*;
 use gla_core::reference::{
-    chunkwise_forward, chunkwise_forward_with_fault, recurrent_forward, rel_rms, ChunkConfig, ExpStats, Fault, Forward,
-    KeyGate, Problem,
+    chunkwise_forward, chunkwise_forward_with_fault, recurrent_forward, rel_rms, ChunkConfig,
+    ExpStats, Fault, Forward, KeyGate, Problem,
 };
 use gla_core::Dims;
 use std::time::Instant;
@@ -37,7 +37,12 @@ fn tol(regime: Regime) -> f64 {
 /// ([`rel_rms`]) — or, with `magnitude`, as `rms(got − want) / rms(magnitude)` where `magnitude` is the recurrence
 /// on `|q|, |k|, |v|, |S_0|` (the sum of the absolute values of every term; used on tiny tensors, where a sum that
 /// cancels to nearly 0 would make the plain relative error meaningless). Returns the worst error.
-fn accept(got: &(Forward, ExpStats), want: &Forward, tol: f64, magnitude: Option<&Forward>) -> Result<f64, String> {
+fn accept(
+    got: &(Forward, ExpStats),
+    want: &Forward,
+    tol: f64,
+    magnitude: Option<&Forward>,
+) -> Result<f64, String> {
     let (fwd, stats) = got;
     let err = |g: &[f64], w: &[f64], m: Option<&[f64]>| match m {
         None => rel_rms(g, w),
@@ -56,7 +61,10 @@ fn accept(got: &(Forward, ExpStats), want: &Forward, tol: f64, magnitude: Option
         problems.push("non-finite output".to_string());
     }
     if !(stats.max_arg <= 0.0) {
-        problems.push(format!("exp of a positive argument: max_arg = {:e} over {} exps", stats.max_arg, stats.count));
+        problems.push(format!(
+            "exp of a positive argument: max_arg = {:e} over {} exps",
+            stats.max_arg, stats.count
+        ));
     }
     let e_o = err(&fwd.o, &want.o, magnitude.map(|m| &m.o[..]));
     let e_s = match (&fwd.final_state, &want.final_state) {
@@ -64,7 +72,11 @@ fn accept(got: &(Forward, ExpStats), want: &Forward, tol: f64, magnitude: Option
             if !all_finite(g) {
                 problems.push("non-finite final state".to_string());
             }
-            err(g, w, magnitude.map(|m| m.final_state.as_deref().unwrap_or(&[])))
+            err(
+                g,
+                w,
+                magnitude.map(|m| m.final_state.as_deref().unwrap_or(&[])),
+            )
         }
         (None, None) => 0.0,
         _ => {
@@ -108,7 +120,13 @@ impl Sweep {
             let mut results = Vec::new();
             // Alg. 1 right, Alg. 1 left, and the right form split into 3 segments (the kernels' two-level scan).
             for (materialize, segments) in [(false, 1), (true, 1), (false, 3)] {
-                let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None, segments };
+                let cfg = ChunkConfig {
+                    chunk,
+                    sub_chunk,
+                    materialize,
+                    factorise_span: None,
+                    segments,
+                };
                 let case = format!("{label} {cfg:?}");
                 let got = chunkwise_forward(&p, cfg, true).expect("valid problem");
                 self.cases += 1;
@@ -120,27 +138,44 @@ impl Sweep {
                     },
                     Err(msg) => self.failures.push(format!("{case}: {msg}")),
                 }
-                assert!(got.1.count > 0 || want.o.is_empty(), "{label}: no exp recorded");
+                assert!(
+                    got.1.count > 0 || want.o.is_empty(),
+                    "{label}: no exp recorded"
+                );
                 results.push(got.0);
             }
             // The two schedules of Alg. 1 perform the same f32 operations per chunk: bitwise equal.
-            assert_eq!(results[0], results[1], "{label} C={chunk} c={sub_chunk}: materialize on/off differ");
+            assert_eq!(
+                results[0], results[1],
+                "{label} C={chunk} c={sub_chunk}: materialize on/off differ"
+            );
         }
     }
 
     fn finish(self, name: &str) {
         println!("{name}: {} cases", self.cases);
         for (regime, e, case) in &self.worst {
-            println!("  {regime:?}: worst rel RMS {e:.3e} (tolerance {:.0e}) at {case}", tol(*regime));
+            println!(
+                "  {regime:?}: worst rel RMS {e:.3e} (tolerance {:.0e}) at {case}",
+                tol(*regime)
+            );
         }
-        assert!(self.failures.is_empty(), "{name}: {} failures:\n{}", self.failures.len(), self.failures.join("\n"));
+        assert!(
+            self.failures.is_empty(),
+            "{name}: {} failures:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
     }
 }
 
 /// The gate combinations of the sweeps: every key-gate kind without and with the value gate (`None` + value gate
 /// = the value gate alone).
 fn gate_combos() -> Vec<(Kind, bool)> {
-    KINDS.iter().flat_map(|&k| [(k, false), (k, true)]).collect()
+    KINDS
+        .iter()
+        .flat_map(|&k| [(k, false), (k, true)])
+        .collect()
 }
 
 const REGIMES: [Regime; 2] = [Regime::Strong, Regime::LongMemory];
@@ -155,8 +190,15 @@ fn chunkwise_matches_recurrent_varlen_every_config() {
     for (kind, vg) in gate_combos() {
         for regime in REGIMES {
             seed += 1;
-            let owned = Spec::varlen(&lens, 2, 16, 24).gates(kind, vg, regime).build(seed);
-            sweep.run(&format!("varlen {kind:?} vg={vg} {regime:?}"), &owned, regime, &chunk_pairs());
+            let owned = Spec::varlen(&lens, 2, 16, 24)
+                .gates(kind, vg, regime)
+                .build(seed);
+            sweep.run(
+                &format!("varlen {kind:?} vg={vg} {regime:?}"),
+                &owned,
+                regime,
+                &chunk_pairs(),
+            );
         }
     }
     sweep.finish("varlen, every config");
@@ -175,7 +217,12 @@ fn chunkwise_matches_recurrent_batched_every_config() {
                 if seed % 2 == 0 {
                     spec.scale = Some(0.37);
                 }
-                sweep.run(&format!("B=2 T={t} {kind:?} vg={vg} {regime:?}"), &spec.build(seed), regime, &chunk_pairs());
+                sweep.run(
+                    &format!("B=2 T={t} {kind:?} vg={vg} {regime:?}"),
+                    &spec.build(seed),
+                    regime,
+                    &chunk_pairs(),
+                );
             }
         }
     }
@@ -192,8 +239,15 @@ fn chunkwise_matches_recurrent_long_d100() {
         for (kind, vg) in gate_combos() {
             for regime in REGIMES {
                 seed += 1;
-                let owned = Spec::new(1, 1000, 1, dk, dv).gates(kind, vg, regime).build(seed);
-                sweep.run(&format!("T=1000 dk={dk} dv={dv} {kind:?} vg={vg} {regime:?}"), &owned, regime, &pairs);
+                let owned = Spec::new(1, 1000, 1, dk, dv)
+                    .gates(kind, vg, regime)
+                    .build(seed);
+                sweep.run(
+                    &format!("T=1000 dk={dk} dv={dv} {kind:?} vg={vg} {regime:?}"),
+                    &owned,
+                    regime,
+                    &pairs,
+                );
             }
         }
     }
@@ -209,7 +263,18 @@ fn chunkwise_matches_recurrent_without_states() {
     let p = owned.problem();
     let want = recurrent_forward(&p, false).unwrap();
     assert!(want.final_state.is_none());
-    let got = chunkwise_forward(&p, ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None, segments: 1 }, false).unwrap();
+    let got = chunkwise_forward(
+        &p,
+        ChunkConfig {
+            chunk: 32,
+            sub_chunk: 8,
+            materialize: true,
+            factorise_span: None,
+            segments: 1,
+        },
+        false,
+    )
+    .unwrap();
     assert!(got.0.final_state.is_none());
     let e = accept(&got, &want, tol(Regime::Strong), None).unwrap();
     println!("no states: rel RMS {e:.3e}");
@@ -225,16 +290,30 @@ fn chunkwise_matches_recurrent_without_states() {
 /// the same acceptance predicate the sweeps use.
 #[test]
 fn wrong_reference_point_is_detected() {
-    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: None, segments: 1 };
-    for (kind, vg) in [(Kind::PerKey, false), (Kind::None, true), (Kind::PerKey, true)] {
+    let cfg = ChunkConfig {
+        chunk: 64,
+        sub_chunk: 16,
+        materialize: false,
+        factorise_span: None,
+        segments: 1,
+    };
+    for (kind, vg) in [
+        (Kind::PerKey, false),
+        (Kind::None, true),
+        (Kind::PerKey, true),
+    ] {
         for regime in REGIMES {
-            let owned = Spec::varlen(&[100, 1, 64], 2, 16, 12).gates(kind, vg, regime).build(11);
+            let owned = Spec::varlen(&[100, 1, 64], 2, 16, 12)
+                .gates(kind, vg, regime)
+                .build(11);
             let p = owned.problem();
             let want = recurrent_forward(&p, true).unwrap();
             let good = chunkwise_forward_with_fault(&p, cfg, true, Fault::None).unwrap();
             assert_eq!(good, chunkwise_forward(&p, cfg, true).unwrap());
-            let e = accept(&good, &want, tol(regime), None).unwrap_or_else(|m| panic!("correct form rejected: {m}"));
-            let bad = chunkwise_forward_with_fault(&p, cfg, true, Fault::WrongReferencePoint).unwrap();
+            let e = accept(&good, &want, tol(regime), None)
+                .unwrap_or_else(|m| panic!("correct form rejected: {m}"));
+            let bad =
+                chunkwise_forward_with_fault(&p, cfg, true, Fault::WrongReferencePoint).unwrap();
             let verdict = accept(&bad, &want, tol(regime), None);
             let err = rel_rms(&bad.0.o, &want.o);
             println!(
@@ -244,10 +323,16 @@ fn wrong_reference_point_is_detected() {
                 all_finite(&bad.0.o)
             );
             assert!(verdict.is_err(), "fault not detected");
-            assert!(bad.1.max_arg > 0.0, "a wrong reference point must show positive exp arguments");
+            assert!(
+                bad.1.max_arg > 0.0,
+                "a wrong reference point must show positive exp arguments"
+            );
             if regime == Regime::Strong {
                 // Overflow: non-finite outputs or errors far above the tolerance.
-                assert!(!all_finite(&bad.0.o) || !(err <= 1e-2), "strong gates: expected a visibly wrong output");
+                assert!(
+                    !all_finite(&bad.0.o) || !(err <= 1e-2),
+                    "strong gates: expected a visibly wrong output"
+                );
             }
         }
     }
@@ -257,8 +342,19 @@ fn wrong_reference_point_is_detected() {
 /// error check, for every gate kind.
 #[test]
 fn exclusive_cumsum_is_detected() {
-    let cfg = ChunkConfig { chunk: 32, sub_chunk: 8, materialize: true, factorise_span: None, segments: 1 };
-    for (kind, vg) in [(Kind::PerKey, false), (Kind::PerHead, false), (Kind::Fixed, false), (Kind::None, true)] {
+    let cfg = ChunkConfig {
+        chunk: 32,
+        sub_chunk: 8,
+        materialize: true,
+        factorise_span: None,
+        segments: 1,
+    };
+    for (kind, vg) in [
+        (Kind::PerKey, false),
+        (Kind::PerHead, false),
+        (Kind::Fixed, false),
+        (Kind::None, true),
+    ] {
         let mut spec = Spec::varlen(&[50, 1, 40], 1, 8, 8).gates(kind, vg, Regime::Moderate);
         spec.initial_state = true;
         let owned = spec.build(12);
@@ -266,8 +362,14 @@ fn exclusive_cumsum_is_detected() {
         let want = recurrent_forward(&p, true).unwrap();
         let bad = chunkwise_forward_with_fault(&p, cfg, true, Fault::ExclusiveCumsum).unwrap();
         let err = rel_rms(&bad.0.o, &want.o);
-        println!("exclusive cumsum, {kind:?} vg={vg}: max_arg {:.3e}, rel RMS {err:.3e}", bad.1.max_arg);
-        assert!(accept(&bad, &want, tol(Regime::Moderate), None).is_err(), "fault not detected");
+        println!(
+            "exclusive cumsum, {kind:?} vg={vg}: max_arg {:.3e}, rel RMS {err:.3e}",
+            bad.1.max_arg
+        );
+        assert!(
+            accept(&bad, &want, tol(Regime::Moderate), None).is_err(),
+            "fault not detected"
+        );
         assert!(err > 1e-2);
     }
 }
@@ -278,38 +380,74 @@ fn exclusive_cumsum_is_detected() {
 #[test]
 fn factorised_mild_chunks_match_and_the_span_check_is_needed() {
     // The kernels' SPAN_MAX (bf16/f32: 64 in log2 units since issue 26; it was 32) in nat units; both are checked.
-    let cases = [(Regime::Mild, true), (Regime::LongMemory, true), (Regime::Moderate, false), (Regime::Strong, false)];
+    let cases = [
+        (Regime::Mild, true),
+        (Regime::LongMemory, true),
+        (Regime::Moderate, false),
+        (Regime::Strong, false),
+    ];
     for bound in [64.0 * std::f32::consts::LN_2, 32.0 * std::f32::consts::LN_2] {
-    for (regime, mostly_factorised) in cases {
-        let mut spec = Spec::varlen(&[100, 1, 64, 150], 2, 16, 12).gates(Kind::PerKey, false, regime);
-        spec.initial_state = true;
-        let owned = spec.build(21);
-        let p = owned.problem();
-        let want = recurrent_forward(&p, true).unwrap();
-        for (chunk, sub_chunk, materialize) in [(64, 16, false), (32, 8, true), (128, 32, false)] {
-            let cfg = ChunkConfig { chunk, sub_chunk, materialize, factorise_span: Some(bound), segments: 1 };
-            let got = chunkwise_forward(&p, cfg, true).unwrap();
-            let e = accept(&got, &want, tol(regime), None)
-                .unwrap_or_else(|m| panic!("{regime:?} C={chunk}: factorised form rejected: {m}"));
-            let fa = got.1.max_factor_arg;
-            println!("factorised (bound {bound:.1}) {regime:?} C={chunk} c={sub_chunk} mat={materialize}: rel RMS {e:.2e}, max factor arg {fa:.3}");
-            assert!(fa <= f64::from(bound) || fa == f64::NEG_INFINITY, "factor argument {fa} beyond the span bound");
-            if mostly_factorised {
-                assert!(fa > 0.0 || regime == Regime::LongMemory && fa >= 0.0, "{regime:?}: the factorised form was not taken");
+        for (regime, mostly_factorised) in cases {
+            let mut spec =
+                Spec::varlen(&[100, 1, 64, 150], 2, 16, 12).gates(Kind::PerKey, false, regime);
+            spec.initial_state = true;
+            let owned = spec.build(21);
+            let p = owned.problem();
+            let want = recurrent_forward(&p, true).unwrap();
+            for (chunk, sub_chunk, materialize) in
+                [(64, 16, false), (32, 8, true), (128, 32, false)]
+            {
+                let cfg = ChunkConfig {
+                    chunk,
+                    sub_chunk,
+                    materialize,
+                    factorise_span: Some(bound),
+                    segments: 1,
+                };
+                let got = chunkwise_forward(&p, cfg, true).unwrap();
+                let e = accept(&got, &want, tol(regime), None).unwrap_or_else(|m| {
+                    panic!("{regime:?} C={chunk}: factorised form rejected: {m}")
+                });
+                let fa = got.1.max_factor_arg;
+                println!("factorised (bound {bound:.1}) {regime:?} C={chunk} c={sub_chunk} mat={materialize}: rel RMS {e:.2e}, max factor arg {fa:.3}");
+                assert!(
+                    fa <= f64::from(bound) || fa == f64::NEG_INFINITY,
+                    "factor argument {fa} beyond the span bound"
+                );
+                if mostly_factorised {
+                    assert!(
+                        fa > 0.0 || regime == Regime::LongMemory && fa >= 0.0,
+                        "{regime:?}: the factorised form was not taken"
+                    );
+                }
             }
         }
     }
-    }
     let bound = 64.0 * std::f32::consts::LN_2;
-    let owned = Spec::varlen(&[100, 64], 2, 16, 12).gates(Kind::PerKey, false, Regime::Strong).build(22);
+    let owned = Spec::varlen(&[100, 64], 2, 16, 12)
+        .gates(Kind::PerKey, false, Regime::Strong)
+        .build(22);
     let p = owned.problem();
     let want = recurrent_forward(&p, true).unwrap();
-    let cfg = ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: Some(bound), segments: 1 };
+    let cfg = ChunkConfig {
+        chunk: 64,
+        sub_chunk: 16,
+        materialize: false,
+        factorise_span: Some(bound),
+        segments: 1,
+    };
     let bad = chunkwise_forward_with_fault(&p, cfg, true, Fault::UncheckedFactorisation).unwrap();
     let err = rel_rms(&bad.0.o, &want.o);
-    println!("unchecked factorisation, strong gates: max factor arg {:.1}, rel RMS {err:.2e}, finite {}", bad.1.max_factor_arg, all_finite(&bad.0.o));
+    println!(
+        "unchecked factorisation, strong gates: max factor arg {:.1}, rel RMS {err:.2e}, finite {}",
+        bad.1.max_factor_arg,
+        all_finite(&bad.0.o)
+    );
     assert!(bad.1.max_factor_arg > f64::from(bound));
-    assert!(!all_finite(&bad.0.o) || !(err <= 1e-2), "strong gates without the span check: expected a visibly wrong output");
+    assert!(
+        !all_finite(&bad.0.o) || !(err <= 1e-2),
+        "strong gates without the span check: expected a visibly wrong output"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -329,13 +467,21 @@ fn log_alpha(o: &Owned, row: usize, h: usize, d: usize) -> f64 {
 
 fn log_beta(o: &Owned, row: usize, h: usize, e: usize) -> f64 {
     let Dims { h: nh, dv, .. } = o.dims;
-    o.value_gate.as_ref().map_or(0.0, |g| g[(row * nh + h) * dv + e])
+    o.value_gate
+        .as_ref()
+        .map_or(0.0, |g| g[(row * nh + h) * dv + e])
 }
 
 /// The unrolled (parallel) form, O(T²), f64, written independently of the library:
 /// `o_t = scale Σ_d q_td [Σ_{s≤t} k_sd v_se Π_{s<m≤t} α_md β_me + h0_de Π_{m≤t} α_md β_me]`.
 fn naive(o: &Owned) -> (Vec<f64>, Vec<f64>) {
-    let Dims { b, t, h: nh, dk, dv } = o.dims;
+    let Dims {
+        b,
+        t,
+        h: nh,
+        dk,
+        dv,
+    } = o.dims;
     let seqs: Vec<(usize, usize)> = match &o.cu_seqlens {
         Some(cu) => cu.windows(2).map(|w| (w[0], w[1] - w[0])).collect(),
         None => (0..b).map(|i| (i * t, t)).collect(),
@@ -344,18 +490,28 @@ fn naive(o: &Owned) -> (Vec<f64>, Vec<f64>) {
     let mut out = vec![0.0; b * t * nh * dv];
     let mut fin = vec![0.0; seqs.len() * nh * dk * dv];
     // Σ of log decays of rows (s, t] of the sequence starting at `start`, channel (d, e).
-    let decay = |start: usize, s_excl: Option<usize>, t_incl: usize, h: usize, d: usize, e: usize| -> f64 {
-        let from = s_excl.map_or(0, |s| s + 1);
-        (from..=t_incl).map(|m| log_alpha(o, start + m, h, d) + log_beta(o, start + m, h, e)).sum::<f64>().exp()
-    };
+    let decay =
+        |start: usize, s_excl: Option<usize>, t_incl: usize, h: usize, d: usize, e: usize| -> f64 {
+            let from = s_excl.map_or(0, |s| s + 1);
+            (from..=t_incl)
+                .map(|m| log_alpha(o, start + m, h, d) + log_beta(o, start + m, h, e))
+                .sum::<f64>()
+                .exp()
+        };
     for (n, &(start, len)) in seqs.iter().enumerate() {
         for h in 0..nh {
-            let h0 = |d: usize, e: usize| o.initial_state.as_ref().map_or(0.0, |s| s[((n * nh + h) * dk + d) * dv + e]);
+            let h0 = |d: usize, e: usize| {
+                o.initial_state
+                    .as_ref()
+                    .map_or(0.0, |s| s[((n * nh + h) * dk + d) * dv + e])
+            };
             let state_at = |tt: usize, d: usize, e: usize| -> f64 {
                 let mut acc = h0(d, e) * decay(start, None, tt, h, d, e);
                 for s in 0..=tt {
                     let (rs, k, v) = (start + s, &o.k, &o.v);
-                    acc += k[(rs * nh + h) * dk + d] * v[(rs * nh + h) * dv + e] * decay(start, Some(s), tt, h, d, e);
+                    acc += k[(rs * nh + h) * dk + d]
+                        * v[(rs * nh + h) * dv + e]
+                        * decay(start, Some(s), tt, h, d, e);
                 }
                 acc
             };
@@ -371,7 +527,11 @@ fn naive(o: &Owned) -> (Vec<f64>, Vec<f64>) {
             }
             for d in 0..dk {
                 for e in 0..dv {
-                    fin[((n * nh + h) * dk + d) * dv + e] = if len == 0 { h0(d, e) } else { state_at(len - 1, d, e) };
+                    fin[((n * nh + h) * dk + d) * dv + e] = if len == 0 {
+                        h0(d, e)
+                    } else {
+                        state_at(len - 1, d, e)
+                    };
                 }
             }
         }
@@ -384,14 +544,26 @@ fn naive(o: &Owned) -> (Vec<f64>, Vec<f64>) {
 fn recurrent_matches_naive_parallel_form() {
     let mut worst: f64 = 0.0;
     for (i, (kind, vg)) in gate_combos().into_iter().enumerate() {
-        for (j, spec) in [Spec::varlen(&[7, 0, 1, 12], 2, 3, 4), Spec::new(2, 9, 1, 4, 3)].into_iter().enumerate() {
+        for (j, spec) in [
+            Spec::varlen(&[7, 0, 1, 12], 2, 3, 4),
+            Spec::new(2, 9, 1, 4, 3),
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let mut spec = spec.gates(kind, vg, Regime::Moderate);
             spec.scale = (j == 1).then_some(0.8);
             let owned = spec.build(400 + i as u64);
             let got = recurrent_forward(&owned.problem(), true).unwrap();
             let (o, fin) = naive(&owned);
-            let (e_o, e_s) = (rel_rms(&got.o, &o), rel_rms(got.final_state.as_ref().unwrap(), &fin));
-            assert!(e_o <= 1e-12 && e_s <= 1e-12, "{kind:?} vg={vg}: {e_o:e} {e_s:e}");
+            let (e_o, e_s) = (
+                rel_rms(&got.o, &o),
+                rel_rms(got.final_state.as_ref().unwrap(), &fin),
+            );
+            assert!(
+                e_o <= 1e-12 && e_s <= 1e-12,
+                "{kind:?} vg={vg}: {e_o:e} {e_s:e}"
+            );
             worst = worst.max(e_o).max(e_s);
         }
     }
@@ -429,7 +601,11 @@ fn recurrent_hand_computed() {
 /// T = 0 (every sequence empty) and B = 0: empty outputs, final state = initial state.
 #[test]
 fn empty_problems() {
-    for (b, t, cu) in [(2usize, 0usize, None), (1, 0, Some(vec![0usize, 0, 0])), (0, 5, None)] {
+    for (b, t, cu) in [
+        (2usize, 0usize, None),
+        (1, 0, Some(vec![0usize, 0, 0])),
+        (0, 5, None),
+    ] {
         let nseq = cu.as_ref().map_or(b, |c: &Vec<usize>| c.len() - 1);
         let (h, dk, dv) = (2, 3, 4);
         let h0: Vec<f64> = (0..nseq * h * dk * dv).map(|i| i as f64 + 0.5).collect();
@@ -459,13 +635,27 @@ fn empty_problems() {
 /// Degenerate chunkings: C = c = 1 (every token its own chunk) and C much larger than T.
 #[test]
 fn degenerate_chunkings() {
-    let owned = Spec::varlen(&[9, 1, 0, 4], 1, 3, 5).gates(Kind::PerKey, true, Regime::Strong).build(13);
+    let owned = Spec::varlen(&[9, 1, 0, 4], 1, 3, 5)
+        .gates(Kind::PerKey, true, Regime::Strong)
+        .build(13);
     let p = owned.problem();
     let want = recurrent_forward(&p, true).unwrap();
     for (chunk, sub_chunk) in [(1, 1), (2, 1), (3, 3), (6, 2), (512, 64)] {
         for materialize in [false, true] {
-            let got = chunkwise_forward(&p, ChunkConfig { chunk, sub_chunk, materialize, factorise_span: None, segments: 1 }, true).unwrap();
-            accept(&got, &want, tol(Regime::Strong), None).unwrap_or_else(|m| panic!("C={chunk} c={sub_chunk}: {m}"));
+            let got = chunkwise_forward(
+                &p,
+                ChunkConfig {
+                    chunk,
+                    sub_chunk,
+                    materialize,
+                    factorise_span: None,
+                    segments: 1,
+                },
+                true,
+            )
+            .unwrap();
+            accept(&got, &want, tol(Regime::Strong), None)
+                .unwrap_or_else(|m| panic!("C={chunk} c={sub_chunk}: {m}"));
         }
     }
 }
@@ -568,11 +758,16 @@ mod props {
 /// `recurrent_forward` at [B=2, T=4096, H=4, D=128] runs; the time is printed, not asserted.
 #[test]
 fn timing_recurrent_forward_b2_t4096_h4_d128() {
-    let owned = Spec::new(2, 4096, 4, 128, 128).gates(Kind::PerKey, false, Regime::LongMemory).build(9);
+    let owned = Spec::new(2, 4096, 4, 128, 128)
+        .gates(Kind::PerKey, false, Regime::LongMemory)
+        .build(9);
     let p = owned.problem();
     let t0 = Instant::now();
     let f = recurrent_forward(&p, true).unwrap();
     let dt = t0.elapsed();
     assert!(all_finite(&f.o));
-    println!("recurrent_forward [2,4096,4,128] per-key gate: {:.3} s", dt.as_secs_f64());
+    println!(
+        "recurrent_forward [2,4096,4,128] per-key gate: {:.3} s",
+        dt.as_secs_f64()
+    );
 }

@@ -19,7 +19,13 @@ fn loss(o: &Owned, d_o: &[f64], d_final: Option<&[f64]>) -> f64 {
     let f = recurrent_forward(&o.problem(), true).unwrap();
     let mut l: f64 = f.o.iter().zip(d_o).map(|(a, b)| a * b).sum();
     if let Some(df) = d_final {
-        l += f.final_state.unwrap().iter().zip(df).map(|(a, b)| a * b).sum::<f64>();
+        l += f
+            .final_state
+            .unwrap()
+            .iter()
+            .zip(df)
+            .map(|(a, b)| a * b)
+            .sum::<f64>();
     }
     l
 }
@@ -57,7 +63,14 @@ fn analytic(g: &Grads, which: Input) -> Option<&Vec<f64>> {
     }
 }
 
-const INPUTS: [Input; 6] = [Input::Q, Input::K, Input::V, Input::KeyGate, Input::ValueGate, Input::InitialState];
+const INPUTS: [Input; 6] = [
+    Input::Q,
+    Input::K,
+    Input::V,
+    Input::KeyGate,
+    Input::ValueGate,
+    Input::InitialState,
+];
 
 /// Compare every gradient of `owned` with central differences at `indices(len)` of each tensor. Returns the worst
 /// relative RMS error.
@@ -72,7 +85,9 @@ fn check_grads(owned: &Owned, d_final: Option<&[f64]>, seed: u64, sample: Option
     let mut worst: f64 = 0.0;
     for which in INPUTS {
         let mut o = owned.clone();
-        let Some(n) = tensor(&mut o, which).map(|t| t.len()) else { continue };
+        let Some(n) = tensor(&mut o, which).map(|t| t.len()) else {
+            continue;
+        };
         let want = analytic(&g, which).unwrap_or_else(|| panic!("{which:?}: gradient missing"));
         assert_eq!(want.len(), n, "{which:?}: gradient has the wrong length");
         let idx: Vec<usize> = match sample {
@@ -91,14 +106,21 @@ fn check_grads(owned: &Owned, d_final: Option<&[f64]>, seed: u64, sample: Option
             exp.push((lp - lm) / (2.0 * STEP));
         }
         let e = rel_rms(&got, &exp);
-        assert!(e <= TOL, "{:?} {which:?}: rel RMS {e:e} > {TOL:e}\nanalytic {got:?}\nnumeric  {exp:?}", owned.kind);
+        assert!(
+            e <= TOL,
+            "{:?} {which:?}: rel RMS {e:e} > {TOL:e}\nanalytic {got:?}\nnumeric  {exp:?}",
+            owned.kind
+        );
         worst = worst.max(e);
     }
     worst
 }
 
 fn gate_combos() -> Vec<(Kind, bool)> {
-    KINDS.iter().flat_map(|&k| [(k, false), (k, true)]).collect()
+    KINDS
+        .iter()
+        .flat_map(|&k| [(k, false), (k, true)])
+        .collect()
 }
 
 /// Every input, every gate combination, batched and varlen (with an empty and a length-1 sequence), T ≤ 9, D ≤ 4.
@@ -107,7 +129,11 @@ fn backward_matches_finite_differences() {
     let mut worst: f64 = 0.0;
     let mut seed = 1000;
     for (kind, vg) in gate_combos() {
-        for spec in [Spec::new(2, 5, 2, 3, 4), Spec::varlen(&[3, 0, 1, 5], 1, 4, 2), Spec::new(1, 9, 1, 2, 3)] {
+        for spec in [
+            Spec::new(2, 5, 2, 3, 4),
+            Spec::varlen(&[3, 0, 1, 5], 1, 4, 2),
+            Spec::new(1, 9, 1, 2, 3),
+        ] {
             seed += 1;
             let mut spec = spec.gates(kind, vg, Regime::Moderate);
             spec.scale = (seed % 2 == 0).then_some(0.7);
@@ -126,7 +152,12 @@ fn backward_without_states() {
     for (i, (kind, vg)) in gate_combos().into_iter().enumerate() {
         let mut spec = Spec::varlen(&[4, 1, 0, 6], 2, 3, 2).gates(kind, vg, Regime::Moderate);
         spec.initial_state = false;
-        worst = worst.max(check_grads(&spec.build(2000 + i as u64), None, 2000 + i as u64, None));
+        worst = worst.max(check_grads(
+            &spec.build(2000 + i as u64),
+            None,
+            2000 + i as u64,
+            None,
+        ));
     }
     println!("backward without states: worst rel RMS {worst:.3e}");
 }
@@ -138,9 +169,16 @@ fn backward_without_states() {
 fn backward_long_sequences_sampled() {
     let mut worst: f64 = 0.0;
     for (i, (kind, vg)) in gate_combos().into_iter().enumerate() {
-        let owned = Spec::varlen(&[37, 1, 0, 50], 2, 4, 3).gates(kind, vg, Regime::Moderate).build(3000 + i as u64);
+        let owned = Spec::varlen(&[37, 1, 0, 50], 2, 4, 3)
+            .gates(kind, vg, Regime::Moderate)
+            .build(3000 + i as u64);
         let d_final = uniform(&mut SmallRng::seed_from_u64(i as u64), owned.state_len());
-        worst = worst.max(check_grads(&owned, Some(&d_final), 3000 + i as u64, Some(24)));
+        worst = worst.max(check_grads(
+            &owned,
+            Some(&d_final),
+            3000 + i as u64,
+            Some(24),
+        ));
     }
     println!("backward, T up to 50, sampled: worst rel RMS {worst:.3e}");
 }
@@ -194,8 +232,12 @@ fn backward_strong_gates_match_closed_form() {
                        b: &dyn Fn(usize) -> f64,
                        reduce: &dyn Fn(Vec<f64>) -> Vec<f64>|
          -> f64 {
-            let want = reduce(suffix(width, &|rh, c| a(rh * width + c) - b(rh * width + c)));
-            let magnitude = reduce(suffix(width, &|rh, c| a(rh * width + c).abs() + b(rh * width + c).abs()));
+            let want = reduce(suffix(width, &|rh, c| {
+                a(rh * width + c) - b(rh * width + c)
+            }));
+            let magnitude = reduce(suffix(width, &|rh, c| {
+                a(rh * width + c).abs() + b(rh * width + c).abs()
+            }));
             let num: f64 = got.iter().zip(&want).map(|(x, y)| (x - y) * (x - y)).sum();
             let den: f64 = magnitude.iter().map(|x| x * x).sum();
             (num / den).sqrt()
@@ -205,7 +247,9 @@ fn backward_strong_gates_match_closed_form() {
                 match kind {
                     Kind::PerKey => pk,
                     Kind::PerHead => pk.chunks(dk).map(|r| r.iter().sum()).collect(),
-                    Kind::Fixed => (0..h).map(|hh| pk.chunks(dk).skip(hh).step_by(h).flatten().sum()).collect(),
+                    Kind::Fixed => (0..h)
+                        .map(|hh| pk.chunks(dk).skip(hh).step_by(h).flatten().sum())
+                        .collect(),
                     Kind::None => unreachable!(),
                 }
             };
@@ -220,8 +264,13 @@ fn backward_strong_gates_match_closed_form() {
             worst = worst.max(e);
         }
         if vg {
-            let e =
-                compare(g.d_value_gate.as_ref().unwrap(), dv, &|j| o[j] * d_o[j], &|j| owned.v[j] * g.dv[j], &|x| x);
+            let e = compare(
+                g.d_value_gate.as_ref().unwrap(),
+                dv,
+                &|j| o[j] * d_o[j],
+                &|j| owned.v[j] * g.dv[j],
+                &|x| x,
+            );
             assert!(e <= 1e-10, "{kind:?} vg={vg}: d value gate error {e:e}");
             worst = worst.max(e);
         }

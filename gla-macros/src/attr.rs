@@ -54,7 +54,10 @@ pub fn parse(cx: &Ctxt, tokens: TokenStream) -> Attr {
             }
             shape_seen = true;
             if !meta.input.peek(Token![=]) {
-                cx.error_spanned_by(&meta.path, format!("`gate` needs a kind: write `gate = per_key` ({KINDS})"));
+                cx.error_spanned_by(
+                    &meta.path,
+                    format!("`gate` needs a kind: write `gate = per_key` ({KINDS})"),
+                );
                 return Ok(());
             }
             let value: syn::Expr = meta.value()?.parse()?;
@@ -73,9 +76,13 @@ pub fn parse(cx: &Ctxt, tokens: TokenStream) -> Attr {
                         ),
                     }
                 }
-                syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Str(l), .. }) => {
-                    cx.error_spanned_by(l, format!("write the gate kind without quotes: `gate = {}`", l.value()))
-                }
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(l),
+                    ..
+                }) => cx.error_spanned_by(
+                    l,
+                    format!("write the gate kind without quotes: `gate = {}`", l.value()),
+                ),
                 other => cx.error_spanned_by(other, format!("expected a gate kind: {KINDS}")),
             }
         } else if meta.path.is_ident("assume_nonpositive") {
@@ -85,10 +92,17 @@ pub fn parse(cx: &Ctxt, tokens: TokenStream) -> Attr {
             assume = Some(Span::call_site());
             if meta.input.peek(Token![=]) {
                 let v: syn::Expr = meta.value()?.parse()?;
-                cx.error_spanned_by(v, "`assume_nonpositive` is a flag: write it without a value");
+                cx.error_spanned_by(
+                    v,
+                    "`assume_nonpositive` is a flag: write it without a value",
+                );
             }
         } else {
-            let name = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_else(|| "?".into());
+            let name = meta
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "?".into());
             cx.error_spanned_by(
                 &meta.path,
                 format!(
@@ -122,7 +136,10 @@ pub fn parse(cx: &Ctxt, tokens: TokenStream) -> Attr {
             format!("missing gate kind: write #[gated_linear_attention(gate = per_key)] ({KINDS})"),
         );
     }
-    Attr { shape, assume_nonpositive: assume.is_some() }
+    Attr {
+        shape,
+        assume_nonpositive: assume.is_some(),
+    }
 }
 
 /// The declared range of a `#[param(range = lo..hi)]`, or `None` for a bare `#[param]`. `Err(())` after
@@ -145,10 +162,17 @@ pub fn parse_param(cx: &Ctxt, attr: &syn::Attribute) -> Result<Option<(f64, f64)
                         None => bad = true,
                     }
                 } else {
-                    let name = meta.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+                    let name = meta
+                        .path
+                        .get_ident()
+                        .map(|i| i.to_string())
+                        .unwrap_or_default();
                     cx.error_spanned_by(
                         &meta.path,
-                        format!("unknown key `{name}`{}: write `#[param(range = lo..hi)]`", did_you_mean(&name, ["range"])),
+                        format!(
+                            "unknown key `{name}`{}: write `#[param(range = lo..hi)]`",
+                            did_you_mean(&name, ["range"])
+                        ),
                     );
                     bad = true;
                     if meta.input.peek(Token![=]) {
@@ -172,18 +196,27 @@ pub fn parse_param(cx: &Ctxt, attr: &syn::Attribute) -> Result<Option<(f64, f64)
 
 fn parse_range(cx: &Ctxt, e: &syn::Expr) -> Option<(f64, f64)> {
     let syn::Expr::Range(r) = e else {
-        cx.error_spanned_by(e, "expected a range of f32 literals, e.g. `range = 0.0..1.0`");
+        cx.error_spanned_by(
+            e,
+            "expected a range of f32 literals, e.g. `range = 0.0..1.0`",
+        );
         return None;
     };
     let (Some(lo), Some(hi)) = (&r.start, &r.end) else {
-        cx.error_spanned_by(r, "a parameter range needs both bounds, e.g. `range = 0.0..1.0`");
+        cx.error_spanned_by(
+            r,
+            "a parameter range needs both bounds, e.g. `range = 0.0..1.0`",
+        );
         return None;
     };
     let lo = const_value(cx, lo);
     let hi = const_value(cx, hi);
     let (lo, hi) = (lo?, hi?);
     if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
-        cx.error_spanned_by(r, format!("empty parameter range: {lo:?} is not below {hi:?}"));
+        cx.error_spanned_by(
+            r,
+            format!("empty parameter range: {lo:?} is not below {hi:?}"),
+        );
         return None;
     }
     Some((lo, hi))
@@ -192,7 +225,10 @@ fn parse_range(cx: &Ctxt, e: &syn::Expr) -> Option<(f64, f64)> {
 /// A literal, optionally negated.
 fn const_value(cx: &Ctxt, e: &syn::Expr) -> Option<f64> {
     match e {
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Float(f), .. }) => {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Float(f),
+            ..
+        }) => {
             let v: f64 = f.base10_parse().ok()?;
             if v.is_finite() {
                 Some(v)
@@ -201,11 +237,21 @@ fn const_value(cx: &Ctxt, e: &syn::Expr) -> Option<f64> {
                 None
             }
         }
-        syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Int(i), .. }) => i.base10_parse::<i64>().ok().map(|v| v as f64),
-        syn::Expr::Unary(syn::ExprUnary { op: syn::UnOp::Neg(_), expr, .. }) => const_value(cx, expr).map(|v| -v),
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(i),
+            ..
+        }) => i.base10_parse::<i64>().ok().map(|v| v as f64),
+        syn::Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => const_value(cx, expr).map(|v| -v),
         syn::Expr::Paren(p) => const_value(cx, &p.expr),
         other => {
-            cx.error_spanned_by(other, "parameter range bounds must be f32 literals, e.g. `range = 0.0..1.0`");
+            cx.error_spanned_by(
+                other,
+                "parameter range bounds must be f32 literals, e.g. `range = 0.0..1.0`",
+            );
             None
         }
     }

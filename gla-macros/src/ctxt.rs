@@ -15,7 +15,9 @@ pub struct Ctxt {
 
 impl Ctxt {
     pub fn new() -> Self {
-        Ctxt { errors: RefCell::new(Some(Vec::new())) }
+        Ctxt {
+            errors: RefCell::new(Some(Vec::new())),
+        }
     }
 
     /// An error covering the tokens of `obj` (first to last token).
@@ -34,7 +36,11 @@ impl Ctxt {
     }
 
     fn push(&self, e: syn::Error) {
-        self.errors.borrow_mut().as_mut().expect("Ctxt used after check").push(e);
+        self.errors
+            .borrow_mut()
+            .as_mut()
+            .expect("Ctxt used after check")
+            .push(e);
     }
 
     pub fn has_errors(&self) -> bool {
@@ -69,7 +75,9 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, &cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }

@@ -139,7 +139,11 @@ pub(crate) mod tests {
                 let fd = (e.eval(&a) - e.eval(&b)) / (2.0 * h);
                 let sym = ds[v].eval(&pt);
                 let tol = 1e-6 * (1.0 + fd.abs());
-                assert!((fd - sym).abs() < tol, "d/dv{v} of {e:?} at {pt:?}: fd {fd} vs symbolic {sym} ({:?})", ds[v]);
+                assert!(
+                    (fd - sym).abs() < tol,
+                    "d/dv{v} of {e:?} at {pt:?}: fd {fd} vs symbolic {sym} ({:?})",
+                    ds[v]
+                );
             }
         }
     }
@@ -149,19 +153,107 @@ pub(crate) mod tests {
         let one = || num(1.0);
         type Case = (Expr, usize, Vec<(f64, f64)>);
         let cases: Vec<Case> = vec![
-            (raw(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]), 1, vec![(-20.0, 20.0)]),
-            (raw(Op::Mul, vec![raw(Op::Neg, vec![f(Func::Softplus, x())]), f(Func::Exp, p(0))]), 2, vec![(-20.0, 20.0), (-3.0, 3.0)]),
             (
-                f(Func::Log, raw(Op::Add, vec![p(0), raw(Op::Mul, vec![raw(Op::Sub, vec![one(), p(0)]), f(Func::Sigmoid, x())])])),
+                raw(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]),
+                1,
+                vec![(-20.0, 20.0)],
+            ),
+            (
+                raw(
+                    Op::Mul,
+                    vec![
+                        raw(Op::Neg, vec![f(Func::Softplus, x())]),
+                        f(Func::Exp, p(0)),
+                    ],
+                ),
+                2,
+                vec![(-20.0, 20.0), (-3.0, 3.0)],
+            ),
+            (
+                f(
+                    Func::Log,
+                    raw(
+                        Op::Add,
+                        vec![
+                            p(0),
+                            raw(
+                                Op::Mul,
+                                vec![raw(Op::Sub, vec![one(), p(0)]), f(Func::Sigmoid, x())],
+                            ),
+                        ],
+                    ),
+                ),
                 2,
                 vec![(-15.0, 15.0), (0.0, 1.0)],
             ),
             (raw(Op::Neg, vec![f(Func::Exp, x())]), 1, vec![(-5.0, 5.0)]),
-            (f(Func::Log, raw(Op::Sub, vec![one(), f(Func::Exp, raw(Op::Mul, vec![raw(Op::Sub, vec![num(-5.0), x()]), num(std::f64::consts::LN_2)]))])), 1, vec![(0.0, 64.0)]),
-            (raw(Op::Mul, vec![f(Func::Tanh, x()), raw(Op::Powf(1.5), vec![f(Func::Sigmoid, p(0))])]), 2, vec![(-4.0, 4.0), (-4.0, 4.0)]),
-            (raw(Op::Div, vec![f(Func::Sqrt, raw(Op::Add, vec![raw(Op::Mul, vec![x(), x()]), one()])), raw(Op::Add, vec![f(Func::Exp, p(0)), one()])]), 2, vec![(-4.0, 4.0), (-4.0, 4.0)]),
-            (raw(Op::Min, vec![raw(Op::Max, vec![x(), num(-3.0)]), raw(Op::Mul, vec![num(0.5), p(0)])]), 2, vec![(-6.0, 6.0), (-6.0, 6.0)]),
-            (raw(Op::Powf(-2.0), vec![raw(Op::Add, vec![f(Func::Softplus, x()), one()])]), 1, vec![(-6.0, 6.0)]),
+            (
+                f(
+                    Func::Log,
+                    raw(
+                        Op::Sub,
+                        vec![
+                            one(),
+                            f(
+                                Func::Exp,
+                                raw(
+                                    Op::Mul,
+                                    vec![
+                                        raw(Op::Sub, vec![num(-5.0), x()]),
+                                        num(std::f64::consts::LN_2),
+                                    ],
+                                ),
+                            ),
+                        ],
+                    ),
+                ),
+                1,
+                vec![(0.0, 64.0)],
+            ),
+            (
+                raw(
+                    Op::Mul,
+                    vec![
+                        f(Func::Tanh, x()),
+                        raw(Op::Powf(1.5), vec![f(Func::Sigmoid, p(0))]),
+                    ],
+                ),
+                2,
+                vec![(-4.0, 4.0), (-4.0, 4.0)],
+            ),
+            (
+                raw(
+                    Op::Div,
+                    vec![
+                        f(
+                            Func::Sqrt,
+                            raw(Op::Add, vec![raw(Op::Mul, vec![x(), x()]), one()]),
+                        ),
+                        raw(Op::Add, vec![f(Func::Exp, p(0)), one()]),
+                    ],
+                ),
+                2,
+                vec![(-4.0, 4.0), (-4.0, 4.0)],
+            ),
+            (
+                raw(
+                    Op::Min,
+                    vec![
+                        raw(Op::Max, vec![x(), num(-3.0)]),
+                        raw(Op::Mul, vec![num(0.5), p(0)]),
+                    ],
+                ),
+                2,
+                vec![(-6.0, 6.0), (-6.0, 6.0)],
+            ),
+            (
+                raw(
+                    Op::Powf(-2.0),
+                    vec![raw(Op::Add, vec![f(Func::Softplus, x()), one()])],
+                ),
+                1,
+                vec![(-6.0, 6.0)],
+            ),
         ];
         for (e, n, r) in &cases {
             check_fd(e, *n, r);
@@ -172,9 +264,18 @@ pub(crate) mod tests {
     fn simplified_forms() {
         let gla = raw(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]);
         assert_eq!(format!("{:?}", diff(&gla, 0)), "sigmoid(-x) / 16.0");
-        let mamba = raw(Op::Mul, vec![raw(Op::Neg, vec![f(Func::Softplus, x())]), f(Func::Exp, p(0))]);
+        let mamba = raw(
+            Op::Mul,
+            vec![
+                raw(Op::Neg, vec![f(Func::Softplus, x())]),
+                f(Func::Exp, p(0)),
+            ],
+        );
         assert_eq!(format!("{:?}", diff(&mamba, 0)), "-(sigmoid(x) * exp(p0))");
         assert_eq!(format!("{:?}", diff(&mamba, 1)), "-(softplus(x) * exp(p0))");
-        assert_eq!(format!("{:?}", diff(&raw(Op::Neg, vec![f(Func::Exp, x())]), 0)), "-exp(x)");
+        assert_eq!(
+            format!("{:?}", diff(&raw(Op::Neg, vec![f(Func::Exp, x())]), 0)),
+            "-exp(x)"
+        );
     }
 }

@@ -22,7 +22,11 @@ impl Schedule {
         Self::with(roots, false)
     }
     pub fn with(roots: &[Expr], fuse_sigmoid_neg: bool) -> Self {
-        let mut s = Schedule { temps: Vec::new(), index: HashMap::new(), fuse_sigmoid_neg };
+        let mut s = Schedule {
+            temps: Vec::new(),
+            index: HashMap::new(),
+            fuse_sigmoid_neg,
+        };
         for r in roots {
             s.visit(r);
         }
@@ -148,7 +152,11 @@ pub fn rust_block(roots: &[Expr], vars: &RustVars) -> (TokenStream, Vec<TokenStr
 pub fn c_float(v: f64) -> String {
     let f = v as f32;
     let s = format!("{:?}", f.abs());
-    let s = if s.contains(['.', 'e']) { s } else { format!("{s}.0") };
+    let s = if s.contains(['.', 'e']) {
+        s
+    } else {
+        format!("{s}.0")
+    };
     // `1e-5` needs a dot or exponent to be a float literal: Debug gives `1e-5`, which C accepts as a double
     // literal with exponent; the `f` suffix makes it float.
     if f.is_sign_negative() {
@@ -183,7 +191,11 @@ pub fn cuda_block(roots: &[Expr]) -> (String, Vec<String>) {
     };
     for (i, e) in s.temps.iter().enumerate() {
         let fused = e.op() == Op::F(Func::Sigmoid) && e.arg(0).op() == Op::Neg;
-        let a: Vec<String> = if fused { vec![] } else { e.args().iter().map(|a| c_operand(&s, a)).collect() };
+        let a: Vec<String> = if fused {
+            vec![]
+        } else {
+            e.args().iter().map(|a| c_operand(&s, a)).collect()
+        };
         let t = format!("t{i}");
         let value = match e.op() {
             Op::Neg => format!("-{}", a[0]),
@@ -213,9 +225,16 @@ pub fn cuda_block(roots: &[Expr]) -> (String, Vec<String>) {
             }
             Op::F(Func::Sigmoid) => {
                 // σ(−u) from u itself: same exp(−|u|), branches swapped.
-                let (u, flip) = if fused { (c_operand(&s, e.arg(0).arg(0)), true) } else { (a[0].clone(), false) };
+                let (u, flip) = if fused {
+                    (c_operand(&s, e.arg(0).arg(0)), true)
+                } else {
+                    (a[0].clone(), false)
+                };
                 let en = exp_neg_abs(&mut out, &u, i);
-                let (pos, negv) = (format!("gla_rcp(1.0f + {en})"), format!("{en} * gla_rcp(1.0f + {en})"));
+                let (pos, negv) = (
+                    format!("gla_rcp(1.0f + {en})"),
+                    format!("{en} * gla_rcp(1.0f + {en})"),
+                );
                 let (pos, negv) = if flip { (negv, pos) } else { (pos, negv) };
                 format!("{u} >= 0.0f ? {pos} : {negv}")
             }
@@ -309,7 +328,9 @@ fn cuda_log2_acc(f: &Expr) -> (String, String) {
         .iter()
         .filter_map(|t| match t {
             Term::Const(_) => None,
-            Term::Leaf(l, _) | Term::LogSigmoid(l, _) | Term::Softplus(l, _) | Term::Log(l, _) => Some(l.clone()),
+            Term::Leaf(l, _) | Term::LogSigmoid(l, _) | Term::Softplus(l, _) | Term::Log(l, _) => {
+                Some(l.clone())
+            }
         })
         .collect();
     let (mut body, outs) = cuda_block(&leaves);
@@ -324,9 +345,20 @@ fn cuda_log2_acc(f: &Expr) -> (String, String) {
             Term::Log(_, k) => format!("fmaf(gla_lg2({}), {}, {acc})", leaf(), c_float(k * ln2)),
             Term::LogSigmoid(_, k) | Term::Softplus(_, k) => {
                 let u = leaf();
-                let _ = writeln!(body, "    const float l{i} = gla_log2_1p_unit(gla_exp(-fabsf({u})));");
-                let (branch, sign) = if matches!(t, Term::LogSigmoid(..)) { ("fminf", -1.0) } else { ("fmaxf", 1.0) };
-                format!("fmaf(l{i}, {}, fmaf({branch}({u}, 0.0f), {}, {acc}))", c_float(sign * k * ln2), c_float(*k))
+                let _ = writeln!(
+                    body,
+                    "    const float l{i} = gla_log2_1p_unit(gla_exp(-fabsf({u})));"
+                );
+                let (branch, sign) = if matches!(t, Term::LogSigmoid(..)) {
+                    ("fminf", -1.0)
+                } else {
+                    ("fmaxf", 1.0)
+                };
+                format!(
+                    "fmaf(l{i}, {}, fmaf({branch}({u}, 0.0f), {}, {acc}))",
+                    c_float(sign * k * ln2),
+                    c_float(*k)
+                )
             }
         };
     }
@@ -391,7 +423,11 @@ pub fn cuda_source(g: &CudaGate<'_>) -> String {
     );
     // dp
     let (body, outs) = cuda_block(g.dp);
-    let extra = if g.dp.is_empty() { "    (void)dp;\n" } else { "" };
+    let extra = if g.dp.is_empty() {
+        "    (void)dp;\n"
+    } else {
+        ""
+    };
     let mut stores = String::new();
     for (k, o) in outs.iter().enumerate() {
         let _ = writeln!(stores, "    dp[{k}] = {o};");
@@ -425,12 +461,57 @@ mod tests {
         let one = || num(1.0);
         vec![
             (node(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]), 1),
-            (node(Op::Mul, vec![node(Op::Neg, vec![f(Func::Softplus, x())]), f(Func::Exp, p(0))]), 2),
+            (
+                node(
+                    Op::Mul,
+                    vec![
+                        node(Op::Neg, vec![f(Func::Softplus, x())]),
+                        f(Func::Exp, p(0)),
+                    ],
+                ),
+                2,
+            ),
             (f(Func::LogSigmoid, x()), 1),
-            (f(Func::Log, node(Op::Add, vec![p(0), node(Op::Mul, vec![node(Op::Sub, vec![one(), p(0)]), f(Func::Sigmoid, x())])])), 2),
+            (
+                f(
+                    Func::Log,
+                    node(
+                        Op::Add,
+                        vec![
+                            p(0),
+                            node(
+                                Op::Mul,
+                                vec![node(Op::Sub, vec![one(), p(0)]), f(Func::Sigmoid, x())],
+                            ),
+                        ],
+                    ),
+                ),
+                2,
+            ),
             (node(Op::Neg, vec![f(Func::Exp, x())]), 1),
-            (node(Op::Sub, vec![node(Op::Mul, vec![num(-0.25), f(Func::Softplus, x())]), num(0.5)]), 1),
-            (node(Op::Mul, vec![num(3.0), node(Op::Sub, vec![f(Func::LogSigmoid, x()), node(Op::Mul, vec![x(), x()])])]), 1),
+            (
+                node(
+                    Op::Sub,
+                    vec![
+                        node(Op::Mul, vec![num(-0.25), f(Func::Softplus, x())]),
+                        num(0.5),
+                    ],
+                ),
+                1,
+            ),
+            (
+                node(
+                    Op::Mul,
+                    vec![
+                        num(3.0),
+                        node(
+                            Op::Sub,
+                            vec![f(Func::LogSigmoid, x()), node(Op::Mul, vec![x(), x()])],
+                        ),
+                    ],
+                ),
+                1,
+            ),
         ]
     }
 
@@ -441,11 +522,22 @@ mod tests {
         for (e, nv) in gate_exprs() {
             let terms = log2_terms(&e);
             for _ in 0..500 {
-                let vars: Vec<f64> = (0..nv).map(|v| if v == 0 { rng.range(-20.0, 20.0) } else { rng.next_f64() }).collect();
+                let vars: Vec<f64> = (0..nv)
+                    .map(|v| {
+                        if v == 0 {
+                            rng.range(-20.0, 20.0)
+                        } else {
+                            rng.next_f64()
+                        }
+                    })
+                    .collect();
                 let acc = rng.range(-10.0, 0.0);
                 let want = acc + std::f64::consts::LOG2_E * e.eval(&vars);
                 let got = eval_log2_terms(&terms, &vars, acc);
-                assert!((got - want).abs() <= 1e-12 * (1.0 + want.abs()), "{e:?} at {vars:?}: {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 1e-12 * (1.0 + want.abs()),
+                    "{e:?} at {vars:?}: {got} vs {want}"
+                );
             }
         }
     }
@@ -454,10 +546,25 @@ mod tests {
     #[test]
     fn log2_acc_of_gla_folds_the_constants() {
         let (body, sum) = cuda_log2_acc(&node(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]));
-        assert_eq!(body, "    const float l0 = gla_log2_1p_unit(gla_exp(-fabsf(x)));\n");
-        assert_eq!(sum, "fmaf(l0, (-0.0625f), fmaf(fminf(x, 0.0f), 0.09016844f, acc))");
+        assert_eq!(
+            body,
+            "    const float l0 = gla_log2_1p_unit(gla_exp(-fabsf(x)));\n"
+        );
+        assert_eq!(
+            sum,
+            "fmaf(l0, (-0.0625f), fmaf(fminf(x, 0.0f), 0.09016844f, acc))"
+        );
         // Mamba-2: the product is a leaf (no constant factor); log2 e goes into the one fmaf.
-        let (_, sum) = cuda_log2_acc(&node(Op::Mul, vec![node(Op::Neg, vec![f(Func::Softplus, x())]), f(Func::Exp, p(0))]));
-        assert!(sum.starts_with("fmaf(t") && sum.ends_with(", 1.442695f, acc)"), "{sum}");
+        let (_, sum) = cuda_log2_acc(&node(
+            Op::Mul,
+            vec![
+                node(Op::Neg, vec![f(Func::Softplus, x())]),
+                f(Func::Exp, p(0)),
+            ],
+        ));
+        assert!(
+            sum.starts_with("fmaf(t") && sum.ends_with(", 1.442695f, acc)"),
+            "{sum}"
+        );
     }
 }

@@ -35,7 +35,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
     let cx = Ctxt::new();
     let attr = attr::parse(&cx, attr);
     let sig = parse::signature(&cx, &mut func, attr.shape);
-    let input_name = if attr.shape == Some(Shape::Fixed) { "h" } else { "x" };
+    let input_name = if attr.shape == Some(Shape::Fixed) {
+        "h"
+    } else {
+        "x"
+    };
     let body = parse::body(&cx, &func.block, &sig, input_name);
 
     // Validation errors: stop before the proof (it would only repeat them).
@@ -58,7 +62,11 @@ pub fn expand(attr: TokenStream, item: TokenStream) -> TokenStream {
             quote!(#e #user_fn)
         }
         (Ok(()), None) => {
-            let e = syn::Error::new(Span::call_site(), "gated_linear_attention: could not read this gate").to_compile_error();
+            let e = syn::Error::new(
+                Span::call_site(),
+                "gated_linear_attention: could not read this gate",
+            )
+            .to_compile_error();
             quote!(#e #user_fn)
         }
     }
@@ -124,15 +132,48 @@ struct Model {
 }
 
 impl Model {
-    fn new(func: &syn::ItemFn, shape: Shape, assume: bool, params: Vec<Param>, raw: Expr, tail: TokenStream) -> Model {
-        let name = func.sig.ident.to_string().trim_start_matches("r#").to_string();
+    fn new(
+        func: &syn::ItemFn,
+        shape: Shape,
+        assume: bool,
+        params: Vec<Param>,
+        raw: Expr,
+        tail: TokenStream,
+    ) -> Model {
+        let name = func
+            .sig
+            .ident
+            .to_string()
+            .trim_start_matches("r#")
+            .to_string();
         let input = if shape == Shape::Fixed { "h" } else { "x" };
-        let names: Vec<String> = std::iter::once(input.to_string()).chain(params.iter().map(|p| p.name.clone())).collect();
+        let names: Vec<String> = std::iter::once(input.to_string())
+            .chain(params.iter().map(|p| p.name.clone()))
+            .collect();
         let f = expr::simplify(&raw);
         let dx = diff(&f, 0);
         let dp = (0..params.len()).map(|k| diff(&f, 1 + k)).collect();
-        let docs = func.attrs.iter().filter(|a| a.path().is_ident("doc")).cloned().collect();
-        Model { vis: func.vis.clone(), docs, fn_ident: func.sig.ident.clone(), name, shape, assume, params, names, raw, tail, f, dx, dp }
+        let docs = func
+            .attrs
+            .iter()
+            .filter(|a| a.path().is_ident("doc"))
+            .cloned()
+            .collect();
+        Model {
+            vis: func.vis.clone(),
+            docs,
+            fn_ident: func.sig.ident.clone(),
+            name,
+            shape,
+            assume,
+            params,
+            names,
+            raw,
+            tail,
+            f,
+            dx,
+            dp,
+        }
     }
 
     fn canonical(&self) -> String {
@@ -140,8 +181,16 @@ impl Model {
     }
 
     fn domain(&self, unranged: Iv) -> Vec<Iv> {
-        let mut d = vec![if self.shape == Shape::Fixed { Iv::closed(0.0, FIXED_H_MAX) } else { Iv::ENTIRE }];
-        d.extend(self.params.iter().map(|p| p.range.map_or(unranged, |(lo, hi)| Iv::closed(lo, hi))));
+        let mut d = vec![if self.shape == Shape::Fixed {
+            Iv::closed(0.0, FIXED_H_MAX)
+        } else {
+            Iv::ENTIRE
+        }];
+        d.extend(
+            self.params
+                .iter()
+                .map(|p| p.range.map_or(unranged, |(lo, hi)| Iv::closed(lo, hi))),
+        );
         d
     }
 
@@ -153,7 +202,12 @@ impl Model {
         };
         for p in &self.params {
             match p.range {
-                Some((lo, hi)) => s.push_str(&format!(", {} ∈ [{}, {}]", p.name, fmt_num(lo), fmt_num(hi))),
+                Some((lo, hi)) => s.push_str(&format!(
+                    ", {} ∈ [{}, {}]",
+                    p.name,
+                    fmt_num(lo),
+                    fmt_num(hi)
+                )),
                 None => s.push_str(&format!(", {} ∈ ℝ", p.name)),
             }
         }
@@ -162,7 +216,12 @@ impl Model {
 
     /// The interval proof; problems are reported to `cx`.
     fn prove(&self, cx: &Ctxt) {
-        let problem = Problem { f: &self.raw, names: &self.names, domain: self.domain(Iv::ENTIRE), x_unbounded: self.shape != Shape::Fixed };
+        let problem = Problem {
+            f: &self.raw,
+            names: &self.names,
+            domain: self.domain(Iv::ENTIRE),
+            x_unbounded: self.shape != Shape::Fixed,
+        };
         let out = prove::analyze(&problem, !self.assume);
         if out.ok() {
             return;
@@ -217,10 +276,17 @@ impl Model {
         let unranged: Vec<&Param> = self.params.iter().filter(|p| p.range.is_none()).collect();
         if !unranged.is_empty() {
             let retry = |r: Iv| {
-                let problem = Problem { f: &self.raw, names: &self.names, domain: self.domain(r), x_unbounded: self.shape != Shape::Fixed };
+                let problem = Problem {
+                    f: &self.raw,
+                    names: &self.names,
+                    domain: self.domain(r),
+                    x_unbounded: self.shape != Shape::Fixed,
+                };
                 prove::analyze(&problem, !self.assume).ok()
             };
-            let works = [(0.0, 1.0), (-1.0, 1.0), (0.0, 16.0)].into_iter().find(|&(a, b)| retry(Iv::closed(a, b)));
+            let works = [(0.0, 1.0), (-1.0, 1.0), (0.0, 16.0)]
+                .into_iter()
+                .find(|&(a, b)| retry(Iv::closed(a, b)));
             for p in unranged {
                 let k = 1 + self.params.iter().position(|q| q.name == p.name).unwrap();
                 if !self.raw.uses_var(k) {
@@ -244,7 +310,13 @@ impl Model {
     }
 
     fn expand(&self) -> TokenStream {
-        let Model { vis, fn_ident, name, shape, .. } = self;
+        let Model {
+            vis,
+            fn_ident,
+            name,
+            shape,
+            ..
+        } = self;
         let ty = format_ident!("{}", camel_case(name), span = fn_ident.span());
         let expr_text = self.canonical();
         let cuda_ident = format!("gla_gate_{name}");
@@ -253,7 +325,9 @@ impl Model {
         // Rust f64 bodies.
         let vars = RustVars {
             input: format_ident!("__x"),
-            params: (0..self.params.len()).map(|k| format_ident!("__p{}", k)).collect(),
+            params: (0..self.params.len())
+                .map(|k| format_ident!("__p{}", k))
+                .collect(),
         };
         let param_lets: Vec<TokenStream> = vars
             .params
@@ -275,19 +349,35 @@ impl Model {
             shape.as_str()
         );
         for (k, p) in self.params.iter().enumerate() {
-            let range = p.range.map_or("unbounded".to_string(), |(a, b)| format!("range [{}, {}]", fmt_num(a), fmt_num(b)));
+            let range = p.range.map_or("unbounded".to_string(), |(a, b)| {
+                format!("range [{}, {}]", fmt_num(a), fmt_num(b))
+            });
             header.push_str(&format!("// p[{k}] = {} ({range})\n", p.name));
         }
         if *shape == Shape::Fixed {
             header.push_str("// x = head index h\n");
         }
-        let cuda = emit::cuda_source(&CudaGate { ident: &cuda_ident, header: &header, f: &self.f, dx: &self.dx, dp: &self.dp });
+        let cuda = emit::cuda_source(&CudaGate {
+            ident: &cuda_ident,
+            header: &header,
+            f: &self.f,
+            dx: &self.dx,
+            dp: &self.dp,
+        });
 
         // Content hash.
-        let mut key = format!("gla-gate v{GENERATOR_VERSION}\0{name}\0{}\0", shape.as_str());
+        let mut key = format!(
+            "gla-gate v{GENERATOR_VERSION}\0{name}\0{}\0",
+            shape.as_str()
+        );
         for p in &self.params {
             match p.range {
-                Some((a, b)) => key.push_str(&format!("{}:{:016x}:{:016x}\0", p.name, a.to_bits(), b.to_bits())),
+                Some((a, b)) => key.push_str(&format!(
+                    "{}:{:016x}:{:016x}\0",
+                    p.name,
+                    a.to_bits(),
+                    b.to_bits()
+                )),
                 None => key.push_str(&format!("{}:-\0", p.name)),
             }
         }
@@ -316,15 +406,29 @@ impl Model {
             format!("* ∂ log α / ∂{} = `{}`", self.names[0], var_names(&self.dx)),
         ];
         for (k, p) in self.params.iter().enumerate() {
-            doc.push(format!("* ∂ log α / ∂{} = `{}`", p.name, var_names(&self.dp[k])));
+            doc.push(format!(
+                "* ∂ log α / ∂{} = `{}`",
+                p.name,
+                var_names(&self.dp[k])
+            ));
         }
         doc.push(String::new());
         doc.push(if self.assume {
-            format!("log α ≤ 0 is *assumed* (`assume_nonpositive`) for {}.", self.over())
+            format!(
+                "log α ≤ 0 is *assumed* (`assume_nonpositive`) for {}.",
+                self.over()
+            )
         } else {
-            format!("Proved at compile time: log α ≤ 0 and finite for {}.", self.over())
+            format!(
+                "Proved at compile time: log α ≤ 0 and finite for {}.",
+                self.over()
+            )
         });
-        let doc_sep = if docs.is_empty() { quote!() } else { quote!(#[doc = ""]) };
+        let doc_sep = if docs.is_empty() {
+            quote!()
+        } else {
+            quote!(#[doc = ""])
+        };
 
         quote! {
             #(#docs)*
@@ -399,7 +503,10 @@ mod tests {
 
     #[test]
     fn expands_gla() {
-        let out = expand_str("gate = per_key", "fn gla(x: f32) -> f32 { log_sigmoid(x) / 16.0 }");
+        let out = expand_str(
+            "gate = per_key",
+            "fn gla(x: f32) -> f32 { log_sigmoid(x) / 16.0 }",
+        );
         assert!(out.contains("struct Gla"), "{out}");
         assert!(out.contains("gla_gate_gla"), "{out}");
         assert!(!out.contains("compile_error"), "{out}");
@@ -428,7 +535,11 @@ mod tests {
             let out = expand_str(attr, item);
             assert!(!out.contains("compile_error"), "{item}: {out}");
         }
-        assert!(t.elapsed().as_secs_f64() < 10.0, "too slow: {:?}", t.elapsed());
+        assert!(
+            t.elapsed().as_secs_f64() < 10.0,
+            "too slow: {:?}",
+            t.elapsed()
+        );
     }
 
     #[test]
@@ -446,21 +557,33 @@ mod tests {
             let out = expand_str(attr, item);
             assert!(out.contains(want), "{item}: want {want:?} in {out}");
         }
-        assert!(t.elapsed().as_secs_f64() < 20.0, "too slow: {:?}", t.elapsed());
+        assert!(
+            t.elapsed().as_secs_f64() < 20.0,
+            "too slow: {:?}",
+            t.elapsed()
+        );
     }
 
     #[test]
     fn assume_nonpositive_skips_only_the_sign_proof() {
-        let body = "fn v(x: f32) -> f32 { log(1.0 + 0.000000000001 * sigmoid(x)) - 0.000000000001 }";
+        let body =
+            "fn v(x: f32) -> f32 { log(1.0 + 0.000000000001 * sigmoid(x)) - 0.000000000001 }";
         assert!(expand_str("gate = per_head", body).contains("could not prove"));
         assert!(!expand_str("gate = per_head, assume_nonpositive", body).contains("compile_error"));
         // Definedness is still proved.
-        assert!(expand_str("gate = per_head, assume_nonpositive", "fn v(x: f32) -> f32 { log(x) }").contains("compile_error"));
+        assert!(expand_str(
+            "gate = per_head, assume_nonpositive",
+            "fn v(x: f32) -> f32 { log(x) }"
+        )
+        .contains("compile_error"));
     }
 
     #[test]
     fn reports_every_error() {
-        let out = expand_str("gate = per_key", "fn bad(x: f32) -> f32 { let y = x % 2.0; foo(x) + if x > 0.0 { x } else { y } }");
+        let out = expand_str(
+            "gate = per_key",
+            "fn bad(x: f32) -> f32 { let y = x % 2.0; foo(x) + if x > 0.0 { x } else { y } }",
+        );
         assert_eq!(out.matches("compile_error").count(), 3, "{out}");
         assert!(out.contains("fn bad"), "the user's fn is kept: {out}");
     }

@@ -100,7 +100,13 @@ impl PartialEq for Op {
             (Const(a), Const(b)) | (Powf(a), Powf(b)) => a.to_bits() == b.to_bits(),
             (Var(a), Var(b)) => a == b,
             (F(a), F(b)) => a == b,
-            (Neg, Neg) | (Add, Add) | (Sub, Sub) | (Mul, Mul) | (Div, Div) | (Min, Min) | (Max, Max) => true,
+            (Neg, Neg)
+            | (Add, Add)
+            | (Sub, Sub)
+            | (Mul, Mul)
+            | (Div, Div)
+            | (Min, Min)
+            | (Max, Max) => true,
             (SelectLe, SelectLe) => true,
             _ => false,
         }
@@ -147,7 +153,15 @@ impl Hash for Expr {
 
 impl fmt::Debug for Expr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<String> = (0..self.max_var() + 1).map(|i| if i == 0 { "x".into() } else { format!("p{}", i - 1) }).collect();
+        let names: Vec<String> = (0..self.max_var() + 1)
+            .map(|i| {
+                if i == 0 {
+                    "x".into()
+                } else {
+                    format!("p{}", i - 1)
+                }
+            })
+            .collect();
         f.write_str(&self.to_text(&names))
     }
 }
@@ -285,7 +299,11 @@ impl Expr {
                 let _ = write!(s, ", {})", fmt_const(e));
             }
             Op::Min | Op::Max => {
-                s.push_str(if matches!(self.0.op, Op::Min) { "min(" } else { "max(" });
+                s.push_str(if matches!(self.0.op, Op::Min) {
+                    "min("
+                } else {
+                    "max("
+                });
                 args[0].write_text(s, names, 0);
                 s.push_str(", ");
                 args[1].write_text(s, names, 0);
@@ -339,8 +357,13 @@ pub fn neg(a: Expr) -> Expr {
     match a.op() {
         Op::Neg => return a.arg(0).clone(),
         // −(c·e) = (−c)·e; −(a/b) = (−a)/b when −a is simpler (a constant multiple).
-        Op::Mul if a.arg(0).as_const().is_some() => return mul(num(-a.arg(0).as_const().unwrap()), a.arg(1).clone()),
-        Op::Div if a.arg(0).as_const().is_some() || (a.arg(0).op() == Op::Mul && a.arg(0).arg(0).as_const().is_some()) => {
+        Op::Mul if a.arg(0).as_const().is_some() => {
+            return mul(num(-a.arg(0).as_const().unwrap()), a.arg(1).clone())
+        }
+        Op::Div
+            if a.arg(0).as_const().is_some()
+                || (a.arg(0).op() == Op::Mul && a.arg(0).arg(0).as_const().is_some()) =>
+        {
             return div(neg(a.arg(0).clone()), a.arg(1).clone())
         }
         _ => {}
@@ -478,9 +501,15 @@ pub fn call(f: Func, a: Expr) -> Expr {
         (Func::Log, Op::F(Func::Exp)) => return a.arg(0).clone(),
         (Func::Log, Op::F(Func::Sigmoid)) => return call(Func::LogSigmoid, a.arg(0).clone()),
         // log(1 + u) = log1p(u), log(1 − u) = log1p(−u): no rounding of 1 ± u (RetNet's 1 − 2^(−5−h)).
-        (Func::Log, Op::Add) if a.arg(0).is_const(1.0) => return call(Func::Log1p, a.arg(1).clone()),
-        (Func::Log, Op::Add) if a.arg(1).is_const(1.0) => return call(Func::Log1p, a.arg(0).clone()),
-        (Func::Log, Op::Sub) if a.arg(0).is_const(1.0) => return call(Func::Log1p, neg(a.arg(1).clone())),
+        (Func::Log, Op::Add) if a.arg(0).is_const(1.0) => {
+            return call(Func::Log1p, a.arg(1).clone())
+        }
+        (Func::Log, Op::Add) if a.arg(1).is_const(1.0) => {
+            return call(Func::Log1p, a.arg(0).clone())
+        }
+        (Func::Log, Op::Sub) if a.arg(0).is_const(1.0) => {
+            return call(Func::Log1p, neg(a.arg(1).clone()))
+        }
         _ => {}
     }
     Expr::node(Op::F(f), vec![a], cs())
@@ -566,7 +595,10 @@ mod tests {
         assert_eq!(neg(neg(x())), x());
         assert_eq!(mul(num(2.0), mul(num(3.0), x())), mul(num(6.0), x()));
         assert_eq!(sub(x(), x()), num(0.0));
-        assert_eq!(call(Func::Log, call(Func::Sigmoid, x())), call(Func::LogSigmoid, x()));
+        assert_eq!(
+            call(Func::Log, call(Func::Sigmoid, x())),
+            call(Func::LogSigmoid, x())
+        );
         assert_eq!(add(num(1.0), num(2.0)), num(3.0));
     }
 
@@ -580,7 +612,16 @@ mod tests {
             Op::F(Func::Log),
             vec![raw(
                 Op::Add,
-                vec![g.clone(), raw(Op::Mul, vec![raw(Op::Sub, vec![num(1.0), g]), raw(Op::F(Func::Sigmoid), vec![x()])])],
+                vec![
+                    g.clone(),
+                    raw(
+                        Op::Mul,
+                        vec![
+                            raw(Op::Sub, vec![num(1.0), g]),
+                            raw(Op::F(Func::Sigmoid), vec![x()]),
+                        ],
+                    ),
+                ],
             )],
         );
         assert_eq!(e.to_text(&names), "log(g + (1.0 - g) * sigmoid(x))");

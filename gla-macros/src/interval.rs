@@ -47,11 +47,22 @@ fn ulps_down(v: f64, n: usize) -> f64 {
 }
 
 impl Iv {
-    pub const ENTIRE: Iv = Iv { lo: -INF, hi: INF, lo_open: true, hi_open: true };
+    pub const ENTIRE: Iv = Iv {
+        lo: -INF,
+        hi: INF,
+        lo_open: true,
+        hi_open: true,
+    };
 
     /// A closed interval (infinite ends open).
     pub fn closed(lo: f64, hi: f64) -> Iv {
-        Iv { lo, hi, lo_open: lo.is_infinite(), hi_open: hi.is_infinite() }.fix()
+        Iv {
+            lo,
+            hi,
+            lo_open: lo.is_infinite(),
+            hi_open: hi.is_infinite(),
+        }
+        .fix()
     }
     pub fn point(v: f64) -> Iv {
         Iv::closed(v, v)
@@ -120,7 +131,12 @@ impl Iv {
         } else {
             (a.hi, a.hi_open && b.hi_open)
         };
-        Iv { lo, hi, lo_open, hi_open }
+        Iv {
+            lo,
+            hi,
+            lo_open,
+            hi_open,
+        }
     }
 
     /// Intersection of two enclosures of the same set (both sound, so the intersection is).
@@ -143,17 +159,33 @@ impl Iv {
             // Only possible through rounding disagreements; fall back to one of them.
             return a;
         }
-        Iv { lo, hi, lo_open, hi_open }
+        Iv {
+            lo,
+            hi,
+            lo_open,
+            hi_open,
+        }
     }
 
     pub fn neg(self) -> Iv {
-        Iv { lo: -self.hi, hi: -self.lo, lo_open: self.hi_open, hi_open: self.lo_open }
+        Iv {
+            lo: -self.hi,
+            hi: -self.lo,
+            lo_open: self.hi_open,
+            hi_open: self.lo_open,
+        }
     }
 
     pub fn add(self, b: Iv) -> Iv {
         let (lo, lo_exact) = sum_down(self.lo, b.lo);
         let (hi, hi_exact) = sum_up(self.hi, b.hi);
-        Iv { lo, hi, lo_open: self.lo_open || b.lo_open || !lo_exact, hi_open: self.hi_open || b.hi_open || !hi_exact }.fix()
+        Iv {
+            lo,
+            hi,
+            lo_open: self.lo_open || b.lo_open || !lo_exact,
+            hi_open: self.hi_open || b.hi_open || !hi_exact,
+        }
+        .fix()
     }
 
     pub fn sub(self, b: Iv) -> Iv {
@@ -181,7 +213,13 @@ impl Iv {
                 }
             }
         }
-        Iv { lo: lo.0, hi: hi.0, lo_open: lo.1, hi_open: hi.1 }.fix()
+        Iv {
+            lo: lo.0,
+            hi: hi.0,
+            lo_open: lo.1,
+            hi_open: hi.1,
+        }
+        .fix()
     }
 
     /// 1/b for b not containing 0 (the caller checks). 1/∞ = 0 (open), 1/0⁺ = +∞.
@@ -205,7 +243,13 @@ impl Iv {
         };
         let (lo, lo_r) = r(self.hi, false);
         let (hi, hi_r) = r(self.lo, true);
-        Iv { lo, hi, lo_open: self.hi_open || lo_r, hi_open: self.lo_open || hi_r }.fix()
+        Iv {
+            lo,
+            hi,
+            lo_open: self.hi_open || lo_r,
+            hi_open: self.lo_open || hi_r,
+        }
+        .fix()
     }
 
     pub fn div(self, b: Iv) -> Iv {
@@ -227,7 +271,12 @@ impl Iv {
         } else {
             (self.hi, self.hi_open && b.hi_open)
         };
-        Iv { lo, hi, lo_open, hi_open }
+        Iv {
+            lo,
+            hi,
+            lo_open,
+            hi_open,
+        }
     }
 
     pub fn max(self, b: Iv) -> Iv {
@@ -238,7 +287,14 @@ impl Iv {
     pub fn func(self, f: Func) -> Iv {
         match f {
             // Increasing functions.
-            Func::Exp | Func::Log | Func::Sqrt | Func::Tanh | Func::Sigmoid | Func::LogSigmoid | Func::Softplus | Func::Log1p => {
+            Func::Exp
+            | Func::Log
+            | Func::Sqrt
+            | Func::Tanh
+            | Func::Sigmoid
+            | Func::LogSigmoid
+            | Func::Softplus
+            | Func::Log1p => {
                 let (lo, lo_exact) = eval_func(f, self.lo, false);
                 let (hi, hi_exact) = eval_func(f, self.hi, true);
                 let mut r = Iv {
@@ -300,11 +356,25 @@ impl Iv {
         let even = is_int && (p / 2.0).fract() == 0.0;
         let ev = |v: f64, open: bool| -> Iv {
             let r = v.powf(p);
-            let exact = v.is_infinite() || v == 0.0 || v == 1.0 || p == 1.0 || (p == 2.0 && v.mul_add(v, -r) == 0.0);
+            let exact = v.is_infinite()
+                || v == 0.0
+                || v == 1.0
+                || p == 1.0
+                || (p == 2.0 && v.mul_add(v, -r) == 0.0);
             if exact {
-                Iv { lo: r, hi: r, lo_open: open, hi_open: open }
+                Iv {
+                    lo: r,
+                    hi: r,
+                    lo_open: open,
+                    hi_open: open,
+                }
             } else {
-                Iv { lo: ulps_down(r, 4), hi: ulps_up(r, 4), lo_open: true, hi_open: true }
+                Iv {
+                    lo: ulps_down(r, 4),
+                    hi: ulps_up(r, 4),
+                    lo_open: true,
+                    hi_open: true,
+                }
             }
         };
         // On an interval not containing 0 in its interior, x^p is monotone: the hull of the endpoint values.
@@ -366,7 +436,11 @@ fn prod(x: f64, y: f64) -> (f64, f64, bool) {
     }
     if p.is_infinite() {
         // Overflow of finite operands: the true value is finite.
-        return if p > 0.0 { (f64::MAX, INF, false) } else { (-INF, -f64::MAX, false) };
+        return if p > 0.0 {
+            (f64::MAX, INF, false)
+        } else {
+            (-INF, -f64::MAX, false)
+        };
     }
     let err = x.mul_add(y, -p);
     if err == 0.0 && !(p == 0.0) {
@@ -385,9 +459,14 @@ fn prod(x: f64, y: f64) -> (f64, f64, bool) {
 fn eval_func(f: Func, v: f64, up: bool) -> (f64, bool) {
     let exact_val = match (f, v) {
         (_, v) if v.is_infinite() => Some(match f {
-            Func::Exp | Func::Sigmoid | Func::Softplus | Func::Log | Func::Sqrt | Func::Tanh | Func::LogSigmoid | Func::Log1p => {
-                f.eval(v)
-            }
+            Func::Exp
+            | Func::Sigmoid
+            | Func::Softplus
+            | Func::Log
+            | Func::Sqrt
+            | Func::Tanh
+            | Func::LogSigmoid
+            | Func::Log1p => f.eval(v),
         }),
         (Func::Exp, 0.0) => Some(1.0),
         (Func::Log, 1.0) => Some(0.0),
@@ -438,7 +517,9 @@ mod tests {
         let c = Iv::closed(0.0, 1.0).mul(Iv::ENTIRE.func(Func::Sigmoid));
         assert!(!c.lo_open && c.lo == 0.0);
         // [1, 2] · (0, 1) is positive.
-        assert!(Iv::closed(1.0, 2.0).mul(Iv::ENTIRE.func(Func::Sigmoid)).positive());
+        assert!(Iv::closed(1.0, 2.0)
+            .mul(Iv::ENTIRE.func(Func::Sigmoid))
+            .positive());
         // Inexact products round outward.
         let t = Iv::point(0.1).mul(Iv::point(3.0));
         assert!(t.lo <= 0.1 * 3.0 && t.hi >= 0.1 * 3.0 && t.lo < t.hi);
@@ -466,7 +547,15 @@ mod tests {
 
     #[test]
     fn powers() {
-        assert_eq!(Iv::closed(-2.0, 3.0).powf(2.0), Iv { lo: 0.0, hi: 9.0, lo_open: false, hi_open: false });
+        assert_eq!(
+            Iv::closed(-2.0, 3.0).powf(2.0),
+            Iv {
+                lo: 0.0,
+                hi: 9.0,
+                lo_open: false,
+                hi_open: false
+            }
+        );
         let c = Iv::closed(-2.0, -1.0).powf(3.0);
         assert!(c.lo <= -8.0 && c.lo > -8.001 && c.hi >= -1.0 && c.hi < -0.999);
         let s = Iv::closed(1.0, 4.0).powf(0.5);

@@ -11,8 +11,19 @@ use syn::spanned::Spanned;
 pub const SUPPORTED: &str = "f32 literals, + - * /, unary -, exp, log, sqrt, tanh, sigmoid, log_sigmoid, softplus, \
                              min, max, clamp, powf (constant exponent), the parameters, `let` bindings and parentheses";
 
-pub const FUNCS: [&str; 11] =
-    ["exp", "log", "sqrt", "tanh", "sigmoid", "log_sigmoid", "softplus", "min", "max", "clamp", "powf"];
+pub const FUNCS: [&str; 11] = [
+    "exp",
+    "log",
+    "sqrt",
+    "tanh",
+    "sigmoid",
+    "log_sigmoid",
+    "softplus",
+    "min",
+    "max",
+    "clamp",
+    "powf",
+];
 
 /// A learnable parameter.
 pub struct Param {
@@ -62,13 +73,19 @@ pub fn signature(cx: &Ctxt, func: &mut syn::ItemFn, shape: Option<Shape>) -> Sig
         cx.error_spanned_by(a, "a gate fn must be a plain fn: remove the `extern` ABI");
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
-        cx.error_spanned_by(&sig.generics, "a gate fn cannot be generic: it computes in f32");
+        cx.error_spanned_by(
+            &sig.generics,
+            "a gate fn cannot be generic: it computes in f32",
+        );
     }
     if let Some(v) = &sig.variadic {
         cx.error_spanned_by(v, "a gate fn cannot be variadic");
     }
     if !name.is_ascii() {
-        cx.error_spanned_by(&sig.ident, "gate fn names must be ASCII: they also name CUDA device functions");
+        cx.error_spanned_by(
+            &sig.ident,
+            "gate fn names must be ASCII: they also name CUDA device functions",
+        );
     } else if crate::expand::camel_case(&name) == name.trim_start_matches("r#") {
         cx.error_spanned_by(
             &sig.ident,
@@ -78,17 +95,23 @@ pub fn signature(cx: &Ctxt, func: &mut syn::ItemFn, shape: Option<Shape>) -> Sig
 
     match &sig.output {
         syn::ReturnType::Type(_, ty) if is_f32(ty) => {}
-        syn::ReturnType::Type(_, ty) => cx.error_spanned_by(ty, "a gate fn returns log α as `f32`: write `-> f32`"),
-        syn::ReturnType::Default => {
-            cx.error_at(sig.paren_token.span.join(), format!("a gate fn returns log α as `f32`: add `-> f32` (`{example}`)"))
+        syn::ReturnType::Type(_, ty) => {
+            cx.error_spanned_by(ty, "a gate fn returns log α as `f32`: write `-> f32`")
         }
+        syn::ReturnType::Default => cx.error_at(
+            sig.paren_token.span.join(),
+            format!("a gate fn returns log α as `f32`: add `-> f32` (`{example}`)"),
+        ),
     }
 
     let mut input = None;
     let mut params = Vec::new();
     let mut poisoned = Vec::new();
     if sig.inputs.is_empty() {
-        cx.error_at(sig.paren_token.span.join(), format!("a gate fn takes {what} first: `{example}`"));
+        cx.error_at(
+            sig.paren_token.span.join(),
+            format!("a gate fn takes {what} first: `{example}`"),
+        );
     }
     for (i, arg) in sig.inputs.iter_mut().enumerate() {
         let pt = match arg {
@@ -109,9 +132,14 @@ pub fn signature(cx: &Ctxt, func: &mut syn::ItemFn, shape: Option<Shape>) -> Sig
             }
         });
         let ident = match &*pt.pat {
-            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => Some(pi.ident.clone()),
+            syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                Some(pi.ident.clone())
+            }
             other => {
-                cx.error_spanned_by(other, "gate fn arguments must be plain names, e.g. `x: f32`");
+                cx.error_spanned_by(
+                    other,
+                    "gate fn arguments must be plain names, e.g. `x: f32`",
+                );
                 None
             }
         };
@@ -120,7 +148,10 @@ pub fn signature(cx: &Ctxt, func: &mut syn::ItemFn, shape: Option<Shape>) -> Sig
         }
         if i == 0 {
             if let Some(a) = param_attrs.first() {
-                cx.error_spanned_by(a, format!("the first argument is {what}, not a parameter: remove `#[param]`"));
+                cx.error_spanned_by(
+                    a,
+                    format!("the first argument is {what}, not a parameter: remove `#[param]`"),
+                );
             }
             if let Some(id) = ident {
                 let s = id.to_string();
@@ -129,7 +160,12 @@ pub fn signature(cx: &Ctxt, func: &mut syn::ItemFn, shape: Option<Shape>) -> Sig
                     None => s == "x" || s == "h",
                 };
                 if !ok {
-                    cx.error_spanned_by(&id, format!("the first argument is {what} and must be named `{want}`: `{example}`"));
+                    cx.error_spanned_by(
+                        &id,
+                        format!(
+                            "the first argument is {what} and must be named `{want}`: `{example}`"
+                        ),
+                    );
                 }
                 input = Some(id);
             }
@@ -139,7 +175,10 @@ pub fn signature(cx: &Ctxt, func: &mut syn::ItemFn, shape: Option<Shape>) -> Sig
             poisoned.push(id.to_string());
         }
         if param_attrs.is_empty() {
-            let n = ident.as_ref().map(|i| i.to_string()).unwrap_or_else(|| "..".into());
+            let n = ident
+                .as_ref()
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "..".into());
             cx.error_spanned_by(
                 &*pt,
                 format!(
@@ -156,10 +195,18 @@ pub fn signature(cx: &Ctxt, func: &mut syn::ItemFn, shape: Option<Shape>) -> Sig
         if let (Some(id), Ok(range), true) = (ident, range, is_f32(&pt.ty)) {
             poisoned.pop();
             let name = id.to_string().trim_start_matches("r#").to_string();
-            params.push(Param { ident: id, name, range });
+            params.push(Param {
+                ident: id,
+                name,
+                range,
+            });
         }
     }
-    Signature { input, params, poisoned }
+    Signature {
+        input,
+        params,
+        poisoned,
+    }
 }
 
 /// Names in scope while converting the body.
@@ -171,7 +218,11 @@ struct Env {
 
 impl Env {
     fn lookup(&self, name: &str) -> Option<&Option<Expr>> {
-        self.vars.iter().rev().find(|(n, _)| n == name).map(|(_, e)| e)
+        self.vars
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, e)| e)
     }
     fn known(&self) -> String {
         let mut v = vec![format!("`{}`", self.input)];
@@ -182,20 +233,34 @@ impl Env {
 
 /// The body → the log-α expression (let bindings inlined), and the tokens of its tail expression (for errors
 /// about the whole expression).
-pub fn body(cx: &Ctxt, block: &syn::Block, sig: &Signature, input_name: &str) -> Option<(Expr, TokenStream)> {
-    let mut env = Env { vars: Vec::new(), input: input_name.to_string(), params: sig.params.iter().map(|p| p.name.clone()).collect() };
+pub fn body(
+    cx: &Ctxt,
+    block: &syn::Block,
+    sig: &Signature,
+    input_name: &str,
+) -> Option<(Expr, TokenStream)> {
+    let mut env = Env {
+        vars: Vec::new(),
+        input: input_name.to_string(),
+        params: sig.params.iter().map(|p| p.name.clone()).collect(),
+    };
     for name in &sig.poisoned {
         env.vars.push((name.clone(), None));
     }
     if let Some(id) = &sig.input {
-        env.vars.push((id.to_string(), Some(Expr::var(0, id.span()))));
+        env.vars
+            .push((id.to_string(), Some(Expr::var(0, id.span()))));
     }
     for (k, p) in sig.params.iter().enumerate() {
-        env.vars.push((p.ident.to_string(), Some(Expr::var(1 + k, p.ident.span()))));
+        env.vars
+            .push((p.ident.to_string(), Some(Expr::var(1 + k, p.ident.span()))));
     }
     let n = block.stmts.len();
     if n == 0 {
-        cx.error_spanned_by(block, "the body must end with the log α expression, e.g. `log_sigmoid(x) / 16.0`");
+        cx.error_spanned_by(
+            block,
+            "the body must end with the log α expression, e.g. `log_sigmoid(x) / 16.0`",
+        );
         return None;
     }
     let mut ok = true;
@@ -221,17 +286,26 @@ pub fn body(cx: &Ctxt, block: &syn::Block, sig: &Signature, input_name: &str) ->
                     env.vars.push((name, value));
                 }
                 if last {
-                    cx.error_spanned_by(local, "the body must end with the log α expression (after the `let`s)");
+                    cx.error_spanned_by(
+                        local,
+                        "the body must end with the log α expression (after the `let`s)",
+                    );
                     return None;
                 }
             }
             syn::Stmt::Expr(e, semi) if last => {
                 if let syn::Expr::Return(r) = e {
-                    cx.error_spanned_by(r.return_token, "`return` is not supported: end the body with the log α expression");
+                    cx.error_spanned_by(
+                        r.return_token,
+                        "`return` is not supported: end the body with the log α expression",
+                    );
                     return None;
                 }
                 if let Some(s) = semi {
-                    cx.error_spanned_by(s, "the body must end with the log α expression: remove this `;`");
+                    cx.error_spanned_by(
+                        s,
+                        "the body must end with the log α expression: remove this `;`",
+                    );
                 }
                 let r = convert(cx, e, &env);
                 return match (r, ok && semi.is_none()) {
@@ -240,7 +314,10 @@ pub fn body(cx: &Ctxt, block: &syn::Block, sig: &Signature, input_name: &str) ->
                 };
             }
             syn::Stmt::Expr(syn::Expr::Return(r), _) => {
-                cx.error_spanned_by(r.return_token, "`return` is not supported: end the body with the log α expression");
+                cx.error_spanned_by(
+                    r.return_token,
+                    "`return` is not supported: end the body with the log α expression",
+                );
                 ok = false;
             }
             syn::Stmt::Expr(e, _) => {
@@ -248,11 +325,17 @@ pub fn body(cx: &Ctxt, block: &syn::Block, sig: &Signature, input_name: &str) ->
                 ok = false;
             }
             syn::Stmt::Item(item) => {
-                cx.error_spanned_by(item, format!("items are not supported in a gate body; supported: {SUPPORTED}"));
+                cx.error_spanned_by(
+                    item,
+                    format!("items are not supported in a gate body; supported: {SUPPORTED}"),
+                );
                 ok = false;
             }
             syn::Stmt::Macro(m) => {
-                cx.error_spanned_by(&m.mac.path, format!("macros are not supported in a gate body; supported: {SUPPORTED}"));
+                cx.error_spanned_by(
+                    &m.mac.path,
+                    format!("macros are not supported in a gate body; supported: {SUPPORTED}"),
+                );
                 ok = false;
                 if last {
                     return None;
@@ -276,12 +359,18 @@ fn local_name(cx: &Ctxt, local: &syn::Local) -> Option<String> {
     match pat {
         syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
             if let Some(m) = &pi.mutability {
-                cx.error_spanned_by(m, "`let` bindings in a gate body cannot be `mut` (no assignments)");
+                cx.error_spanned_by(
+                    m,
+                    "`let` bindings in a gate body cannot be `mut` (no assignments)",
+                );
             }
             Some(pi.ident.to_string())
         }
         other => {
-            cx.error_spanned_by(other, "`let` bindings in a gate body bind one name: `let y = ...;`");
+            cx.error_spanned_by(
+                other,
+                "`let` bindings in a gate body bind one name: `let y = ...;`",
+            );
             None
         }
     }
@@ -321,9 +410,12 @@ fn convert(cx: &Ctxt, e: &syn::Expr, env: &Env) -> Option<Expr> {
                 other => {
                     let sym = other.to_token_stream().to_string();
                     let hint = match other {
-                        syn::BinOp::Lt(_) | syn::BinOp::Le(_) | syn::BinOp::Gt(_) | syn::BinOp::Ge(_) | syn::BinOp::Eq(_) | syn::BinOp::Ne(_) => {
-                            " (for a branch use min, max or clamp)"
-                        }
+                        syn::BinOp::Lt(_)
+                        | syn::BinOp::Le(_)
+                        | syn::BinOp::Gt(_)
+                        | syn::BinOp::Ge(_)
+                        | syn::BinOp::Eq(_)
+                        | syn::BinOp::Ne(_) => " (for a branch use min, max or clamp)",
                         syn::BinOp::Rem(_) => "",
                         _ if sym.ends_with('=') => " (a gate body has no assignments; use `let`)",
                         _ => "",
@@ -351,19 +443,44 @@ fn convert(cx: &Ctxt, e: &syn::Expr, env: &Env) -> Option<Expr> {
                 Some(f) => {
                     let mut args = vec![recv];
                     args.extend(m.args.iter().map(|a| a.to_token_stream().to_string()));
-                    format!("method calls are not supported: write `{f}({})`", args.join(", "))
+                    format!(
+                        "method calls are not supported: write `{f}({})`",
+                        args.join(", ")
+                    )
                 }
-                None => format!("unsupported method `.{method}()`: a gate expression supports {SUPPORTED}"),
+                None => format!(
+                    "unsupported method `.{method}()`: a gate expression supports {SUPPORTED}"
+                ),
             };
             cx.error_spanned_by(&m.method, msg);
             None
         }
-        E::If(i) => unsupported(cx, i.if_token, "`if`", " (for a branch use min, max or clamp)"),
-        E::Match(m) => unsupported(cx, m.match_token, "`match`", " (for a branch use min, max or clamp)"),
+        E::If(i) => unsupported(
+            cx,
+            i.if_token,
+            "`if`",
+            " (for a branch use min, max or clamp)",
+        ),
+        E::Match(m) => unsupported(
+            cx,
+            m.match_token,
+            "`match`",
+            " (for a branch use min, max or clamp)",
+        ),
         E::Cast(c) => unsupported(cx, c.as_token, "`as` casts", " (everything is f32)"),
         E::Macro(m) => unsupported(cx, &m.mac.path, "macros", ""),
-        E::Block(b) => unsupported_at(cx, b.block.brace_token.span.open(), "nested blocks", " (put `let`s at the top of the body)"),
-        E::Return(r) => unsupported(cx, r.return_token, "`return`", " (end the body with the log α expression)"),
+        E::Block(b) => unsupported_at(
+            cx,
+            b.block.brace_token.span.open(),
+            "nested blocks",
+            " (put `let`s at the top of the body)",
+        ),
+        E::Return(r) => unsupported(
+            cx,
+            r.return_token,
+            "`return`",
+            " (end the body with the log α expression)",
+        ),
         E::Closure(c) => unsupported(cx, c.or1_token, "closures", ""),
         E::Index(i) => unsupported_at(cx, i.bracket_token.span.join(), "indexing", ""),
         E::Field(f) => unsupported(cx, &f.member, "field access", ""),
@@ -382,12 +499,18 @@ fn convert(cx: &Ctxt, e: &syn::Expr, env: &Env) -> Option<Expr> {
 }
 
 fn unsupported<T: ToTokens>(cx: &Ctxt, at: T, what: &str, hint: &str) -> Option<Expr> {
-    cx.error_spanned_by(at, format!("{what} not supported in a gate expression{hint}; supported: {SUPPORTED}"));
+    cx.error_spanned_by(
+        at,
+        format!("{what} not supported in a gate expression{hint}; supported: {SUPPORTED}"),
+    );
     None
 }
 
 fn unsupported_at(cx: &Ctxt, at: Span, what: &str, hint: &str) -> Option<Expr> {
-    cx.error_at(at, format!("{what} not supported in a gate expression{hint}; supported: {SUPPORTED}"));
+    cx.error_at(
+        at,
+        format!("{what} not supported in a gate expression{hint}; supported: {SUPPORTED}"),
+    );
     None
 }
 
@@ -395,7 +518,10 @@ fn literal(cx: &Ctxt, lit: &syn::Lit) -> Option<Expr> {
     match lit {
         syn::Lit::Float(f) => {
             if !matches!(f.suffix(), "" | "f32") {
-                cx.error_spanned_by(f, format!("gate literals are f32: remove the `{}` suffix", f.suffix()));
+                cx.error_spanned_by(
+                    f,
+                    format!("gate literals are f32: remove the `{}` suffix", f.suffix()),
+                );
                 return None;
             }
             // The decimal value itself (the mathematical gate): the f64 CPU reference uses it exactly, the f32 CUDA
@@ -462,7 +588,12 @@ fn path(cx: &Ctxt, p: &syn::ExprPath, env: &Env) -> Option<Expr> {
             };
         }
         // std::f32::consts::LN_2, core::f32::consts::PI, f32::consts::E, consts::E
-        let segs: Vec<String> = p.path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let segs: Vec<String> = p
+            .path
+            .segments
+            .iter()
+            .map(|s| s.ident.to_string())
+            .collect();
         let n = segs.len();
         let generic = p.path.segments.iter().any(|s| !s.arguments.is_none());
         if !generic && n >= 2 && segs[n - 2] == "consts" && (n < 3 || segs[n - 3] == "f32") {
@@ -478,15 +609,38 @@ fn path(cx: &Ctxt, p: &syn::ExprPath, env: &Env) -> Option<Expr> {
 fn call(cx: &Ctxt, c: &syn::ExprCall, env: &Env) -> Option<Expr> {
     let args: Vec<Option<Expr>> = c.args.iter().map(|a| convert(cx, a, env)).collect();
     let fname = match &*c.func {
-        syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => p.path.get_ident().unwrap().clone(),
+        syn::Expr::Path(p) if p.qself.is_none() && p.path.get_ident().is_some() => {
+            p.path.get_ident().unwrap().clone()
+        }
         syn::Expr::Path(p) => {
-            let last = p.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
-            let hint = if FUNCS.contains(&last.as_str()) { format!(" (write `{last}(..)`)") } else { String::new() };
-            cx.error_spanned_by(&c.func, format!("unsupported function path{hint}: a gate expression calls {}", FUNCS.join(", ")));
+            let last = p
+                .path
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
+            let hint = if FUNCS.contains(&last.as_str()) {
+                format!(" (write `{last}(..)`)")
+            } else {
+                String::new()
+            };
+            cx.error_spanned_by(
+                &c.func,
+                format!(
+                    "unsupported function path{hint}: a gate expression calls {}",
+                    FUNCS.join(", ")
+                ),
+            );
             return None;
         }
         other => {
-            cx.error_spanned_by(other, format!("unsupported call: a gate expression calls {}", FUNCS.join(", ")));
+            cx.error_spanned_by(
+                other,
+                format!(
+                    "unsupported call: a gate expression calls {}",
+                    FUNCS.join(", ")
+                ),
+            );
             return None;
         }
     };
@@ -500,17 +654,30 @@ fn call(cx: &Ctxt, c: &syn::ExprCall, env: &Env) -> Option<Expr> {
             let alias = match name.as_str() {
                 "ln" => " (did you mean `log`?)".to_string(),
                 "logsigmoid" | "log_sig" => " (did you mean `log_sigmoid`?)".to_string(),
-                "exp2" | "pow" | "powi" => " (write `powf(x, c)` for a constant c, or `exp(y * log(2.0))` for 2^y)".to_string(),
+                "exp2" | "pow" | "powi" => {
+                    " (write `powf(x, c)` for a constant c, or `exp(y * log(2.0))` for 2^y)"
+                        .to_string()
+                }
                 _ => did_you_mean(&name, FUNCS),
             };
-            cx.error_spanned_by(&fname, format!("unsupported function `{name}`{alias}: a gate expression calls {}", FUNCS.join(", ")));
+            cx.error_spanned_by(
+                &fname,
+                format!(
+                    "unsupported function `{name}`{alias}: a gate expression calls {}",
+                    FUNCS.join(", ")
+                ),
+            );
             return None;
         }
     };
     if args.len() != arity {
         cx.error_spanned_by(
             &fname,
-            format!("`{name}` takes {arity} argument{}, got {}", if arity == 1 { "" } else { "s" }, args.len()),
+            format!(
+                "`{name}` takes {arity} argument{}, got {}",
+                if arity == 1 { "" } else { "s" },
+                args.len()
+            ),
         );
         return None;
     }
@@ -529,13 +696,23 @@ fn call(cx: &Ctxt, c: &syn::ExprCall, env: &Env) -> Option<Expr> {
         "max" => Some(node(Op::Max, vec![a(0), a(1)], span)),
         "clamp" => {
             // clamp(v, lo, hi) = min(max(v, lo), hi) (f32::clamp needs lo <= hi).
-            if let (Some(lo), Some(hi)) = (expr::simplify(&a(1)).as_const(), expr::simplify(&a(2)).as_const()) {
+            if let (Some(lo), Some(hi)) = (
+                expr::simplify(&a(1)).as_const(),
+                expr::simplify(&a(2)).as_const(),
+            ) {
                 if lo > hi {
-                    cx.error_spanned_by(&c.args, format!("`clamp` needs lo <= hi, got {lo:?} > {hi:?}"));
+                    cx.error_spanned_by(
+                        &c.args,
+                        format!("`clamp` needs lo <= hi, got {lo:?} > {hi:?}"),
+                    );
                     return None;
                 }
             }
-            Some(node(Op::Min, vec![node(Op::Max, vec![a(0), a(1)], span), a(2)], span))
+            Some(node(
+                Op::Min,
+                vec![node(Op::Max, vec![a(0), a(1)], span), a(2)],
+                span,
+            ))
         }
         "powf" => match expr::simplify(&a(1)).as_const() {
             Some(p) => Some(node(Op::Powf(p), vec![a(0)], span)),

@@ -153,20 +153,38 @@ pub fn analyze(p: &Problem<'_>, check_sign: bool) -> Outcome {
     for (node, g, ai) in &guards {
         if let Some(w) = grid.guard_witness(&node.args()[*ai], *g, p.names) {
             prover.ignored.borrow_mut().insert(node.id());
-            domain.push(Fail { node: node.clone(), guard: *g, arg: Iv::ENTIRE, witness: Some(w) });
+            domain.push(Fail {
+                node: node.clone(),
+                guard: *g,
+                arg: Iv::ENTIRE,
+                witness: Some(w),
+            });
         }
     }
     // 2. Branch and bound for the rest.
     domain.extend(prover.prove_domain(p.f, &p.domain));
     if !domain.is_empty() {
-        return Outcome { domain, positive: None };
+        return Outcome {
+            domain,
+            positive: None,
+        };
     }
     if !check_sign {
-        return Outcome { domain, positive: None };
+        return Outcome {
+            domain,
+            positive: None,
+        };
     }
     // 3. log α ≤ 0: grid first, then branch and bound.
     if let Some(w) = grid.positive_witness(p) {
-        return Outcome { domain, positive: Some(Positive { witness: Some(w), bx: p.domain.clone(), hi: f64::INFINITY }) };
+        return Outcome {
+            domain,
+            positive: Some(Positive {
+                witness: Some(w),
+                bx: p.domain.clone(),
+                hi: f64::INFINITY,
+            }),
+        };
     }
     let positive = prover.prove_sign(p.f, &p.domain);
     Outcome { domain, positive }
@@ -196,7 +214,11 @@ struct Prover {
 
 impl Prover {
     fn new(nvars: usize) -> Self {
-        Prover { nvars, partials: RefCell::new(HashMap::new()), ignored: RefCell::new(HashSet::new()) }
+        Prover {
+            nvars,
+            partials: RefCell::new(HashMap::new()),
+            ignored: RefCell::new(HashSet::new()),
+        }
     }
 
     fn partials(&self, e: &Expr) -> Rc<Vec<Expr>> {
@@ -204,7 +226,9 @@ impl Prover {
             return p.clone();
         }
         let p = Rc::new((0..self.nvars).map(|v| diff(e, v)).collect::<Vec<_>>());
-        self.partials.borrow_mut().insert(e.id(), (e.clone(), p.clone()));
+        self.partials
+            .borrow_mut()
+            .insert(e.id(), (e.clone(), p.clone()));
         p
     }
 
@@ -281,7 +305,15 @@ impl Prover {
         }
     }
 
-    fn guarded(&self, e: &Expr, g: Guard, ai: usize, bx: &[Iv], fails: &mut Vec<Fail>, depth: u32) -> Option<Iv> {
+    fn guarded(
+        &self,
+        e: &Expr,
+        g: Guard,
+        ai: usize,
+        bx: &[Iv],
+        fails: &mut Vec<Fail>,
+        depth: u32,
+    ) -> Option<Iv> {
         let arg = e.arg(ai);
         let mut a = self.eval(arg, bx, fails, depth);
         if !g.ok(a) && depth < MAX_REFINE_DEPTH {
@@ -291,7 +323,12 @@ impl Prover {
             return Some(a);
         }
         if !self.ignored.borrow().contains(&e.id()) {
-            fails.push(Fail { node: e.clone(), guard: g, arg: a, witness: None });
+            fails.push(Fail {
+                node: e.clone(),
+                guard: g,
+                arg: a,
+                witness: None,
+            });
         }
         None
     }
@@ -322,11 +359,21 @@ impl Prover {
                 continue;
             };
             if min_at.is_finite() {
-                lo_box[v] = Iv { lo: min_at, hi: min_at, lo_open: min_open, hi_open: min_open };
+                lo_box[v] = Iv {
+                    lo: min_at,
+                    hi: min_at,
+                    lo_open: min_open,
+                    hi_open: min_open,
+                };
                 any = true;
             }
             if max_at.is_finite() {
-                hi_box[v] = Iv { lo: max_at, hi: max_at, lo_open: max_open, hi_open: max_open };
+                hi_box[v] = Iv {
+                    lo: max_at,
+                    hi: max_at,
+                    lo_open: max_open,
+                    hi_open: max_open,
+                };
                 any = true;
             }
         }
@@ -339,7 +386,12 @@ impl Prover {
         if l.lo > h.hi || l.lo.is_nan() || h.hi.is_nan() {
             return Iv::ENTIRE;
         }
-        Iv { lo: l.lo, hi: h.hi, lo_open: l.lo_open, hi_open: h.hi_open }
+        Iv {
+            lo: l.lo,
+            hi: h.hi,
+            lo_open: l.lo_open,
+            hi_open: h.hi_open,
+        }
     }
 
     /// Branch and bound until every guard holds on every box; returns the guards that could not be proved.
@@ -394,7 +446,13 @@ impl Prover {
                     queue.push((b, depth + 1));
                     queue.push((a, depth + 1));
                 }
-                _ => return Some(Positive { witness: None, bx, hi: v.hi }),
+                _ => {
+                    return Some(Positive {
+                        witness: None,
+                        bx,
+                        hi: v.hi,
+                    })
+                }
             }
         }
         None
@@ -450,8 +508,18 @@ fn split(f: &Expr, bx: &[Iv]) -> Option<(Vec<Iv>, Vec<Iv>)> {
         return None;
     }
     let (mut a, mut b) = (bx.to_vec(), bx.to_vec());
-    a[v] = Iv { lo: iv.lo, hi: m, lo_open: iv.lo_open, hi_open: false };
-    b[v] = Iv { lo: m, hi: iv.hi, lo_open: false, hi_open: iv.hi_open };
+    a[v] = Iv {
+        lo: iv.lo,
+        hi: m,
+        lo_open: iv.lo_open,
+        hi_open: false,
+    };
+    b[v] = Iv {
+        lo: m,
+        hi: iv.hi,
+        lo_open: false,
+        hi_open: iv.hi_open,
+    };
     Some((a, b))
 }
 
@@ -464,11 +532,16 @@ struct Grid {
 }
 
 const X_GRID: [f64; 23] = [
-    -1e6, -1000.0, -100.0, -32.0, -16.0, -8.0, -4.0, -2.0, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0,
-    32.0, 100.0, 1000.0, 1e6,
+    -1e6, -1000.0, -100.0, -32.0, -16.0, -8.0, -4.0, -2.0, -1.0, -0.5, -0.25, 0.0, 0.25, 0.5, 1.0,
+    2.0, 4.0, 8.0, 16.0, 32.0, 100.0, 1000.0, 1e6,
 ];
-const X_GRID_SMALL: [f64; 11] = [-1000.0, -32.0, -4.0, -1.0, -0.5, 0.0, 0.5, 1.0, 4.0, 32.0, 1000.0];
-const H_GRID: [f64; 17] = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0];
+const X_GRID_SMALL: [f64; 11] = [
+    -1000.0, -32.0, -4.0, -1.0, -0.5, 0.0, 0.5, 1.0, 4.0, 32.0, 1000.0,
+];
+const H_GRID: [f64; 17] = [
+    0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0,
+    1024.0,
+];
 
 impl Grid {
     fn new(p: &Problem<'_>) -> Self {
@@ -482,12 +555,26 @@ impl Grid {
                 if v == 0 && p.x_unbounded {
                     X_GRID.to_vec()
                 } else if v == 0 {
-                    H_GRID.iter().copied().filter(|h| *h >= d.lo && *h <= d.hi).collect()
+                    H_GRID
+                        .iter()
+                        .copied()
+                        .filter(|h| *h >= d.lo && *h <= d.hi)
+                        .collect()
                 } else if d.is_entire() {
-                    if big { X_GRID_SMALL.to_vec() } else { X_GRID.to_vec() }
+                    if big {
+                        X_GRID_SMALL.to_vec()
+                    } else {
+                        X_GRID.to_vec()
+                    }
                 } else {
                     let (lo, hi) = (d.lo, d.hi);
-                    let mut a = vec![lo, lo + 0.25 * (hi - lo), lo + 0.5 * (hi - lo), lo + 0.75 * (hi - lo), hi];
+                    let mut a = vec![
+                        lo,
+                        lo + 0.25 * (hi - lo),
+                        lo + 0.5 * (hi - lo),
+                        lo + 0.75 * (hi - lo),
+                        hi,
+                    ];
                     if lo < 0.0 && hi > 0.0 {
                         a.push(0.0);
                     }
@@ -530,11 +617,15 @@ impl Grid {
                 let robust = (0..pt.len()).all(|d| {
                     let ax = &self.axes[d];
                     let i = ax.iter().position(|&a| a == pt[d]).unwrap();
-                    [i.checked_sub(1), Some(i + 1)].into_iter().flatten().filter(|&j| j < ax.len()).all(|j| {
-                        let mut q = pt.clone();
-                        q[d] = ax[j];
-                        arg.eval(&q).abs() > 1e-6
-                    })
+                    [i.checked_sub(1), Some(i + 1)]
+                        .into_iter()
+                        .flatten()
+                        .filter(|&j| j < ax.len())
+                        .all(|j| {
+                            let mut q = pt.clone();
+                            q[d] = ax[j];
+                            arg.eval(&q).abs() > 1e-6
+                        })
                 });
                 if robust {
                     return Some(format!("it is 0 at {}", fmt_point(names, &pt)));
@@ -549,7 +640,11 @@ impl Grid {
                         let mut q = pt.clone();
                         q[d] = ax[i + 1];
                         let w = arg.eval(&q);
-                        if v.abs() > 1e-9 && w.abs() > 1e-9 && v.signum() != w.signum() && (q[d] - pt[d]).abs() > 0.0 {
+                        if v.abs() > 1e-9
+                            && w.abs() > 1e-9
+                            && v.signum() != w.signum()
+                            && (q[d] - pt[d]).abs() > 0.0
+                        {
                             return Some(format!(
                                 "it changes sign between {} and {}",
                                 fmt_point(names, &pt),
@@ -576,13 +671,20 @@ impl Grid {
         };
         for pt in self.points() {
             let v = p.f.eval(&pt);
-            consider(v, format!("e.g. log α = {} at {}", fmt_num(v), fmt_point(p.names, &pt)));
+            consider(
+                v,
+                format!("e.g. log α = {} at {}", fmt_num(v), fmt_point(p.names, &pt)),
+            );
             if p.x_unbounded {
                 for lim in [-1e30, 1e30] {
                     let mut q = pt.clone();
                     q[0] = lim;
                     let v = p.f.eval(&q);
-                    let rest = if q.len() > 1 { format!(" (with {})", fmt_point(&p.names[1..], &q[1..])) } else { String::new() };
+                    let rest = if q.len() > 1 {
+                        format!(" (with {})", fmt_point(&p.names[1..], &q[1..]))
+                    } else {
+                        String::new()
+                    };
                     let sign = if lim > 0.0 { "+" } else { "-" };
                     let mut w = p.f.eval(&{
                         let mut r = q.clone();
@@ -593,8 +695,15 @@ impl Grid {
                         w = v;
                     }
                     // Growing without bound, or approaching a positive limit.
-                    let (shown, big) = if v > 1e15 || (v > 1e6 && v > 2.0 * w) { ("+inf".to_string(), f64::INFINITY) } else { (fmt_num(v), v) };
-                    consider(big, format!("up to {shown} as {} → {sign}inf{rest}", p.names[0]));
+                    let (shown, big) = if v > 1e15 || (v > 1e6 && v > 2.0 * w) {
+                        ("+inf".to_string(), f64::INFINITY)
+                    } else {
+                        (fmt_num(v), v)
+                    };
+                    consider(
+                        big,
+                        format!("up to {shown} as {} → {sign}inf{rest}", p.names[0]),
+                    );
                 }
             }
         }
@@ -607,7 +716,11 @@ pub fn fmt_num(v: f64) -> String {
         return "NaN".into();
     }
     if v.is_infinite() {
-        return if v > 0.0 { "+inf".into() } else { "-inf".into() };
+        return if v > 0.0 {
+            "+inf".into()
+        } else {
+            "-inf".into()
+        };
     }
     if v == 0.0 {
         return "0".into();
@@ -622,11 +735,22 @@ pub fn fmt_num(v: f64) -> String {
 }
 
 pub fn fmt_point(names: &[String], pt: &[f64]) -> String {
-    names.iter().zip(pt).map(|(n, v)| format!("{n} = {}", fmt_num(*v))).collect::<Vec<_>>().join(", ")
+    names
+        .iter()
+        .zip(pt)
+        .map(|(n, v)| format!("{n} = {}", fmt_num(*v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub fn fmt_iv(iv: &Iv) -> String {
-    format!("{}{}, {}{}", if iv.lo_open { "(" } else { "[" }, fmt_num(iv.lo), fmt_num(iv.hi), if iv.hi_open { ")" } else { "]" })
+    format!(
+        "{}{}, {}{}",
+        if iv.lo_open { "(" } else { "[" },
+        fmt_num(iv.lo),
+        fmt_num(iv.hi),
+        if iv.hi_open { ")" } else { "]" }
+    )
 }
 
 #[cfg(test)]
@@ -652,31 +776,83 @@ mod tests {
     }
 
     fn run(e: &Expr, params: &[Option<(f64, f64)>]) -> Outcome {
-        let names: Vec<String> = std::iter::once("x".to_string()).chain((0..params.len()).map(|i| format!("p{i}"))).collect();
+        let names: Vec<String> = std::iter::once("x".to_string())
+            .chain((0..params.len()).map(|i| format!("p{i}")))
+            .collect();
         let mut domain = vec![Iv::ENTIRE];
-        domain.extend(params.iter().map(|r| r.map_or(Iv::ENTIRE, |(a, b)| Iv::closed(a, b))));
-        analyze(&Problem { f: e, names: &names, domain, x_unbounded: true }, true)
+        domain.extend(
+            params
+                .iter()
+                .map(|r| r.map_or(Iv::ENTIRE, |(a, b)| Iv::closed(a, b))),
+        );
+        analyze(
+            &Problem {
+                f: e,
+                names: &names,
+                domain,
+                x_unbounded: true,
+            },
+            true,
+        )
     }
 
     fn hgrn2(g: Expr) -> Expr {
-        f(Func::Log, raw(Op::Add, vec![g.clone(), raw(Op::Mul, vec![raw(Op::Sub, vec![num(1.0), g]), f(Func::Sigmoid, x())])]))
+        f(
+            Func::Log,
+            raw(
+                Op::Add,
+                vec![
+                    g.clone(),
+                    raw(
+                        Op::Mul,
+                        vec![raw(Op::Sub, vec![num(1.0), g]), f(Func::Sigmoid, x())],
+                    ),
+                ],
+            ),
+        )
     }
 
     #[test]
     fn builtins_prove() {
         let cases = vec![
-            (raw(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]), vec![]),
-            (raw(Op::Mul, vec![raw(Op::Neg, vec![f(Func::Softplus, x())]), f(Func::Exp, p(0))]), vec![None]),
+            (
+                raw(Op::Div, vec![f(Func::LogSigmoid, x()), num(16.0)]),
+                vec![],
+            ),
+            (
+                raw(
+                    Op::Mul,
+                    vec![
+                        raw(Op::Neg, vec![f(Func::Softplus, x())]),
+                        f(Func::Exp, p(0)),
+                    ],
+                ),
+                vec![None],
+            ),
             (f(Func::LogSigmoid, x()), vec![]),
             (raw(Op::Neg, vec![f(Func::Exp, x())]), vec![]),
             (hgrn2(p(0)), vec![Some((0.0, 1.0))]),
             (f(Func::Log, f(Func::Sigmoid, x())), vec![]),
-            (f(Func::Log, raw(Op::Sub, vec![num(1.0), f(Func::Sigmoid, x())])), vec![]),
+            (
+                f(
+                    Func::Log,
+                    raw(Op::Sub, vec![num(1.0), f(Func::Sigmoid, x())]),
+                ),
+                vec![],
+            ),
             (raw(Op::Neg, vec![raw(Op::Powf(2.0), vec![x()])]), vec![]),
         ];
         for (e, params) in cases {
             let o = run(&e, &params);
-            assert!(o.ok(), "{e:?}: domain {:?}, positive {:?}", o.domain.iter().map(|d| d.witness.clone()).collect::<Vec<_>>(), o.positive.map(|p| (p.witness, p.hi)));
+            assert!(
+                o.ok(),
+                "{e:?}: domain {:?}, positive {:?}",
+                o.domain
+                    .iter()
+                    .map(|d| d.witness.clone())
+                    .collect::<Vec<_>>(),
+                o.positive.map(|p| (p.witness, p.hi))
+            );
         }
     }
 
@@ -685,19 +861,45 @@ mod tests {
         // log(1 - exp((-5 - h) * log(2)))
         let e = f(
             Func::Log,
-            raw(Op::Sub, vec![num(1.0), f(Func::Exp, raw(Op::Mul, vec![raw(Op::Sub, vec![num(-5.0), x()]), f(Func::Log, num(2.0))]))]),
+            raw(
+                Op::Sub,
+                vec![
+                    num(1.0),
+                    f(
+                        Func::Exp,
+                        raw(
+                            Op::Mul,
+                            vec![raw(Op::Sub, vec![num(-5.0), x()]), f(Func::Log, num(2.0))],
+                        ),
+                    ),
+                ],
+            ),
         );
         let names = vec!["h".to_string()];
-        let o = analyze(&Problem { f: &e, names: &names, domain: vec![Iv::closed(0.0, FIXED_H_MAX)], x_unbounded: false }, true);
+        let o = analyze(
+            &Problem {
+                f: &e,
+                names: &names,
+                domain: vec![Iv::closed(0.0, FIXED_H_MAX)],
+                x_unbounded: false,
+            },
+            true,
+        );
         assert!(o.ok());
     }
 
     #[test]
     fn rejects() {
         let o = run(&x(), &[]);
-        assert_eq!(o.positive.unwrap().witness.unwrap(), "up to +inf as x → +inf");
+        assert_eq!(
+            o.positive.unwrap().witness.unwrap(),
+            "up to +inf as x → +inf"
+        );
         let o = run(&raw(Op::Neg, vec![f(Func::LogSigmoid, x())]), &[]);
-        assert_eq!(o.positive.unwrap().witness.unwrap(), "up to +inf as x → -inf");
+        assert_eq!(
+            o.positive.unwrap().witness.unwrap(),
+            "up to +inf as x → -inf"
+        );
         let o = run(&f(Func::Log, x()), &[]);
         assert_eq!(o.domain.len(), 1);
         assert_eq!(o.domain[0].witness.as_deref(), Some("it is 0 at x = 0"));
@@ -705,17 +907,43 @@ mod tests {
         let o = run(&hgrn2(p(0)), &[None]);
         assert_eq!(o.domain.len(), 1);
         // 1/x
-        let o = run(&raw(Op::Neg, vec![raw(Op::Div, vec![num(1.0), raw(Op::Mul, vec![x(), x()])])]), &[]);
-        assert_eq!(o.domain.len(), 1, "{:?}", o.domain.iter().map(|d| d.witness.clone()).collect::<Vec<_>>());
+        let o = run(
+            &raw(
+                Op::Neg,
+                vec![raw(Op::Div, vec![num(1.0), raw(Op::Mul, vec![x(), x()])])],
+            ),
+            &[],
+        );
+        assert_eq!(
+            o.domain.len(),
+            1,
+            "{:?}",
+            o.domain
+                .iter()
+                .map(|d| d.witness.clone())
+                .collect::<Vec<_>>()
+        );
         // 0.5 - softplus(x) -> 0.5 as x -> -inf
         let o = run(&raw(Op::Sub, vec![num(0.5), f(Func::Softplus, x())]), &[]);
-        assert_eq!(o.positive.unwrap().witness.unwrap(), "up to 0.5 as x → -inf");
+        assert_eq!(
+            o.positive.unwrap().witness.unwrap(),
+            "up to 0.5 as x → -inf"
+        );
     }
 
     #[test]
     fn tight_but_not_provable_is_reported_without_witness() {
         // log(1 + 1e-12 * sigmoid(x)) is positive but tiny: no grid witness, branch and bound fails.
-        let e = f(Func::Log, raw(Op::Add, vec![num(1.0), raw(Op::Mul, vec![num(1e-12), f(Func::Sigmoid, x())])]));
+        let e = f(
+            Func::Log,
+            raw(
+                Op::Add,
+                vec![
+                    num(1.0),
+                    raw(Op::Mul, vec![num(1e-12), f(Func::Sigmoid, x())]),
+                ],
+            ),
+        );
         let o = run(&e, &[]);
         let pos = o.positive.expect("must not prove");
         assert!(pos.witness.is_none());

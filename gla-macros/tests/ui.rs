@@ -5,7 +5,14 @@
 #[test]
 fn ui() {
     let t = trybuild::TestCases::new();
-    for category in ["attribute", "signature", "unsupported", "nonfinite", "positive", "param_range"] {
+    for category in [
+        "attribute",
+        "signature",
+        "unsupported",
+        "nonfinite",
+        "positive",
+        "param_range",
+    ] {
         t.compile_fail(format!("tests/ui/{category}/*.rs"));
     }
     t.pass("tests/ui/pass/*.rs");

@@ -21,7 +21,11 @@ fn main() {
             eprintln!("NVRTC not found");
             std::process::exit(1);
         }
-        let opts = cudarc::nvrtc::CompileOptions { arch: Some("compute_90a"), options: vec!["-default-device".into()], ..Default::default() };
+        let opts = cudarc::nvrtc::CompileOptions {
+            arch: Some("compute_90a"),
+            options: vec!["-default-device".into()],
+            ..Default::default()
+        };
         match cudarc::nvrtc::compile_ptx_with_opts(&src, opts) {
             Ok(p) => {
                 if let Err(e) = std::fs::write(out, p.to_src()) {

@@ -25,9 +25,9 @@
 //! Host-only: nothing here needs a GPU or NVRTC.
 
 use crate::device::DeviceInfo;
+use gla_codegen::SpecRecord;
 use gla_core::error::Result;
 use gla_core::{DType, Gate, GlaError};
-use gla_codegen::SpecRecord;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
@@ -66,7 +66,10 @@ impl Bucket {
     /// The bucket of a problem of `rows = N·H` (sequences × heads) and `tokens` = the longest sequence's length;
     /// each is rounded UP to a power of two (0 and 1 → 2^0, 3 → 2^2, 1025 → 2^11).
     pub fn of(rows: usize, tokens: usize) -> Bucket {
-        Bucket { rows_log2: ceil_log2(rows), tokens_log2: ceil_log2(tokens) }
+        Bucket {
+            rows_log2: ceil_log2(rows),
+            tokens_log2: ceil_log2(tokens),
+        }
     }
 
     /// The L1 distance of the two buckets in log2 steps: `|Δ rows_log2| + |Δ tokens_log2|`.
@@ -78,7 +81,15 @@ impl Bucket {
     /// (1024, 4096, 16384), 9 buckets, rows-major in ascending order. Every other power of two: a call's bucket is at
     /// most 2 steps from one of them (the nearest wins), and the tuner's time stays a few seconds a key.
     pub fn grid() -> Vec<Bucket> {
-        [5, 7, 9].into_iter().flat_map(|r| [10, 12, 14].into_iter().map(move |t| Bucket { rows_log2: r, tokens_log2: t })).collect()
+        [5, 7, 9]
+            .into_iter()
+            .flat_map(|r| {
+                [10, 12, 14].into_iter().map(move |t| Bucket {
+                    rows_log2: r,
+                    tokens_log2: t,
+                })
+            })
+            .collect()
     }
 
     /// A problem `(B, T, H)` of this bucket for timing: `H = min(rows, 16)`, `B = rows / H`, `T = 2^tokens_log2`
@@ -130,7 +141,11 @@ impl CacheKey {
 impl std::fmt::Display for CacheKey {
     /// e.g. `gla#5eed000000000001.fwd.bf16.k128.v128`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}#{}.{}.{}.k{}.v{}", self.gate, self.gate_hash, self.pass, self.dtype, self.dk, self.dv)
+        write!(
+            f,
+            "{}#{}.{}.{}.k{}.v{}",
+            self.gate, self.gate_hash, self.pass, self.dtype, self.dk, self.dv
+        )
     }
 }
 
@@ -150,7 +165,12 @@ pub struct GpuFacts {
 impl From<&DeviceInfo> for GpuFacts {
     /// The facts of an opened device ([`crate::Gpu::info`]).
     fn from(d: &DeviceInfo) -> GpuFacts {
-        GpuFacts { name: d.name.clone(), sm_count: d.sm_count, compute_capability: d.compute_capability, driver_version: d.driver_version }
+        GpuFacts {
+            name: d.name.clone(),
+            sm_count: d.sm_count,
+            compute_capability: d.compute_capability,
+            driver_version: d.driver_version,
+        }
     }
 }
 
@@ -232,7 +252,10 @@ pub struct Environment {
 impl Environment {
     /// The environment of a process running on `gpu`, with NVRTC's version if [`crate::nvrtc::probe`] finds it.
     pub fn current(gpu: Option<&DeviceInfo>) -> Environment {
-        Environment { nvrtc_version: crate::nvrtc::probe().ok().map(|i| i.version), gpu: gpu.map(GpuFacts::from) }
+        Environment {
+            nvrtc_version: crate::nvrtc::probe().ok().map(|i| i.version),
+            gpu: gpu.map(GpuFacts::from),
+        }
     }
 }
 
@@ -242,10 +265,18 @@ impl Environment {
 /// runs the cubins as they are), and for a timed entry another GPU (name, SM count, compute capability), another
 /// driver version, or no GPU here. An untimed entry (`gpu: None`) is usable on any GPU (that the GPU can run sm_90a
 /// cubins, compute capability 9.0, the runtime checks when it opens the device).
-pub fn check(e: &Entry, env: &Environment, current_source_sha256: &str) -> std::result::Result<(), String> {
+pub fn check(
+    e: &Entry,
+    env: &Environment,
+    current_source_sha256: &str,
+) -> std::result::Result<(), String> {
     let v = &e.validators;
     if v.arch != crate::nvrtc::ARCH {
-        return Err(format!("built for {}, this runtime runs {} cubins", v.arch, crate::nvrtc::ARCH));
+        return Err(format!(
+            "built for {}, this runtime runs {} cubins",
+            v.arch,
+            crate::nvrtc::ARCH
+        ));
     }
     if v.source_sha256 != current_source_sha256 {
         return Err(format!(
@@ -263,19 +294,33 @@ pub fn check(e: &Entry, env: &Environment, current_source_sha256: &str) -> std::
         }
     }
     let Some(then) = &v.gpu else { return Ok(()) };
-    let Some(now) = &env.gpu else { return Err(format!("timed on {}, and this process has no GPU", then.name)) };
+    let Some(now) = &env.gpu else {
+        return Err(format!(
+            "timed on {}, and this process has no GPU",
+            then.name
+        ));
+    };
     if then.name != now.name {
         return Err(format!("timed on {}, this GPU is {}", then.name, now.name));
     }
     if then.sm_count != now.sm_count {
-        return Err(format!("timed on {} with {} SMs, this one has {}", then.name, then.sm_count, now.sm_count));
+        return Err(format!(
+            "timed on {} with {} SMs, this one has {}",
+            then.name, then.sm_count, now.sm_count
+        ));
     }
     if then.compute_capability != now.compute_capability {
         let (a, b) = (then.compute_capability, now.compute_capability);
-        return Err(format!("timed on compute capability {}.{}, this GPU is {}.{}", a.0, a.1, b.0, b.1));
+        return Err(format!(
+            "timed on compute capability {}.{}, this GPU is {}.{}",
+            a.0, a.1, b.0, b.1
+        ));
     }
     if then.driver_version != now.driver_version {
-        return Err(format!("timed with driver version {}, this driver is {}", then.driver_version, now.driver_version));
+        return Err(format!(
+            "timed with driver version {}, this driver is {}",
+            then.driver_version, now.driver_version
+        ));
     }
     Ok(())
 }
@@ -329,19 +374,26 @@ pub struct TuningCache {
 }
 
 fn cache_err(path: &Path, msg: impl Into<String>) -> GlaError {
-    GlaError::Cache { path: path.display().to_string(), msg: msg.into() }
+    GlaError::Cache {
+        path: path.display().to_string(),
+        msg: msg.into(),
+    }
 }
 
 /// Whether `name` is a cubin file name as the cache writes them (no path separators, no way out of `cubins/`).
 fn plain_cubin_name(name: &str) -> bool {
-    name.strip_suffix(".cubin").is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric()))
+    name.strip_suffix(".cubin")
+        .is_some_and(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
 /// A name for a temporary file beside `target`, unique among threads and processes.
 fn temp_path(target: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     target.with_file_name(format!(".{name}.tmp.{}.{n}", std::process::id()))
 }
 
@@ -366,7 +418,11 @@ impl TuningCache {
     pub fn empty(dir: &Path) -> TuningCache {
         TuningCache {
             dir: dir.to_path_buf(),
-            index: Index { format: FORMAT_VERSION, created_by: created_by(), entries: Vec::new() },
+            index: Index {
+                format: FORMAT_VERSION,
+                created_by: created_by(),
+                entries: Vec::new(),
+            },
             staged: HashMap::new(),
             dirty: HashSet::new(),
         }
@@ -384,12 +440,20 @@ impl TuningCache {
         let bytes = match fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(cache_err(&path, format!("missing: the cache directory has no {INDEX_FILE}")))
+                return Err(cache_err(
+                    &path,
+                    format!("missing: the cache directory has no {INDEX_FILE}"),
+                ))
             }
             Err(e) => return Err(cache_err(&path, format!("cannot read: {e}"))),
         };
         let index = parse_index(&bytes).map_err(|msg| cache_err(&path, msg))?;
-        Ok(TuningCache { dir: dir.to_path_buf(), index, staged: HashMap::new(), dirty: HashSet::new() })
+        Ok(TuningCache {
+            dir: dir.to_path_buf(),
+            index,
+            staged: HashMap::new(),
+            dirty: HashSet::new(),
+        })
     }
 
     /// [`TuningCache::open`] if `dir` has an index, else [`TuningCache::empty`]; errors as `open`'s for an index
@@ -420,7 +484,12 @@ impl TuningCache {
     /// Among the entries of `key` for which `usable(e)` holds (e.g. `|e| check(e, &env, &sha).is_ok()`), the one
     /// whose bucket is nearest `bucket` ([`Bucket::distance`]); ties: timed before untimed, then the lower
     /// `(rows_log2, tokens_log2)`. `None` if there is none.
-    pub fn lookup(&self, key: &CacheKey, bucket: &Bucket, usable: impl Fn(&Entry) -> bool) -> Option<&Entry> {
+    pub fn lookup(
+        &self,
+        key: &CacheKey,
+        bucket: &Bucket,
+        usable: impl Fn(&Entry) -> bool,
+    ) -> Option<&Entry> {
         self.index
             .entries
             .iter()
@@ -439,16 +508,30 @@ impl TuningCache {
     pub fn cubin(&self, e: &Entry) -> Result<Vec<u8>> {
         let path = self.cubin_path(e);
         if !plain_cubin_name(&e.cubin) {
-            return Err(cache_err(&path, format!("`{}` is not a cubin file name of the cache (<sha256>.cubin)", e.cubin)));
+            return Err(cache_err(
+                &path,
+                format!(
+                    "`{}` is not a cubin file name of the cache (<sha256>.cubin)",
+                    e.cubin
+                ),
+            ));
         }
         let bytes = match self.staged.get(&e.cubin) {
             Some(b) => b.clone(),
             None => match fs::read(&path) {
                 Ok(b) => b,
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(cache_err(&path, format!("cubin of {} ({}) missing", e.variant, e.key)))
+                    return Err(cache_err(
+                        &path,
+                        format!("cubin of {} ({}) missing", e.variant, e.key),
+                    ))
                 }
-                Err(err) => return Err(cache_err(&path, format!("cannot read the cubin of {}: {err}", e.variant))),
+                Err(err) => {
+                    return Err(cache_err(
+                        &path,
+                        format!("cannot read the cubin of {}: {err}", e.variant),
+                    ))
+                }
             },
         };
         let sha = sha256_hex(&bytes);
@@ -485,11 +568,15 @@ impl TuningCache {
 
     /// Whether [`TuningCache::insert`] would take `e` (no entry of its (key, bucket), or one that `e` [`replaces`]).
     pub fn accepts(&self, e: &Entry) -> bool {
-        self.position(&e.key, &e.bucket).is_none_or(|i| replaces(e, &self.index.entries[i]))
+        self.position(&e.key, &e.bucket)
+            .is_none_or(|i| replaces(e, &self.index.entries[i]))
     }
 
     fn position(&self, key: &CacheKey, bucket: &Bucket) -> Option<usize> {
-        self.index.entries.iter().position(|x| &x.key == key && &x.bucket == bucket)
+        self.index
+            .entries
+            .iter()
+            .position(|x| &x.key == key && &x.bucket == bucket)
     }
 
     /// Put `e` in the index, in place of the entry of its (key, bucket) if there is one (no rule applied).
@@ -527,7 +614,8 @@ impl TuningCache {
     /// is unreadable (corrupt, another format version — it is left as it is: move it away to start anew).
     pub fn save(&mut self) -> Result<usize> {
         let cubins = self.dir.join(CUBIN_DIR);
-        fs::create_dir_all(&cubins).map_err(|e| cache_err(&cubins, format!("cannot create: {e}")))?;
+        fs::create_dir_all(&cubins)
+            .map_err(|e| cache_err(&cubins, format!("cannot create: {e}")))?;
         let lock_path = self.dir.join(LOCK_FILE);
         let lock = fs::OpenOptions::new()
             .create(true)
@@ -535,7 +623,8 @@ impl TuningCache {
             .write(true)
             .open(&lock_path)
             .map_err(|e| cache_err(&lock_path, format!("cannot open the lock file: {e}")))?;
-        fs4::FileExt::lock(&lock).map_err(|e| cache_err(&lock_path, format!("cannot lock: {e}")))?;
+        fs4::FileExt::lock(&lock)
+            .map_err(|e| cache_err(&lock_path, format!("cannot lock: {e}")))?;
         let res = self.save_locked();
         let _ = fs4::FileExt::unlock(&lock);
         res
@@ -547,7 +636,9 @@ impl TuningCache {
             TuningCache::open(&self.dir).map_err(|e| match e {
                 GlaError::Cache { path, msg } => GlaError::Cache {
                     path,
-                    msg: format!("{msg}; not writing over it (move it away to write a new cache there)"),
+                    msg: format!(
+                        "{msg}; not writing over it (move it away to write a new cache there)"
+                    ),
                 },
                 e => e,
             })?
@@ -563,7 +654,13 @@ impl TuningCache {
             }
             let target = self.dir.join(CUBIN_DIR).join(&e.cubin);
             if !plain_cubin_name(&e.cubin) {
-                return Err(cache_err(&target, format!("`{}` is not a cubin file name of the cache (<sha256>.cubin)", e.cubin)));
+                return Err(cache_err(
+                    &target,
+                    format!(
+                        "`{}` is not a cubin file name of the cache (<sha256>.cubin)",
+                        e.cubin
+                    ),
+                ));
             }
             match self.staged.get(&e.cubin) {
                 Some(bytes) => {
@@ -574,7 +671,10 @@ impl TuningCache {
                 }
                 None => {
                     if !target.is_file() {
-                        return Err(cache_err(&target, format!("cubin of {} ({}) missing", e.variant, e.key)));
+                        return Err(cache_err(
+                            &target,
+                            format!("cubin of {} ({}) missing", e.variant, e.key),
+                        ));
                     }
                 }
             }
@@ -582,9 +682,12 @@ impl TuningCache {
                 disk.put(e.clone());
             }
         }
-        disk.index.entries.sort_by(|a, b| (&a.key, a.bucket).cmp(&(&b.key, b.bucket)));
+        disk.index
+            .entries
+            .sort_by(|a, b| (&a.key, a.bucket).cmp(&(&b.key, b.bucket)));
         disk.index.format = FORMAT_VERSION;
-        let json = serde_json::to_vec_pretty(&disk.index).map_err(|e| cache_err(&index_path, format!("cannot serialise: {e}")))?;
+        let json = serde_json::to_vec_pretty(&disk.index)
+            .map_err(|e| cache_err(&index_path, format!("cannot serialise: {e}")))?;
         write_atomic(&index_path, &json)?;
         // Make the renames durable where the platform allows (best effort).
         if let Ok(d) = fs::File::open(&self.dir) {
@@ -615,8 +718,16 @@ fn parse_index(bytes: &[u8]) -> std::result::Result<Index, String> {
     })?;
     match value.get("format").and_then(|f| f.as_u64()) {
         Some(f) if f == FORMAT_VERSION as u64 => {}
-        Some(f) => return Err(format!("index format version {f}, this gla reads version {FORMAT_VERSION}")),
-        None => return Err(format!("corrupt index: no format version (expected \"format\": {FORMAT_VERSION})")),
+        Some(f) => {
+            return Err(format!(
+                "index format version {f}, this gla reads version {FORMAT_VERSION}"
+            ))
+        }
+        None => {
+            return Err(format!(
+                "corrupt index: no format version (expected \"format\": {FORMAT_VERSION})"
+            ))
+        }
     }
     let index: Index = serde_json::from_value(value).map_err(|e| format!("corrupt index: {e}"))?;
     let mut seen = std::collections::HashSet::new();
@@ -628,7 +739,10 @@ fn parse_index(bytes: &[u8]) -> std::result::Result<Index, String> {
             ));
         }
         if !plain_cubin_name(&e.cubin) {
-            return Err(format!("corrupt index: entry {} names the cubin `{}`, not <sha256>.cubin", e.variant, e.cubin));
+            return Err(format!(
+                "corrupt index: entry {} names the cubin `{}`, not <sha256>.cubin",
+                e.variant, e.cubin
+            ));
         }
     }
     Ok(index)
@@ -640,18 +754,60 @@ mod tests {
 
     #[test]
     fn bucket_of_rounds_up() {
-        assert_eq!(Bucket::of(0, 0), Bucket { rows_log2: 0, tokens_log2: 0 });
-        assert_eq!(Bucket::of(1, 1), Bucket { rows_log2: 0, tokens_log2: 0 });
-        assert_eq!(Bucket::of(3, 3), Bucket { rows_log2: 2, tokens_log2: 2 });
-        assert_eq!(Bucket::of(1024, 1024), Bucket { rows_log2: 10, tokens_log2: 10 });
-        assert_eq!(Bucket::of(1025, 1025), Bucket { rows_log2: 11, tokens_log2: 11 });
-        assert_eq!(Bucket::of(2, 4097), Bucket { rows_log2: 1, tokens_log2: 13 });
+        assert_eq!(
+            Bucket::of(0, 0),
+            Bucket {
+                rows_log2: 0,
+                tokens_log2: 0
+            }
+        );
+        assert_eq!(
+            Bucket::of(1, 1),
+            Bucket {
+                rows_log2: 0,
+                tokens_log2: 0
+            }
+        );
+        assert_eq!(
+            Bucket::of(3, 3),
+            Bucket {
+                rows_log2: 2,
+                tokens_log2: 2
+            }
+        );
+        assert_eq!(
+            Bucket::of(1024, 1024),
+            Bucket {
+                rows_log2: 10,
+                tokens_log2: 10
+            }
+        );
+        assert_eq!(
+            Bucket::of(1025, 1025),
+            Bucket {
+                rows_log2: 11,
+                tokens_log2: 11
+            }
+        );
+        assert_eq!(
+            Bucket::of(2, 4097),
+            Bucket {
+                rows_log2: 1,
+                tokens_log2: 13
+            }
+        );
     }
 
     #[test]
     fn sha256_known_answer() {
-        assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The GPU: driver probe, context and stream, device facts, and a cache of loaded cubin modules.
 
 use crate::ffi;
-use crate::nvrtc::{self, Compiled, CompileOptions, KernelResources};
+use crate::nvrtc::{self, CompileOptions, Compiled, KernelResources};
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
@@ -18,7 +18,10 @@ pub const REQUIRED_CC: (i32, i32) = (9, 0);
 
 /// Wrap a driver error with the operation that failed.
 pub(crate) fn cuda_err(op: &'static str) -> impl FnOnce(DriverError) -> GlaError {
-    move |e| GlaError::Cuda { op, msg: format!("{e:?}") }
+    move |e| GlaError::Cuda {
+        op,
+        msg: format!("{e:?}"),
+    }
 }
 
 /// Facts about the device, read once when the [`Gpu`] is opened.
@@ -61,7 +64,9 @@ pub struct Gpu {
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu").field("info", &self.info).finish_non_exhaustive()
+        f.debug_struct("Gpu")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
     }
 }
 
@@ -71,7 +76,8 @@ pub fn device_count() -> Result<usize> {
     if !ffi::driver_present() {
         return Err(GlaError::NoDriver("libcuda could not be loaded".into()));
     }
-    let count = CudaContext::device_count().map_err(|e| GlaError::NoDevice(format!("cuInit/cuDeviceGetCount failed: {e:?}")))?;
+    let count = CudaContext::device_count()
+        .map_err(|e| GlaError::NoDevice(format!("cuInit/cuDeviceGetCount failed: {e:?}")))?;
     Ok(count.max(0) as usize)
 }
 
@@ -88,17 +94,26 @@ impl Gpu {
                 names[names.len() - 1]
             )));
         }
-        let count = CudaContext::device_count().map_err(|e| GlaError::NoDevice(format!("cuInit/cuDeviceGetCount failed: {e:?}")))?;
+        let count = CudaContext::device_count()
+            .map_err(|e| GlaError::NoDevice(format!("cuInit/cuDeviceGetCount failed: {e:?}")))?;
         if count <= 0 {
-            return Err(GlaError::NoDevice("the driver reports no CUDA devices".into()));
+            return Err(GlaError::NoDevice(
+                "the driver reports no CUDA devices".into(),
+            ));
         }
         if ordinal >= count as usize {
-            return Err(GlaError::NoDevice(format!("device {ordinal} requested, but only {count} present")));
+            return Err(GlaError::NoDevice(format!(
+                "device {ordinal} requested, but only {count} present"
+            )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| GlaError::NoDevice(format!("cannot open device {ordinal}: {e:?}")))?;
-        let attr = |a: CUdevice_attribute| ctx.attribute(a).map_err(cuda_err("cuDeviceGetAttribute"));
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| GlaError::NoDevice(format!("cannot open device {ordinal}: {e:?}")))?;
+        let attr =
+            |a: CUdevice_attribute| ctx.attribute(a).map_err(cuda_err("cuDeviceGetAttribute"));
         let name = ctx.name().map_err(cuda_err("cuDeviceGetName"))?;
-        let compute_capability = ctx.compute_capability().map_err(cuda_err("cuDeviceGetAttribute"))?;
+        let compute_capability = ctx
+            .compute_capability()
+            .map_err(cuda_err("cuDeviceGetAttribute"))?;
         let info = DeviceInfo {
             ordinal,
             name,
@@ -107,12 +122,18 @@ impl Gpu {
             driver_version: ffi::driver_version().map_err(cuda_err("cuDriverGetVersion"))?,
             total_mem_bytes: ctx.total_mem().map_err(cuda_err("cuDeviceTotalMem"))?,
             l2_bytes: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u32,
-            max_smem_per_block_optin: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?
-                as u32,
+            max_smem_per_block_optin: attr(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )? as u32,
         };
         check_compute_capability(&info.name, info.compute_capability)?;
         let stream = ctx.default_stream();
-        Ok(Gpu { ctx, stream, info: Arc::new(info), modules: Arc::new(ModuleCache::default()) })
+        Ok(Gpu {
+            ctx,
+            stream,
+            info: Arc::new(info),
+            modules: Arc::new(ModuleCache::default()),
+        })
     }
 
     pub fn info(&self) -> &DeviceInfo {
@@ -128,14 +149,21 @@ impl Gpu {
 
     /// Wait for all work on the stream; also reports errors recorded by asynchronous frees.
     pub fn synchronize(&self) -> Result<()> {
-        self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
-        self.ctx.check_err().map_err(cuda_err("an earlier asynchronous call"))
+        self.stream
+            .synchronize()
+            .map_err(cuda_err("cuStreamSynchronize"))?;
+        self.ctx
+            .check_err()
+            .map_err(cuda_err("an earlier asynchronous call"))
     }
 
     /// Load a cubin image into this context (no cache).
     pub fn load_cubin(&self, cubin: &[u8]) -> Result<Arc<CudaModule>> {
         if !nvrtc::is_elf(cubin) {
-            return Err(GlaError::invalid("cubin", "not an ELF image (gla never loads PTX)"));
+            return Err(GlaError::invalid(
+                "cubin",
+                "not an ELF image (gla never loads PTX)",
+            ));
         }
         self.ctx.load_module(Ptx::from_binary(cubin.to_vec())).map_err(|e| GlaError::Cuda {
             op: "cuModuleLoadData",
@@ -149,7 +177,12 @@ impl Gpu {
 
     /// Compile `source` (NVRTC, `opts`) and load it, through the module cache keyed by the hash of source and
     /// options: a source compiled once is never compiled or loaded again by this `Gpu` (or its clones).
-    pub fn load_source(&self, kernel: &str, source: &str, opts: &CompileOptions) -> Result<Arc<LoadedModule>> {
+    pub fn load_source(
+        &self,
+        kernel: &str,
+        source: &str,
+        opts: &CompileOptions,
+    ) -> Result<Arc<LoadedModule>> {
         let key = source_key(source, &opts.build());
         if let Some(m) = self.modules.get(key) {
             return Ok(m);
@@ -157,8 +190,20 @@ impl Gpu {
         // Compile outside the lock: compiles take 0.2–1 s and may run on several threads.
         let compiled = nvrtc::compile_with(source, kernel, opts)?;
         let module = self.load_cubin(&compiled.cubin)?;
-        let Compiled { log, resources, compile_ms, cubin } = compiled;
-        let loaded = Arc::new(LoadedModule { key, module, log, resources, compile_ms, cubin_bytes: cubin.len() });
+        let Compiled {
+            log,
+            resources,
+            compile_ms,
+            cubin,
+        } = compiled;
+        let loaded = Arc::new(LoadedModule {
+            key,
+            module,
+            log,
+            resources,
+            compile_ms,
+            cubin_bytes: cubin.len(),
+        });
         Ok(self.modules.insert(key, loaded))
     }
 
@@ -170,22 +215,53 @@ impl Gpu {
             return Ok(m);
         }
         let module = self.load_cubin(cubin)?;
-        let loaded = Arc::new(LoadedModule { key, module, log: String::new(), resources: Vec::new(), compile_ms: 0.0, cubin_bytes: cubin.len() });
+        let loaded = Arc::new(LoadedModule {
+            key,
+            module,
+            log: String::new(),
+            resources: Vec::new(),
+            compile_ms: 0.0,
+            cubin_bytes: cubin.len(),
+        });
         Ok(self.modules.insert(key, loaded))
     }
 
     /// Look up an entry function and allow it `smem_bytes` of dynamic shared memory (opting in above 48 KB).
-    pub fn function(&self, module: &LoadedModule, name: &str, smem_bytes: u32) -> Result<CudaFunction> {
-        let f = module.module.load_function(name).map_err(|e| GlaError::Cuda {
-            op: "cuModuleGetFunction",
-            msg: format!("no entry function `{name}` in the module: {e:?}"),
-        })?;
-        let static_smem = module.resources.iter().find(|r| r.name == name).map_or(0, |r| r.static_smem_bytes);
-        check_smem(name, smem_bytes, static_smem, self.info.max_smem_per_block_optin)?;
+    pub fn function(
+        &self,
+        module: &LoadedModule,
+        name: &str,
+        smem_bytes: u32,
+    ) -> Result<CudaFunction> {
+        let f = module
+            .module
+            .load_function(name)
+            .map_err(|e| GlaError::Cuda {
+                op: "cuModuleGetFunction",
+                msg: format!("no entry function `{name}` in the module: {e:?}"),
+            })?;
+        let static_smem = module
+            .resources
+            .iter()
+            .find(|r| r.name == name)
+            .map_or(0, |r| r.static_smem_bytes);
+        check_smem(
+            name,
+            smem_bytes,
+            static_smem,
+            self.info.max_smem_per_block_optin,
+        )?;
         if smem_bytes > DEFAULT_DYNAMIC_SMEM_LIMIT {
-            self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-            f.set_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes as i32)
-                .map_err(cuda_err("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"))?;
+            self.ctx
+                .bind_to_thread()
+                .map_err(cuda_err("cuCtxSetCurrent"))?;
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                smem_bytes as i32,
+            )
+            .map_err(cuda_err(
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+            ))?;
         }
         Ok(f)
     }
@@ -200,7 +276,10 @@ impl Gpu {
 /// memory per thread as `stack_bytes`); spill sizes are not available this way and read 0. The fallback when the
 /// NVRTC log has no ptxas report (a driver compute-cache hit).
 pub fn function_resources(name: &str, f: &CudaFunction) -> Result<KernelResources> {
-    let get = |r: std::result::Result<i32, DriverError>| r.map(|v| v.max(0) as u32).map_err(cuda_err("cuFuncGetAttribute"));
+    let get = |r: std::result::Result<i32, DriverError>| {
+        r.map(|v| v.max(0) as u32)
+            .map_err(cuda_err("cuFuncGetAttribute"))
+    };
     Ok(KernelResources {
         name: name.to_string(),
         registers: get(f.num_regs())?,

@@ -5,7 +5,7 @@
 //! calls only the safe wrappers.
 
 use cudarc::driver::{sys as cu, CudaSlice, CudaStream, DevicePtrMut, DriverError};
-use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, result::NvrtcError};
+use cudarc::nvrtc::{result as nvrtc, result::NvrtcError, sys as nvrtc_sys};
 use std::ffi::{c_char, CStr, CString};
 use std::sync::Arc;
 
@@ -39,14 +39,19 @@ pub(crate) fn preload_library(path: &std::path::Path) -> Result<(), String> {
     }
     const RTLD_NOW: i32 = 2;
     const RTLD_GLOBAL: i32 = 0x100;
-    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("path {path:?} contains a NUL byte"))?;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("path {path:?} contains a NUL byte"))?;
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call. The handle is deliberately leaked: the
     // library stays loaded for the life of the process, as cudarc's own `OnceLock` handle does. `dlerror` returns
     // NULL or a NUL-terminated thread-local string, copied out before any other dl* call.
     unsafe {
         if dlopen(c.as_ptr(), RTLD_NOW | RTLD_GLOBAL).is_null() {
             let e = dlerror();
-            let msg = if e.is_null() { "unknown dlopen error".to_string() } else { CStr::from_ptr(e).to_string_lossy().into_owned() };
+            let msg = if e.is_null() {
+                "unknown dlopen error".to_string()
+            } else {
+                CStr::from_ptr(e).to_string_lossy().into_owned()
+            };
             return Err(msg);
         }
     }
@@ -90,9 +95,15 @@ impl Program {
     /// `nvrtcCreateProgram(src, name)` with no headers. Errors on interior NUL bytes.
     pub(crate) fn new(src: &str, name: &str) -> Result<Self, String> {
         let src = CString::new(src).map_err(|_| "CUDA source contains a NUL byte".to_string())?;
-        let name = CString::new(format!("{name}.cu")).map_err(|_| "kernel name contains a NUL byte".to_string())?;
-        let prog = nvrtc::create_program(&src, Some(&name)).map_err(|e| format!("nvrtcCreateProgram failed: {e:?}"))?;
-        Ok(Program { prog, _src: src, _name: name })
+        let name = CString::new(format!("{name}.cu"))
+            .map_err(|_| "kernel name contains a NUL byte".to_string())?;
+        let prog = nvrtc::create_program(&src, Some(&name))
+            .map_err(|e| format!("nvrtcCreateProgram failed: {e:?}"))?;
+        Ok(Program {
+            prog,
+            _src: src,
+            _name: name,
+        })
     }
 
     /// `nvrtcCompileProgram(options)`.
@@ -106,7 +117,11 @@ impl Program {
         // SAFETY: as in `compile`. The returned buffer is NUL-terminated by NVRTC (its size includes the NUL).
         match unsafe { nvrtc::get_program_log(self.prog) } {
             Ok(buf) => {
-                let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).take_while(|&b| b != 0).collect();
+                let bytes: Vec<u8> = buf
+                    .iter()
+                    .map(|&c| c as u8)
+                    .take_while(|&b| b != 0)
+                    .collect();
                 String::from_utf8_lossy(&bytes).into_owned()
             }
             Err(e) => format!("<nvrtcGetProgramLog failed: {e:?}>"),
@@ -121,7 +136,8 @@ impl Program {
         let mut buf = vec![0u8; size];
         if size > 0 {
             // SAFETY: `buf` has exactly the `size` bytes NVRTC reported and is not aliased during the call.
-            unsafe { nvrtc_sys::nvrtcGetCUBIN(self.prog, buf.as_mut_ptr().cast::<c_char>()) }.result()?;
+            unsafe { nvrtc_sys::nvrtcGetCUBIN(self.prog, buf.as_mut_ptr().cast::<c_char>()) }
+                .result()?;
         }
         Ok(buf)
     }
@@ -143,10 +159,20 @@ impl Drop for Program {
 /// of 2-byte elements at device address `ptr`: boxes of `box_dims` elements, 128-byte swizzle, zero fill out of
 /// bounds. `strides` are the byte strides of dims 1 and 2. The driver checks the constraints (16-byte aligned address
 /// and strides, box ≤ 256 a dim, inner box ≤ 128 bytes) and returns an error for any it cannot meet.
-pub(crate) fn encode_tensor_map_3d(ptr: u64, f16: bool, dims: [u64; 3], strides: [u64; 2], box_dims: [u32; 3]) -> Result<[u64; 16], DriverError> {
+pub(crate) fn encode_tensor_map_3d(
+    ptr: u64,
+    f16: bool,
+    dims: [u64; 3],
+    strides: [u64; 2],
+    box_dims: [u32; 3],
+) -> Result<[u64; 16], DriverError> {
     let mut map = cu::CUtensorMap { opaque: [0u64; 16] };
     let elem_strides = [1u32; 3];
-    let ty = if f16 { cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16 } else { cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 };
+    let ty = if f16 {
+        cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    } else {
+        cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    };
     // SAFETY: the call writes only the 128-byte `map` and reads the five arrays (3, 2, 3, 3 entries as the rank-3
     // signature requires), all live locals for its duration. `ptr` is recorded in the descriptor, not dereferenced:
     // the kernels that use the map read through it within `dims` (TMA bounds every box by the tensor's dims), and the
@@ -172,7 +198,10 @@ pub(crate) fn encode_tensor_map_3d(ptr: u64, f16: bool, dims: [u64; 3], strides:
 }
 
 /// A device allocation of `bytes` bytes on `stream`, contents unspecified (no memset).
-pub(crate) fn alloc_uninit(stream: &Arc<CudaStream>, bytes: usize) -> Result<CudaSlice<u8>, DriverError> {
+pub(crate) fn alloc_uninit(
+    stream: &Arc<CudaStream>,
+    bytes: usize,
+) -> Result<CudaSlice<u8>, DriverError> {
     // SAFETY: cudarc marks `alloc` unsafe only because the memory is not initialised. Every bit pattern is a valid
     // `u8`, and device bytes are only ever copied (never referenced) by host code, so unspecified contents are no
     // memory-safety hazard; kernels that read them before writing would compute garbage, not UB on the host.
@@ -180,7 +209,11 @@ pub(crate) fn alloc_uninit(stream: &Arc<CudaStream>, bytes: usize) -> Result<Cud
 }
 
 /// Set every byte of `buf` to `byte`, stream-ordered on `stream`.
-pub(crate) fn memset_d8(stream: &Arc<CudaStream>, buf: &mut CudaSlice<u8>, byte: u8) -> Result<(), DriverError> {
+pub(crate) fn memset_d8(
+    stream: &Arc<CudaStream>,
+    buf: &mut CudaSlice<u8>,
+    byte: u8,
+) -> Result<(), DriverError> {
     stream.context().bind_to_thread()?;
     let n = buf.num_bytes();
     let (ptr, _record) = buf.device_ptr_mut(stream);
@@ -190,9 +223,14 @@ pub(crate) fn memset_d8(stream: &Arc<CudaStream>, buf: &mut CudaSlice<u8>, byte:
 }
 
 /// Set every 32-bit word of `buf` to `word` (`buf.len()` must be a multiple of 4), stream-ordered on `stream`.
-pub(crate) fn memset_d32(stream: &Arc<CudaStream>, buf: &mut CudaSlice<u8>, word: u32) -> Result<(), DriverError> {
+pub(crate) fn memset_d32(
+    stream: &Arc<CudaStream>,
+    buf: &mut CudaSlice<u8>,
+    word: u32,
+) -> Result<(), DriverError> {
     let n = buf.num_bytes();
-    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; the workspace supports 1.85
+    #[allow(clippy::manual_is_multiple_of)]
+    // is_multiple_of needs Rust 1.87; the workspace supports 1.85
     if n % 4 != 0 {
         return Err(DriverError(cu::CUresult::CUDA_ERROR_INVALID_VALUE));
     }

@@ -1,11 +1,11 @@
 //! The safe forward API: [`Gla::forward`] / [`Gla::forward_into`], with every shape, dtype and argument
 //! validated by the pure [`validate_forward`] before anything is launched.
 
+use crate::cache::GpuFacts;
 use crate::device::Gpu;
 use crate::launch::{self, Bound, Buffers, SeqMeta, Variant};
 use crate::nvrtc::CompileOptions;
 use crate::tensor::{check_tensor, DeviceTensor};
-use crate::cache::GpuFacts;
 use crate::tuned::{Tuned, TuningStats};
 use cudarc::driver::CudaSlice;
 use gla_codegen::KernelSpec;
@@ -57,10 +57,16 @@ impl<'a> TensorDesc<'a> {
         TensorDesc { shape, dtype }
     }
     pub fn of(t: &'a DeviceTensor) -> Self {
-        TensorDesc { shape: t.shape(), dtype: t.dtype() }
+        TensorDesc {
+            shape: t.shape(),
+            dtype: t.dtype(),
+        }
     }
     pub fn of_host(t: &'a HostTensor) -> Self {
-        TensorDesc { shape: &t.shape, dtype: t.dtype() }
+        TensorDesc {
+            shape: &t.shape,
+            dtype: t.dtype(),
+        }
     }
 }
 
@@ -116,7 +122,9 @@ impl ResolvedProblem {
     /// Bytes of the chunk-state workspace the variant needs when it materializes.
     pub fn states_bytes(&self) -> usize {
         // Saturating: an absurd size then fails the allocation instead of wrapping.
-        [self.dims.h, self.dims.dk, self.dims.dv, 4].iter().fold(self.total_chunks, |a, &d| a.saturating_mul(d))
+        [self.dims.h, self.dims.dk, self.dims.dv, 4]
+            .iter()
+            .fold(self.total_chunks, |a, &d| a.saturating_mul(d))
     }
 }
 
@@ -156,16 +164,28 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
     if !same_gate(spec.gate, gate) {
         return Err(GlaError::invalid(
             "variant",
-            format!("was generated for gate `{}`, but the call is for gate `{}`", spec.gate.name(), gate.name()),
+            format!(
+                "was generated for gate `{}`, but the call is for gate `{}`",
+                spec.gate.name(),
+                gate.name()
+            ),
         ));
     }
     if spec.dtype != dtype {
-        return Err(GlaError::DType { what: "variant", expected: format!("{dtype} (the dtype of q, k, v)"), got: spec.dtype.to_string() });
+        return Err(GlaError::DType {
+            what: "variant",
+            expected: format!("{dtype} (the dtype of q, k, v)"),
+            got: spec.dtype.to_string(),
+        });
     }
     if (spec.key_dim() as usize) < dk || (spec.dv as usize) < dv {
         return Err(GlaError::Unsupported {
             variant: spec.id(),
-            msg: format!("specialised for d_k <= {}, d_v <= {}, but the inputs have d_k = {dk}, d_v = {dv}", spec.key_dim(), spec.dv),
+            msg: format!(
+                "specialised for d_k <= {}, d_v <= {}, but the inputs have d_k = {dk}, d_v = {dv}",
+                spec.key_dim(),
+                spec.dv
+            ),
         });
     }
     let ks = spec.key_split as usize;
@@ -181,20 +201,50 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
     match (gate.shape(), r.logits) {
         (GateShape::Fixed, None) => {}
         (GateShape::Fixed, Some(_)) => {
-            return Err(GlaError::invalid("logits", format!("gate `{}` is fixed (a function of the head only) and takes no logits", gate.name())))
+            return Err(GlaError::invalid(
+                "logits",
+                format!(
+                    "gate `{}` is fixed (a function of the head only) and takes no logits",
+                    gate.name()
+                ),
+            ))
         }
         (shape, None) => {
-            return Err(GlaError::invalid("logits", format!("gate `{}` is {shape}: pass {dtype} logits {:?}", gate.name(), logits_shape(shape, &dims))))
+            return Err(GlaError::invalid(
+                "logits",
+                format!(
+                    "gate `{}` is {shape}: pass {dtype} logits {:?}",
+                    gate.name(),
+                    logits_shape(shape, &dims)
+                ),
+            ))
         }
-        (shape, Some(g)) => check_tensor("logits", g.shape, g.dtype, &logits_shape(shape, &dims), dtype)?,
+        (shape, Some(g)) => check_tensor(
+            "logits",
+            g.shape,
+            g.dtype,
+            &logits_shape(shape, &dims),
+            dtype,
+        )?,
     }
     let np = gate.params().len();
     match (np, r.params) {
         (0, None) => {}
-        (0, Some(_)) => return Err(GlaError::invalid("params", format!("gate `{}` has no learnable parameters", gate.name()))),
+        (0, Some(_)) => {
+            return Err(GlaError::invalid(
+                "params",
+                format!("gate `{}` has no learnable parameters", gate.name()),
+            ))
+        }
         (_, None) => {
             let names: Vec<_> = gate.params().iter().map(|p| p.name).collect();
-            return Err(GlaError::invalid("params", format!("gate `{}` needs f32 params [H, {np}] = [{h}, {np}] ({names:?})", gate.name())));
+            return Err(GlaError::invalid(
+                "params",
+                format!(
+                    "gate `{}` needs f32 params [H, {np}] = [{h}, {np}] ({names:?})",
+                    gate.name()
+                ),
+            ));
         }
         (_, Some(p)) => check_tensor("params", p.shape, p.dtype, &[h, np], f32_)?,
     }
@@ -210,23 +260,42 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
     }
     let scale = r.scale.unwrap_or(1.0 / (dk as f32).sqrt());
     if !scale.is_finite() {
-        return Err(GlaError::invalid("scale", format!("must be finite, got {scale}")));
+        return Err(GlaError::invalid(
+            "scale",
+            format!("must be finite, got {scale}"),
+        ));
     }
 
     let lens: Vec<usize> = seqs.iter().map(|s| s.1).collect();
     let total_chunks = launch::total_chunks(&lens, spec.chunk);
     if r.segments == Some(0) {
-        return Err(GlaError::invalid("segments", "must be at least 1 (1 = never split a sequence), got 0"));
+        return Err(GlaError::invalid(
+            "segments",
+            "must be at least 1 (1 = never split a sequence), got 0",
+        ));
     }
-    let tokens = b.checked_mul(t).ok_or_else(|| GlaError::invalid("problem size", "B·T overflows"))?;
+    let tokens = b
+        .checked_mul(t)
+        .ok_or_else(|| GlaError::invalid("problem size", "B·T overflows"))?;
     for (what, n) in [("B·T (tokens)", tokens), ("total chunks", total_chunks)] {
         if n > i32::MAX as usize {
-            return Err(GlaError::invalid("problem size", format!("{what} = {n} is over the kernels' 32-bit limit {}", i32::MAX)));
+            return Err(GlaError::invalid(
+                "problem size",
+                format!(
+                    "{what} = {n} is over the kernels' 32-bit limit {}",
+                    i32::MAX
+                ),
+            ));
         }
     }
-    let elems = tokens.checked_mul(h).and_then(|x| x.checked_mul(dk.max(dv)));
+    let elems = tokens
+        .checked_mul(h)
+        .and_then(|x| x.checked_mul(dk.max(dv)));
     if elems.is_none_or(|e| e > i64::MAX as usize) {
-        return Err(GlaError::invalid("problem size", "B·T·H·d overflows 64-bit offsets"));
+        return Err(GlaError::invalid(
+            "problem size",
+            "B·T·H·d overflows 64-bit offsets",
+        ));
     }
     Ok(ResolvedProblem {
         dims,
@@ -278,7 +347,9 @@ pub struct Gla {
 
 impl std::fmt::Debug for Gla {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gla").field("gpu", &self.inner.gpu).finish_non_exhaustive()
+        f.debug_struct("Gla")
+            .field("gpu", &self.inner.gpu)
+            .finish_non_exhaustive()
     }
 }
 
@@ -292,7 +363,13 @@ impl Gla {
 
     /// Open GPU `ordinal`.
     pub fn on_device(ordinal: usize) -> Result<Gla> {
-        Self::with_options(ordinal, CompileOptions { driver_cache: true, ..CompileOptions::default() })
+        Self::with_options(
+            ordinal,
+            CompileOptions {
+                driver_cache: true,
+                ..CompileOptions::default()
+            },
+        )
     }
 
     /// Open GPU `ordinal` with the given compile options (e.g. `lineinfo: true`, so that profilers such as ncu map
@@ -329,7 +406,10 @@ impl Gla {
 
     /// Ids of the variants loaded so far (compiled or from a tuning cache).
     pub fn loaded_variants(&self) -> Vec<String> {
-        lock(&self.inner.variants).keys().map(|(id, _)| id.clone()).collect()
+        lock(&self.inner.variants)
+            .keys()
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 
     /// How calls that named no variant were served: cache hits, misses (which ran the default variant) and
@@ -352,12 +432,22 @@ impl Gla {
     /// The variant a call that names none runs, for q of shape `q_shape` (`[B, T, H, d_k]`, or `[1, T, H, d_k]` with
     /// `cu_seqlens`), values of width `d_v` and `dtype`: the tuning cache's pick for the call's bucket (its cubin
     /// loaded), else the default ([`KernelSpec::default_for`]). What benchmarks report as "ours"; needs no tensor.
-    pub fn variant_for(&self, gate: &'static dyn Gate, dtype: DType, q_shape: &[usize], d_v: usize, cu_seqlens: Option<&[usize]>) -> Result<KernelSpec> {
+    pub fn variant_for(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        q_shape: &[usize],
+        d_v: usize,
+        cu_seqlens: Option<&[usize]>,
+    ) -> Result<KernelSpec> {
         match self.cached_variant(gate, dtype, q_shape, d_v, cu_seqlens) {
             Some(s) => Ok(s),
             None => {
                 let Some(&dk) = q_shape.last() else {
-                    return Err(GlaError::invalid("q", format!("must be [B, T, H, d_k], got {q_shape:?}")));
+                    return Err(GlaError::invalid(
+                        "q",
+                        format!("must be [B, T, H, d_k], got {q_shape:?}"),
+                    ));
                 };
                 KernelSpec::default_for(gate, dtype, dk, d_v)
             }
@@ -366,28 +456,55 @@ impl Gla {
 
     /// The variant a tuning cache holds for such a call, its cubin loaded (no NVRTC); None: none holds one (or the
     /// shape is malformed: validation says what is wrong), and the default runs.
-    fn cached_variant(&self, gate: &'static dyn Gate, dtype: DType, q_shape: &[usize], d_v: usize, cu_seqlens: Option<&[usize]>) -> Option<KernelSpec> {
+    fn cached_variant(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        q_shape: &[usize],
+        d_v: usize,
+        cu_seqlens: Option<&[usize]>,
+    ) -> Option<KernelSpec> {
         let (rows, tokens) = crate::tuned::call_shape(q_shape, cu_seqlens)?;
         let dk = *q_shape.last()?;
         let pick = self.inner.tuned.pick(gate, dtype, dk, d_v, rows, tokens)?;
         if let Err(e) = self.load_cubin(&pick.spec, &pick.cubin) {
             // A cubin the driver refuses: the default variant runs instead (warned once).
-            self.inner.tuned.warn_once(&format!("load:{}", pick.spec.id()), &format!("gla: tuning cache {}: {} not loaded ({e}); the default variant runs", pick.cache.display(), pick.spec.id()));
+            self.inner.tuned.warn_once(
+                &format!("load:{}", pick.spec.id()),
+                &format!(
+                    "gla: tuning cache {}: {} not loaded ({e}); the default variant runs",
+                    pick.cache.display(),
+                    pick.spec.id()
+                ),
+            );
             return None;
         }
         Some(pick.spec)
     }
 
     /// `opts` with the variant a tuning cache holds for this call when it names none; unchanged otherwise.
-    fn tuned_options<'a>(&self, gate: &'static dyn Gate, q: &DeviceTensor, v: &DeviceTensor, opts: &ForwardOptions<'a>) -> Result<ForwardOptions<'a>> {
+    fn tuned_options<'a>(
+        &self,
+        gate: &'static dyn Gate,
+        q: &DeviceTensor,
+        v: &DeviceTensor,
+        opts: &ForwardOptions<'a>,
+    ) -> Result<ForwardOptions<'a>> {
         if opts.variant.is_some() {
             return Ok(*opts);
         }
-        let Some(&dv) = v.shape().last() else { return Ok(*opts) };
-        Ok(match self.cached_variant(gate, q.dtype(), q.shape(), dv, opts.cu_seqlens) {
-            Some(spec) => ForwardOptions { variant: Some(spec), ..*opts },
-            None => *opts,
-        })
+        let Some(&dv) = v.shape().last() else {
+            return Ok(*opts);
+        };
+        Ok(
+            match self.cached_variant(gate, q.dtype(), q.shape(), dv, opts.cu_seqlens) {
+                Some(spec) => ForwardOptions {
+                    variant: Some(spec),
+                    ..*opts
+                },
+                None => *opts,
+            },
+        )
     }
 
     pub fn gpu(&self) -> &Gpu {
@@ -422,7 +539,12 @@ impl Gla {
         Ok(lock(&self.inner.variants).entry(key).or_insert(v).clone())
     }
 
-    fn seq_meta(&self, seqs: &[(usize, usize)], chunk: u32, with_index: bool) -> Result<Arc<SeqMeta>> {
+    fn seq_meta(
+        &self,
+        seqs: &[(usize, usize)],
+        chunk: u32,
+        with_index: bool,
+    ) -> Result<Arc<SeqMeta>> {
         let key = (seqs.to_vec(), chunk, with_index);
         if let Some(m) = lock(&self.inner.metas).get(&key) {
             return Ok(m.clone());
@@ -452,8 +574,26 @@ impl Gla {
         let problem = validate_forward(gate, &request(q, k, v, logits, params, opts, None, None))?;
         let gpu = &self.inner.gpu;
         let mut o = DeviceTensor::empty(gpu, problem.dtype, &problem.o_shape())?;
-        let mut fs = if opts.output_final_state { Some(DeviceTensor::empty(gpu, DType::F32, &problem.state_shape())?) } else { None };
-        self.run(&problem, q, k, v, logits, params, opts.initial_state, &mut o, fs.as_mut())?;
+        let mut fs = if opts.output_final_state {
+            Some(DeviceTensor::empty(
+                gpu,
+                DType::F32,
+                &problem.state_shape(),
+            )?)
+        } else {
+            None
+        };
+        self.run(
+            &problem,
+            q,
+            k,
+            v,
+            logits,
+            params,
+            opts.initial_state,
+            &mut o,
+            fs.as_mut(),
+        )?;
         Ok(ForwardOutput { o, final_state: fs })
     }
 
@@ -476,9 +616,28 @@ impl Gla {
         let opts = &self.tuned_options(gate, q, v, opts)?;
         let problem = validate_forward(
             gate,
-            &request(q, k, v, logits, params, opts, Some(TensorDesc::of(o)), final_state.as_deref().map(TensorDesc::of)),
+            &request(
+                q,
+                k,
+                v,
+                logits,
+                params,
+                opts,
+                Some(TensorDesc::of(o)),
+                final_state.as_deref().map(TensorDesc::of),
+            ),
         )?;
-        self.run(&problem, q, k, v, logits, params, opts.initial_state, o, final_state)
+        self.run(
+            &problem,
+            q,
+            k,
+            v,
+            logits,
+            params,
+            opts.initial_state,
+            o,
+            final_state,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -507,7 +666,9 @@ impl Gla {
         let need = if materialize {
             p.states_bytes().max(8)
         } else {
-            variant.plan().workspace_bytes(lens.len(), segs, kh, kdk, p.dims.dv, tokens, p.dims.h)
+            variant
+                .plan()
+                .workspace_bytes(lens.len(), segs, kh, kdk, p.dims.dv, tokens, p.dims.h)
         };
         let mut ws_guard = lock(&self.inner.workspace);
         let states = if need > 0 {
@@ -520,7 +681,18 @@ impl Gla {
         } else {
             None
         };
-        let bufs = Buffers { q, k, v, g: logits, params, h0, ht, o, states, meta: &meta };
+        let bufs = Buffers {
+            q,
+            k,
+            v,
+            g: logits,
+            params,
+            h0,
+            ht,
+            o,
+            states,
+            meta: &meta,
+        };
         let bound = Bound::new(gpu, &variant, bufs, kh, kdk, p.dims.dv, p.scale, segs)?;
         launch::launch_plan(&variant, &bound)
     }

@@ -14,7 +14,10 @@ use crate::device::{cuda_err, Gpu, LoadedModule};
 use crate::ffi;
 use crate::nvrtc::{CompileOptions, KernelResources};
 use crate::tensor::DeviceTensor;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig,
+    PushKernelArg,
+};
 use gla_codegen::{ForwardArgs, GridAxis, KernelSpec, LaunchPlan};
 use gla_core::error::Result;
 use gla_core::{DType, GateShape, GlaError};
@@ -22,7 +25,8 @@ use std::sync::Arc;
 
 // The C struct `FwdArgs` is 12 pointers, 8 four-byte fields (128 bytes), then 4 64-byte-aligned 128-byte tensor
 // maps: 640 bytes, 64-byte aligned, no implicit padding.
-const _: () = assert!(std::mem::size_of::<ForwardArgs>() == 640 && std::mem::align_of::<ForwardArgs>() == 64);
+const _: () =
+    assert!(std::mem::size_of::<ForwardArgs>() == 640 && std::mem::align_of::<ForwardArgs>() == 64);
 
 /// [`ForwardArgs`] as a kernel parameter. A newtype because the orphan rule forbids implementing cudarc's
 /// `DeviceRepr` for gla-codegen's type here.
@@ -50,7 +54,12 @@ unsafe impl DeviceRepr for ArgsRepr {}
 /// 4. Outputs (`o`, `ht`, `states`) overlap no other buffer of `args`.
 /// 5. `cfg.shared_mem_bytes` is at most what `func` may use (its `MAX_DYNAMIC_SHARED_SIZE_BYTES` attribute).
 #[allow(unsafe_code)]
-unsafe fn launch(stream: &CudaStream, func: &CudaFunction, cfg: LaunchConfig, args: &ForwardArgs) -> Result<(), DriverError> {
+unsafe fn launch(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    cfg: LaunchConfig,
+    args: &ForwardArgs,
+) -> Result<(), DriverError> {
     let repr = ArgsRepr(*args);
     let mut b = stream.launch_builder(func);
     b.arg(&repr);
@@ -83,10 +92,25 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
         GridAxis::Sequences => s.seq_lens.len(),
         GridAxis::Chunks { chunk } => total_chunks(s.seq_lens, chunk),
         GridAxis::SeqSegments => s.seq_lens.len() * if s.segs > 1 { s.segs - 1 } else { 1 },
-        GridAxis::SplitSeqSegments => if s.segs > 1 { s.seq_lens.len() * (s.segs - 1) } else { 0 },
-        GridAxis::SplitSequences => if s.segs > 1 { s.seq_lens.len() } else { 0 },
+        GridAxis::SplitSeqSegments => {
+            if s.segs > 1 {
+                s.seq_lens.len() * (s.segs - 1)
+            } else {
+                0
+            }
+        }
+        GridAxis::SplitSequences => {
+            if s.segs > 1 {
+                s.seq_lens.len()
+            } else {
+                0
+            }
+        }
         GridAxis::HeadBlocks { blocks } => s.h * blocks as usize,
-        GridAxis::KeySplitSum { key_split, per_block } => {
+        GridAxis::KeySplitSum {
+            key_split,
+            per_block,
+        } => {
             let tokens: usize = s.seq_lens.iter().sum();
             (tokens * (s.h / key_split.max(1) as usize) * s.dv).div_ceil(per_block.max(1) as usize)
         }
@@ -96,16 +120,33 @@ pub fn resolve_axis(axis: GridAxis, s: &GridSizes) -> usize {
 
 /// Segments `S` a sequence for `variant`'s plan on a problem (the lead included): 1 for plans that do not segment;
 /// else `requested` (at most 64) or, by default, `gla_codegen::total_segments` of `gla_codegen::segments`.
-pub fn plan_segments(plan: &LaunchPlan, spec: &KernelSpec, seq_lens: &[usize], h: usize, dv: usize, requested: Option<usize>) -> usize {
+pub fn plan_segments(
+    plan: &LaunchPlan,
+    spec: &KernelSpec,
+    seq_lens: &[usize],
+    h: usize,
+    dv: usize,
+    requested: Option<usize>,
+) -> usize {
     if !plan.segmented {
         return 1;
     }
     match requested {
         Some(s) => s.clamp(1, 64),
         None => {
-            let max_chunks = seq_lens.iter().map(|l| l.div_ceil(spec.chunk as usize)).max().unwrap_or(0);
+            let max_chunks = seq_lens
+                .iter()
+                .map(|l| l.div_ceil(spec.chunk as usize))
+                .max()
+                .unwrap_or(0);
             let wave = gla_codegen::WAVE_CTAS * spec.tiles.ctas_per_sm as usize;
-            gla_codegen::total_segments(gla_codegen::segments_on(wave, seq_lens.len(), h, dv.div_ceil(spec.tiles.block_v as usize), max_chunks))
+            gla_codegen::total_segments(gla_codegen::segments_on(
+                wave,
+                seq_lens.len(),
+                h,
+                dv.div_ceil(spec.tiles.block_v as usize),
+                max_chunks,
+            ))
         }
     }
 }
@@ -163,7 +204,9 @@ fn upload_bytes(gpu: &Gpu, bytes: Vec<u8>) -> Result<CudaSlice<u8>> {
     if bytes.is_empty() {
         bytes.resize(8, 0);
     }
-    gpu.stream().clone_htod(&bytes).map_err(cuda_err("cuMemcpyHtoD"))
+    gpu.stream()
+        .clone_htod(&bytes)
+        .map_err(cuda_err("cuMemcpyHtoD"))
 }
 
 /// The sequence arrays of one problem on the device (immutable once built).
@@ -180,7 +223,10 @@ impl SeqMeta {
     /// Build and upload the arrays for validated sequences `seqs` (contiguous `(start, len)` pairs) and chunk size.
     pub fn new(gpu: &Gpu, seqs: &[(usize, usize)], chunk: u32, with_index: bool) -> Result<Self> {
         if let Some(w) = seqs.windows(2).find(|w| w[0].0 + w[0].1 != w[1].0) {
-            return Err(GlaError::invalid("sequences", format!("not contiguous: {:?} then {:?}", w[0], w[1])));
+            return Err(GlaError::invalid(
+                "sequences",
+                format!("not contiguous: {:?} then {:?}", w[0], w[1]),
+            ));
         }
         let (cu, co, idx) = seq_arrays(seqs, chunk);
         let le8 = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
@@ -191,7 +237,10 @@ impl SeqMeta {
             cu_seqlens: upload_bytes(gpu, le8(&cu))?,
             chunk_offsets: upload_bytes(gpu, le8(&co))?,
             chunk_index: if with_index {
-                Some(upload_bytes(gpu, idx.iter().flat_map(|x| x.to_le_bytes()).collect())?)
+                Some(upload_bytes(
+                    gpu,
+                    idx.iter().flat_map(|x| x.to_le_bytes()).collect(),
+                )?)
             } else {
                 None
             },
@@ -224,7 +273,10 @@ pub struct Variant {
 
 impl std::fmt::Debug for Variant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Variant").field("spec", &self.spec.id()).field("plan", &self.plan).finish_non_exhaustive()
+        f.debug_struct("Variant")
+            .field("spec", &self.spec.id())
+            .field("plan", &self.plan)
+            .finish_non_exhaustive()
     }
 }
 
@@ -246,24 +298,49 @@ impl Variant {
     }
 
     /// Look up each kernel of the plan in the loaded module (dynamic shared memory opt-in) and its resources.
-    fn prepare(gpu: &Gpu, spec: &KernelSpec, plan: LaunchPlan, module: Arc<crate::device::LoadedModule>) -> Result<Variant> {
+    fn prepare(
+        gpu: &Gpu,
+        spec: &KernelSpec,
+        plan: LaunchPlan,
+        module: Arc<crate::device::LoadedModule>,
+    ) -> Result<Variant> {
         let functions = plan
             .kernels
             .iter()
             .map(|k| {
                 if k.block == 0 || k.block > 1024 {
-                    return Err(GlaError::Unsupported { variant: spec.id(), msg: format!("kernel `{}` has block size {}", k.name, k.block) });
+                    return Err(GlaError::Unsupported {
+                        variant: spec.id(),
+                        msg: format!("kernel `{}` has block size {}", k.name, k.block),
+                    });
                 }
                 gpu.function(&module, &k.name, k.smem_bytes)
             })
             .collect::<Result<Vec<_>>>()?;
-        let from_log = plan.kernels.iter().all(|k| module.resources.iter().any(|r| r.name == k.name));
+        let from_log = plan
+            .kernels
+            .iter()
+            .all(|k| module.resources.iter().any(|r| r.name == k.name));
         let resources = if from_log {
-            plan.kernels.iter().filter_map(|k| module.resources.iter().find(|r| r.name == k.name).cloned()).collect()
+            plan.kernels
+                .iter()
+                .filter_map(|k| module.resources.iter().find(|r| r.name == k.name).cloned())
+                .collect()
         } else {
-            plan.kernels.iter().zip(&functions).map(|(k, f)| crate::device::function_resources(&k.name, f)).collect::<Result<Vec<_>>>()?
+            plan.kernels
+                .iter()
+                .zip(&functions)
+                .map(|(k, f)| crate::device::function_resources(&k.name, f))
+                .collect::<Result<Vec<_>>>()?
         };
-        Ok(Variant { spec: *spec, plan, module, functions, resources, resources_from_log: from_log })
+        Ok(Variant {
+            spec: *spec,
+            plan,
+            module,
+            functions,
+            resources,
+            resources_from_log: from_log,
+        })
     }
     pub fn spec(&self) -> &KernelSpec {
         &self.spec
@@ -323,15 +400,32 @@ fn prod(dims: &[usize]) -> Result<usize> {
         .ok_or_else(|| GlaError::invalid("problem size", format!("{dims:?} overflows usize")))
 }
 
-fn need(what: &'static str, t: &DeviceTensor, gpu: &Gpu, elems: usize, dtype: DType) -> Result<u64> {
+fn need(
+    what: &'static str,
+    t: &DeviceTensor,
+    gpu: &Gpu,
+    elems: usize,
+    dtype: DType,
+) -> Result<u64> {
     if !t.is_on(gpu) {
-        return Err(GlaError::invalid(what, "lives on another device/context than this Gla"));
+        return Err(GlaError::invalid(
+            what,
+            "lives on another device/context than this Gla",
+        ));
     }
     if t.dtype() != dtype {
-        return Err(GlaError::DType { what, expected: dtype.to_string(), got: t.dtype().to_string() });
+        return Err(GlaError::DType {
+            what,
+            expected: dtype.to_string(),
+            got: t.dtype().to_string(),
+        });
     }
     if t.len() != elems {
-        return Err(GlaError::shape(what, format!("{elems} elements"), t.shape()));
+        return Err(GlaError::shape(
+            what,
+            format!("{elems} elements"),
+            t.shape(),
+        ));
     }
     Ok(t.device_ptr())
 }
@@ -343,23 +437,60 @@ impl<'a> Bound<'a> {
     /// `segs`: segments per sequence ([`plan_segments`]; 1 for plans that do not segment).
     /// With a key split (`spec.key_split = s > 1`), `h` and `dk` are the kernels' view — `s · H` heads of `d_k / s`
     /// key columns — and v, o and the gate parameters are checked against the real `H = h / s`.
-    pub fn new(gpu: &'a Gpu, variant: &Variant, b: Buffers<'a>, h: usize, dk: usize, dv: usize, scale: f32, segs: usize) -> Result<Bound<'a>> {
+    pub fn new(
+        gpu: &'a Gpu,
+        variant: &Variant,
+        b: Buffers<'a>,
+        h: usize,
+        dk: usize,
+        dv: usize,
+        scale: f32,
+        segs: usize,
+    ) -> Result<Bound<'a>> {
         let spec = &variant.spec;
         let meta = b.meta;
         let ks = spec.key_split.max(1) as usize;
-        if dk == 0 || dv == 0 || h == 0 || dk > spec.dk as usize || dv > spec.dv as usize || h % ks != 0 {
-            return Err(GlaError::invalid("dims", format!("H = {h}, d_k = {dk}, d_v = {dv} do not fit variant {}", spec.id())));
+        if dk == 0
+            || dv == 0
+            || h == 0
+            || dk > spec.dk as usize
+            || dv > spec.dv as usize
+            || h % ks != 0
+        {
+            return Err(GlaError::invalid(
+                "dims",
+                format!(
+                    "H = {h}, d_k = {dk}, d_v = {dv} do not fit variant {}",
+                    spec.id()
+                ),
+            ));
         }
         let hv = h / ks;
         let parts = variant.plan.workspace_partials.max(1) as usize;
         if meta.chunk != spec.chunk {
-            return Err(GlaError::invalid("sequence arrays", format!("built for C = {}, variant has C = {}", meta.chunk, spec.chunk)));
+            return Err(GlaError::invalid(
+                "sequence arrays",
+                format!(
+                    "built for C = {}, variant has C = {}",
+                    meta.chunk, spec.chunk
+                ),
+            ));
         }
         let n = meta.seqs.len();
         let tokens = meta.seqs.last().map_or(0, |&(s, l)| s + l);
-        for (what, v) in [("H", h), ("d_k", dk), ("d_v", dv), ("sequences", n), ("tokens", tokens), ("chunks", meta.total_chunks)] {
+        for (what, v) in [
+            ("H", h),
+            ("d_k", dk),
+            ("d_v", dv),
+            ("sequences", n),
+            ("tokens", tokens),
+            ("chunks", meta.total_chunks),
+        ] {
             if v > i32::MAX as usize {
-                return Err(GlaError::invalid("problem size", format!("{what} = {v} does not fit the kernels' 32-bit indices")));
+                return Err(GlaError::invalid(
+                    "problem size",
+                    format!("{what} = {v} does not fit the kernels' 32-bit indices"),
+                ));
             }
         }
         let dt = spec.dtype;
@@ -378,32 +509,72 @@ impl<'a> Bound<'a> {
             // Logits are stored in the element dtype, like q (gla_codegen::ForwardArgs::g).
             (Some(p), Some(t)) => need("gate logits", t, gpu, prod(&[tokens, p])?, dt)?,
             (None, None) => 0,
-            (Some(_), None) => return Err(GlaError::invalid("gate logits", format!("gate `{}` needs logits", spec.gate.name()))),
-            (None, Some(_)) => return Err(GlaError::invalid("gate logits", format!("gate `{}` is fixed and takes none", spec.gate.name()))),
+            (Some(_), None) => {
+                return Err(GlaError::invalid(
+                    "gate logits",
+                    format!("gate `{}` needs logits", spec.gate.name()),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(GlaError::invalid(
+                    "gate logits",
+                    format!("gate `{}` is fixed and takes none", spec.gate.name()),
+                ))
+            }
         };
         let np = spec.gate.params().len();
         let params = match (np, b.params) {
             (0, None) => 0,
-            (0, Some(_)) => return Err(GlaError::invalid("gate params", format!("gate `{}` has no parameters", spec.gate.name()))),
-            (_, None) => return Err(GlaError::invalid("gate params", format!("gate `{}` needs [H, {np}] parameters", spec.gate.name()))),
+            (0, Some(_)) => {
+                return Err(GlaError::invalid(
+                    "gate params",
+                    format!("gate `{}` has no parameters", spec.gate.name()),
+                ))
+            }
+            (_, None) => {
+                return Err(GlaError::invalid(
+                    "gate params",
+                    format!("gate `{}` needs [H, {np}] parameters", spec.gate.name()),
+                ))
+            }
             (p, Some(t)) => need("gate params", t, gpu, prod(&[hv, p])?, DType::F32)?,
         };
         let state_elems = prod(&[n, h, dk, dv])?;
-        let h0 = b.h0.map(|t| need("initial_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
-        let ht = b.ht.map(|t| need("final_state", t, gpu, state_elems, DType::F32)).transpose()?.unwrap_or(0);
+        let h0 =
+            b.h0.map(|t| need("initial_state", t, gpu, state_elems, DType::F32))
+                .transpose()?
+                .unwrap_or(0);
+        let ht =
+            b.ht.map(|t| need("final_state", t, gpu, state_elems, DType::F32))
+                .transpose()?
+                .unwrap_or(0);
         let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, dt)?;
         let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();
         if segs == 0 || segs > 64 || (segs > 1 && !variant.plan.segmented) {
             return Err(GlaError::invalid("segments", format!("{segs} segments per sequence for variant {} (1..=64, and 1 unless its plan segments)", spec.id())));
         }
         let (states, chunk_index) = if variant.plan.needs_state_buffer {
-            let ws = b.states.ok_or_else(|| GlaError::invalid("states", "the variant materializes chunk states and needs a workspace"))?;
+            let ws = b.states.ok_or_else(|| {
+                GlaError::invalid(
+                    "states",
+                    "the variant materializes chunk states and needs a workspace",
+                )
+            })?;
             let bytes = prod(&[meta.total_chunks, h, dk, dv, 4])?;
             if ws.len() < bytes {
-                return Err(GlaError::invalid("states", format!("workspace has {} bytes, needs {bytes}", ws.len())));
+                return Err(GlaError::invalid(
+                    "states",
+                    format!("workspace has {} bytes, needs {bytes}", ws.len()),
+                ));
             }
-            let idx = meta.chunk_index.as_ref().ok_or_else(|| GlaError::invalid("sequence arrays", "built without chunk_index"))?;
-            (ws.device_ptr(gpu.stream()).0, idx.device_ptr(gpu.stream()).0)
+            let idx = meta
+                .chunk_index
+                .as_ref()
+                .ok_or_else(|| GlaError::invalid("sequence arrays", "built without chunk_index"))?;
+            (
+                ws.device_ptr(gpu.stream()).0,
+                idx.device_ptr(gpu.stream()).0,
+            )
         } else if segs > 1 || parts > 1 {
             let ws = b.states.ok_or_else(|| {
                 GlaError::invalid("states", format!("the problem runs in {segs} segments per sequence and {ks} key slices and needs a workspace"))
@@ -412,7 +583,10 @@ impl<'a> Bound<'a> {
             prod(&[parts, tokens, hv, dv, 4])?;
             let bytes = variant.plan.workspace_bytes(n, segs, h, dk, dv, tokens, hv);
             if ws.len() < bytes {
-                return Err(GlaError::invalid("states", format!("workspace has {} bytes, needs {bytes}", ws.len())));
+                return Err(GlaError::invalid(
+                    "states",
+                    format!("workspace has {} bytes, needs {bytes}", ws.len()),
+                ));
             }
             (ws.device_ptr(gpu.stream()).0, 0)
         } else {
@@ -443,14 +617,23 @@ impl<'a> Bound<'a> {
         if variant.plan.tma && dk == spec.dk as usize && tokens > 0 {
             tma_maps(&mut args, spec, tokens, h, dk, dv, hv);
         }
-        let sizes = GridSizes { h, dv, seq_lens: &lens, segs };
+        let sizes = GridSizes {
+            h,
+            dv,
+            seq_lens: &lens,
+            segs,
+        };
         let grids = variant
             .plan
             .kernels
             .iter()
             .map(|k| resolve_grid(&k.name, &k.grid, &sizes))
             .collect::<Result<Vec<_>>>()?;
-        Ok(Bound { args, grids, stream: gpu.stream() })
+        Ok(Bound {
+            args,
+            grids,
+            stream: gpu.stream(),
+        })
     }
 
     /// The argument struct (for inspection and tests).
@@ -469,18 +652,36 @@ impl<'a> Bound<'a> {
 /// end read as zeros), so the copies stay inside the allocations whatever the kernel asks for.
 /// (`h`: the heads of q, k and the logits — key slices with a key split; `hv`: the heads of v.)
 #[allow(clippy::too_many_arguments)]
-fn tma_maps(args: &mut ForwardArgs, spec: &KernelSpec, tokens: usize, h: usize, dk: usize, dv: usize, hv: usize) {
+fn tma_maps(
+    args: &mut ForwardArgs,
+    spec: &KernelSpec,
+    tokens: usize,
+    h: usize,
+    dk: usize,
+    dv: usize,
+    hv: usize,
+) {
     let f16 = spec.dtype == DType::F16;
     let e = spec.dtype.size_bytes() as u64;
     let t = tokens as u64;
     let boxd = [64, 1, spec.chunk];
     let map = |ptr: u64, h: usize, d: usize| {
         let (h, d) = (h as u64, d as u64);
-        crate::ffi::encode_tensor_map_3d(ptr, f16, [d, h, t], [d * e, h * d * e], boxd).map(gla_codegen::TmaMap)
+        crate::ffi::encode_tensor_map_3d(ptr, f16, [d, h, t], [d * e, h * d * e], boxd)
+            .map(gla_codegen::TmaMap)
     };
     let maps = (|| -> std::result::Result<_, DriverError> {
-        let g = if spec.gate.shape() == GateShape::PerKey { map(args.g, h, dk)? } else { Default::default() };
-        Ok((map(args.q, h, dk)?, map(args.k, h, dk)?, map(args.v, hv, dv)?, g))
+        let g = if spec.gate.shape() == GateShape::PerKey {
+            map(args.g, h, dk)?
+        } else {
+            Default::default()
+        };
+        Ok((
+            map(args.q, h, dk)?,
+            map(args.k, h, dk)?,
+            map(args.v, hv, dv)?,
+            g,
+        ))
     })();
     if let Ok((q, k, v, g)) = maps {
         (args.tm_q, args.tm_k, args.tm_v, args.tm_g, args.tma) = (q, k, v, g, 1);
@@ -489,11 +690,21 @@ fn tma_maps(args: &mut ForwardArgs, spec: &KernelSpec, tokens: usize, h: usize, 
 
 /// Launch the kernels of `variant`'s plan in order on the stream. Kernels with an empty grid are skipped.
 pub fn launch_plan(variant: &Variant, bound: &Bound<'_>) -> Result<()> {
-    for ((k, f), &grid) in variant.plan.kernels.iter().zip(&variant.functions).zip(&bound.grids) {
+    for ((k, f), &grid) in variant
+        .plan
+        .kernels
+        .iter()
+        .zip(&variant.functions)
+        .zip(&bound.grids)
+    {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             continue;
         }
-        let cfg = LaunchConfig { grid_dim: grid, block_dim: (k.block, 1, 1), shared_mem_bytes: k.smem_bytes };
+        let cfg = LaunchConfig {
+            grid_dim: grid,
+            block_dim: (k.block, 1, 1),
+            shared_mem_bytes: k.smem_bytes,
+        };
         // SAFETY: (1) `f` was loaded by `Variant::load` from the module generated for `variant.spec`, with this
         // plan; (2) `Bound::new` checked every pointer's tensor against the sizes the kernel derives from the
         // arguments (tokens and sequences from the `SeqMeta` whose arrays it points at, H, d_k, d_v ≤ the spec's),
@@ -504,7 +715,13 @@ pub fn launch_plan(variant: &Variant, bound: &Bound<'_>) -> Result<()> {
         #[allow(unsafe_code)]
         unsafe { launch(bound.stream, f, cfg, &bound.args) }.map_err(|e| GlaError::Cuda {
             op: "cuLaunchKernel",
-            msg: format!("{} of {} with grid {grid:?}, block {}, {} B smem: {e:?}", k.name, variant.spec.id(), k.block, k.smem_bytes),
+            msg: format!(
+                "{} of {} with grid {grid:?}, block {}, {} B smem: {e:?}",
+                k.name,
+                variant.spec.id(),
+                k.block,
+                k.smem_bytes
+            ),
         })?;
     }
     Ok(())
@@ -522,64 +739,163 @@ mod tests {
     #[test]
     fn grid_axes() {
         let lens = [100, 0, 64, 65];
-        let s = GridSizes { h: 16, dv: 100, seq_lens: &lens, segs: 1 };
+        let s = GridSizes {
+            h: 16,
+            dv: 100,
+            seq_lens: &lens,
+            segs: 1,
+        };
         assert_eq!(resolve_axis(GridAxis::VTiles { block_v: 64 }, &s), 2);
         assert_eq!(resolve_axis(GridAxis::VTiles { block_v: 32 }, &s), 4);
         assert_eq!(resolve_axis(GridAxis::Heads, &s), 16);
         assert_eq!(resolve_axis(GridAxis::Sequences, &s), 4);
         // 100 -> 2, 0 -> 0, 64 -> 1, 65 -> 2
         assert_eq!(resolve_axis(GridAxis::Chunks { chunk: 64 }, &s), 5);
-        assert_eq!(resolve_axis(GridAxis::Chunks { chunk: 32 }, &s), 9, "4 + 0 + 2 + 3");
-        let g = resolve_grid("k", &[GridAxis::Chunks { chunk: 64 }, GridAxis::Heads, GridAxis::VTiles { block_v: 64 }], &s).unwrap();
+        assert_eq!(
+            resolve_axis(GridAxis::Chunks { chunk: 32 }, &s),
+            9,
+            "4 + 0 + 2 + 3"
+        );
+        let g = resolve_grid(
+            "k",
+            &[
+                GridAxis::Chunks { chunk: 64 },
+                GridAxis::Heads,
+                GridAxis::VTiles { block_v: 64 },
+            ],
+            &s,
+        )
+        .unwrap();
         assert_eq!(g, (5, 16, 2));
     }
 
     #[test]
     fn grid_limits_name_the_axis() {
         let lens = vec![1usize; 70_000];
-        let s = GridSizes { h: 4, dv: 64, seq_lens: &lens, segs: 1 };
-        let e = resolve_grid("gla_fwd_fused", &[GridAxis::VTiles { block_v: 64 }, GridAxis::Heads, GridAxis::Sequences], &s)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("70000") && e.contains("axis z") && e.contains("65535"), "{e}");
+        let s = GridSizes {
+            h: 4,
+            dv: 64,
+            seq_lens: &lens,
+            segs: 1,
+        };
+        let e = resolve_grid(
+            "gla_fwd_fused",
+            &[
+                GridAxis::VTiles { block_v: 64 },
+                GridAxis::Heads,
+                GridAxis::Sequences,
+            ],
+            &s,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("70000") && e.contains("axis z") && e.contains("65535"),
+            "{e}"
+        );
         // The same problem as chunks along x is fine.
-        assert!(resolve_grid("o", &[GridAxis::Chunks { chunk: 64 }, GridAxis::Heads, GridAxis::VTiles { block_v: 64 }], &s).is_ok());
+        assert!(resolve_grid(
+            "o",
+            &[
+                GridAxis::Chunks { chunk: 64 },
+                GridAxis::Heads,
+                GridAxis::VTiles { block_v: 64 }
+            ],
+            &s
+        )
+        .is_ok());
     }
 
     #[test]
     fn empty_grids_resolve_to_zero() {
-        let s = GridSizes { h: 2, dv: 64, seq_lens: &[0, 0], segs: 1 };
-        assert_eq!(resolve_grid("k", &[GridAxis::Chunks { chunk: 64 }, GridAxis::Heads, GridAxis::Sequences], &s).unwrap(), (0, 2, 2));
+        let s = GridSizes {
+            h: 2,
+            dv: 64,
+            seq_lens: &[0, 0],
+            segs: 1,
+        };
+        assert_eq!(
+            resolve_grid(
+                "k",
+                &[
+                    GridAxis::Chunks { chunk: 64 },
+                    GridAxis::Heads,
+                    GridAxis::Sequences
+                ],
+                &s
+            )
+            .unwrap(),
+            (0, 2, 2)
+        );
     }
 
     #[test]
     fn segment_axes() {
         let lens = [4096, 100];
-        let one = GridSizes { h: 2, dv: 128, seq_lens: &lens, segs: 1 };
+        let one = GridSizes {
+            h: 2,
+            dv: 128,
+            seq_lens: &lens,
+            segs: 1,
+        };
         assert_eq!(resolve_axis(GridAxis::SeqSegments, &one), 2);
-        assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &one), 0, "P = 1: the segment pass is skipped");
+        assert_eq!(
+            resolve_axis(GridAxis::SplitSeqSegments, &one),
+            0,
+            "P = 1: the segment pass is skipped"
+        );
         assert_eq!(resolve_axis(GridAxis::SplitSequences, &one), 0);
         // S = 4 segments: the lead + 3; each pass runs 3 CTAs a sequence.
         let four = GridSizes { segs: 4, ..one };
         assert_eq!(resolve_axis(GridAxis::SeqSegments, &four), 6);
         assert_eq!(resolve_axis(GridAxis::SplitSeqSegments, &four), 6);
         assert_eq!(resolve_axis(GridAxis::SplitSequences, &four), 2);
-        assert_eq!(resolve_axis(GridAxis::HeadBlocks { blocks: 16 }, &four), 32, "the combine: H x row blocks");
+        assert_eq!(
+            resolve_axis(GridAxis::HeadBlocks { blocks: 16 }, &four),
+            32,
+            "the combine: H x row blocks"
+        );
         // P: fills the GPU only when the CTAs would fill at most half of it; at most the chunks of the longest sequence.
         assert_eq!(gla_codegen::segments(8, 16, 1, 64), 1);
         assert_eq!(gla_codegen::segments(2, 16, 1, 256), 4);
         assert_eq!(gla_codegen::segments(1, 2, 1, 64), 63);
         assert_eq!(gla_codegen::segments(1, 2, 1, 3), 3);
         assert_eq!(gla_codegen::segments(1, 1, 1, 1000), 63);
-        assert_eq!((gla_codegen::total_segments(1), gla_codegen::total_segments(4)), (1, 5));
-        assert_eq!(gla_codegen::segment_workspace_bytes(2, 4, 16, 128, 64), 2 * 4 * 16 * (128 * 64 + 128) * 4);
+        assert_eq!(
+            (
+                gla_codegen::total_segments(1),
+                gla_codegen::total_segments(4)
+            ),
+            (1, 5)
+        );
+        assert_eq!(
+            gla_codegen::segment_workspace_bytes(2, 4, 16, 128, 64),
+            2 * 4 * 16 * (128 * 64 + 128) * 4
+        );
         assert_eq!(gla_codegen::segment_workspace_bytes(2, 1, 16, 128, 64), 0);
         // Key split: h counts the key slices; the sum covers tokens x real heads x d_v, 1024 outputs a block.
-        let ks = GridSizes { h: 4, dv: 256, seq_lens: &lens, segs: 1 };
-        assert_eq!(resolve_axis(GridAxis::KeySplitSum { key_split: 2, per_block: 1024 }, &ks), (4196 * 2 * 256usize).div_ceil(1024));
+        let ks = GridSizes {
+            h: 4,
+            dv: 256,
+            seq_lens: &lens,
+            segs: 1,
+        };
+        assert_eq!(
+            resolve_axis(
+                GridAxis::KeySplitSum {
+                    key_split: 2,
+                    per_block: 1024
+                },
+                &ks
+            ),
+            (4196 * 2 * 256usize).div_ceil(1024)
+        );
         assert_eq!(resolve_axis(GridAxis::One, &ks), 1);
         // Two CTAs an SM: segments fill 2 · 132 CTAs.
-        assert_eq!(gla_codegen::segments_on(2 * gla_codegen::WAVE_CTAS, 2, 16, 1, 256), 8);
+        assert_eq!(
+            gla_codegen::segments_on(2 * gla_codegen::WAVE_CTAS, 2, 16, 1, 256),
+            8
+        );
     }
 
     #[test]
@@ -594,7 +910,10 @@ mod tests {
                         assert!(c0 == next && c1 >= c0, "nch {nch} S {segs} lead {lead}: segment {p} is [{c0}, {c1}) after {next}");
                         next = c1;
                     }
-                    assert_eq!(next, nch, "nch {nch} S {segs} lead {lead}: every chunk in a segment");
+                    assert_eq!(
+                        next, nch,
+                        "nch {nch} S {segs} lead {lead}: every chunk in a segment"
+                    );
                 }
             }
         }
@@ -602,7 +921,11 @@ mod tests {
         assert_eq!(segment_chunks(512, 5, 600, 0), (0, 66));
         assert_eq!(segment_chunks(512, 5, 600, 1), (66, 178));
         assert_eq!(segment_chunks(512, 5, 600, 4), (402, 512));
-        assert_eq!(segment_chunks(512, 5, 0, 0), (0, 0), "lead 0: the old scheme (the lead is empty)");
+        assert_eq!(
+            segment_chunks(512, 5, 0, 0),
+            (0, 0),
+            "lead 0: the old scheme (the lead is empty)"
+        );
     }
 
     #[test]
@@ -630,7 +953,14 @@ mod tests {
     #[test]
     fn args_struct_layout_matches_c() {
         // Offsets of the C struct: 12 pointers, then n_seqs, h, dk, dv, scale, segs, tma, lead, 4 tensor maps.
-        let a = ForwardArgs { n_seqs: 1, h: 2, dk: 3, dv: 4, scale: 0.5, ..Default::default() };
+        let a = ForwardArgs {
+            n_seqs: 1,
+            h: 2,
+            dk: 3,
+            dv: 4,
+            scale: 0.5,
+            ..Default::default()
+        };
         let base = &a as *const ForwardArgs as usize;
         assert_eq!(&a.chunk_index as *const u64 as usize - base, 88);
         assert_eq!(&a.n_seqs as *const i32 as usize - base, 96);

@@ -37,9 +37,12 @@ pub mod tuned;
 mod gpu_tests;
 
 pub use device::{DeviceInfo, Gpu};
-pub use forward::{validate_forward, ForwardOptions, ForwardOutput, ForwardRequest, Gla, ResolvedProblem, TensorDesc};
-pub use nvrtc::{Compiled, CompileOptions, KernelResources};
+pub use forward::{
+    validate_forward, ForwardOptions, ForwardOutput, ForwardRequest, Gla, ResolvedProblem,
+    TensorDesc,
+};
 pub use launch::Variant;
+pub use nvrtc::{CompileOptions, Compiled, KernelResources};
 pub use tensor::DeviceTensor;
 
 // Gla is shared across threads (tests, the tuner): keep it Send + Sync.

@@ -66,7 +66,13 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { arch: ARCH.to_string(), lineinfo: false, include_paths: Vec::new(), extra: Vec::new(), driver_cache: false }
+        CompileOptions {
+            arch: ARCH.to_string(),
+            lineinfo: false,
+            include_paths: Vec::new(),
+            extra: Vec::new(),
+            driver_cache: false,
+        }
     }
 }
 
@@ -151,7 +157,10 @@ fn fallback_library_paths() -> Vec<PathBuf> {
         v.push(PathBuf::from(d).join("nvidia/cu13/lib/libnvrtc.so.13"));
     }
     // gla-runtime -> the workspace root, where `.ci/install-nvrtc.sh` puts `.cuda/`.
-    if let Some(ws) = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(1) {
+    if let Some(ws) = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(1)
+    {
         v.push(ws.join(".cuda/nvidia/cu13/lib/libnvrtc.so.13"));
     }
     v.push(PathBuf::from("/usr/local/cuda/lib64/libnvrtc.so.13"));
@@ -180,7 +189,10 @@ fn probe_uncached() -> std::result::Result<NvrtcInfo, String> {
                     preloaded_from = Some(p);
                     break;
                 }
-                Ok(()) => tried.push(format!("{} (loaded, but cudarc still cannot open it by name)", p.display())),
+                Ok(()) => tried.push(format!(
+                    "{} (loaded, but cudarc still cannot open it by name)",
+                    p.display()
+                )),
                 Err(e) => tried.push(format!("{} ({e})", p.display())),
             }
         }
@@ -200,7 +212,10 @@ fn probe_uncached() -> std::result::Result<NvrtcInfo, String> {
             version.0, version.1
         ));
     }
-    Ok(NvrtcInfo { version, preloaded_from })
+    Ok(NvrtcInfo {
+        version,
+        preloaded_from,
+    })
 }
 
 fn dedup(mut v: Vec<String>) -> Vec<String> {
@@ -212,7 +227,10 @@ fn dedup(mut v: Vec<String>) -> Vec<String> {
 /// Find and check NVRTC 13 once per process; the typed error is [`GlaError::NoNvrtc`].
 pub fn probe() -> Result<NvrtcInfo> {
     static PROBE: OnceLock<std::result::Result<NvrtcInfo, String>> = OnceLock::new();
-    PROBE.get_or_init(probe_uncached).clone().map_err(GlaError::NoNvrtc)
+    PROBE
+        .get_or_init(probe_uncached)
+        .clone()
+        .map_err(GlaError::NoNvrtc)
 }
 
 /// Compile `source` to an sm_90a cubin with gla's default options ([`CompileOptions::default`]). `kernel` names
@@ -225,10 +243,20 @@ pub fn compile(source: &str, kernel: &str) -> Result<Compiled> {
 pub fn compile_with(source: &str, kernel: &str, opts: &CompileOptions) -> Result<Compiled> {
     probe()?;
     if !is_real_arch(&opts.arch) {
-        return Err(GlaError::invalid("arch", format!("must be a real architecture such as sm_90a (a cubin), got `{}`", opts.arch)));
+        return Err(GlaError::invalid(
+            "arch",
+            format!(
+                "must be a real architecture such as sm_90a (a cubin), got `{}`",
+                opts.arch
+            ),
+        ));
     }
     let options = opts.build();
-    let compile_err = |log: String| GlaError::Compile { kernel: kernel.to_string(), options: options.clone(), log };
+    let compile_err = |log: String| GlaError::Compile {
+        kernel: kernel.to_string(),
+        options: options.clone(),
+        log,
+    };
     let prog = ffi::Program::new(source, kernel).map_err(compile_err)?;
     let t0 = Instant::now();
     let res = prog.compile(&options);
@@ -237,19 +265,33 @@ pub fn compile_with(source: &str, kernel: &str, opts: &CompileOptions) -> Result
     if let Err(e) = res {
         return Err(compile_err(format!("{e:?}\n{log}")));
     }
-    let cubin = prog.cubin().map_err(|e| compile_err(format!("nvrtcGetCUBIN failed: {e:?}\n{log}")))?;
+    let cubin = prog
+        .cubin()
+        .map_err(|e| compile_err(format!("nvrtcGetCUBIN failed: {e:?}\n{log}")))?;
     if !is_elf(&cubin) {
-        return Err(compile_err(format!("NVRTC returned no cubin ({} bytes, not an ELF image)\n{log}", cubin.len())));
+        return Err(compile_err(format!(
+            "NVRTC returned no cubin ({} bytes, not an ELF image)\n{log}",
+            cubin.len()
+        )));
     }
     let resources = parse_ptxas_report(&log);
-    Ok(Compiled { cubin, log, resources, compile_ms })
+    Ok(Compiled {
+        cubin,
+        log,
+        resources,
+        compile_ms,
+    })
 }
 
 /// `sm_NN` or `sm_NNa` / `sm_NNf` (a real architecture, for which NVRTC emits a cubin).
 pub fn is_real_arch(arch: &str) -> bool {
-    let Some(rest) = arch.strip_prefix("sm_") else { return false };
+    let Some(rest) = arch.strip_prefix("sm_") else {
+        return false;
+    };
     let digits = rest.trim_end_matches(['a', 'f']);
-    !digits.is_empty() && digits.len() + 1 >= rest.len() && digits.bytes().all(|b| b.is_ascii_digit())
+    !digits.is_empty()
+        && digits.len() + 1 >= rest.len()
+        && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Whether `bytes` starts with the ELF magic `\x7fELF`.
@@ -269,8 +311,13 @@ pub fn parse_ptxas_report(log: &str) -> Vec<KernelResources> {
     let mut cur: Option<usize> = None;
     for line in log.lines() {
         let l = line.trim();
-        if let Some(name) = after(l, "Compiling entry function '").and_then(|r| r.split('\'').next()) {
-            out.push(KernelResources { name: name.to_string(), ..Default::default() });
+        if let Some(name) =
+            after(l, "Compiling entry function '").and_then(|r| r.split('\'').next())
+        {
+            out.push(KernelResources {
+                name: name.to_string(),
+                ..Default::default()
+            });
             cur = Some(out.len() - 1);
         } else if let Some(name) = after(l, "Function properties for ") {
             let name = name.trim();
@@ -305,7 +352,13 @@ fn after<'a>(s: &'a str, pat: &str) -> Option<&'a str> {
 /// The integer immediately before `unit` in `s` (`"... 40 registers"` → 40).
 fn number_before(s: &str, unit: &str) -> Option<u32> {
     let i = s.find(unit)?;
-    s[..i].split([',', ':']).next_back()?.split_whitespace().next_back()?.parse().ok()
+    s[..i]
+        .split([',', ':'])
+        .next_back()?
+        .split_whitespace()
+        .next_back()?
+        .parse()
+        .ok()
 }
 
 #[cfg(test)]

@@ -26,7 +26,13 @@ pub struct DeviceTensor {
 
 impl std::fmt::Debug for DeviceTensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceTensor({} {:?} @ {:#x})", self.dtype, self.shape, self.device_ptr())
+        write!(
+            f,
+            "DeviceTensor({} {:?} @ {:#x})",
+            self.dtype,
+            self.shape,
+            self.device_ptr()
+        )
     }
 }
 
@@ -34,7 +40,12 @@ fn num_elems(shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .ok_or_else(|| GlaError::invalid("shape", format!("{shape:?} has more elements than fit in usize")))
+        .ok_or_else(|| {
+            GlaError::invalid(
+                "shape",
+                format!("{shape:?} has more elements than fit in usize"),
+            )
+        })
 }
 
 /// Host data → little-endian bytes.
@@ -49,18 +60,39 @@ pub fn host_bytes(data: &HostData) -> Vec<u8> {
 /// Little-endian bytes → host data of `dtype` (`bytes.len()` must be a multiple of the element size).
 pub fn host_data(dtype: DType, bytes: &[u8]) -> HostData {
     match dtype {
-        DType::F32 => HostData::F32(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
-        DType::BF16 => HostData::BF16(bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]])).collect()),
-        DType::F16 => HostData::F16(bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]])).collect()),
+        DType::F32 => HostData::F32(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+        DType::BF16 => HostData::BF16(
+            bytes
+                .chunks_exact(2)
+                .map(|c| bf16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        ),
+        DType::F16 => HostData::F16(
+            bytes
+                .chunks_exact(2)
+                .map(|c| f16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        ),
     }
 }
 
 impl DeviceTensor {
     /// A tensor with unspecified contents (no memset): for outputs that a kernel overwrites.
     pub fn empty(gpu: &Gpu, dtype: DType, shape: &[usize]) -> Result<Self> {
-        let bytes = num_elems(shape)?.checked_mul(dtype.size_bytes()).ok_or_else(|| GlaError::invalid("shape", "too large"))?;
+        let bytes = num_elems(shape)?
+            .checked_mul(dtype.size_bytes())
+            .ok_or_else(|| GlaError::invalid("shape", "too large"))?;
         let buf = ffi::alloc_uninit(gpu.stream(), bytes.max(4)).map_err(cuda_err("cuMemAlloc"))?;
-        Ok(DeviceTensor { shape: shape.to_vec(), dtype, buf })
+        Ok(DeviceTensor {
+            shape: shape.to_vec(),
+            dtype,
+            buf,
+        })
     }
 
     /// A tensor of zeros.
@@ -82,11 +114,17 @@ impl DeviceTensor {
         let n = num_elems(&host.shape)?;
         let bytes = host_bytes(&host.data);
         if bytes.len() != n * host.dtype().size_bytes() {
-            return Err(GlaError::shape("host tensor", format!("{n} elements"), &[bytes.len() / host.dtype().size_bytes()]));
+            return Err(GlaError::shape(
+                "host tensor",
+                format!("{n} elements"),
+                &[bytes.len() / host.dtype().size_bytes()],
+            ));
         }
         let mut t = Self::empty(gpu, host.dtype(), &host.shape)?;
         if !bytes.is_empty() {
-            gpu.stream().memcpy_htod(&bytes, &mut t.buf).map_err(cuda_err("cuMemcpyHtoD"))?;
+            gpu.stream()
+                .memcpy_htod(&bytes, &mut t.buf)
+                .map_err(cuda_err("cuMemcpyHtoD"))?;
         }
         Ok(t)
     }
@@ -100,10 +138,19 @@ impl DeviceTensor {
     pub fn download(&self) -> Result<HostTensor> {
         let n = self.num_bytes();
         let mut bytes = vec![0u8; self.buf.len()];
-        self.buf.stream().memcpy_dtoh(&self.buf, &mut bytes).map_err(cuda_err("cuMemcpyDtoH"))?;
-        self.buf.stream().synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
+        self.buf
+            .stream()
+            .memcpy_dtoh(&self.buf, &mut bytes)
+            .map_err(cuda_err("cuMemcpyDtoH"))?;
+        self.buf
+            .stream()
+            .synchronize()
+            .map_err(cuda_err("cuStreamSynchronize"))?;
         bytes.truncate(n);
-        Ok(HostTensor { shape: self.shape.clone(), data: host_data(self.dtype, &bytes) })
+        Ok(HostTensor {
+            shape: self.shape.clone(),
+            data: host_data(self.dtype, &bytes),
+        })
     }
 
     /// Copy to the host as f32 values.
@@ -120,7 +167,8 @@ impl DeviceTensor {
     /// Fill with NaN (see [`POISON_WORD`]), so elements a kernel fails to write show up in comparisons.
     pub fn poison(&mut self) -> Result<()> {
         let stream = self.buf.stream().clone();
-        #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; the workspace supports 1.85
+        #[allow(clippy::manual_is_multiple_of)]
+        // is_multiple_of needs Rust 1.87; the workspace supports 1.85
         if self.buf.len() % 4 == 0 {
             ffi::memset_d32(&stream, &mut self.buf, POISON_WORD).map_err(cuda_err("cuMemsetD32"))
         } else {
@@ -132,7 +180,9 @@ impl DeviceTensor {
     pub fn copy_from(&mut self, src: &DeviceTensor) -> Result<()> {
         src.expect("copy source", &self.shape, self.dtype)?;
         let stream = self.buf.stream().clone();
-        stream.memcpy_dtod(&src.buf, &mut self.buf).map_err(cuda_err("cuMemcpyDtoD"))
+        stream
+            .memcpy_dtod(&src.buf, &mut self.buf)
+            .map_err(cuda_err("cuMemcpyDtoD"))
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -172,7 +222,11 @@ impl DeviceTensor {
     /// Replace the shape by another of the same number of elements (no copy).
     pub fn reshape(mut self, shape: &[usize]) -> Result<Self> {
         if num_elems(shape)? != self.len() {
-            return Err(GlaError::shape("reshape", format!("{} elements", self.len()), shape));
+            return Err(GlaError::shape(
+                "reshape",
+                format!("{} elements", self.len()),
+                shape,
+            ));
         }
         self.shape = shape.to_vec();
         Ok(self)
@@ -180,12 +234,22 @@ impl DeviceTensor {
 }
 
 /// Shape/dtype check shared by device tensors and the pure validation (`forward::validate_forward`).
-pub fn check_tensor(what: &'static str, shape: &[usize], dtype: DType, want_shape: &[usize], want_dtype: DType) -> Result<()> {
+pub fn check_tensor(
+    what: &'static str,
+    shape: &[usize],
+    dtype: DType,
+    want_shape: &[usize],
+    want_dtype: DType,
+) -> Result<()> {
     if shape != want_shape {
         return Err(GlaError::shape(what, format!("{want_shape:?}"), shape));
     }
     if dtype != want_dtype {
-        return Err(GlaError::DType { what, expected: want_dtype.to_string(), got: dtype.to_string() });
+        return Err(GlaError::DType {
+            what,
+            expected: want_dtype.to_string(),
+            got: dtype.to_string(),
+        });
     }
     Ok(())
 }
@@ -210,16 +274,26 @@ mod tests {
         let b = POISON_WORD.to_le_bytes();
         for dt in DType::ALL {
             let d = host_data(dt, &b);
-            let h = HostTensor { shape: vec![4 / dt.size_bytes()], data: d };
+            let h = HostTensor {
+                shape: vec![4 / dt.size_bytes()],
+                data: d,
+            };
             assert!(h.to_f32().iter().all(|x| x.is_nan()), "{dt}");
         }
     }
 
     #[test]
     fn check_tensor_messages() {
-        let e = check_tensor("q", &[1, 2, 3], DType::BF16, &[1, 2, 4], DType::BF16).unwrap_err().to_string();
-        assert!(e.contains("`q`") && e.contains("[1, 2, 3]") && e.contains("[1, 2, 4]"), "{e}");
-        let e = check_tensor("g", &[2], DType::BF16, &[2], DType::F32).unwrap_err().to_string();
+        let e = check_tensor("q", &[1, 2, 3], DType::BF16, &[1, 2, 4], DType::BF16)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`q`") && e.contains("[1, 2, 3]") && e.contains("[1, 2, 4]"),
+            "{e}"
+        );
+        let e = check_tensor("g", &[2], DType::BF16, &[2], DType::F32)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("bf16") && e.contains("f32"), "{e}");
     }
 }

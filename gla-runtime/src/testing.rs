@@ -33,7 +33,9 @@ pub fn gpu_or_skip(test: &str) -> Option<Gla> {
     static GLA: OnceLock<Result<Gla, String>> = OnceLock::new();
     match GLA.get_or_init(|| Gla::new().map_err(|e| e.to_string())) {
         Ok(g) => Some(g.clone()),
-        Err(reason) if gpu_required() => panic!("{test}: GLA_REQUIRE_GPU=1 but no usable GPU: {reason}"),
+        Err(reason) if gpu_required() => {
+            panic!("{test}: GLA_REQUIRE_GPU=1 but no usable GPU: {reason}")
+        }
         Err(reason) => {
             skip(test, reason);
             None
@@ -46,7 +48,9 @@ pub fn gpu_or_skip(test: &str) -> Option<Gla> {
 pub fn nvrtc_or_skip(test: &str) -> bool {
     match nvrtc::probe() {
         Ok(_) => true,
-        Err(e) if nvrtc_required() => panic!("{test}: GLA_REQUIRE_NVRTC=1 but NVRTC is unusable: {e}"),
+        Err(e) if nvrtc_required() => {
+            panic!("{test}: GLA_REQUIRE_NVRTC=1 but NVRTC is unusable: {e}")
+        }
         Err(e) => {
             skip(test, &e.to_string());
             false

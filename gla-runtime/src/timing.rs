@@ -13,16 +13,23 @@ use gla_core::error::Result;
 
 /// An event that records timestamps.
 pub fn timing_event(gpu: &Gpu) -> Result<CudaEvent> {
-    gpu.context().new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("cuEventCreate"))
+    gpu.context()
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(cuda_err("cuEventCreate"))
 }
 
 /// GPU time of the work `f` enqueues on the stream, in milliseconds (waits for it).
 pub fn time_ms(gpu: &Gpu, f: impl FnOnce() -> Result<()>) -> Result<f32> {
     let (start, end) = (timing_event(gpu)?, timing_event(gpu)?);
-    start.record(gpu.stream()).map_err(cuda_err("cuEventRecord"))?;
+    start
+        .record(gpu.stream())
+        .map_err(cuda_err("cuEventRecord"))?;
     f()?;
-    end.record(gpu.stream()).map_err(cuda_err("cuEventRecord"))?;
-    start.elapsed_ms(&end).map_err(cuda_err("cuEventElapsedTime"))
+    end.record(gpu.stream())
+        .map_err(cuda_err("cuEventRecord"))?;
+    start
+        .elapsed_ms(&end)
+        .map_err(cuda_err("cuEventElapsedTime"))
 }
 
 /// Evicts the L2 cache (60 MB on the H200) by writing a 256 MB scratch buffer.
@@ -37,7 +44,11 @@ pub const L2_FLUSH_BYTES: usize = 256 << 20;
 
 impl L2Flush {
     pub fn new(gpu: &Gpu) -> Result<Self> {
-        Ok(L2Flush { buf: alloc_workspace(gpu, L2_FLUSH_BYTES)?, gpu: gpu.clone(), byte: 0 })
+        Ok(L2Flush {
+            buf: alloc_workspace(gpu, L2_FLUSH_BYTES)?,
+            gpu: gpu.clone(),
+            byte: 0,
+        })
     }
     /// Enqueue the flush (a memset with a changing value) on the stream.
     pub fn flush(&mut self) -> Result<()> {
@@ -62,15 +73,30 @@ impl BenchStats {
         let mut s = samples_ms.clone();
         s.sort_by(f32::total_cmp);
         let n = s.len();
-        let median_ms = if n % 2 == 1 { s[n / 2] } else { 0.5 * (s[n / 2 - 1] + s[n / 2]) };
+        let median_ms = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            0.5 * (s[n / 2 - 1] + s[n / 2])
+        };
         samples_ms.shrink_to_fit();
-        BenchStats { min_ms: s[0], median_ms, mean_ms, samples_ms }
+        BenchStats {
+            min_ms: s[0],
+            median_ms,
+            mean_ms,
+            samples_ms,
+        }
     }
 }
 
 /// Run `f` `warmup` times, then time `reps` runs one by one (each between its own pair of events, optionally
 /// after an L2 flush that is not timed). Synchronises once at the end, not per run.
-pub fn bench(gpu: &Gpu, warmup: usize, reps: usize, mut flush: Option<&mut L2Flush>, mut f: impl FnMut() -> Result<()>) -> Result<BenchStats> {
+pub fn bench(
+    gpu: &Gpu,
+    warmup: usize,
+    reps: usize,
+    mut flush: Option<&mut L2Flush>,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<BenchStats> {
     for _ in 0..warmup {
         f()?;
     }
@@ -86,7 +112,10 @@ pub fn bench(gpu: &Gpu, warmup: usize, reps: usize, mut flush: Option<&mut L2Flu
         b.record(gpu.stream()).map_err(cuda_err("cuEventRecord"))?;
         events.push((a, b));
     }
-    let samples = events.iter().map(|(a, b)| a.elapsed_ms(b).map_err(cuda_err("cuEventElapsedTime"))).collect::<Result<Vec<_>>>()?;
+    let samples = events
+        .iter()
+        .map(|(a, b)| a.elapsed_ms(b).map_err(cuda_err("cuEventElapsedTime")))
+        .collect::<Result<Vec<_>>>()?;
     Ok(BenchStats::from_samples(samples))
 }
 
@@ -107,9 +136,17 @@ pub fn copy_bandwidth(gpu: &Gpu, bytes: usize, reps: usize) -> Result<Bandwidth>
     ffi::memset_d8(gpu.stream(), &mut src, 0x3c).map_err(cuda_err("cuMemsetD8"))?;
     let mut dst = alloc_workspace(gpu, bytes)?;
     let stream = gpu.stream().clone();
-    let stats = bench(gpu, 2, reps, None, || stream.memcpy_dtod(&src, &mut dst).map_err(cuda_err("cuMemcpyDtoD")))?;
+    let stats = bench(gpu, 2, reps, None, || {
+        stream
+            .memcpy_dtod(&src, &mut dst)
+            .map_err(cuda_err("cuMemcpyDtoD"))
+    })?;
     let tb_per_s = 2.0 * bytes as f64 / (stats.median_ms as f64 * 1e-3) / 1e12;
-    Ok(Bandwidth { bytes, stats, tb_per_s })
+    Ok(Bandwidth {
+        bytes,
+        stats,
+        tb_per_s,
+    })
 }
 
 /// The benchmark floor's default copy size.

@@ -63,7 +63,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// H200 cache and the local untimed one (`tuning/caches/{h200,local}` beside this crate).
 pub fn default_cache_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("GLA_TUNING_CACHE")
-        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(ws) = Path::new(env!("CARGO_MANIFEST_DIR")).parent() {
         dirs.push(ws.join("tuning/caches/h200"));
@@ -79,7 +83,10 @@ impl Tuned {
             caches: RwLock::new(Vec::new()),
             // The NVRTC that produced a cubin does not bind its use (the driver loads any sm_90a cubin of NVRTC 13):
             // only the GPU, its driver and the generated source are checked.
-            env: Environment { nvrtc_version: None, gpu },
+            env: Environment {
+                nvrtc_version: None,
+                gpu,
+            },
             decisions: Mutex::default(),
             sources: Mutex::default(),
             warned: Mutex::default(),
@@ -99,7 +106,10 @@ impl Tuned {
                 continue;
             }
             if let Err(e) = t.add(&dir) {
-                t.warn_once(&format!("open:{}", dir.display()), &format!("gla: tuning cache skipped: {e}"));
+                t.warn_once(
+                    &format!("open:{}", dir.display()),
+                    &format!("gla: tuning cache skipped: {e}"),
+                );
             }
         }
         t
@@ -109,14 +119,22 @@ impl Tuned {
     pub fn add(&self, dir: &Path) -> Result<usize> {
         let c = TuningCache::open(dir)?;
         let n = c.entries().len();
-        self.caches.write().unwrap_or_else(|p| p.into_inner()).push(c);
+        self.caches
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(c);
         lock(&self.decisions).clear();
         Ok(n)
     }
 
     /// The cache directories in use, in order.
     pub fn dirs(&self) -> Vec<PathBuf> {
-        self.caches.read().unwrap_or_else(|p| p.into_inner()).iter().map(|c| c.dir().to_path_buf()).collect()
+        self.caches
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|c| c.dir().to_path_buf())
+            .collect()
     }
 
     pub fn stats(&self) -> TuningStats {
@@ -135,17 +153,29 @@ impl Tuned {
         if let Some(s) = lock(&self.sources).get(&key) {
             return s.clone();
         }
-        let sha = gla_codegen::generate(spec).ok().map(|g| cache::sha256_hex(g.source.as_bytes()));
+        let sha = gla_codegen::generate(spec)
+            .ok()
+            .map(|g| cache::sha256_hex(g.source.as_bytes()));
         lock(&self.sources).insert(key, sha.clone());
         sha
     }
 
     /// Whether `e` may run here for `gate`: its spec rebuilds, names the same variant, and passes
     /// [`cache::check`] against this GPU and the current generated source.
-    fn usable(&self, gate: &'static dyn Gate, dtype: DType, dir: &Path, e: &Entry) -> Option<KernelSpec> {
+    fn usable(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dir: &Path,
+        e: &Entry,
+    ) -> Option<KernelSpec> {
         let reason = match e.spec.spec(gate, dtype) {
             Err(err) => Err(format!("its variant no longer validates: {err}")),
-            Ok(spec) if spec.id() != e.variant => Err(format!("its record builds {}, not {}", spec.id(), e.variant)),
+            Ok(spec) if spec.id() != e.variant => Err(format!(
+                "its record builds {}, not {}",
+                spec.id(),
+                e.variant
+            )),
             Ok(spec) => match self.source_sha(&spec) {
                 None => Err("the current codegen does not generate it".to_string()),
                 Some(sha) => cache::check(e, &self.env, &sha).map(|()| spec),
@@ -154,7 +184,12 @@ impl Tuned {
         match reason {
             Ok(spec) => Some(spec),
             Err(why) => {
-                let msg = format!("{}: entry {} ({:?}) is stale: {why}", dir.display(), e.variant, e.bucket);
+                let msg = format!(
+                    "{}: entry {} ({:?}) is stale: {why}",
+                    dir.display(),
+                    e.variant,
+                    e.bucket
+                );
                 if lock(&self.warned).insert(format!("stale:{msg}")) {
                     eprintln!("gla: tuning cache {msg}; skipped");
                     lock(&self.stats).stale.push(msg);
@@ -166,7 +201,15 @@ impl Tuned {
 
     /// The cached variant for a call of `gate` (`rows` = sequences × heads, `tokens` = the longest sequence), or
     /// None (the caller runs the default variant).
-    pub fn pick(&self, gate: &'static dyn Gate, dtype: DType, dk: usize, dv: usize, rows: usize, tokens: usize) -> Option<Pick> {
+    pub fn pick(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+        rows: usize,
+        tokens: usize,
+    ) -> Option<Pick> {
         let key = CacheKey::new(gate, dtype, dk, dv);
         let bucket = Bucket::of(rows, tokens);
         let dkey = (key.clone(), bucket);
@@ -185,15 +228,25 @@ impl Tuned {
         pick
     }
 
-    fn decide(&self, gate: &'static dyn Gate, dtype: DType, key: &CacheKey, bucket: &Bucket) -> Option<Pick> {
+    fn decide(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        key: &CacheKey,
+        bucket: &Bucket,
+    ) -> Option<Pick> {
         let caches = self.caches.read().unwrap_or_else(|p| p.into_inner());
         // Each cache's nearest usable entry; then the nearest of those (timed first at equal distance, earlier
         // caches first after that).
         let mut best: Option<(u32, bool, usize, &Entry, KernelSpec)> = None;
         for (i, c) in caches.iter().enumerate() {
             // `usable` rebuilds the entry's spec; its source hash is memoised, so asking again for the winner is cheap.
-            let found = c.lookup(key, bucket, |e| self.usable(gate, dtype, c.dir(), e).is_some());
-            if let Some((e, spec)) = found.and_then(|e| Some((e, self.usable(gate, dtype, c.dir(), e)?))) {
+            let found = c.lookup(key, bucket, |e| {
+                self.usable(gate, dtype, c.dir(), e).is_some()
+            });
+            if let Some((e, spec)) =
+                found.and_then(|e| Some((e, self.usable(gate, dtype, c.dir(), e)?)))
+            {
                 let rank = (e.bucket.distance(bucket), e.timing.is_none(), i);
                 if best.as_ref().is_none_or(|b| rank < (b.0, b.1, b.2)) {
                     best = Some((rank.0, rank.1, rank.2, e, spec));
@@ -202,9 +255,18 @@ impl Tuned {
         }
         let (_, untimed, i, e, spec) = best?;
         match caches[i].cubin(e) {
-            Ok(bytes) => Some(Pick { spec, cubin: Arc::new(bytes), timed: !untimed, cache: caches[i].dir().to_path_buf(), bucket: e.bucket }),
+            Ok(bytes) => Some(Pick {
+                spec,
+                cubin: Arc::new(bytes),
+                timed: !untimed,
+                cache: caches[i].dir().to_path_buf(),
+                bucket: e.bucket,
+            }),
             Err(err) => {
-                self.warn_once(&format!("cubin:{err}"), &format!("gla: tuning cache entry {} skipped: {err}", e.variant));
+                self.warn_once(
+                    &format!("cubin:{err}"),
+                    &format!("gla: tuning cache entry {} skipped: {err}", e.variant),
+                );
                 None
             }
         }
@@ -217,7 +279,11 @@ pub fn call_shape(q_shape: &[usize], cu_seqlens: Option<&[usize]>) -> Option<(us
     match cu_seqlens {
         None => Some((b * h, t)),
         Some(cu) if cu.len() >= 2 => {
-            let longest = cu.windows(2).map(|w| w[1].saturating_sub(w[0])).max().unwrap_or(0);
+            let longest = cu
+                .windows(2)
+                .map(|w| w[1].saturating_sub(w[0]))
+                .max()
+                .unwrap_or(0);
             Some(((cu.len() - 1) * h, longest))
         }
         Some(_) => None,
@@ -234,7 +300,12 @@ mod tests {
     use gla_codegen::{SpecRecord, Tiles};
 
     fn h200() -> GpuFacts {
-        GpuFacts { name: "NVIDIA H200".into(), sm_count: 132, compute_capability: (9, 0), driver_version: 13000 }
+        GpuFacts {
+            name: "NVIDIA H200".into(),
+            sm_count: 132,
+            compute_capability: (9, 0),
+            driver_version: 13000,
+        }
     }
 
     fn dir(name: &str) -> PathBuf {
@@ -244,13 +315,32 @@ mod tests {
     }
 
     fn spec(block_v: u32, warps: u32) -> KernelSpec {
-        let tiles = Tiles { block_v, warps, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+        let tiles = Tiles {
+            block_v,
+            warps,
+            producer_warps: 0,
+            producer_groups: 1,
+            wgmma: false,
+            ctas_per_sm: 1,
+        };
         KernelSpec::new(&PER_KEY, DType::BF16, 64, 16, 128, 128, false, tiles).unwrap()
     }
 
-    fn entry(s: &KernelSpec, bucket: Bucket, gpu: Option<GpuFacts>, source_sha: Option<String>) -> Entry {
-        let sha = source_sha.unwrap_or_else(|| cache::sha256_hex(gla_codegen::generate(s).unwrap().source.as_bytes()));
-        let timing = gpu.as_ref().map(|_| Timing { median_ms: 0.25, default_ms: Some(0.3), candidates: 3, strengths: vec![] });
+    fn entry(
+        s: &KernelSpec,
+        bucket: Bucket,
+        gpu: Option<GpuFacts>,
+        source_sha: Option<String>,
+    ) -> Entry {
+        let sha = source_sha.unwrap_or_else(|| {
+            cache::sha256_hex(gla_codegen::generate(s).unwrap().source.as_bytes())
+        });
+        let timing = gpu.as_ref().map(|_| Timing {
+            median_ms: 0.25,
+            default_ms: Some(0.3),
+            candidates: 3,
+            strengths: vec![],
+        });
         Entry {
             key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
             bucket,
@@ -258,7 +348,12 @@ mod tests {
             spec: SpecRecord::of(s),
             cubin: String::new(),
             cubin_sha256: String::new(),
-            validators: Validators { arch: "sm_90a".into(), nvrtc_version: (13, 0), source_sha256: sha, gpu },
+            validators: Validators {
+                arch: "sm_90a".into(),
+                nvrtc_version: (13, 0),
+                source_sha256: sha,
+                gpu,
+            },
             timing,
         }
     }
@@ -279,7 +374,9 @@ mod tests {
         let t = Tuned::new(Some(h200()));
         assert_eq!(t.add(&d).unwrap(), 1);
         for _ in 0..3 {
-            let p = t.pick(&PER_KEY, DType::BF16, 128, 128, 64, 4096).expect("the untimed entry serves any bucket");
+            let p = t
+                .pick(&PER_KEY, DType::BF16, 128, 128, 64, 4096)
+                .expect("the untimed entry serves any bucket");
             assert_eq!(p.spec.id(), s.id());
             assert!(!p.timed && p.cubin.starts_with(b"\x7fELF"));
         }
@@ -303,12 +400,20 @@ mod tests {
             vec![
                 entry(&spec(64, 8), Bucket::of(16, 1024), Some(other), None),
                 entry(&spec(32, 8), Bucket::of(32, 2048), Some(old_driver), None),
-                entry(&spec(128, 16), Bucket::of(64, 4096), None, Some("0".repeat(64))),
+                entry(
+                    &spec(128, 16),
+                    Bucket::of(64, 4096),
+                    None,
+                    Some("0".repeat(64)),
+                ),
             ],
         );
         let t = Tuned::new(Some(h200()));
         t.add(&d).unwrap();
-        assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 64, 4096).is_none(), "no usable entry: the default runs");
+        assert!(
+            t.pick(&PER_KEY, DType::BF16, 128, 128, 64, 4096).is_none(),
+            "no usable entry: the default runs"
+        );
         let st = t.stats();
         assert_eq!(st.misses.len(), 1);
         let why = st.stale.join("\n");
@@ -322,16 +427,37 @@ mod tests {
         let (d1, d2) = (dir("near1"), dir("near2"));
         let (small, large, untimed) = (spec(64, 8), spec(32, 8), spec(128, 16));
         save(&d1, vec![entry(&untimed, Bucket::of(16, 1024), None, None)]);
-        save(&d2, vec![entry(&small, Bucket::of(16, 1024), Some(h200()), None), entry(&large, Bucket::of(512, 16384), Some(h200()), None)]);
+        save(
+            &d2,
+            vec![
+                entry(&small, Bucket::of(16, 1024), Some(h200()), None),
+                entry(&large, Bucket::of(512, 16384), Some(h200()), None),
+            ],
+        );
         let t = Tuned::new(Some(h200()));
         t.add(&d1).unwrap();
         t.add(&d2).unwrap();
         // At the small bucket the timed entry of the second cache beats the first cache's untimed one.
         let p = t.pick(&PER_KEY, DType::BF16, 128, 128, 16, 1000).unwrap();
-        assert_eq!((p.spec.id(), p.timed, p.cache.clone()), (small.id(), true, d2.clone()));
+        assert_eq!(
+            (p.spec.id(), p.timed, p.cache.clone()),
+            (small.id(), true, d2.clone())
+        );
         // Far from both, the nearer bucket wins.
-        assert_eq!(t.pick(&PER_KEY, DType::BF16, 128, 128, 400, 20000).unwrap().spec.id(), large.id());
-        assert_eq!(t.pick(&PER_KEY, DType::BF16, 128, 128, 8, 512).unwrap().spec.id(), small.id());
+        assert_eq!(
+            t.pick(&PER_KEY, DType::BF16, 128, 128, 400, 20000)
+                .unwrap()
+                .spec
+                .id(),
+            large.id()
+        );
+        assert_eq!(
+            t.pick(&PER_KEY, DType::BF16, 128, 128, 8, 512)
+                .unwrap()
+                .spec
+                .id(),
+            small.id()
+        );
     }
 
     #[test]
@@ -349,7 +475,10 @@ mod tests {
     #[test]
     fn call_shapes() {
         assert_eq!(call_shape(&[8, 4096, 16, 128], None), Some((128, 4096)));
-        assert_eq!(call_shape(&[1, 100, 4, 64], Some(&[0, 10, 70, 100])), Some((12, 60)));
+        assert_eq!(
+            call_shape(&[1, 100, 4, 64], Some(&[0, 10, 70, 100])),
+            Some((12, 60))
+        );
         assert_eq!(call_shape(&[1, 100, 4], None), None);
         assert_eq!(call_shape(&[1, 100, 4, 64], Some(&[0])), None);
     }

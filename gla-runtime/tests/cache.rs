@@ -5,8 +5,8 @@ use gla_codegen::fixtures::{FIXED, PER_HEAD, PER_KEY};
 use gla_codegen::{KernelSpec, SpecRecord};
 use gla_core::{DType, Gate, GlaError};
 use gla_runtime::cache::{
-    check, replaces, sha256_hex, Bucket, CacheKey, Entry, Environment, GpuFacts, Index, Timing, TuningCache, Validators,
-    FORMAT_VERSION, INDEX_FILE,
+    check, replaces, sha256_hex, Bucket, CacheKey, Entry, Environment, GpuFacts, Index, Timing,
+    TuningCache, Validators, FORMAT_VERSION, INDEX_FILE,
 };
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +17,10 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new(tag: &str) -> TempDir {
         static N: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let p = std::env::temp_dir().join(format!(
             "gla-cache-test-{tag}-{}-{}-{nanos}",
             std::process::id(),
@@ -45,11 +48,19 @@ impl Drop for TempDir {
 const SOURCE_SHA: &str = "5f1d7c0ffee0000000000000000000000000000000000000000000000000000a";
 
 fn h200() -> GpuFacts {
-    GpuFacts { name: "NVIDIA H200".into(), sm_count: 132, compute_capability: (9, 0), driver_version: 13000 }
+    GpuFacts {
+        name: "NVIDIA H200".into(),
+        sm_count: 132,
+        compute_capability: (9, 0),
+        driver_version: 13000,
+    }
 }
 
 fn env() -> Environment {
-    Environment { nvrtc_version: Some((13, 0)), gpu: Some(h200()) }
+    Environment {
+        nvrtc_version: Some((13, 0)),
+        gpu: Some(h200()),
+    }
 }
 
 fn key(gate: &dyn Gate) -> CacheKey {
@@ -59,7 +70,12 @@ fn key(gate: &dyn Gate) -> CacheKey {
 /// An entry of the default variant of `gate` (bf16, d = 128) at `bucket`; timed on `gpu` if given.
 fn entry(gate: &'static dyn Gate, bucket: Bucket, gpu: Option<GpuFacts>) -> Entry {
     let spec = KernelSpec::default_for(gate, DType::BF16, 128, 128).unwrap();
-    let timing = gpu.as_ref().map(|_| Timing { median_ms: 0.3, default_ms: Some(0.31), candidates: 12, strengths: vec!["bench".into()] });
+    let timing = gpu.as_ref().map(|_| Timing {
+        median_ms: 0.3,
+        default_ms: Some(0.31),
+        candidates: 12,
+        strengths: vec!["bench".into()],
+    });
     Entry {
         key: key(gate),
         bucket,
@@ -67,13 +83,21 @@ fn entry(gate: &'static dyn Gate, bucket: Bucket, gpu: Option<GpuFacts>) -> Entr
         spec: SpecRecord::of(&spec),
         cubin: String::new(),
         cubin_sha256: String::new(),
-        validators: Validators { arch: "sm_90a".into(), nvrtc_version: (13, 0), source_sha256: SOURCE_SHA.into(), gpu },
+        validators: Validators {
+            arch: "sm_90a".into(),
+            nvrtc_version: (13, 0),
+            source_sha256: SOURCE_SHA.into(),
+            gpu,
+        },
         timing,
     }
 }
 
 fn b(rows_log2: u32, tokens_log2: u32) -> Bucket {
-    Bucket { rows_log2, tokens_log2 }
+    Bucket {
+        rows_log2,
+        tokens_log2,
+    }
 }
 
 /// Fake cubin bytes, distinct per tag.
@@ -131,7 +155,10 @@ fn cache_key_fields() {
     assert_eq!(k.gate, PER_KEY.name());
     assert_eq!(k.gate_hash, format!("{:016x}", PER_KEY.content_hash()));
     assert_eq!(k.gate_hash.len(), 16);
-    assert_eq!((k.pass.as_str(), k.dtype.as_str(), k.dk, k.dv), ("fwd", "f16", 100, 64));
+    assert_eq!(
+        (k.pass.as_str(), k.dtype.as_str(), k.dk, k.dv),
+        ("fwd", "f16", 100, 64)
+    );
     assert_eq!(CacheKey::new(&PER_KEY, DType::BF16, 1, 1).dtype, "bf16");
     assert_eq!(CacheKey::new(&PER_KEY, DType::F32, 1, 1).dtype, "f32");
     assert_ne!(CacheKey::new(&PER_HEAD, DType::F16, 100, 64), k);
@@ -153,12 +180,29 @@ fn lookup_picks_the_nearest_bucket() {
     // Tie at distance 2 between (4,10) and (6,12) from (5,11): the lower bucket wins.
     assert_eq!(c.lookup(&k, &b(5, 11), all).unwrap().bucket, b(4, 10));
     // The `usable` filter is respected.
-    assert_eq!(c.lookup(&k, &b(5, 11), |e| e.bucket != b(4, 10)).unwrap().bucket, b(6, 12));
+    assert_eq!(
+        c.lookup(&k, &b(5, 11), |e| e.bucket != b(4, 10))
+            .unwrap()
+            .bucket,
+        b(6, 12)
+    );
     assert!(c.lookup(&k, &b(5, 11), |_| false).is_none());
     // No entry for another key (gate, dtype, head dims).
     assert!(c.lookup(&key(&PER_HEAD), &b(4, 10), all).is_none());
-    assert!(c.lookup(&CacheKey::new(&PER_KEY, DType::F16, 128, 128), &b(4, 10), all).is_none());
-    assert!(c.lookup(&CacheKey::new(&PER_KEY, DType::BF16, 64, 128), &b(4, 10), all).is_none());
+    assert!(c
+        .lookup(
+            &CacheKey::new(&PER_KEY, DType::F16, 128, 128),
+            &b(4, 10),
+            all
+        )
+        .is_none());
+    assert!(c
+        .lookup(
+            &CacheKey::new(&PER_KEY, DType::BF16, 64, 128),
+            &b(4, 10),
+            all
+        )
+        .is_none());
 }
 
 #[test]
@@ -214,7 +258,10 @@ fn round_trip() {
     assert_eq!(r.cubin(got2).unwrap(), cubin("two"));
     assert!(got2.timing.is_none() && got2.validators.gpu.is_none());
     // The spec record turns back into the variant.
-    assert_eq!(got.spec.spec(&PER_KEY, DType::BF16).unwrap().id(), got.variant);
+    assert_eq!(
+        got.spec.spec(&PER_KEY, DType::BF16).unwrap().id(),
+        got.variant
+    );
     // The index is human-readable JSON of an `Index`.
     let text = std::fs::read_to_string(d.join(INDEX_FILE)).unwrap();
     assert!(text.contains("\"median_ms\"") && text.contains('\n'));
@@ -235,7 +282,12 @@ fn same_cubin_shared_by_two_entries() {
     assert_eq!(c.save().unwrap(), 2);
     let r = TuningCache::open(dir.path()).unwrap();
     assert_eq!(r.entries()[0].cubin, r.entries()[1].cubin);
-    assert_eq!(std::fs::read_dir(dir.path().join("cubins")).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("cubins"))
+            .unwrap()
+            .count(),
+        1
+    );
     for e in r.entries() {
         assert_eq!(r.cubin(e).unwrap(), cubin("same"));
     }
@@ -249,22 +301,91 @@ fn check_accepts_a_matching_entry() {
     let e = entry(&PER_KEY, b(7, 12), Some(h200()));
     assert_eq!(check(&e, &env(), SOURCE_SHA), Ok(()));
     // With no NVRTC in the process (a deployment), the cubin runs as it is.
-    assert_eq!(check(&e, &Environment { nvrtc_version: None, ..env() }, SOURCE_SHA), Ok(()));
+    assert_eq!(
+        check(
+            &e,
+            &Environment {
+                nvrtc_version: None,
+                ..env()
+            },
+            SOURCE_SHA
+        ),
+        Ok(())
+    );
 }
 
 #[test]
 fn check_rejects_every_stale_field() {
     let e = entry(&PER_KEY, b(7, 12), Some(h200()));
-    let on = |g: GpuFacts| Environment { gpu: Some(g), ..env() };
+    let on = |g: GpuFacts| Environment {
+        gpu: Some(g),
+        ..env()
+    };
     let cases: Vec<(&str, Environment, &str, Entry)> = vec![
-        ("this GPU is NVIDIA H100", on(GpuFacts { name: "NVIDIA H100 80GB HBM3".into(), ..h200() }), SOURCE_SHA, e.clone()),
-        ("SMs", on(GpuFacts { sm_count: 114, ..h200() }), SOURCE_SHA, e.clone()),
-        ("compute capability", on(GpuFacts { compute_capability: (9, 1), ..h200() }), SOURCE_SHA, e.clone()),
-        ("driver", on(GpuFacts { driver_version: 12080, ..h200() }), SOURCE_SHA, e.clone()),
-        ("NVRTC", Environment { nvrtc_version: Some((13, 1)), ..env() }, SOURCE_SHA, e.clone()),
-        ("no GPU", Environment { gpu: None, ..env() }, SOURCE_SHA, e.clone()),
+        (
+            "this GPU is NVIDIA H100",
+            on(GpuFacts {
+                name: "NVIDIA H100 80GB HBM3".into(),
+                ..h200()
+            }),
+            SOURCE_SHA,
+            e.clone(),
+        ),
+        (
+            "SMs",
+            on(GpuFacts {
+                sm_count: 114,
+                ..h200()
+            }),
+            SOURCE_SHA,
+            e.clone(),
+        ),
+        (
+            "compute capability",
+            on(GpuFacts {
+                compute_capability: (9, 1),
+                ..h200()
+            }),
+            SOURCE_SHA,
+            e.clone(),
+        ),
+        (
+            "driver",
+            on(GpuFacts {
+                driver_version: 12080,
+                ..h200()
+            }),
+            SOURCE_SHA,
+            e.clone(),
+        ),
+        (
+            "NVRTC",
+            Environment {
+                nvrtc_version: Some((13, 1)),
+                ..env()
+            },
+            SOURCE_SHA,
+            e.clone(),
+        ),
+        (
+            "no GPU",
+            Environment { gpu: None, ..env() },
+            SOURCE_SHA,
+            e.clone(),
+        ),
         ("source", env(), "0000", e.clone()),
-        ("sm_90a", env(), SOURCE_SHA, Entry { validators: Validators { arch: "sm_100a".into(), ..e.validators.clone() }, ..e.clone() }),
+        (
+            "sm_90a",
+            env(),
+            SOURCE_SHA,
+            Entry {
+                validators: Validators {
+                    arch: "sm_100a".into(),
+                    ..e.validators.clone()
+                },
+                ..e.clone()
+            },
+        ),
     ];
     for (what, env, sha, e) in cases {
         let reason = check(&e, &env, sha).expect_err(what);
@@ -277,15 +398,51 @@ fn untimed_entries_are_usable_on_any_gpu() {
     let e = entry(&PER_KEY, b(7, 12), None);
     for g in [
         h200(),
-        GpuFacts { name: "NVIDIA H100 80GB HBM3".into(), sm_count: 132, ..h200() },
-        GpuFacts { sm_count: 114, driver_version: 12080, ..h200() },
+        GpuFacts {
+            name: "NVIDIA H100 80GB HBM3".into(),
+            sm_count: 132,
+            ..h200()
+        },
+        GpuFacts {
+            sm_count: 114,
+            driver_version: 12080,
+            ..h200()
+        },
     ] {
-        assert_eq!(check(&e, &Environment { gpu: Some(g), ..env() }, SOURCE_SHA), Ok(()));
+        assert_eq!(
+            check(
+                &e,
+                &Environment {
+                    gpu: Some(g),
+                    ..env()
+                },
+                SOURCE_SHA
+            ),
+            Ok(())
+        );
     }
-    assert_eq!(check(&e, &Environment { gpu: None, nvrtc_version: None }, SOURCE_SHA), Ok(()));
+    assert_eq!(
+        check(
+            &e,
+            &Environment {
+                gpu: None,
+                nvrtc_version: None
+            },
+            SOURCE_SHA
+        ),
+        Ok(())
+    );
     // ... but not with another source, NVRTC or arch.
     assert!(check(&e, &env(), "other").is_err());
-    assert!(check(&e, &Environment { nvrtc_version: Some((12, 8)), ..env() }, SOURCE_SHA).is_err());
+    assert!(check(
+        &e,
+        &Environment {
+            nvrtc_version: Some((12, 8)),
+            ..env()
+        },
+        SOURCE_SHA
+    )
+    .is_err());
 }
 
 #[test]
@@ -321,17 +478,32 @@ fn saved_cache(tag: &str) -> (TempDir, Entry) {
 fn missing_directory_or_index() {
     let dir = TempDir::new("missing");
     let (path, msg) = cache_error(TuningCache::open(&dir.sub("nope")));
-    assert!(path.ends_with("nope") && msg.contains("missing"), "{path}: {msg}");
+    assert!(
+        path.ends_with("nope") && msg.contains("missing"),
+        "{path}: {msg}"
+    );
     let (path, msg) = cache_error(TuningCache::open(dir.path()));
-    assert!(path.ends_with(INDEX_FILE) && msg.contains("missing"), "{path}: {msg}");
-    assert!(TuningCache::open_or_empty(dir.path()).unwrap().entries().is_empty());
+    assert!(
+        path.ends_with(INDEX_FILE) && msg.contains("missing"),
+        "{path}: {msg}"
+    );
+    assert!(TuningCache::open_or_empty(dir.path())
+        .unwrap()
+        .entries()
+        .is_empty());
 }
 
 #[test]
 fn corrupt_index() {
     let (dir, _) = saved_cache("garbage");
     let idx = dir.path().join(INDEX_FILE);
-    for garbage in [&b"\x00\x01not json at all\xff"[..], b"", b"[1, 2, 3]", b"{\"format\": 1, \"entries\": 7}", b"null"] {
+    for garbage in [
+        &b"\x00\x01not json at all\xff"[..],
+        b"",
+        b"[1, 2, 3]",
+        b"{\"format\": 1, \"entries\": 7}",
+        b"null",
+    ] {
         std::fs::write(&idx, garbage).unwrap();
         let (path, msg) = cache_error(TuningCache::open(dir.path()));
         assert!(path.ends_with(INDEX_FILE), "{path}");
@@ -354,7 +526,10 @@ fn truncated_index() {
         std::fs::write(&idx, &full[..len]).unwrap();
         let (path, msg) = cache_error(TuningCache::open(dir.path()));
         assert!(path.ends_with(INDEX_FILE), "{path}");
-        assert!(msg.contains("truncated") || msg.contains("corrupt"), "{len}: {msg}");
+        assert!(
+            msg.contains("truncated") || msg.contains("corrupt"),
+            "{len}: {msg}"
+        );
     }
     std::fs::write(&idx, &full).unwrap();
     assert_eq!(TuningCache::open(dir.path()).unwrap().entries().len(), 3);
@@ -368,7 +543,10 @@ fn wrong_format_version() {
     v["format"] = serde_json::json!(FORMAT_VERSION + 1);
     std::fs::write(&idx, serde_json::to_vec(&v).unwrap()).unwrap();
     let (path, msg) = cache_error(TuningCache::open(dir.path()));
-    assert!(path.ends_with(INDEX_FILE) && msg.contains("format version 2"), "{path}: {msg}");
+    assert!(
+        path.ends_with(INDEX_FILE) && msg.contains("format version 2"),
+        "{path}: {msg}"
+    );
     v.as_object_mut().unwrap().remove("format");
     std::fs::write(&idx, serde_json::to_vec(&v).unwrap()).unwrap();
     let (_, msg) = cache_error(TuningCache::open(dir.path()));
@@ -384,7 +562,10 @@ fn duplicate_entries_and_bad_cubin_names() {
     dup.entries.push(dup.entries[0].clone());
     std::fs::write(&idx, serde_json::to_vec(&dup).unwrap()).unwrap();
     let (path, msg) = cache_error(TuningCache::open(dir.path()));
-    assert!(path.ends_with(INDEX_FILE) && msg.contains("two entries"), "{path}: {msg}");
+    assert!(
+        path.ends_with(INDEX_FILE) && msg.contains("two entries"),
+        "{path}: {msg}"
+    );
     let mut escape = good.clone();
     escape.entries[0].cubin = "../../etc/passwd".into();
     std::fs::write(&idx, serde_json::to_vec(&escape).unwrap()).unwrap();
@@ -402,7 +583,10 @@ fn changed_cubin_is_a_hash_mismatch() {
     bytes[20] ^= 1;
     std::fs::write(&file, &bytes).unwrap();
     let (path, msg) = cache_error(c.cubin(e));
-    assert!(path.ends_with(&e.cubin) && msg.contains("SHA-256"), "{path}: {msg}");
+    assert!(
+        path.ends_with(&e.cubin) && msg.contains("SHA-256"),
+        "{path}: {msg}"
+    );
     // Truncated likewise.
     std::fs::write(&file, &bytes[..10]).unwrap();
     let (_, msg) = cache_error(c.cubin(e));
@@ -438,7 +622,10 @@ fn missing_cubin_file() {
     let e = c.lookup(&e.key, &e.bucket, |_| true).unwrap();
     std::fs::remove_file(dir.path().join("cubins").join(&e.cubin)).unwrap();
     let (path, msg) = cache_error(c.cubin(e));
-    assert!(path.ends_with(&e.cubin) && msg.contains("missing"), "{path}: {msg}");
+    assert!(
+        path.ends_with(&e.cubin) && msg.contains("missing"),
+        "{path}: {msg}"
+    );
     // Merging from it fails on that cubin and merges nothing.
     let other_dir = TempDir::new("nocubin-into");
     let mut into = TuningCache::empty(other_dir.path());
@@ -472,18 +659,31 @@ fn replacement_rule_on_insert() {
     c.insert(entry(&PER_KEY, at, Some(h200())), cubin("timed2"));
     assert_eq!(current(&c), cubin("timed2"));
     // ... one of another GPU does not.
-    let h100 = GpuFacts { name: "NVIDIA H100".into(), sm_count: 132, ..h200() };
+    let h100 = GpuFacts {
+        name: "NVIDIA H100".into(),
+        sm_count: 132,
+        ..h200()
+    };
     c.insert(entry(&PER_KEY, at, Some(h100.clone())), cubin("h100"));
     assert_eq!(current(&c), cubin("timed2"));
     assert_eq!(c.entries().len(), 1);
-    assert!(replaces(&entry(&PER_KEY, at, Some(h100.clone())), &entry(&PER_KEY, at, None)));
-    assert!(!replaces(&entry(&PER_KEY, at, None), &entry(&PER_KEY, at, Some(h100))));
+    assert!(replaces(
+        &entry(&PER_KEY, at, Some(h100.clone())),
+        &entry(&PER_KEY, at, None)
+    ));
+    assert!(!replaces(
+        &entry(&PER_KEY, at, None),
+        &entry(&PER_KEY, at, Some(h100))
+    ));
 }
 
 #[test]
 fn merge_two_caches() {
     let dir = TempDir::new("merge");
-    let h100 = GpuFacts { name: "NVIDIA H100".into(), ..h200() };
+    let h100 = GpuFacts {
+        name: "NVIDIA H100".into(),
+        ..h200()
+    };
     // a: untimed at (4,10), timed H200 at (5,10), only-a at (6,10), timed H200 at (7,10).
     let mut a = TuningCache::empty(&dir.sub("a"));
     a.insert(entry(&PER_KEY, b(4, 10), None), cubin("a4"));
@@ -498,9 +698,19 @@ fn merge_two_caches() {
     bb.insert(entry(&PER_KEY, b(8, 10), None), cubin("b8"));
     bb.insert(entry(&PER_KEY, b(7, 10), Some(h100)), cubin("b7"));
     bb.save().unwrap();
-    let (a, bb) = (TuningCache::open(&dir.sub("a")).unwrap(), TuningCache::open(&dir.sub("b")).unwrap());
+    let (a, bb) = (
+        TuningCache::open(&dir.sub("a")).unwrap(),
+        TuningCache::open(&dir.sub("b")).unwrap(),
+    );
     let k = key(&PER_KEY);
-    let bytes = |c: &TuningCache, x: Bucket| c.cubin(c.lookup(&k, &x, |_| true).filter(|e| e.bucket == x).unwrap()).unwrap();
+    let bytes = |c: &TuningCache, x: Bucket| {
+        c.cubin(
+            c.lookup(&k, &x, |_| true)
+                .filter(|e| e.bucket == x)
+                .unwrap(),
+        )
+        .unwrap()
+    };
 
     // b into a, saved to a third directory.
     let mut ab = TuningCache::empty(&dir.sub("ab"));
@@ -509,9 +719,17 @@ fn merge_two_caches() {
     assert_eq!(ab.save().unwrap(), 5);
     let ab = TuningCache::open(&dir.sub("ab")).unwrap();
     assert_eq!(bytes(&ab, b(4, 10)), cubin("b4"), "timed replaces untimed");
-    assert_eq!(bytes(&ab, b(5, 10)), cubin("a5"), "untimed never replaces timed");
+    assert_eq!(
+        bytes(&ab, b(5, 10)),
+        cubin("a5"),
+        "untimed never replaces timed"
+    );
     assert_eq!(bytes(&ab, b(6, 10)), cubin("a6"));
-    assert_eq!(bytes(&ab, b(7, 10)), cubin("a7"), "timed on another GPU does not replace");
+    assert_eq!(
+        bytes(&ab, b(7, 10)),
+        cubin("a7"),
+        "timed on another GPU does not replace"
+    );
     assert_eq!(bytes(&ab, b(8, 10)), cubin("b8"));
 
     // a into b, in place.
@@ -522,7 +740,11 @@ fn merge_two_caches() {
     assert_eq!(bytes(&ba, b(4, 10)), cubin("b4"));
     assert_eq!(bytes(&ba, b(5, 10)), cubin("a5"));
     assert_eq!(bytes(&ba, b(6, 10)), cubin("a6"));
-    assert_eq!(bytes(&ba, b(7, 10)), cubin("b7"), "the H100 entry already there stays");
+    assert_eq!(
+        bytes(&ba, b(7, 10)),
+        cubin("b7"),
+        "the H100 entry already there stays"
+    );
     assert_eq!(bytes(&ba, b(8, 10)), cubin("b8"));
 }
 
@@ -542,8 +764,16 @@ fn save_merges_with_what_another_writer_saved() {
     y.insert(entry(&PER_HEAD, b(7, 12), None), cubin("other"));
     assert_eq!(y.save().unwrap(), 2);
     let r = TuningCache::open(dir.path()).unwrap();
-    assert_eq!(r.cubin(r.lookup(&k, &at, |_| true).unwrap()).unwrap(), cubin("new"), "y's stale copy did not win");
-    assert_eq!(y.entries(), r.entries(), "after save a cache holds what was written");
+    assert_eq!(
+        r.cubin(r.lookup(&k, &at, |_| true).unwrap()).unwrap(),
+        cubin("new"),
+        "y's stale copy did not win"
+    );
+    assert_eq!(
+        y.entries(),
+        r.entries(),
+        "after save a cache holds what was written"
+    );
 }
 
 #[test]
@@ -560,7 +790,10 @@ fn concurrent_writers_lose_nothing() {
                     let mut c = TuningCache::empty(&d);
                     for g in gates {
                         let gpu = (t % 2 == 0).then(h200);
-                        c.insert(entry(g, b(t, 10 + round), gpu), cubin(&format!("{t}-{round}-{}", g.name())));
+                        c.insert(
+                            entry(g, b(t, 10 + round), gpu),
+                            cubin(&format!("{t}-{round}-{}", g.name())),
+                        );
                     }
                     c.save().unwrap();
                 }
@@ -574,7 +807,10 @@ fn concurrent_writers_lose_nothing() {
             for g in gates {
                 let e = r.lookup(&key(g), &b(t, 10 + round), |_| true).unwrap();
                 assert_eq!(e.bucket, b(t, 10 + round));
-                assert_eq!(r.cubin(e).unwrap(), cubin(&format!("{t}-{round}-{}", g.name())));
+                assert_eq!(
+                    r.cubin(e).unwrap(),
+                    cubin(&format!("{t}-{round}-{}", g.name()))
+                );
             }
         }
     }

@@ -3,13 +3,21 @@
 use gla_codegen::{all_variants, generate};
 
 fn main() {
-    let id = std::env::args().nth(1).expect("usage: kernel_source <variant id> | --list");
+    let id = std::env::args()
+        .nth(1)
+        .expect("usage: kernel_source <variant id> | --list");
     let _ = &gla::gates::Gla; // link the built-in gates' registrations
     if id == "--list" {
-        gla_core::registered_gates().into_iter().flat_map(all_variants).for_each(|s| println!("{}", s.id()));
+        gla_core::registered_gates()
+            .into_iter()
+            .flat_map(all_variants)
+            .for_each(|s| println!("{}", s.id()));
         return;
     }
-    let found = gla_core::registered_gates().into_iter().flat_map(all_variants).find(|s| s.id() == id);
+    let found = gla_core::registered_gates()
+        .into_iter()
+        .flat_map(all_variants)
+        .find(|s| s.id() == id);
     match found.map(|s| generate(&s)) {
         Some(Ok(g)) => print!("{}", g.source),
         Some(Err(e)) => eprintln!("{e}"),

@@ -55,4 +55,12 @@ pub fn retnet(h: f32) -> f32 {
 }
 
 /// The names of the seven built-in gates above.
-pub const BUILT_IN: [&str; 7] = ["gla", "mamba2", "mlstm", "gated_retnet", "hgrn2", "rwkv6", "retnet"];
+pub const BUILT_IN: [&str; 7] = [
+    "gla",
+    "mamba2",
+    "mlstm",
+    "gated_retnet",
+    "hgrn2",
+    "rwkv6",
+    "retnet",
+];

@@ -44,7 +44,8 @@ extern crate self as gla;
 pub use gla_core::error::Result;
 pub use gla_core::tensor::HostData;
 pub use gla_core::{
-    self as core, registered_gates, DType, Dims, Gate, GateRegistration, GateShape, GlaError, HostTensor, ParamSpec,
+    self as core, registered_gates, DType, Dims, Gate, GateRegistration, GateShape, GlaError,
+    HostTensor, ParamSpec,
 };
 pub use gla_macros::gated_linear_attention;
 
@@ -52,7 +53,8 @@ pub use gla_macros::gated_linear_attention;
 pub use gla_codegen::{self as codegen, all_variants, KernelSpec};
 pub use gla_runtime::forward::logits_shape;
 pub use gla_runtime::{
-    self as runtime, cache::TuningCache, tuned::TuningStats, CompileOptions, DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu,
+    self as runtime, cache::TuningCache, tuned::TuningStats, CompileOptions, DeviceInfo,
+    DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu,
 };
 
 pub mod gates;
@@ -66,7 +68,10 @@ pub mod math;
 pub mod prelude {
     pub use crate::gated_linear_attention;
     pub use crate::math::*;
-    pub use crate::{DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput, Gate, GateShape, Gla, GlaError, HostTensor};
+    pub use crate::{
+        DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput, Gate, GateShape, Gla, GlaError,
+        HostTensor,
+    };
 }
 
 /// Paths used by the code `#[gated_linear_attention]` generates. Not public API.

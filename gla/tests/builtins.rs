@@ -26,7 +26,10 @@ fn registry_lists_all_seven() {
     listed.sort();
     assert_eq!(listed, ALL.map(|a| a.0).to_vec(), "gla::gates::BUILT_IN");
     for (name, shape, np) in ALL {
-        let g = reg.iter().find(|g| g.name() == name).unwrap_or_else(|| panic!("`{name}` not registered: {names:?}"));
+        let g = reg
+            .iter()
+            .find(|g| g.name() == name)
+            .unwrap_or_else(|| panic!("`{name}` not registered: {names:?}"));
         assert_eq!(g.shape(), shape, "{name}");
         assert_eq!(g.params().len(), np, "{name}");
         assert_eq!(g.cuda_ident(), format!("gla_gate_{name}"));
@@ -46,13 +49,22 @@ fn metadata() {
     hashes.sort();
     hashes.dedup();
     assert_eq!(hashes.len(), 7);
-    assert_ne!(Gla.content_hash(), GatedRetnet.content_hash(), "same expression, different name and shape");
+    assert_ne!(
+        Gla.content_hash(),
+        GatedRetnet.content_hash(),
+        "same expression, different name and shape"
+    );
 }
 
 #[test]
 fn plain_rust_fns_agree_with_the_gate() {
     for x in [-30.0f32, -3.0, -0.5, 0.0, 0.7, 4.0, 25.0] {
-        let close = |a: f32, b: f64| assert!((a as f64 - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b} at x = {x}");
+        let close = |a: f32, b: f64| {
+            assert!(
+                (a as f64 - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{a} vs {b} at x = {x}"
+            )
+        };
         close(gla(x), Gla.log_alpha(x as f64, &[]));
         close(mamba2(x, 0.3), Mamba2.log_alpha(x as f64, &[0.3f32 as f64]));
         close(mlstm(x), Mlstm.log_alpha(x as f64, &[]));
@@ -62,7 +74,10 @@ fn plain_rust_fns_agree_with_the_gate() {
     }
     for h in 0..16 {
         let want = (1.0 - 2f64.powi(-5 - h)).ln();
-        assert!((Retnet.log_alpha(h as f64, &[]) - want).abs() < 1e-7 * want.abs(), "h = {h}");
+        assert!(
+            (Retnet.log_alpha(h as f64, &[]) - want).abs() < 1e-7 * want.abs(),
+            "h = {h}"
+        );
         assert!((retnet(h as f32) as f64 - want).abs() < 1e-5 * want.abs());
     }
 }
@@ -85,12 +100,27 @@ fn derivatives_match_central_differences() {
     for g in builtins() {
         let np = g.params().len();
         for _ in 0..500 {
-            let x = if g.shape() == GateShape::Fixed { rng.uniform(0.0, 40.0) } else { rng.uniform(-12.0, 12.0) };
-            let p: Vec<f64> = g.params().iter().map(|s| s.range.map_or(rng.uniform(-2.0, 2.0), |(a, b)| rng.uniform(a, b))).collect();
+            let x = if g.shape() == GateShape::Fixed {
+                rng.uniform(0.0, 40.0)
+            } else {
+                rng.uniform(-12.0, 12.0)
+            };
+            let p: Vec<f64> = g
+                .params()
+                .iter()
+                .map(|s| {
+                    s.range
+                        .map_or(rng.uniform(-2.0, 2.0), |(a, b)| rng.uniform(a, b))
+                })
+                .collect();
             let h = 1e-6 * (1.0 + x.abs());
             let fd = (g.log_alpha(x + h, &p) - g.log_alpha(x - h, &p)) / (2.0 * h);
             let d = g.dlog_alpha_dx(x, &p);
-            assert!((fd - d).abs() <= 1e-6 * (1.0 + d.abs()), "{}: d/dx at x = {x}, p = {p:?}: fd {fd}, symbolic {d}", g.name());
+            assert!(
+                (fd - d).abs() <= 1e-6 * (1.0 + d.abs()),
+                "{}: d/dx at x = {x}, p = {p:?}: fd {fd}, symbolic {d}",
+                g.name()
+            );
             let mut grad = vec![f64::NAN; np];
             g.dlog_alpha_dparams(x, &p, &mut grad);
             for k in 0..np {
@@ -114,12 +144,28 @@ fn derivatives_match_central_differences() {
 #[test]
 fn log_alpha_is_nonpositive_and_finite_at_extremes() {
     for g in builtins() {
-        let xs: Vec<f64> = if g.shape() == GateShape::Fixed { (0..1025).map(f64::from).collect() } else { vec![-1e4, -100.0, -1.0, 0.0, 1.0, 80.0, 700.0] };
-        let p: Vec<f64> = g.params().iter().map(|s| s.range.map_or(0.5, |(_, b)| b)).collect();
+        let xs: Vec<f64> = if g.shape() == GateShape::Fixed {
+            (0..1025).map(f64::from).collect()
+        } else {
+            vec![-1e4, -100.0, -1.0, 0.0, 1.0, 80.0, 700.0]
+        };
+        let p: Vec<f64> = g
+            .params()
+            .iter()
+            .map(|s| s.range.map_or(0.5, |(_, b)| b))
+            .collect();
         for x in xs {
             let v = g.log_alpha(x, &p);
-            assert!(v <= 0.0 && !v.is_nan(), "{}: log α = {v} at x = {x}", g.name());
-            assert!(!g.dlog_alpha_dx(x, &p).is_nan(), "{}: d/dx NaN at x = {x}", g.name());
+            assert!(
+                v <= 0.0 && !v.is_nan(),
+                "{}: log α = {v} at x = {x}",
+                g.name()
+            );
+            assert!(
+                !g.dlog_alpha_dx(x, &p).is_nan(),
+                "{}: d/dx NaN at x = {x}",
+                g.name()
+            );
         }
     }
 }
@@ -130,9 +176,15 @@ fn cuda_sources_are_self_contained() {
         let s = g.cuda_source();
         let id = g.cuda_ident();
         assert!(!s.contains("#include"), "{}", g.name());
-        assert!(s.contains(&format!("__device__ __forceinline__ float {id}(float x, const float* p)")));
-        assert!(s.contains(&format!("__device__ __forceinline__ float {id}_dx(float x, const float* p)")));
-        assert!(s.contains(&format!("__device__ __forceinline__ void {id}_dp(float x, const float* p, float* dp)")));
+        assert!(s.contains(&format!(
+            "__device__ __forceinline__ float {id}(float x, const float* p)"
+        )));
+        assert!(s.contains(&format!(
+            "__device__ __forceinline__ float {id}_dx(float x, const float* p)"
+        )));
+        assert!(s.contains(&format!(
+            "__device__ __forceinline__ void {id}_dp(float x, const float* p, float* dp)"
+        )));
         assert!(g.cuda_log2_acc() && s.contains(&format!("__device__ __forceinline__ float {id}_log2_acc(float x, const float* p, float acc)")));
         assert!(s.is_ascii(), "{}", g.name());
     }
@@ -156,5 +208,8 @@ fn cuda_snapshots() {
             Err(_) => stale.push(format!("{} is missing", path.display())),
         }
     }
-    assert!(stale.is_empty(), "{stale:?}: review the generated CUDA and rerun with GLA_UPDATE_SNAPSHOTS=1");
+    assert!(
+        stale.is_empty(),
+        "{stale:?}: review the generated CUDA and rerun with GLA_UPDATE_SNAPSHOTS=1"
+    );
 }

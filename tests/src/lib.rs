@@ -52,29 +52,44 @@ fn randn(rng: &mut SmallRng, n: usize, scale: f32) -> Vec<f32> {
     const BLOCK: usize = 1 << 16;
     let seed: u64 = rng.random();
     let mut out = vec![0f32; n];
-    out.par_chunks_mut(BLOCK).enumerate().for_each(|(b, chunk)| {
-        let mut r = SmallRng::seed_from_u64(seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        for x in chunk {
-            *x = loop {
-                let y = normal(&mut r) * scale;
-                if y != 0.0 {
-                    break y;
-                }
-            };
-        }
-    });
+    out.par_chunks_mut(BLOCK)
+        .enumerate()
+        .for_each(|(b, chunk)| {
+            let mut r =
+                SmallRng::seed_from_u64(seed ^ (b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            for x in chunk {
+                *x = loop {
+                    let y = normal(&mut r) * scale;
+                    if y != 0.0 {
+                        break y;
+                    }
+                };
+            }
+        });
     out
 }
 
 impl Case {
     /// A random case for `gate`: q, k ~ N(0,1) (rounded to `dtype`), v ~ N(0,1), logits ~ N(0,1) (for RWKV-6's
     /// −exp(x) that spans decays from ~0.01 to ~e^−7 per step), params inside their declared ranges.
-    pub fn random(gate: &dyn Gate, dims: Dims, dtype: DType, seed: u64, with_state: bool, cu: Option<Vec<usize>>) -> Case {
+    pub fn random(
+        gate: &dyn Gate,
+        dims: Dims,
+        dtype: DType,
+        seed: u64,
+        with_state: bool,
+        cu: Option<Vec<usize>>,
+    ) -> Case {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let (nq, nv) = (dims.b * dims.t * dims.h * dims.dk, dims.b * dims.t * dims.h * dims.dv);
+        let (nq, nv) = (
+            dims.b * dims.t * dims.h * dims.dk,
+            dims.b * dims.t * dims.h * dims.dv,
+        );
         let round = |v: Vec<f32>| {
             use rayon::prelude::*;
-            v.into_par_iter().map(|x| dtype.round(x)).collect::<Vec<_>>()
+            v.into_par_iter()
+                .map(|x| dtype.round(x))
+                .collect::<Vec<_>>()
         };
         let q = round(randn(&mut rng, nq, 1.0));
         let k = round(randn(&mut rng, nq, 1.0));
@@ -90,18 +105,38 @@ impl Case {
             }
         }
         let n = cu.as_ref().map(|c| c.len() - 1).unwrap_or(dims.b);
-        let initial_state = with_state.then(|| randn(&mut rng, n * dims.h * dims.dk * dims.dv, 0.5));
-        Case { dims, dtype, q, k, v, logits, params, initial_state, cu_seqlens: cu }
+        let initial_state =
+            with_state.then(|| randn(&mut rng, n * dims.h * dims.dk * dims.dv, 0.5));
+        Case {
+            dims,
+            dtype,
+            q,
+            k,
+            v,
+            logits,
+            params,
+            initial_state,
+            cu_seqlens: cu,
+        }
     }
 
     pub fn n_seqs(&self) -> usize {
-        self.cu_seqlens.as_ref().map(|c| c.len() - 1).unwrap_or(self.dims.b)
+        self.cu_seqlens
+            .as_ref()
+            .map(|c| c.len() - 1)
+            .unwrap_or(self.dims.b)
     }
 
     /// f64 recurrent reference driven by the gate (`gla_core::gate_ref`): (o [B,T,H,dv], final state [N,H,dk,dv]).
     pub fn reference(&self, gate: &dyn Gate, scale: Option<f64>) -> (Vec<f64>, Vec<f64>) {
         let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
-        let (q, k, v, logits, params) = (f(&self.q), f(&self.k), f(&self.v), f(&self.logits), f(&self.params));
+        let (q, k, v, logits, params) = (
+            f(&self.q),
+            f(&self.k),
+            f(&self.v),
+            f(&self.logits),
+            f(&self.params),
+        );
         let h0 = self.initial_state.as_deref().map(f);
         let p = GateProblem {
             dims: self.dims,

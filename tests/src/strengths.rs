@@ -55,14 +55,54 @@ pub struct Strength {
 /// Every strength, weakest decay first (as measured: mean log α per step ≈ −5·10⁻², −0.8, −8 …).
 pub fn all() -> Vec<Strength> {
     vec![
-        Strength { label: "const-1e-6", formula: "−1e-6", fla_formula: "torch.full_like(x, -1e-6)", gate: &ConstM1e6 },
-        Strength { label: "gla/16", formula: "log σ(x)/16", fla_formula: "F.logsigmoid(x) / 16", gate: &gla::gates::Gla },
-        Strength { label: "hgrn2", formula: "log(γ + (1−γ) σ(x))", fla_formula: "torch.log(gamma + (1 - gamma) * torch.sigmoid(x))", gate: &gla::gates::Hgrn2 },
-        Strength { label: "fla", formula: "max(log σ(x), −5)", fla_formula: "torch.clamp(F.logsigmoid(x), min=-5)", gate: &FlaGate },
-        Strength { label: "gla/1", formula: "log σ(x)", fla_formula: "F.logsigmoid(x)", gate: &GlaN1 },
-        Strength { label: "rwkv6", formula: "−exp(x)", fla_formula: "-torch.exp(x)", gate: &gla::gates::Rwkv6 },
-        Strength { label: "gla/0.1", formula: "log σ(x)/0.1", fla_formula: "F.logsigmoid(x) * 10", gate: &GlaN01 },
-        Strength { label: "const-60", formula: "−60", fla_formula: "torch.full_like(x, -60.0)", gate: &ConstM60 },
+        Strength {
+            label: "const-1e-6",
+            formula: "−1e-6",
+            fla_formula: "torch.full_like(x, -1e-6)",
+            gate: &ConstM1e6,
+        },
+        Strength {
+            label: "gla/16",
+            formula: "log σ(x)/16",
+            fla_formula: "F.logsigmoid(x) / 16",
+            gate: &gla::gates::Gla,
+        },
+        Strength {
+            label: "hgrn2",
+            formula: "log(γ + (1−γ) σ(x))",
+            fla_formula: "torch.log(gamma + (1 - gamma) * torch.sigmoid(x))",
+            gate: &gla::gates::Hgrn2,
+        },
+        Strength {
+            label: "fla",
+            formula: "max(log σ(x), −5)",
+            fla_formula: "torch.clamp(F.logsigmoid(x), min=-5)",
+            gate: &FlaGate,
+        },
+        Strength {
+            label: "gla/1",
+            formula: "log σ(x)",
+            fla_formula: "F.logsigmoid(x)",
+            gate: &GlaN1,
+        },
+        Strength {
+            label: "rwkv6",
+            formula: "−exp(x)",
+            fla_formula: "-torch.exp(x)",
+            gate: &gla::gates::Rwkv6,
+        },
+        Strength {
+            label: "gla/0.1",
+            formula: "log σ(x)/0.1",
+            fla_formula: "F.logsigmoid(x) * 10",
+            gate: &GlaN01,
+        },
+        Strength {
+            label: "const-60",
+            formula: "−60",
+            fla_formula: "torch.full_like(x, -60.0)",
+            gate: &ConstM60,
+        },
     ]
 }
 
@@ -78,7 +118,10 @@ pub fn select(list: &str) -> Result<Vec<Strength>, String> {
         .filter(|s| !s.is_empty())
         .map(|l| {
             all().into_iter().find(|s| s.label == l).ok_or_else(|| {
-                format!("unknown strength `{l}`; known: {}", all().iter().map(|s| s.label).collect::<Vec<_>>().join(", "))
+                format!(
+                    "unknown strength `{l}`; known: {}",
+                    all().iter().map(|s| s.label).collect::<Vec<_>>().join(", ")
+                )
             })
         })
         .collect()
@@ -103,16 +146,30 @@ mod tests {
             (0..n)
                 .map(|i| {
                     let x = lo + (i as f64 + 0.5) * h;
-                    g.log_alpha(x, &params) * (-x * x / 2.0).exp() / (2.0 * std::f64::consts::PI).sqrt() * h
+                    g.log_alpha(x, &params) * (-x * x / 2.0).exp()
+                        / (2.0 * std::f64::consts::PI).sqrt()
+                        * h
                 })
                 .sum::<f64>()
         };
         let means: Vec<f64> = all.iter().map(|s| mean(s.gate)).collect();
         for (w, s) in means.windows(2).zip(all.windows(2)) {
-            assert!(w[1] <= w[0], "{} (mean log α {:.3}) decays less than {} ({:.3})", s[1].label, w[1], s[0].label, w[0]);
+            assert!(
+                w[1] <= w[0],
+                "{} (mean log α {:.3}) decays less than {} ({:.3})",
+                s[1].label,
+                w[1],
+                s[0].label,
+                w[0]
+            );
         }
-        assert!((means[0] + 1e-6).abs() < 1e-9 && (means[7] + 60.0).abs() < 1e-9, "{means:?}");
-        assert!(all.iter().all(|s| s.gate.shape() == gla_core::GateShape::PerKey));
+        assert!(
+            (means[0] + 1e-6).abs() < 1e-9 && (means[7] + 60.0).abs() < 1e-9,
+            "{means:?}"
+        );
+        assert!(all
+            .iter()
+            .all(|s| s.gate.shape() == gla_core::GateShape::PerKey));
     }
 
     #[test]

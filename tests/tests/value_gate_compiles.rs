@@ -16,7 +16,13 @@ fn every_value_gate_variant_compiles_without_spills() {
     assert_eq!(gate.shape(), GateShape::PerValue);
     let specs = all_variants(gate);
     // The tuner's space for a value gate: every plain fused and materialized kernel of every dtype and head dim.
-    assert!(specs.len() >= 18 && specs.iter().any(|s| s.materialize) && specs.iter().any(|s| s.sub_chunk == 32), "got {}", specs.len());
+    assert!(
+        specs.len() >= 18
+            && specs.iter().any(|s| s.materialize)
+            && specs.iter().any(|s| s.sub_chunk == 32),
+        "got {}",
+        specs.len()
+    );
     let t0 = std::time::Instant::now();
     let problems: Vec<String> = specs
         .par_iter()
@@ -30,12 +36,26 @@ fn every_value_gate_variant_compiles_without_spills() {
                     for k in &g.plan.kernels {
                         match c.resources_of(&k.name) {
                             None => out.push(format!("{} {}: no ptxas report", s.id(), k.name)),
-                            Some(r) if !gla_codegen::spills_acceptable(&k.name, r.spill_stores_bytes + r.spill_loads_bytes) => {
-                                out.push(format!("{} {}: {} B spilled", s.id(), k.name, r.spill_stores_bytes + r.spill_loads_bytes))
+                            Some(r)
+                                if !gla_codegen::spills_acceptable(
+                                    &k.name,
+                                    r.spill_stores_bytes + r.spill_loads_bytes,
+                                ) =>
+                            {
+                                out.push(format!(
+                                    "{} {}: {} B spilled",
+                                    s.id(),
+                                    k.name,
+                                    r.spill_stores_bytes + r.spill_loads_bytes
+                                ))
                             }
-                            Some(r) if k.smem_bytes + r.static_smem_bytes > MAX_SMEM_BYTES => {
-                                out.push(format!("{} {}: {} B shared memory", s.id(), k.name, k.smem_bytes + r.static_smem_bytes))
-                            }
+                            Some(r) if k.smem_bytes + r.static_smem_bytes > MAX_SMEM_BYTES => out
+                                .push(format!(
+                                    "{} {}: {} B shared memory",
+                                    s.id(),
+                                    k.name,
+                                    k.smem_bytes + r.static_smem_bytes
+                                )),
                             Some(_) => {}
                         }
                     }
@@ -44,6 +64,15 @@ fn every_value_gate_variant_compiles_without_spills() {
             out
         })
         .collect();
-    println!("compiled {} value-gate variants in {:.1} s", specs.len(), t0.elapsed().as_secs_f64());
-    assert!(problems.is_empty(), "{} problems:\n{}", problems.len(), problems.join("\n"));
+    println!(
+        "compiled {} value-gate variants in {:.1} s",
+        specs.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }

@@ -10,7 +10,9 @@ use crate::args::Options;
 use crate::progress::{bar, say};
 use gla_codegen::{generate, KernelSpec, SpecRecord};
 use gla_core::{DType, Gate};
-use gla_runtime::cache::{check, sha256_hex, Bucket, CacheKey, Entry, Environment, TuningCache, Validators};
+use gla_runtime::cache::{
+    check, sha256_hex, Bucket, CacheKey, Entry, Environment, TuningCache, Validators,
+};
 use gla_runtime::nvrtc;
 use rayon::prelude::*;
 use std::path::PathBuf;
@@ -71,7 +73,10 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
     let t0 = Instant::now();
     let nvrtc_version = nvrtc::probe().map_err(|e| e.to_string())?.version;
     let mut cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
-    let env = Environment { nvrtc_version: Some(nvrtc_version), gpu: None };
+    let env = Environment {
+        nvrtc_version: Some(nvrtc_version),
+        gpu: None,
+    };
     let bucket = untimed_bucket();
 
     let mut rows = Vec::new();
@@ -101,7 +106,14 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                 match generate(&spec) {
                     Ok(g) => {
                         let source_sha256 = sha256_hex(g.source.as_bytes());
-                        jobs.push(Job { gate, dtype, d, spec, source: g.source, source_sha256 });
+                        jobs.push(Job {
+                            gate,
+                            dtype,
+                            d,
+                            spec,
+                            source: g.source,
+                            source_sha256,
+                        });
                     }
                     Err(e) => rows.push(row(spec.id(), Some(format!("codegen: {e}")))),
                 }
@@ -114,7 +126,11 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
     for job in jobs {
         let key = CacheKey::new(job.gate, job.dtype, job.d, job.d);
         let current = cache.entries().iter().find(|e| {
-            e.key == key && e.bucket == bucket && !e.is_timed() && e.variant == job.spec.id() && check(e, &env, &job.source_sha256).is_ok()
+            e.key == key
+                && e.bucket == bucket
+                && !e.is_timed()
+                && e.variant == job.spec.id()
+                && check(e, &env, &job.source_sha256).is_ok()
         });
         match current.map(|e| cache.cubin(e)) {
             Some(Ok(bytes)) => rows.push(AotRow {
@@ -150,7 +166,14 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
             pb.set_message(id.clone());
             let c = nvrtc::compile(&job.source, &id).map_err(|e| e.to_string());
             match &c {
-                Ok(c) => say(&pb, format!("  {id}: {:.1} s, {} KB", c.compile_ms / 1e3, c.cubin.len() / 1024)),
+                Ok(c) => say(
+                    &pb,
+                    format!(
+                        "  {id}: {:.1} s, {} KB",
+                        c.compile_ms / 1e3,
+                        c.cubin.len() / 1024
+                    ),
+                ),
                 Err(_) => say(&pb, format!("  {id}: FAILED")),
             }
             pb.inc(1);
@@ -200,13 +223,28 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
         rows.push(row);
     }
     let entries = cache.save().map_err(|e| e.to_string())?;
-    rows.sort_by_key(|r| (r.gate.clone(), DType::ALL.iter().position(|&d| d == r.dtype), r.d));
-    Ok(AotReport { dir: o.out.clone(), rows, entries, nvrtc_version, wall_s: t0.elapsed().as_secs_f64() })
+    rows.sort_by_key(|r| {
+        (
+            r.gate.clone(),
+            DType::ALL.iter().position(|&d| d == r.dtype),
+            r.d,
+        )
+    });
+    Ok(AotReport {
+        dir: o.out.clone(),
+        rows,
+        entries,
+        nvrtc_version,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
 }
 
 /// The summary table (gate, dtype, d, variant, cubin KB, compile s) and the closing lines.
 pub fn print_report(r: &AotReport) {
-    println!("\n{:<12} {:<5} {:>4} {:<58} {:>9} {:>9}", "gate", "dtype", "d", "variant", "cubin KB", "compile s");
+    println!(
+        "\n{:<12} {:<5} {:>4} {:<58} {:>9} {:>9}",
+        "gate", "dtype", "d", "variant", "cubin KB", "compile s"
+    );
     for row in &r.rows {
         let compile = match (row.compile_s, &row.problem) {
             (_, Some(_)) => "FAILED".to_string(),
@@ -224,16 +262,32 @@ pub fn print_report(r: &AotReport) {
         );
     }
     for row in r.rows.iter().filter(|r| r.problem.is_some()) {
-        eprintln!("FAILED {} {} d={} {}: {}", row.gate, row.dtype, row.d, row.variant, row.problem.as_deref().unwrap_or(""));
+        eprintln!(
+            "FAILED {} {} d={} {}: {}",
+            row.gate,
+            row.dtype,
+            row.d,
+            row.variant,
+            row.problem.as_deref().unwrap_or("")
+        );
     }
-    let compiled = r.rows.iter().filter(|r| r.compile_s.is_some() && r.problem.is_none()).count();
+    let compiled = r
+        .rows
+        .iter()
+        .filter(|r| r.compile_s.is_some() && r.problem.is_none())
+        .count();
     println!(
         "\n{} untimed entries in {} ({} compiled now, {} already there) in {:.1} s",
         r.entries,
         r.dir.display(),
         compiled,
-        r.rows.iter().filter(|r| r.compile_s.is_none() && r.problem.is_none()).count(),
+        r.rows
+            .iter()
+            .filter(|r| r.compile_s.is_none() && r.problem.is_none())
+            .count(),
         r.wall_s
     );
-    println!("timing needs a GPU: run autotune on an H200 to time the candidates and refine this cache");
+    println!(
+        "timing needs a GPU: run autotune on an H200 to time the candidates and refine this cache"
+    );
 }

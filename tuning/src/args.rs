@@ -98,7 +98,10 @@ impl Options {
 }
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
-    DType::ALL.into_iter().find(|d| d.as_str() == s).ok_or_else(|| format!("unknown dtype `{s}` (bf16, f16 or f32)"))
+    DType::ALL
+        .into_iter()
+        .find(|d| d.as_str() == s)
+        .ok_or_else(|| format!("unknown dtype `{s}` (bf16, f16 or f32)"))
 }
 
 fn list(s: &str) -> impl Iterator<Item = &str> {
@@ -116,7 +119,12 @@ pub fn parse_problems(s: &str) -> Result<Vec<(usize, usize, usize)>, String> {
             .ok_or_else(|| format!("--buckets: `{p}` is not B,T,H with positive integers"))?;
         match v[..] {
             [b, t, h] => out.push((b, t, h)),
-            _ => return Err(format!("--buckets: `{p}` has {} numbers, expected B,T,H", v.len())),
+            _ => {
+                return Err(format!(
+                    "--buckets: `{p}` has {} numbers, expected B,T,H",
+                    v.len()
+                ))
+            }
         }
     }
     if out.is_empty() {
@@ -135,13 +143,20 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
             _ => (a, None),
         };
-        let takes_value = matches!(flag, "--only" | "--gates" | "--dims" | "--dtypes" | "--out" | "--buckets" | "--devices");
+        let takes_value = matches!(
+            flag,
+            "--only" | "--gates" | "--dims" | "--dtypes" | "--out" | "--buckets" | "--devices"
+        );
         let value = if takes_value {
             match inline {
                 Some(v) => Some(v),
                 None => {
                     i += 1;
-                    Some(args.get(i).cloned().ok_or_else(|| format!("{flag} needs a value (see --help)"))?)
+                    Some(
+                        args.get(i)
+                            .cloned()
+                            .ok_or_else(|| format!("{flag} needs a value (see --help)"))?,
+                    )
                 }
             }
         } else {
@@ -165,7 +180,15 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             ("--dims", Some(v)) => {
                 let d = list(&v)
                     .map(|x| {
-                        x.parse::<usize>().ok().filter(|d| (1..=gla_codegen::MAX_HEAD_DIM).contains(d)).ok_or_else(|| format!("--dims: `{x}` is not a head dim in 1..={}", gla_codegen::MAX_HEAD_DIM))
+                        x.parse::<usize>()
+                            .ok()
+                            .filter(|d| (1..=gla_codegen::MAX_HEAD_DIM).contains(d))
+                            .ok_or_else(|| {
+                                format!(
+                                    "--dims: `{x}` is not a head dim in 1..={}",
+                                    gla_codegen::MAX_HEAD_DIM
+                                )
+                            })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 if d.is_empty() {
@@ -190,14 +213,26 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                 o.devices = if v.trim() == "all" {
                     None
                 } else {
-                    let d = list(&v).map(|x| x.parse::<usize>().map_err(|_| format!("--devices: `{x}` is not a device ordinal (or use `all`)"))).collect::<Result<Vec<_>, _>>()?;
+                    let d = list(&v)
+                        .map(|x| {
+                            x.parse::<usize>().map_err(|_| {
+                                format!("--devices: `{x}` is not a device ordinal (or use `all`)")
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
                     if d.is_empty() {
                         return Err("--devices: expected all or 0,1,...".into());
                     }
                     Some(d)
                 };
             }
-            ("--buckets", Some(v)) => o.buckets = if v.trim() == "default" { Buckets::Default } else { Buckets::Problems(parse_problems(&v)?) },
+            ("--buckets", Some(v)) => {
+                o.buckets = if v.trim() == "default" {
+                    Buckets::Default
+                } else {
+                    Buckets::Problems(parse_problems(&v)?)
+                }
+            }
             (f, _) => return Err(format!("unknown argument `{f}` (see --help)")),
         }
         i += 1;
@@ -241,10 +276,20 @@ mod tests {
         assert_eq!(o.dims, Some(vec![64, 128]));
         assert_eq!(o.dtypes, Some(vec![DType::BF16, DType::F32]));
         assert_eq!(o.out, PathBuf::from("/tmp/x"));
-        assert_eq!(o.buckets, Buckets::Problems(vec![(8, 4096, 16), (2, 16384, 16)]));
+        assert_eq!(
+            o.buckets,
+            Buckets::Problems(vec![(8, 4096, 16), (2, 16384, 16)])
+        );
         assert!(o.selects("gla.fwd.bf16.C32.w8p4x2g") && !o.selects("gla.fwd.bf16.C32.w4p4g"));
         let o = p("--dims=256 --buckets=default --gates=rwkv6").unwrap();
-        assert_eq!((o.dims, o.buckets, o.gates), (Some(vec![256]), Buckets::Default, Some(vec!["rwkv6".to_string()])));
+        assert_eq!(
+            (o.dims, o.buckets, o.gates),
+            (
+                Some(vec![256]),
+                Buckets::Default,
+                Some(vec!["rwkv6".to_string()])
+            )
+        );
         assert!(p("-h").unwrap().help && p("--help").unwrap().help);
     }
 

@@ -42,9 +42,15 @@ pub struct Strength {
 }
 
 /// Logits ~ N(0, 1) as drawn.
-pub const AS_DRAWN: Strength = Strength { name: "logits~N(0,1)", shift: 0.0 };
+pub const AS_DRAWN: Strength = Strength {
+    name: "logits~N(0,1)",
+    shift: 0.0,
+};
 /// Logits ~ N(0, 1) − 12: strong decays (per-key kernels take the exact sub-chunk path on most chunks).
-pub const STRONG: Strength = Strength { name: "logits~N(0,1)-12", shift: -12.0 };
+pub const STRONG: Strength = Strength {
+    name: "logits~N(0,1)-12",
+    shift: -12.0,
+};
 
 /// The strengths a gate is timed at: per-key gates' speed depends on the decays' span per chunk (factorised vs exact
 /// scores), so they are timed at both [`AS_DRAWN`] and [`STRONG`] and judged by the worse; other gates at
@@ -58,7 +64,12 @@ pub fn strengths(shape: GateShape) -> Vec<Strength> {
 
 /// The candidates of (gate, dtype, d): `all_variants(gate)` of that dtype with d_k = d_v = d (a key-split variant
 /// serves d_k = key_split · its slice), narrowed by `only` (`--only`), in `all_variants`' order.
-pub fn candidates(gate: &'static dyn Gate, dtype: DType, d: usize, only: Option<&str>) -> Vec<KernelSpec> {
+pub fn candidates(
+    gate: &'static dyn Gate,
+    dtype: DType,
+    d: usize,
+    only: Option<&str>,
+) -> Vec<KernelSpec> {
     all_variants(gate)
         .into_iter()
         .filter(|s| s.dtype == dtype && s.key_dim() as usize == d && s.dv as usize == d)
@@ -77,8 +88,20 @@ pub struct Target {
 /// `Bucket::of(B·H, T)`. A bucket given twice is timed once (the first problem that names it).
 pub fn targets(buckets: &Buckets) -> Vec<Target> {
     let mut out: Vec<Target> = match buckets {
-        Buckets::Default => Bucket::grid().into_iter().map(|bucket| Target { bucket, problem: bucket.problem() }).collect(),
-        Buckets::Problems(p) => p.iter().map(|&(b, t, h)| Target { bucket: Bucket::of(b * h, t), problem: (b, t, h) }).collect(),
+        Buckets::Default => Bucket::grid()
+            .into_iter()
+            .map(|bucket| Target {
+                bucket,
+                problem: bucket.problem(),
+            })
+            .collect(),
+        Buckets::Problems(p) => p
+            .iter()
+            .map(|&(b, t, h)| Target {
+                bucket: Bucket::of(b * h, t),
+                problem: (b, t, h),
+            })
+            .collect(),
     };
     let mut seen = Vec::new();
     out.retain(|t| {
@@ -117,18 +140,33 @@ pub fn worst_case(times_ms: &[f64]) -> f64 {
 /// iff its (worst-case) screening time is finite and at most `ratio` × the best one. `keep` (the default variant,
 /// whose time is reported as the baseline) is timed fully whatever its screening time, as long as it is finite.
 pub fn survivors(scores: &[f64], ratio: f64, keep: Option<usize>) -> Vec<bool> {
-    let best = scores.iter().copied().filter(|s| s.is_finite()).fold(f64::INFINITY, f64::min);
-    scores.iter().enumerate().map(|(i, &s)| s.is_finite() && (s <= ratio * best || keep == Some(i))).collect()
+    let best = scores
+        .iter()
+        .copied()
+        .filter(|s| s.is_finite())
+        .fold(f64::INFINITY, f64::min);
+    scores
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| s.is_finite() && (s <= ratio * best || keep == Some(i)))
+        .collect()
 }
 
 /// The winner: the lowest finite score; ties go to the earlier candidate. `None` when no score is finite.
 pub fn winner(scores: &[f64]) -> Option<usize> {
-    scores.iter().enumerate().filter(|(_, s)| s.is_finite()).min_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
+    scores
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.is_finite())
+        .min_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
 }
 
 /// Speed-up of the winner over the default: `default_ms / ms` (1 when the default won).
 pub fn gain(ms: f64, default_ms: Option<f64>) -> Option<f64> {
-    default_ms.filter(|d| d.is_finite() && ms > 0.0).map(|d| d / ms)
+    default_ms
+        .filter(|d| d.is_finite() && ms > 0.0)
+        .map(|d| d / ms)
 }
 
 #[cfg(test)]
@@ -178,12 +216,24 @@ mod tests {
     #[test]
     fn elimination_rule() {
         // best 1.0: 1.3 stays (boundary), 1.31 goes, ∞/NaN go.
-        assert_eq!(survivors(&[1.0, 1.3, 1.31, f64::INFINITY, f64::NAN], 1.3, None), vec![true, true, false, false, false]);
+        assert_eq!(
+            survivors(&[1.0, 1.3, 1.31, f64::INFINITY, f64::NAN], 1.3, None),
+            vec![true, true, false, false, false]
+        );
         // The default is kept for its baseline time even when slow, but not when it failed.
-        assert_eq!(survivors(&[1.0, 2.0, 3.0], 1.3, Some(2)), vec![true, false, true]);
-        assert_eq!(survivors(&[1.0, f64::INFINITY], 1.3, Some(1)), vec![true, false]);
+        assert_eq!(
+            survivors(&[1.0, 2.0, 3.0], 1.3, Some(2)),
+            vec![true, false, true]
+        );
+        assert_eq!(
+            survivors(&[1.0, f64::INFINITY], 1.3, Some(1)),
+            vec![true, false]
+        );
         // Nothing finite: nobody survives.
-        assert_eq!(survivors(&[f64::INFINITY, f64::NAN], 1.3, Some(0)), vec![false, false]);
+        assert_eq!(
+            survivors(&[f64::INFINITY, f64::NAN], 1.3, Some(0)),
+            vec![false, false]
+        );
         assert!(survivors(&[], 1.3, None).is_empty());
     }
 
@@ -201,17 +251,37 @@ mod tests {
     fn bucket_problems() {
         let grid = targets(&Buckets::Default);
         assert_eq!(grid.len(), Bucket::grid().len());
-        assert_eq!(grid.len(), 3 * 3, "rows 2^5, 2^7, 2^9 x tokens 2^10, 2^12, 2^14");
+        assert_eq!(
+            grid.len(),
+            3 * 3,
+            "rows 2^5, 2^7, 2^9 x tokens 2^10, 2^12, 2^14"
+        );
         for t in &grid {
             let (b, tt, h) = t.problem;
             // Every grid problem lies in its own bucket.
             assert_eq!(Bucket::of(b * h, tt), t.bucket, "{t:?}");
         }
-        let explicit = targets(&Buckets::Problems(vec![(8, 4096, 16), (2, 4096, 64), (2, 16384, 16)]));
+        let explicit = targets(&Buckets::Problems(vec![
+            (8, 4096, 16),
+            (2, 4096, 64),
+            (2, 16384, 16),
+        ]));
         // (8, 4096, 16) and (2, 4096, 64) are both 128 rows x 4096 tokens: timed once, at the first.
         assert_eq!(explicit.len(), 2);
-        assert_eq!(explicit[0], Target { bucket: Bucket::of(128, 4096), problem: (8, 4096, 16) });
-        assert_eq!(explicit[1], Target { bucket: Bucket::of(32, 16384), problem: (2, 16384, 16) });
+        assert_eq!(
+            explicit[0],
+            Target {
+                bucket: Bucket::of(128, 4096),
+                problem: (8, 4096, 16)
+            }
+        );
+        assert_eq!(
+            explicit[1],
+            Target {
+                bucket: Bucket::of(32, 16384),
+                problem: (2, 16384, 16)
+            }
+        );
     }
 
     #[test]
@@ -222,10 +292,16 @@ mod tests {
             for d in [64usize, 128, 256, 512] {
                 let c = candidates(gla, dtype, d, None);
                 assert!(!c.is_empty(), "{dtype} d={d}");
-                assert!(c.iter().all(|s| s.dtype == dtype && s.key_dim() as usize == d && s.dv as usize == d));
+                assert!(c
+                    .iter()
+                    .all(|s| s.dtype == dtype && s.key_dim() as usize == d && s.dv as usize == d));
                 // The runtime's default is always a candidate, so the gain over it is measured.
                 let def = KernelSpec::default_for(gla, dtype, d, d).unwrap();
-                assert!(c.iter().any(|s| s.id() == def.id()), "{} not a candidate", def.id());
+                assert!(
+                    c.iter().any(|s| s.id() == def.id()),
+                    "{} not a candidate",
+                    def.id()
+                );
             }
         }
         let only = candidates(gla, DType::BF16, 128, Some("w8p8x2g"));

@@ -69,7 +69,10 @@ impl HostInputs {
     /// I.i.d. draws (q, k, v, logits ~ N(0, 1), an initial state ~ N(0, 0.25)): the check problem.
     pub fn random(gate: &dyn Gate, dims: Dims, dtype: DType, seed: u64) -> HostInputs {
         let mut rng = SmallRng::seed_from_u64(seed);
-        let (nq, nv) = (dims.b * dims.t * dims.h * dims.dk, dims.b * dims.t * dims.h * dims.dv);
+        let (nq, nv) = (
+            dims.b * dims.t * dims.h * dims.dk,
+            dims.b * dims.t * dims.h * dims.dv,
+        );
         let round = |v: Vec<f32>| v.into_iter().map(|x| dtype.round(x)).collect::<Vec<_>>();
         let q = round(randn(&mut rng, nq, 1.0));
         let k = round(randn(&mut rng, nq, 1.0));
@@ -77,7 +80,16 @@ impl HostInputs {
         let logits = round(randn(&mut rng, logits_len(gate, dims), 1.0));
         let params = params(&mut rng, gate, dims.h);
         let initial_state = Some(randn(&mut rng, dims.b * dims.h * dims.dk * dims.dv, 0.5));
-        HostInputs { dims, dtype, q, k, v, logits, params, initial_state }
+        HostInputs {
+            dims,
+            dtype,
+            q,
+            k,
+            v,
+            logits,
+            params,
+            initial_state,
+        }
     }
 
     /// Inputs of any size at the cost of a copy: every tensor cycles a pool of 2^20 N(0, 1) draws from its own
@@ -85,9 +97,20 @@ impl HostInputs {
     pub fn pooled(gate: &dyn Gate, dims: Dims, dtype: DType, seed: u64) -> HostInputs {
         const POOL: usize = 1 << 20;
         let mut rng = SmallRng::seed_from_u64(seed);
-        let pool: Vec<f32> = randn(&mut rng, POOL, 1.0).into_iter().map(|x| dtype.round(x)).collect();
-        let fill = |n: usize, offset: usize| -> Vec<f32> { (0..n).into_par_iter().map(|i| pool[(i + offset) % POOL]).collect() };
-        let (nq, nv) = (dims.b * dims.t * dims.h * dims.dk, dims.b * dims.t * dims.h * dims.dv);
+        let pool: Vec<f32> = randn(&mut rng, POOL, 1.0)
+            .into_iter()
+            .map(|x| dtype.round(x))
+            .collect();
+        let fill = |n: usize, offset: usize| -> Vec<f32> {
+            (0..n)
+                .into_par_iter()
+                .map(|i| pool[(i + offset) % POOL])
+                .collect()
+        };
+        let (nq, nv) = (
+            dims.b * dims.t * dims.h * dims.dk,
+            dims.b * dims.t * dims.h * dims.dv,
+        );
         let offsets: [usize; 4] = std::array::from_fn(|_| rng.random_range(0..POOL));
         HostInputs {
             dims,
@@ -103,9 +126,19 @@ impl HostInputs {
 
     /// The f64 recurrent reference with `logits` in place of [`HostInputs::logits`]: (o `[B,T,H,d_v]`, final state
     /// `[B,H,d_k,d_v]`). Errors come from the gate (e.g. a NaN log α).
-    pub fn reference(&self, gate: &dyn Gate, logits: &[f32]) -> gla_core::error::Result<(Vec<f64>, Vec<f64>)> {
+    pub fn reference(
+        &self,
+        gate: &dyn Gate,
+        logits: &[f32],
+    ) -> gla_core::error::Result<(Vec<f64>, Vec<f64>)> {
         let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
-        let (q, k, v, logits, params) = (f(&self.q), f(&self.k), f(&self.v), f(logits), f(&self.params));
+        let (q, k, v, logits, params) = (
+            f(&self.q),
+            f(&self.k),
+            f(&self.v),
+            f(logits),
+            f(&self.params),
+        );
         let h0 = self.initial_state.as_deref().map(f);
         let p = GateProblem {
             dims: self.dims,
@@ -126,17 +159,32 @@ impl HostInputs {
 }
 
 /// `values` as a host tensor of `dtype` (converted in parallel: the largest timed problems hold 2^31 values).
-pub fn host_tensor(dtype: DType, shape: &[usize], values: &[f32]) -> gla_core::error::Result<HostTensor> {
+pub fn host_tensor(
+    dtype: DType,
+    shape: &[usize],
+    values: &[f32],
+) -> gla_core::error::Result<HostTensor> {
     let n: usize = shape.iter().product();
     if n != values.len() {
-        return Err(gla_core::GlaError::invalid("values", format!("shape {shape:?} holds {n} elements, got {}", values.len())));
+        return Err(gla_core::GlaError::invalid(
+            "values",
+            format!("shape {shape:?} holds {n} elements, got {}", values.len()),
+        ));
     }
     let data = match dtype {
         DType::F32 => HostData::F32(values.to_vec()),
-        DType::BF16 => HostData::BF16(values.par_iter().map(|&x| half::bf16::from_f32(x)).collect()),
+        DType::BF16 => HostData::BF16(
+            values
+                .par_iter()
+                .map(|&x| half::bf16::from_f32(x))
+                .collect(),
+        ),
         DType::F16 => HostData::F16(values.par_iter().map(|&x| half::f16::from_f32(x)).collect()),
     };
-    Ok(HostTensor { shape: shape.to_vec(), data })
+    Ok(HostTensor {
+        shape: shape.to_vec(),
+        data,
+    })
 }
 
 /// Relative RMS error `sqrt(Σ(got − want)² / Σ want²)`; a NaN or ∞ in `got` gives +∞.
@@ -157,7 +205,10 @@ mod tests {
         let gate: &'static dyn Gate = &gla::gates::Gla;
         let d = Dims::new(1, 40, 2, 16, 16);
         let x = HostInputs::random(gate, d, DType::BF16, 1);
-        assert_eq!((x.q.len(), x.k.len(), x.v.len(), x.logits.len()), (1280, 1280, 1280, 1280));
+        assert_eq!(
+            (x.q.len(), x.k.len(), x.v.len(), x.logits.len()),
+            (1280, 1280, 1280, 1280)
+        );
         assert!(x.q.iter().all(|&v| v != 0.0 && DType::BF16.round(v) == v));
         let (o, s) = x.reference(gate, &x.logits).unwrap();
         assert_eq!((o.len(), s.len()), (1280, 2 * 16 * 16));
@@ -169,15 +220,33 @@ mod tests {
         let strong = shifted(&x.logits, -12.0, DType::BF16);
         assert_eq!(strong[0], DType::BF16.round(x.logits[0] - 12.0));
 
-        let p = HostInputs::pooled(&gla::gates::Mamba2, Dims::new(2, 1000, 3, 64, 64), DType::F16, 2);
-        assert_eq!((p.q.len(), p.logits.len(), p.params.len()), (2 * 1000 * 3 * 64, 2 * 1000 * 3, 3 * gla::gates::Mamba2.params().len()));
+        let p = HostInputs::pooled(
+            &gla::gates::Mamba2,
+            Dims::new(2, 1000, 3, 64, 64),
+            DType::F16,
+            2,
+        );
+        assert_eq!(
+            (p.q.len(), p.logits.len(), p.params.len()),
+            (
+                2 * 1000 * 3 * 64,
+                2 * 1000 * 3,
+                3 * gla::gates::Mamba2.params().len()
+            )
+        );
         assert!(p.initial_state.is_none());
         let mean = p.q.iter().map(|&v| v as f64).sum::<f64>() / p.q.len() as f64;
         let var = p.q.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / p.q.len() as f64;
-        assert!(mean.abs() < 0.05 && (var - 1.0).abs() < 0.05, "mean {mean}, var {var}");
+        assert!(
+            mean.abs() < 0.05 && (var - 1.0).abs() < 0.05,
+            "mean {mean}, var {var}"
+        );
         for dt in DType::ALL {
             let vals = [0.1f32, -2.5, 3.0e4, 1.0e-3, 7.0, -0.0];
-            assert_eq!(host_tensor(dt, &[2, 3], &vals).unwrap(), HostTensor::from_f32(dt, &[2, 3], &vals).unwrap());
+            assert_eq!(
+                host_tensor(dt, &[2, 3], &vals).unwrap(),
+                HostTensor::from_f32(dt, &[2, 3], &vals).unwrap()
+            );
         }
         assert!(host_tensor(DType::BF16, &[2, 2], &[1.0]).is_err());
     }

@@ -43,7 +43,11 @@ pub fn select_gates(names: Option<&[String]>) -> Result<Vec<&'static dyn Gate>, 
             .into());
     }
     let Some(names) = names else { return Ok(all) };
-    let unknown: Vec<&str> = names.iter().map(String::as_str).filter(|n| !all.iter().any(|g| g.name() == *n)).collect();
+    let unknown: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !all.iter().any(|g| g.name() == *n))
+        .collect();
     if !unknown.is_empty() {
         return Err(format!(
             "unknown gate(s) {} (registered: {})",
@@ -51,7 +55,10 @@ pub fn select_gates(names: Option<&[String]>) -> Result<Vec<&'static dyn Gate>, 
             all.iter().map(|g| g.name()).collect::<Vec<_>>().join(", ")
         ));
     }
-    Ok(all.into_iter().filter(|g| names.iter().any(|n| n == g.name())).collect())
+    Ok(all
+        .into_iter()
+        .filter(|g| names.iter().any(|n| n == g.name()))
+        .collect())
 }
 
 /// The whole program, on `std::env::args()`.
@@ -80,7 +87,10 @@ pub fn run(args: &[String]) -> ExitCode {
             Ok((path, md)) => {
                 println!("{md}");
                 println!("written to {}", path.display());
-                println!("heatmap (PNG, needs matplotlib): python3 tuning/python/heatmap.py {}", o.out.display());
+                println!(
+                    "heatmap (PNG, needs matplotlib): python3 tuning/python/heatmap.py {}",
+                    o.out.display()
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -97,12 +107,18 @@ pub fn run(args: &[String]) -> ExitCode {
         }
     };
     if o.plan {
-        return if plan::plan(&gates, &o) { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+        return if plan::plan(&gates, &o) {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
     }
     match open_devices(o.devices.as_deref()) {
         Err(e) => {
             println!("No GPU here: {e}");
-            println!("Compiling ahead of time instead (the variants the runtime would use, untimed).");
+            println!(
+                "Compiling ahead of time instead (the variants the runtime would use, untimed)."
+            );
             match aot::run(&gates, &o) {
                 Ok(r) => {
                     aot::print_report(&r);
@@ -144,7 +160,10 @@ fn open_devices(devices: Option<&[usize]>) -> Result<Vec<gla_runtime::Gla>, Stri
         return Err("the driver reports no CUDA devices".into());
     }
     match devices {
-        Some(list) => list.iter().map(|&i| gla_runtime::Gla::on_device(i).map_err(|e| format!("device {i}: {e}"))).collect(),
+        Some(list) => list
+            .iter()
+            .map(|&i| gla_runtime::Gla::on_device(i).map_err(|e| format!("device {i}: {e}")))
+            .collect(),
         None => {
             let mut glas = Vec::new();
             let mut why = Vec::new();
@@ -175,8 +194,14 @@ mod tests {
         let all = select_gates(None).unwrap();
         assert!(all.len() >= 7, "{} gates", all.len());
         let two = select_gates(Some(&["mamba2".to_string(), "gla".to_string()])).unwrap();
-        assert_eq!(two.iter().map(|g| g.name()).collect::<Vec<_>>(), vec!["gla", "mamba2"]);
+        assert_eq!(
+            two.iter().map(|g| g.name()).collect::<Vec<_>>(),
+            vec!["gla", "mamba2"]
+        );
         let e = select_gates(Some(&["gla".to_string(), "nope".to_string()])).unwrap_err();
-        assert!(e.contains("unknown gate(s) nope") && e.contains("mamba2"), "{e}");
+        assert!(
+            e.contains("unknown gate(s) nope") && e.contains("mamba2"),
+            "{e}"
+        );
     }
 }

@@ -26,7 +26,15 @@ pub struct Row {
 }
 
 fn failed(id: String, problem: String) -> Vec<Row> {
-    vec![Row { id, kernel: "-".into(), registers: 0, smem: 0, spills: 0, compile_ms: 0.0, problem: Some(problem) }]
+    vec![Row {
+        id,
+        kernel: "-".into(),
+        registers: 0,
+        smem: 0,
+        spills: 0,
+        compile_ms: 0.0,
+        problem: Some(problem),
+    }]
 }
 
 /// Generate and compile `spec`; one row per kernel of its plan.
@@ -45,7 +53,13 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
             .map(|k| {
                 let r = c.resources.iter().find(|r| r.name == k.name);
                 let (registers, spills, static_smem) = r
-                    .map(|r| (r.registers, r.spill_stores_bytes + r.spill_loads_bytes, r.static_smem_bytes))
+                    .map(|r| {
+                        (
+                            r.registers,
+                            r.spill_stores_bytes + r.spill_loads_bytes,
+                            r.static_smem_bytes,
+                        )
+                    })
                     .unwrap_or((0, 0, 0));
                 let smem = k.smem_bytes + static_smem;
                 let problem = if r.is_none() {
@@ -57,7 +71,15 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
                 } else {
                     None
                 };
-                Row { id: id.clone(), kernel: k.name.clone(), registers, smem, spills, compile_ms: c.compile_ms, problem }
+                Row {
+                    id: id.clone(),
+                    kernel: k.name.clone(),
+                    registers,
+                    smem,
+                    spills,
+                    compile_ms: c.compile_ms,
+                    problem,
+                }
             })
             .collect(),
     }
@@ -71,7 +93,11 @@ pub fn plan_specs(gates: &[&'static dyn Gate], o: &Options) -> Vec<KernelSpec> {
         .flat_map(|g| all_variants(*g))
         .filter(|s| o.selects(&s.id()))
         .filter(|s| o.dtypes.as_ref().is_none_or(|d| d.contains(&s.dtype)))
-        .filter(|s| o.dims.as_ref().is_none_or(|d| d.contains(&(s.key_dim() as usize)) && d.contains(&(s.dv as usize))))
+        .filter(|s| {
+            o.dims
+                .as_ref()
+                .is_none_or(|d| d.contains(&(s.key_dim() as usize)) && d.contains(&(s.dv as usize)))
+        })
         .collect()
 }
 
@@ -91,7 +117,10 @@ pub fn plan(gates: &[&'static dyn Gate], o: &Options) -> bool {
     }
     let t0 = Instant::now();
     let rows: Vec<Row> = specs.par_iter().flat_map_iter(compile_one).collect();
-    println!("{:<58} {:<15} {:>5} {:>8} {:>7} {:>9}  status", "variant", "kernel", "regs", "smem B", "spill B", "compile ms");
+    println!(
+        "{:<58} {:<15} {:>5} {:>8} {:>7} {:>9}  status",
+        "variant", "kernel", "regs", "smem B", "spill B", "compile ms"
+    );
     for r in &rows {
         println!(
             "{:<58} {:<15} {:>5} {:>8} {:>7} {:>9.0}  {}",
@@ -117,7 +146,12 @@ pub fn plan(gates: &[&'static dyn Gate], o: &Options) -> bool {
         bad.len()
     );
     for r in &bad {
-        eprintln!("FAILED {} {}: {}", r.id, r.kernel, r.problem.as_deref().unwrap_or(""));
+        eprintln!(
+            "FAILED {} {}: {}",
+            r.id,
+            r.kernel,
+            r.problem.as_deref().unwrap_or("")
+        );
     }
     bad.is_empty()
 }

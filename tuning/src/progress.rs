@@ -6,9 +6,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// lines of [`say`] only).
 pub fn bar(len: usize, what: &str) -> ProgressBar {
     let pb = ProgressBar::new(len as u64);
-    let style = ProgressStyle::with_template("{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} ETA {eta} {msg}")
-        .expect("a valid progress template")
-        .progress_chars("=> ");
+    let style = ProgressStyle::with_template(
+        "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} ETA {eta} {msg}",
+    )
+    .expect("a valid progress template")
+    .progress_chars("=> ");
     pb.set_style(style);
     pb.set_prefix(what.to_string());
     pb

@@ -15,17 +15,31 @@ pub fn markdown(cache: &TuningCache) -> String {
     rows.sort_by(|a, b| (a.key.to_string(), a.bucket).cmp(&(b.key.to_string(), b.bucket)));
     let mut md = String::new();
     let _ = writeln!(md, "# Tuning cache `{}`\n", cache.dir().display());
-    let _ = writeln!(md, "| key | bucket (N·H × T) | variant | chosen | ms | default ms | gain |");
+    let _ = writeln!(
+        md,
+        "| key | bucket (N·H × T) | variant | chosen | ms | default ms | gain |"
+    );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     let (mut timed, mut gains) = (0, Vec::new());
     for e in &rows {
         let (r, t) = e.bucket.rows_tokens();
         let (chosen, ms, def, g) = match &e.timing {
-            None => ("untimed (compiled ahead of time: the default)".to_string(), "—".to_string(), "—".to_string(), "—".to_string()),
+            None => (
+                "untimed (compiled ahead of time: the default)".to_string(),
+                "—".to_string(),
+                "—".to_string(),
+                "—".to_string(),
+            ),
             Some(tm) => {
                 timed += 1;
-                let gpu = e.validators.gpu.as_ref().map_or("?".to_string(), |g| format!("{}, driver {}", g.name, g.driver_version));
-                let strengths = if tm.strengths.is_empty() { String::new() } else { format!("; worst of {}", tm.strengths.join(", ")) };
+                let gpu = e.validators.gpu.as_ref().map_or("?".to_string(), |g| {
+                    format!("{}, driver {}", g.name, g.driver_version)
+                });
+                let strengths = if tm.strengths.is_empty() {
+                    String::new()
+                } else {
+                    format!("; worst of {}", tm.strengths.join(", "))
+                };
                 let g = gain(tm.median_ms, tm.default_ms);
                 if let Some(g) = g {
                     gains.push(g);
@@ -38,14 +52,25 @@ pub fn markdown(cache: &TuningCache) -> String {
                 )
             }
         };
-        let _ = writeln!(md, "| {} | {r} × {t} | `{}` | {chosen} | {ms} | {def} | {g} |", e.key, e.variant);
+        let _ = writeln!(
+            md,
+            "| {} | {r} × {t} | `{}` | {chosen} | {ms} | {def} | {g} |",
+            e.key, e.variant
+        );
     }
     let best = gains.iter().copied().fold(f64::NAN, f64::max);
     let _ = writeln!(
         md,
         "\n{} entries, {timed} timed{}.",
         rows.len(),
-        if gains.is_empty() { String::new() } else { format!("; gain over the default up to {best:.2}× ({} timed against it)", gains.len()) }
+        if gains.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; gain over the default up to {best:.2}× ({} timed against it)",
+                gains.len()
+            )
+        }
     );
     md
 }
@@ -69,7 +94,12 @@ mod tests {
 
     fn entry(bucket: Bucket, timing: Option<Timing>) -> Entry {
         let s = KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap();
-        let gpu = timing.as_ref().map(|_| GpuFacts { name: "NVIDIA H200".into(), sm_count: 132, compute_capability: (9, 0), driver_version: 13000 });
+        let gpu = timing.as_ref().map(|_| GpuFacts {
+            name: "NVIDIA H200".into(),
+            sm_count: 132,
+            compute_capability: (9, 0),
+            driver_version: 13000,
+        });
         Entry {
             key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
             bucket,
@@ -77,7 +107,12 @@ mod tests {
             spec: SpecRecord::of(&s),
             cubin: String::new(),
             cubin_sha256: String::new(),
-            validators: Validators { arch: "sm_90a".into(), nvrtc_version: (13, 0), source_sha256: "0".repeat(64), gpu },
+            validators: Validators {
+                arch: "sm_90a".into(),
+                nvrtc_version: (13, 0),
+                source_sha256: "0".repeat(64),
+                gpu,
+            },
             timing,
         }
     }
@@ -88,15 +123,37 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let mut c = TuningCache::empty(&dir);
         c.insert(entry(Bucket::of(1, 1), None), b"\x7fELF a".to_vec());
-        let tm = Timing { median_ms: 0.25, default_ms: Some(0.30), candidates: 5, strengths: vec!["N(0,1)".into(), "N(0,1) - 12".into()] };
-        c.insert(entry(Bucket::of(128, 4096), Some(tm)), b"\x7fELF b".to_vec());
+        let tm = Timing {
+            median_ms: 0.25,
+            default_ms: Some(0.30),
+            candidates: 5,
+            strengths: vec!["N(0,1)".into(), "N(0,1) - 12".into()],
+        };
+        c.insert(
+            entry(Bucket::of(128, 4096), Some(tm)),
+            b"\x7fELF b".to_vec(),
+        );
         c.save().unwrap();
         let (path, md) = write(&dir).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), md);
-        assert!(md.contains("| 128 × 4096 |") && md.contains("| 0.250 | 0.300 | 1.20× |"), "{md}");
-        assert!(md.contains("timed on NVIDIA H200, driver 13000, 5 candidates; worst of N(0,1), N(0,1) - 12"), "{md}");
-        assert!(md.contains("untimed (compiled ahead of time: the default)"), "{md}");
-        assert!(md.contains("2 entries, 1 timed; gain over the default up to 1.20×"), "{md}");
+        assert!(
+            md.contains("| 128 × 4096 |") && md.contains("| 0.250 | 0.300 | 1.20× |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "timed on NVIDIA H200, driver 13000, 5 candidates; worst of N(0,1), N(0,1) - 12"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("untimed (compiled ahead of time: the default)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("2 entries, 1 timed; gain over the default up to 1.20×"),
+            "{md}"
+        );
         // A directory that is no cache: an error naming it, no file written.
         let none = dir.join("nope");
         assert!(write(&none).unwrap_err().contains("nope"));

@@ -97,7 +97,12 @@ struct DeviceInputs {
 
 type Res<T> = gla_core::error::Result<T>;
 
-fn upload(gla: &Gla, gate: &'static dyn Gate, x: &HostInputs, strengths: &[Strength]) -> Res<DeviceInputs> {
+fn upload(
+    gla: &Gla,
+    gate: &'static dyn Gate,
+    x: &HostInputs,
+    strengths: &[Strength],
+) -> Res<DeviceInputs> {
     let d = x.dims;
     let dt = x.dtype;
     let host = |v: &[f32], shape: &[usize]| host_tensor(dt, shape, v);
@@ -109,7 +114,11 @@ fn upload(gla: &Gla, gate: &'static dyn Gate, x: &HostInputs, strengths: &[Stren
             if gate.shape() == GateShape::Fixed {
                 Ok(None)
             } else {
-                let l = if s.shift == 0.0 { x.logits.clone() } else { shifted(&x.logits, s.shift, dt) };
+                let l = if s.shift == 0.0 {
+                    x.logits.clone()
+                } else {
+                    shifted(&x.logits, s.shift, dt)
+                };
                 Ok(Some(gla.upload(&host(&l, &lshape)?)?))
             }
         })
@@ -118,10 +127,18 @@ fn upload(gla: &Gla, gate: &'static dyn Gate, x: &HostInputs, strengths: &[Stren
         q: gla.upload(&host(&x.q, &d.q_shape())?)?,
         k: gla.upload(&host(&x.k, &d.q_shape())?)?,
         v: gla.upload(&host(&x.v, &d.v_shape())?)?,
-        params: if np > 0 { Some(DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &x.params)?) } else { None },
+        params: if np > 0 {
+            Some(DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &x.params)?)
+        } else {
+            None
+        },
         logits,
         h0: match &x.initial_state {
-            Some(s) => Some(DeviceTensor::from_f32(gla.gpu(), &[d.b, d.h, d.dk, d.dv], s)?),
+            Some(s) => Some(DeviceTensor::from_f32(
+                gla.gpu(),
+                &[d.b, d.h, d.dk, d.dv],
+                s,
+            )?),
             None => None,
         },
     })
@@ -132,19 +149,34 @@ fn upload(gla: &Gla, gate: &'static dyn Gate, x: &HostInputs, strengths: &[Stren
 fn compile(spec: &KernelSpec) -> Result<Compiled, String> {
     let id = spec.id();
     let gen = generate(spec).map_err(|e| format!("codegen: {e}"))?;
-    let opts = CompileOptions { driver_cache: true, ..CompileOptions::default() };
+    let opts = CompileOptions {
+        driver_cache: true,
+        ..CompileOptions::default()
+    };
     let c = nvrtc::compile_with(&gen.source, &id, &opts).map_err(|e| e.to_string())?;
-    Ok(Compiled { spec: *spec, cubin: c.cubin, source_sha256: sha256_hex(gen.source.as_bytes()) })
+    Ok(Compiled {
+        spec: *spec,
+        cubin: c.cubin,
+        source_sha256: sha256_hex(gen.source.as_bytes()),
+    })
 }
 
 /// Load a compiled candidate into one device's runtime (later calls naming its spec run exactly this cubin).
 fn load(gla: &Gla, c: &Compiled) -> Result<(), String> {
-    gla.load_cubin(&c.spec, &c.cubin).map(|_| ()).map_err(|e| format!("load on device {}: {e}", gla.gpu().info().ordinal))
+    gla.load_cubin(&c.spec, &c.cubin)
+        .map(|_| ())
+        .map_err(|e| format!("load on device {}: {e}", gla.gpu().info().ordinal))
 }
 
 /// Step 2: which compiled candidates of `key` match the f64 reference at every strength (index into `cands`); the
 /// others are pushed to `failures`.
-fn check(gla: &Gla, key: &Key, cands: &[&Compiled], failures: &mut Vec<Failure>, pb: &indicatif::ProgressBar) -> Res<Vec<usize>> {
+fn check(
+    gla: &Gla,
+    key: &Key,
+    cands: &[&Compiled],
+    failures: &mut Vec<Failure>,
+    pb: &indicatif::ProgressBar,
+) -> Res<Vec<usize>> {
     let (b, t, h) = decide::CHECK_PROBLEM;
     let dims = Dims::new(b, t, h, key.d, key.d);
     let strengths = decide::strengths(key.gate.shape());
@@ -161,8 +193,22 @@ fn check(gla: &Gla, key: &Key, cands: &[&Compiled], failures: &mut Vec<Failure>,
             let res = (|| -> Res<(f64, f64)> {
                 let mut o = gla.poisoned(key.dtype, &dims.v_shape())?;
                 let mut ht = gla.poisoned(DType::F32, &[b, h, key.d, key.d])?;
-                let opts = ForwardOptions { variant: Some(c.spec), initial_state: dev.h0.as_ref(), ..Default::default() };
-                gla.forward_into(key.gate, &dev.q, &dev.k, &dev.v, dev.logits[li].as_ref(), dev.params.as_ref(), &opts, &mut o, Some(&mut ht))?;
+                let opts = ForwardOptions {
+                    variant: Some(c.spec),
+                    initial_state: dev.h0.as_ref(),
+                    ..Default::default()
+                };
+                gla.forward_into(
+                    key.gate,
+                    &dev.q,
+                    &dev.k,
+                    &dev.v,
+                    dev.logits[li].as_ref(),
+                    dev.params.as_ref(),
+                    &opts,
+                    &mut o,
+                    Some(&mut ht),
+                )?;
                 let got_o: Vec<f64> = o.to_f32()?.into_iter().map(f64::from).collect();
                 let got_s: Vec<f64> = ht.to_f32()?.into_iter().map(f64::from).collect();
                 Ok((rel_rms(&got_o, &want.0), rel_rms(&got_s, &want.1)))
@@ -187,8 +233,15 @@ fn check(gla: &Gla, key: &Key, cands: &[&Compiled], failures: &mut Vec<Failure>,
         match worst {
             None => passed.push(i),
             Some(what) => {
-                say(pb, format!("  {} {}: {what} — not cached", key.label(), c.spec.id()));
-                failures.push(Failure { key: key.label(), variant: c.spec.id(), what });
+                say(
+                    pb,
+                    format!("  {} {}: {what} — not cached", key.label(), c.spec.id()),
+                );
+                failures.push(Failure {
+                    key: key.label(),
+                    variant: c.spec.id(),
+                    what,
+                });
             }
         }
         pb.inc(1);
@@ -197,7 +250,14 @@ fn check(gla: &Gla, key: &Key, cands: &[&Compiled], failures: &mut Vec<Failure>,
 }
 
 /// Step 3 at one target: (index into `cands` of the winner, its score, the default's score, candidates timed).
-fn time_target(gla: &Gla, key: &Key, cands: &[&Compiled], default: Option<usize>, target: &Target, flush: &mut L2Flush) -> Res<Option<(usize, f64, Option<f64>)>> {
+fn time_target(
+    gla: &Gla,
+    key: &Key,
+    cands: &[&Compiled],
+    default: Option<usize>,
+    target: &Target,
+    flush: &mut L2Flush,
+) -> Res<Option<(usize, f64, Option<f64>)>> {
     let (b, t, h) = target.problem;
     let dims = Dims::new(b, t, h, key.d, key.d);
     let strengths = decide::strengths(key.gate.shape());
@@ -208,11 +268,29 @@ fn time_target(gla: &Gla, key: &Key, cands: &[&Compiled], default: Option<usize>
     // samples[candidate][strength]; a candidate whose launch fails is out (score ∞).
     let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); strengths.len()]; cands.len()];
     let mut failed = vec![false; cands.len()];
-    let mut measure = |i: usize, warmups: usize, runs: usize, samples: &mut [Vec<f64>], failed: &mut bool| -> Res<()> {
-        let opts = ForwardOptions { variant: Some(cands[i].spec), ..Default::default() };
+    let mut measure = |i: usize,
+                       warmups: usize,
+                       runs: usize,
+                       samples: &mut [Vec<f64>],
+                       failed: &mut bool|
+     -> Res<()> {
+        let opts = ForwardOptions {
+            variant: Some(cands[i].spec),
+            ..Default::default()
+        };
         for (j, logits) in dev.logits.iter().enumerate() {
             let st = bench(gla.gpu(), warmups, runs, Some(&mut *flush), || {
-                gla.forward_into(key.gate, &dev.q, &dev.k, &dev.v, logits.as_ref(), dev.params.as_ref(), &opts, &mut o, None)
+                gla.forward_into(
+                    key.gate,
+                    &dev.q,
+                    &dev.k,
+                    &dev.v,
+                    logits.as_ref(),
+                    dev.params.as_ref(),
+                    &opts,
+                    &mut o,
+                    None,
+                )
             });
             match st {
                 Ok(st) => samples[j].extend(st.samples_ms.iter().map(|&s| s as f64)),
@@ -220,7 +298,12 @@ fn time_target(gla: &Gla, key: &Key, cands: &[&Compiled], default: Option<usize>
                     // A broken context ends the run; a refused launch (e.g. out of memory) drops the candidate.
                     gla.synchronize()?;
                     *failed = true;
-                    eprintln!("  {} {} at {:?}: {e}", key.label(), cands[i].spec.id(), target.problem);
+                    eprintln!(
+                        "  {} {} at {:?}: {e}",
+                        key.label(),
+                        cands[i].spec.id(),
+                        target.problem
+                    );
                     break;
                 }
             }
@@ -231,18 +314,39 @@ fn time_target(gla: &Gla, key: &Key, cands: &[&Compiled], default: Option<usize>
         if failed {
             f64::INFINITY
         } else {
-            decide::worst_case(&samples.iter().map(|s| decide::median(s)).collect::<Vec<_>>())
+            decide::worst_case(
+                &samples
+                    .iter()
+                    .map(|s| decide::median(s))
+                    .collect::<Vec<_>>(),
+            )
         }
     };
     for i in 0..cands.len() {
-        measure(i, decide::WARMUPS, decide::SCREEN_RUNS, &mut samples[i], &mut failed[i])?;
+        measure(
+            i,
+            decide::WARMUPS,
+            decide::SCREEN_RUNS,
+            &mut samples[i],
+            &mut failed[i],
+        )?;
     }
-    let screen: Vec<f64> = (0..cands.len()).map(|i| score(&samples[i], failed[i])).collect();
+    let screen: Vec<f64> = (0..cands.len())
+        .map(|i| score(&samples[i], failed[i]))
+        .collect();
     let keep = decide::survivors(&screen, decide::DROP_RATIO, default);
     for i in (0..cands.len()).filter(|&i| keep[i]) {
         measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
     }
-    let finals: Vec<f64> = (0..cands.len()).map(|i| if keep[i] { score(&samples[i], failed[i]) } else { f64::INFINITY }).collect();
+    let finals: Vec<f64> = (0..cands.len())
+        .map(|i| {
+            if keep[i] {
+                score(&samples[i], failed[i])
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
     let default_ms = default.map(|d| finals[d]).filter(|m| m.is_finite());
     Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
 }
@@ -253,7 +357,9 @@ fn time_target(gla: &Gla, key: &Key, cands: &[&Compiled], default: Option<usize>
 /// unreadable or unwritable cache, a broken CUDA context (the cache keeps what was found before it).
 pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<SearchReport, String> {
     let t0 = Instant::now();
-    let Some(first) = glas.first() else { return Err("no device to tune on".into()) };
+    let Some(first) = glas.first() else {
+        return Err("no device to tune on".into());
+    };
     let nvrtc_version = nvrtc::probe().map_err(|e| e.to_string())?.version;
     let cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
     let targets = decide::targets(&o.buckets);
@@ -261,7 +367,12 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
         .iter()
         .flat_map(|&gate| {
             o.dtypes_or_default().into_iter().flat_map(move |dtype| {
-                o.dims_or_default().into_iter().map(move |d| Key { gate, dtype, d, specs: decide::candidates(gate, dtype, d, o.only.as_deref()) })
+                o.dims_or_default().into_iter().map(move |d| Key {
+                    gate,
+                    dtype,
+                    d,
+                    specs: decide::candidates(gate, dtype, d, o.only.as_deref()),
+                })
             })
         })
         .filter(|k| !k.specs.is_empty())
@@ -271,7 +382,10 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
         .iter()
         .map(|g| {
             let i = g.gpu().info();
-            format!("{} {} ({} SMs, driver {})", i.ordinal, i.name, i.sm_count, i.driver_version)
+            format!(
+                "{} {} ({} SMs, driver {})",
+                i.ordinal, i.name, i.sm_count, i.driver_version
+            )
         })
         .collect();
     println!(
@@ -307,11 +421,20 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
             Err(what) => {
                 let key = format!("{} {} d{}", s.gate.name(), s.dtype, s.key_dim());
                 println!("  {key} {}: compile failed — not cached: {what}", s.id());
-                failures.push(Failure { key, variant: s.id(), what });
+                failures.push(Failure {
+                    key,
+                    variant: s.id(),
+                    what,
+                });
             }
         }
     }
-    println!("compiled {} of {} candidates in {:.1} s", compiled.len(), all.len(), t0.elapsed().as_secs_f64());
+    println!(
+        "compiled {} of {} candidates in {:.1} s",
+        compiled.len(),
+        all.len(),
+        t0.elapsed().as_secs_f64()
+    );
 
     // 2–4. One worker a device, each taking the next key: check its candidates, time them at every target, cache
     // the winners.
@@ -321,21 +444,37 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
         failures: Vec<Failure>,
         error: Option<String>,
     }
-    let shared = std::sync::Mutex::new(Shared { cache, rows: Vec::new(), failures, error: None });
+    let shared = std::sync::Mutex::new(Shared {
+        cache,
+        rows: Vec::new(),
+        failures,
+        error: None,
+    });
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let n_checks: usize = keys.iter().map(|k| k.specs.iter().filter(|s| compiled.contains_key(&(s.id(), s.gate.content_hash()))).count()).sum();
+    let n_checks: usize = keys
+        .iter()
+        .map(|k| {
+            k.specs
+                .iter()
+                .filter(|s| compiled.contains_key(&(s.id(), s.gate.content_hash())))
+                .count()
+        })
+        .sum();
     let pb = bar(n_checks + keys.len() * targets.len(), "checking and timing");
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     std::thread::scope(|scope| {
         for gla in glas {
-            let (keys, compiled, targets, pb, next, lock) = (&keys, &compiled, &targets, &pb, &next, &lock);
+            let (keys, compiled, targets, pb, next, lock) =
+                (&keys, &compiled, &targets, &pb, &next, &lock);
             scope.spawn(move || {
                 let facts = GpuFacts::from(gla.gpu().info());
                 let dev = gla.gpu().info().ordinal;
                 let mut flush = match L2Flush::new(gla.gpu()) {
                     Ok(f) => f,
                     Err(e) => {
-                        lock().error.get_or_insert(format!("device {dev}: L2 flush buffer: {e}"));
+                        lock()
+                            .error
+                            .get_or_insert(format!("device {dev}: L2 flush buffer: {e}"));
                         return;
                     }
                 };
@@ -345,36 +484,68 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                     if lock().error.is_some() {
                         break; // another device's context broke: stop taking work
                     }
-                    let cands: Vec<&Compiled> = k.specs.iter().filter_map(|s| compiled.get(&(s.id(), s.gate.content_hash()))).collect();
+                    let cands: Vec<&Compiled> = k
+                        .specs
+                        .iter()
+                        .filter_map(|s| compiled.get(&(s.id(), s.gate.content_hash())))
+                        .collect();
                     let mut fails = Vec::new();
                     let passing = match check(gla, k, &cands, &mut fails, pb) {
                         Ok(ok) => ok.into_iter().map(|j| cands[j]).collect::<Vec<_>>(),
                         Err(e) => {
-                            lock().error.get_or_insert(format!("{} on device {dev}: {e}", k.label()));
+                            lock()
+                                .error
+                                .get_or_insert(format!("{} on device {dev}: {e}", k.label()));
                             break;
                         }
                     };
                     lock().failures.extend(fails);
                     if passing.is_empty() {
-                        say(pb, format!("  {}: no candidate passed the reference check; nothing cached", k.label()));
+                        say(
+                            pb,
+                            format!(
+                                "  {}: no candidate passed the reference check; nothing cached",
+                                k.label()
+                            ),
+                        );
                         pb.inc(targets.len() as u64);
                         continue;
                     }
-                    let default_id = KernelSpec::default_for(k.gate, k.dtype, k.d, k.d).ok().map(|s| s.id());
+                    let default_id = KernelSpec::default_for(k.gate, k.dtype, k.d, k.d)
+                        .ok()
+                        .map(|s| s.id());
                     let default = passing.iter().position(|c| Some(c.spec.id()) == default_id);
-                    let strengths: Vec<String> = decide::strengths(k.gate.shape()).iter().map(|s| s.name.to_string()).collect();
+                    let strengths: Vec<String> = decide::strengths(k.gate.shape())
+                        .iter()
+                        .map(|s| s.name.to_string())
+                        .collect();
                     for target in targets {
-                        pb.set_message(format!("{} {:?} (device {dev})", k.label(), target.problem));
+                        pb.set_message(format!(
+                            "{} {:?} (device {dev})",
+                            k.label(),
+                            target.problem
+                        ));
                         let res = match time_target(gla, k, &passing, default, target, &mut flush) {
                             Ok(r) => r,
                             Err(e) => {
-                                lock().error.get_or_insert(format!("{} at {:?} on device {dev}: {e}", k.label(), target.problem));
+                                lock().error.get_or_insert(format!(
+                                    "{} at {:?} on device {dev}: {e}",
+                                    k.label(),
+                                    target.problem
+                                ));
                                 break;
                             }
                         };
                         pb.inc(1);
                         let Some((w, ms, default_ms)) = res else {
-                            say(pb, format!("  {} at {:?}: no candidate could be timed", k.label(), target.problem));
+                            say(
+                                pb,
+                                format!(
+                                    "  {} at {:?}: no candidate could be timed",
+                                    k.label(),
+                                    target.problem
+                                ),
+                            );
                             continue;
                         };
                         let c = passing[w];
@@ -391,7 +562,12 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                                 source_sha256: c.source_sha256.clone(),
                                 gpu: Some(facts.clone()),
                             },
-                            timing: Some(Timing { median_ms: ms, default_ms, candidates: passing.len() as u32, strengths: strengths.clone() }),
+                            timing: Some(Timing {
+                                median_ms: ms,
+                                default_ms,
+                                candidates: passing.len() as u32,
+                                strengths: strengths.clone(),
+                            }),
                         };
                         say(
                             pb,
@@ -406,11 +582,19 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                         );
                         let mut sh = lock();
                         sh.cache.insert(entry, c.cubin.clone());
-                        sh.rows.push(Row { key: k.label(), target: *target, winner: c.spec.id(), ms, default_ms, timed: passing.len() });
+                        sh.rows.push(Row {
+                            key: k.label(),
+                            target: *target,
+                            winner: c.spec.id(),
+                            ms,
+                            default_ms,
+                            timed: passing.len(),
+                        });
                     }
                     let mut sh = lock();
                     if let Err(e) = sh.cache.save() {
-                        sh.error.get_or_insert(format!("saving {}: {e}", o.out.display()));
+                        sh.error
+                            .get_or_insert(format!("saving {}: {e}", o.out.display()));
                     }
                 }
             });
@@ -420,12 +604,32 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
     let mut sh = shared.into_inner().unwrap_or_else(|p| p.into_inner());
     let entries = sh.cache.save().map_err(|e| e.to_string())?;
     if let Some(e) = sh.error.take() {
-        return Err(format!("{e} (the cache keeps the {entries} entries found before)"));
+        return Err(format!(
+            "{e} (the cache keeps the {entries} entries found before)"
+        ));
     }
     // Rows in a stable order whatever device finished first.
-    sh.rows.sort_by(|a, b| (&a.key, a.target.bucket.rows_log2, a.target.bucket.tokens_log2).cmp(&(&b.key, b.target.bucket.rows_log2, b.target.bucket.tokens_log2)));
+    sh.rows.sort_by(|a, b| {
+        (
+            &a.key,
+            a.target.bucket.rows_log2,
+            a.target.bucket.tokens_log2,
+        )
+            .cmp(&(
+                &b.key,
+                b.target.bucket.rows_log2,
+                b.target.bucket.tokens_log2,
+            ))
+    });
     let gpu = first.gpu().info().name.clone();
-    Ok(SearchReport { dir: o.out.clone(), gpu: format!("{gpu} x{}", glas.len()), rows: sh.rows, failures: sh.failures, entries, wall_s: t0.elapsed().as_secs_f64() })
+    Ok(SearchReport {
+        dir: o.out.clone(),
+        gpu: format!("{gpu} x{}", glas.len()),
+        rows: sh.rows,
+        failures: sh.failures,
+        entries,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
 }
 
 /// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
@@ -443,7 +647,8 @@ pub fn print_report(r: &SearchReport) {
             format!("2^{}x2^{} ({pb},{pt},{ph})", b.rows_log2, b.tokens_log2),
             row.winner,
             row.ms,
-            row.default_ms.map_or("-".to_string(), |d| format!("{d:.3}")),
+            row.default_ms
+                .map_or("-".to_string(), |d| format!("{d:.3}")),
             decide::gain(row.ms, row.default_ms).map_or("-".to_string(), |g| format!("{g:.2}x")),
             row.timed
         );

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 use tuning::{aot, args};
 
 fn temp_dir(name: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
     let d = std::env::temp_dir().join(format!("gla-tuning-{name}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -49,8 +52,14 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     assert_eq!(e.variant, spec.id());
     assert!(!e.is_timed() && e.validators.gpu.is_none());
     assert_eq!(e.validators.arch, "sm_90a");
-    assert_eq!(e.validators.nvrtc_version, gla_runtime::nvrtc::probe().unwrap().version);
-    assert_eq!(e.validators.source_sha256, sha256_hex(generate(&spec).unwrap().source.as_bytes()));
+    assert_eq!(
+        e.validators.nvrtc_version,
+        gla_runtime::nvrtc::probe().unwrap().version
+    );
+    assert_eq!(
+        e.validators.source_sha256,
+        sha256_hex(generate(&spec).unwrap().source.as_bytes())
+    );
     assert_eq!(e.spec.spec(gate, DType::BF16).unwrap().id(), spec.id());
     let cubin = cache.cubin(e).expect("the cubin verifies against its hash");
     assert!(cubin.starts_with(b"\x7fELF"));
@@ -60,7 +69,10 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok());
     assert_eq!((r.rows.len(), r.entries), (1, 1));
-    assert!(r.rows[0].compile_s.is_none(), "an up-to-date entry is not recompiled");
+    assert!(
+        r.rows[0].compile_s.is_none(),
+        "an up-to-date entry is not recompiled"
+    );
     assert_eq!(TuningCache::open(&out).unwrap().entries(), cache.entries());
 
     // A changed cubin on disk is not trusted: the next run compiles the variant again instead of keeping the entry.
@@ -68,7 +80,10 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let good = std::fs::read(&path).unwrap();
     std::fs::write(&path, b"\x7fELF truncated").unwrap();
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
-    assert!(r.ok() && r.rows[0].compile_s.is_some(), "a cubin that fails its hash is recompiled");
+    assert!(
+        r.ok() && r.rows[0].compile_s.is_some(),
+        "a cubin that fails its hash is recompiled"
+    );
     assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 1);
     std::fs::write(&path, good).unwrap();
 
@@ -77,9 +92,16 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     assert!(r.ok());
     assert_eq!(r.entries, 2);
     let both = TuningCache::open(&out).unwrap();
-    let dtypes: Vec<&str> = both.entries().iter().map(|e| e.key.dtype.as_str()).collect();
+    let dtypes: Vec<&str> = both
+        .entries()
+        .iter()
+        .map(|e| e.key.dtype.as_str())
+        .collect();
     assert_eq!(dtypes.len(), 2);
-    assert!(dtypes.contains(&"bf16") && dtypes.contains(&"f16"), "{dtypes:?}");
+    assert!(
+        dtypes.contains(&"bf16") && dtypes.contains(&"f16"),
+        "{dtypes:?}"
+    );
     for e in both.entries() {
         both.cubin(e).unwrap();
     }
@@ -87,14 +109,23 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     // The binary, with no GPU: the same cache (up to date), the closing message, exit 0.
     if gla_runtime::Gla::new().is_err() {
         let o = std::process::Command::new(env!("CARGO_BIN_EXE_autotune"))
-            .args(["--gates", "gla", "--dims", "64", "--dtypes", "bf16,f16", "--out"])
+            .args([
+                "--gates", "gla", "--dims", "64", "--dtypes", "bf16,f16", "--out",
+            ])
             .arg(&out)
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(o.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert!(stdout.contains("No GPU here"), "{stdout}");
-        assert!(stdout.contains("timing needs a GPU: run autotune on an H200"), "{stdout}");
+        assert!(
+            stdout.contains("timing needs a GPU: run autotune on an H200"),
+            "{stdout}"
+        );
         assert!(stdout.contains(&spec.id()), "{stdout}");
         assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 2);
     }
@@ -110,7 +141,10 @@ fn a_corrupt_cache_is_an_error_and_left_alone() {
     std::fs::write(dir.join("index.json"), b"{\"format\": 1, \"entries\": [").unwrap();
     let e = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &dir)).unwrap_err();
     assert!(e.contains("index.json") && e.contains("truncated"), "{e}");
-    assert_eq!(std::fs::read(dir.join("index.json")).unwrap(), b"{\"format\": 1, \"entries\": [");
+    assert_eq!(
+        std::fs::read(dir.join("index.json")).unwrap(),
+        b"{\"format\": 1, \"entries\": ["
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -118,11 +152,24 @@ fn a_corrupt_cache_is_an_error_and_left_alone() {
 fn usage() {
     use std::process::ExitCode;
     assert_eq!(tuning::run(&["--help".to_string()]), ExitCode::SUCCESS);
-    assert_eq!(tuning::run(&["--frobnicate".to_string()]), ExitCode::from(2));
+    assert_eq!(
+        tuning::run(&["--frobnicate".to_string()]),
+        ExitCode::from(2)
+    );
     let _ = &gla::gates::Gla;
-    assert_eq!(tuning::run(&["--gates".to_string(), "nope".to_string()]), ExitCode::from(2));
+    assert_eq!(
+        tuning::run(&["--gates".to_string(), "nope".to_string()]),
+        ExitCode::from(2)
+    );
     // --plan over a selection that holds no variant compiles nothing and succeeds (NVRTC permitting).
     if gla_runtime::nvrtc::probe().is_ok() {
-        assert_eq!(tuning::run(&["--plan".to_string(), "--only".to_string(), "no-such-variant".to_string()]), ExitCode::SUCCESS);
+        assert_eq!(
+            tuning::run(&[
+                "--plan".to_string(),
+                "--only".to_string(),
+                "no-such-variant".to_string()
+            ]),
+            ExitCode::SUCCESS
+        );
     }
 }

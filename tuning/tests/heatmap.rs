@@ -12,7 +12,14 @@ fn heatmap_of_a_fixture_cache() {
             return;
         }
     };
-    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     println!("{text}");
-    assert!(out.status.success() && text.contains("test_heatmap: all ok"), "{script}:\n{text}");
+    assert!(
+        out.status.success() && text.contains("test_heatmap: all ok"),
+        "{script}:\n{text}"
+    );
 }

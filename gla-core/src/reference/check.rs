@@ -56,14 +56,28 @@ pub(super) struct SeqHead<T> {
 pub(super) fn numel(what: &'static str, dims: &[usize]) -> Result<usize> {
     dims.iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| GlaError::invalid(what, format!("element count of shape {dims:?} overflows usize")))
+        .ok_or_else(|| {
+            GlaError::invalid(
+                what,
+                format!("element count of shape {dims:?} overflows usize"),
+            )
+        })
 }
 
 /// `xs.len()` must be the element count of `shape` (named `names`).
-pub(super) fn expect_len(what: &'static str, xs: &[f64], names: &str, shape: &[usize]) -> Result<()> {
+pub(super) fn expect_len(
+    what: &'static str,
+    xs: &[f64],
+    names: &str,
+    shape: &[usize],
+) -> Result<()> {
     let n = numel(what, shape)?;
     if xs.len() != n {
-        return Err(GlaError::shape(what, format!("{names} = {shape:?} ({n} elements)"), &[xs.len()]));
+        return Err(GlaError::shape(
+            what,
+            format!("{names} = {shape:?} ({n} elements)"),
+            &[xs.len()],
+        ));
     }
     Ok(())
 }
@@ -71,7 +85,10 @@ pub(super) fn expect_len(what: &'static str, xs: &[f64], names: &str, shape: &[u
 /// Every value must be finite.
 pub(super) fn expect_finite(what: &'static str, xs: &[f64]) -> Result<()> {
     match xs.iter().position(|x| !x.is_finite()) {
-        Some(i) => Err(GlaError::invalid(what, format!("element {i} is {}, every value must be finite", xs[i]))),
+        Some(i) => Err(GlaError::invalid(
+            what,
+            format!("element {i} is {}, every value must be finite", xs[i]),
+        )),
         None => Ok(()),
     }
 }
@@ -82,7 +99,10 @@ fn expect_log_gate(what: &'static str, xs: &[f64]) -> Result<()> {
     match xs.iter().position(|&x| x > 0.0) {
         Some(i) => Err(GlaError::invalid(
             what,
-            format!("element {i} is {}: a log-gate must be <= 0 (a gate value in (0, 1])", xs[i]),
+            format!(
+                "element {i} is {}: a log-gate must be <= 0 (a gate value in (0, 1])",
+                xs[i]
+            ),
         )),
         None => Ok(()),
     }
@@ -129,7 +149,12 @@ pub(super) fn check<'a>(p: &Problem<'a>) -> Result<Checked<'a>> {
     let scale = match p.scale {
         None => 1.0 / (dk as f64).sqrt(),
         Some(s) if s.is_finite() => s,
-        Some(s) => return Err(GlaError::invalid("scale", format!("must be finite, got {s}"))),
+        Some(s) => {
+            return Err(GlaError::invalid(
+                "scale",
+                format!("must be finite, got {s}"),
+            ))
+        }
     };
     Ok(Checked { p: *p, seqs, scale })
 }
@@ -146,7 +171,14 @@ impl Checked<'_> {
         self.seqs
             .iter()
             .enumerate()
-            .flat_map(|(n, &(start, len))| (0..h).map(move |hh| Task { n, h: hh, start, len }))
+            .flat_map(|(n, &(start, len))| {
+                (0..h).map(move |hh| Task {
+                    n,
+                    h: hh,
+                    start,
+                    len,
+                })
+            })
             .collect()
     }
 
@@ -157,7 +189,11 @@ impl Checked<'_> {
     }
 
     /// Gather the inputs of `task` into contiguous arrays, converted by `f` (identity or rounding to f32).
-    pub fn gather<T: Copy + Default>(&self, task: &Task, f: impl Fn(f64) -> T + Copy) -> SeqHead<T> {
+    pub fn gather<T: Copy + Default>(
+        &self,
+        task: &Task,
+        f: impl Fn(f64) -> T + Copy,
+    ) -> SeqHead<T> {
         let Dims { h, dk, dv, .. } = self.p.dims;
         let hh = task.h;
         let rows = |src: &[f64], width: usize| -> Vec<T> {

@@ -91,13 +91,34 @@ impl<'x> Chunk<'x> {
             RowGate::PerKey(g) => (cumsum(&g[i0 * dk..(i0 + l) * dk], dk, fault), true),
             RowGate::Scalar(g) => (cumsum(&g[i0..i0 + l], 1, fault), false),
         };
-        let beta = x.value.as_ref().map(|g| cumsum(&g[i0 * dv..(i0 + l) * dv], dv, fault));
+        let beta = x
+            .value
+            .as_ref()
+            .map(|g| cumsum(&g[i0 * dv..(i0 + l) * dv], dv, fault));
         // The kernels' span check: Γ is non-increasing, so the span is −min_d Γ_L,d (NaN fails it).
-        let span = if per_key { gamma[(l - 1) * dk..l * dk].iter().fold(0.0f32, |m, &g| m.max(-g)) } else { 0.0 };
+        let span = if per_key {
+            gamma[(l - 1) * dk..l * dk]
+                .iter()
+                .fold(0.0f32, |m, &g| m.max(-g))
+        } else {
+            0.0
+        };
         let factorised = per_key
             && (fault == Fault::UncheckedFactorisation
-                || cfg.factorise_span.is_some_and(|bound| span <= bound && !gamma.iter().any(|g| g.is_nan())));
-        Chunk { x, i0, l, gamma, per_key, beta, sub_chunk, fault, factorised }
+                || cfg
+                    .factorise_span
+                    .is_some_and(|bound| span <= bound && !gamma.iter().any(|g| g.is_nan())));
+        Chunk {
+            x,
+            i0,
+            l,
+            gamma,
+            per_key,
+            beta,
+            sub_chunk,
+            fault,
+            factorised,
+        }
     }
 
     /// Γ_id (scalar gates ignore `d`).
@@ -131,7 +152,9 @@ impl<'x> Chunk<'x> {
 
     /// Query sub-chunks `(r0, r1)` (rows `r0..r1`) of the secondary chunking.
     fn sub_chunks(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
-        (0..self.l).step_by(self.sub_chunk).map(|r0| (r0, (r0 + self.sub_chunk).min(self.l)))
+        (0..self.l)
+            .step_by(self.sub_chunk)
+            .map(|r0| (r0, (r0 + self.sub_chunk).min(self.l)))
     }
 
     /// Reference row of the off-diagonal blocks of query sub-chunk `r0..r1`: its first row (§4.3), or its last
@@ -161,8 +184,12 @@ impl<'x> Chunk<'x> {
         if self.factorised {
             // Factorised form (mild chunks): A_ij = Σ_d [q_id e^{Γ_id}] · [k_jd e^{−Γ_jd}], one product; the second
             // factor's argument is positive but at most the chunk's checked span.
-            let q_t: Vec<f32> = (0..l * dk).map(|x| self.q(x / dk)[x % dk] * st.exp(self.gamma[x])).collect();
-            let k_t: Vec<f32> = (0..l * dk).map(|x| self.k(x / dk)[x % dk] * st.exp_factor(-self.gamma[x])).collect();
+            let q_t: Vec<f32> = (0..l * dk)
+                .map(|x| self.q(x / dk)[x % dk] * st.exp(self.gamma[x]))
+                .collect();
+            let k_t: Vec<f32> = (0..l * dk)
+                .map(|x| self.k(x / dk)[x % dk] * st.exp_factor(-self.gamma[x]))
+                .collect();
             for i in 0..l {
                 for j in 0..=i {
                     a[i * l + j] = dot(&q_t[i * dk..(i + 1) * dk], &k_t[j * dk..(j + 1) * dk]);
@@ -181,7 +208,16 @@ impl<'x> Chunk<'x> {
         let last = l - 1;
         // (The fault: the upper half's last row instead of its first.)
         let reference = |m: usize, h: usize| if fault { (m + h - 1).min(last) } else { m };
-        pair_scores(&qs, &ks, &Decay { vals: &self.gamma, width: dk }, reference, st)
+        pair_scores(
+            &qs,
+            &ks,
+            &Decay {
+                vals: &self.gamma,
+                width: dk,
+            },
+            reference,
+            st,
+        )
     }
 
     /// Stages intra_scores + output: `scale · (inter + intra)` of the chunk's `l` rows (`[l, d_v]`), from the
@@ -195,7 +231,11 @@ impl<'x> Chunk<'x> {
             let q = self.q(i);
             let row = &mut o[i * dv..(i + 1) * dv];
             for d in 0..dk {
-                let qd = if self.per_key { q[d] * st.exp(self.g(i, d)) } else { q[d] };
+                let qd = if self.per_key {
+                    q[d] * st.exp(self.g(i, d))
+                } else {
+                    q[d]
+                };
                 for (oe, &se) in row.iter_mut().zip(&s[d * dv..(d + 1) * dv]) {
                     *oe += qd * se;
                 }
@@ -275,9 +315,12 @@ impl<'x> Chunk<'x> {
             let k = self.k(j);
             let v_hat: Vec<f32> = match self.beta {
                 None => self.v(j).to_vec(),
-                Some(_) => {
-                    self.v(j).iter().enumerate().map(|(e, &v)| v * st.exp(self.b(last, e) - self.b(j, e))).collect()
-                }
+                Some(_) => self
+                    .v(j)
+                    .iter()
+                    .enumerate()
+                    .map(|(e, &v)| v * st.exp(self.b(last, e) - self.b(j, e)))
+                    .collect(),
             };
             for d in 0..dk {
                 let kd = k[d] * st.exp(self.g(last, d) - self.g(j, d));
@@ -300,7 +343,12 @@ pub(super) fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
 }
 
 /// The chunkwise forward of one (sequence, head): `(o [len, d_v], final state, stats)`.
-fn forward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, fault: Fault) -> (Vec<f32>, Vec<f32>, ExpStats) {
+fn forward_one(
+    x: &SeqHead<f32>,
+    cfg: ChunkConfig,
+    scale: f32,
+    fault: Fault,
+) -> (Vec<f32>, Vec<f32>, ExpStats) {
     let (len, dv) = (x.len, x.dv);
     let starts: Vec<usize> = (0..len).step_by(cfg.chunk).collect();
     let prepare = |i0: usize| Chunk::prepare(x, i0, cfg, fault);
@@ -339,13 +387,24 @@ fn forward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, fault: Fault) -> 
         let pass1: Vec<(Vec<f32>, Vec<f32>, Vec<f32>, ExpStats)> = segs
             .par_iter()
             .map(|seg| {
-                let (mut s, mut dec_k, mut dec_v, mut st) = (vec![0.0f32; dk * dv], vec![0.0f32; dk], vec![0.0f32; dv], ExpStats::default());
+                let (mut s, mut dec_k, mut dec_v, mut st) = (
+                    vec![0.0f32; dk * dv],
+                    vec![0.0f32; dk],
+                    vec![0.0f32; dv],
+                    ExpStats::default(),
+                );
                 for &i0 in seg.iter() {
                     let c = prepare(i0);
                     c.update_state(&mut s, &mut st);
-                    dec_k.iter_mut().enumerate().for_each(|(d, a)| *a += c.g(c.l - 1, d));
+                    dec_k
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(d, a)| *a += c.g(c.l - 1, d));
                     if c.beta.is_some() {
-                        dec_v.iter_mut().enumerate().for_each(|(e, a)| *a += c.b(c.l - 1, e));
+                        dec_v
+                            .iter_mut()
+                            .enumerate()
+                            .for_each(|(e, a)| *a += c.b(c.l - 1, e));
                     }
                 }
                 (s, dec_k, dec_v, st)
@@ -400,21 +459,30 @@ fn forward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, fault: Fault) -> 
 
 pub(super) fn check_config(cfg: ChunkConfig) -> Result<()> {
     let bad = |msg: String| {
-        Err(GlaError::Unsupported { variant: format!("chunkwise C={} c={}", cfg.chunk, cfg.sub_chunk), msg })
+        Err(GlaError::Unsupported {
+            variant: format!("chunkwise C={} c={}", cfg.chunk, cfg.sub_chunk),
+            msg,
+        })
     };
     if cfg.chunk == 0 || cfg.sub_chunk == 0 {
         return bad("chunk size C and sub-chunk size c must be >= 1".into());
     }
-    #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.85.
+    #[allow(clippy::manual_is_multiple_of)]
+    // `is_multiple_of` needs Rust 1.87; the workspace MSRV is 1.85.
     if cfg.sub_chunk > cfg.chunk || cfg.chunk % cfg.sub_chunk != 0 {
-        return bad(format!("sub-chunk size c = {} must divide chunk size C = {}", cfg.sub_chunk, cfg.chunk));
+        return bad(format!(
+            "sub-chunk size c = {} must divide chunk size C = {}",
+            cfg.sub_chunk, cfg.chunk
+        ));
     }
     if cfg.segments == 0 {
         return bad("segments must be >= 1 (1 = one pass per sequence)".into());
     }
     if let Some(b) = cfg.factorise_span {
         if !(b.is_finite() && b >= 0.0) {
-            return bad(format!("factorise_span must be a finite bound >= 0 (natural-log units), got {b}"));
+            return bad(format!(
+                "factorise_span must be a finite bound >= 0 (natural-log units), got {b}"
+            ));
         }
     }
     Ok(())
@@ -440,7 +508,9 @@ pub(super) fn check_f32(c: &Checked) -> Result<()> {
     fits("v", p.v, f64::NEG_INFINITY)?;
     match p.key_gate {
         KeyGate::None => {}
-        KeyGate::PerKey(g) | KeyGate::PerHead(g) | KeyGate::Fixed(g) => fits("key_gate", g, MIN_LOG_GATE_F32)?,
+        KeyGate::PerKey(g) | KeyGate::PerHead(g) | KeyGate::Fixed(g) => {
+            fits("key_gate", g, MIN_LOG_GATE_F32)?
+        }
     }
     if let Some(g) = p.value_gate {
         fits("value_gate", g, MIN_LOG_GATE_F32)?;
@@ -449,7 +519,10 @@ pub(super) fn check_f32(c: &Checked) -> Result<()> {
         fits("initial_state", s, f64::NEG_INFINITY)?;
     }
     if !(c.scale as f32).is_finite() {
-        return Err(GlaError::invalid("scale", format!("{} overflows f32", c.scale)));
+        return Err(GlaError::invalid(
+            "scale",
+            format!("{} overflows f32", c.scale),
+        ));
     }
     Ok(())
 }
@@ -466,11 +539,14 @@ pub(super) fn forward(
     let dims = p.dims;
     let tasks: Vec<Task> = c.tasks();
     let scale = c.scale as f32;
-    let results: Vec<(Vec<f32>, Vec<f32>, ExpStats)> =
-        tasks.par_iter().map(|task| forward_one(&c.gather(task, |x| x as f32), cfg, scale, fault)).collect();
+    let results: Vec<(Vec<f32>, Vec<f32>, ExpStats)> = tasks
+        .par_iter()
+        .map(|task| forward_one(&c.gather(task, |x| x as f32), cfg, scale, fault))
+        .collect();
 
     let mut o = vec![0.0; dims.b * dims.t * dims.h * dims.dv];
-    let mut final_state = output_final_state.then(|| vec![0.0; c.nseq() * dims.h * dims.dk * dims.dv]);
+    let mut final_state =
+        output_final_state.then(|| vec![0.0; c.nseq() * dims.h * dims.dk * dims.dv]);
     let mut stats = ExpStats::default();
     for (task, (ot, st, es)) in tasks.iter().zip(results) {
         let ot: Vec<f64> = ot.into_iter().map(f64::from).collect();

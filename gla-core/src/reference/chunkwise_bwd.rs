@@ -52,9 +52,18 @@ struct TaskGrads {
 }
 
 /// The chunkwise backward of one (sequence, head).
-fn backward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, d_o: &[f32], d_final: Vec<f32>) -> TaskGrads {
+fn backward_one(
+    x: &SeqHead<f32>,
+    cfg: ChunkConfig,
+    scale: f32,
+    d_o: &[f32],
+    d_final: Vec<f32>,
+) -> TaskGrads {
     let (len, dk, dv) = (x.len, x.dk, x.dv);
-    let cfg = ChunkConfig { factorise_span: None, ..cfg };
+    let cfg = ChunkConfig {
+        factorise_span: None,
+        ..cfg
+    };
     let starts: Vec<usize> = (0..len).step_by(cfg.chunk).collect();
     let mut st = ExpStats::default();
     // Forward: every chunk-start state (the backward kernels' "materialize": saved by the forward, or recomputed).
@@ -85,21 +94,45 @@ fn backward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, d_o: &[f32], d_f
         let (l, s) = (c.l, &states[n]);
         let last = l - 1;
         let zeros = vec![0.0f32; l * dv];
-        let key = Decay { vals: &c.gamma, width: if c.per_key { dk } else { 1 } };
-        let val = Decay { vals: c.beta.as_deref().unwrap_or(&zeros), width: dv };
+        let key = Decay {
+            vals: &c.gamma,
+            width: if c.per_key { dk } else { 1 },
+        };
+        let val = Decay {
+            vals: c.beta.as_deref().unwrap_or(&zeros),
+            width: dv,
+        };
         // dO ⊙ scale, and dO_i ⊙ e^{B_i} (value gate) for the inter-chunk and state paths.
-        let dor: Vec<Vec<f32>> = (0..l).map(|i| d_o[(i0 + i) * dv..(i0 + i + 1) * dv].iter().map(|&y| y * scale).collect()).collect();
-        let dob: Vec<Vec<f32>> = if valued { (0..l).map(|i| (0..dv).map(|e| dor[i][e] * st.exp(c.b(i, e))).collect()).collect() } else { dor.clone() };
+        let dor: Vec<Vec<f32>> = (0..l)
+            .map(|i| {
+                d_o[(i0 + i) * dv..(i0 + i + 1) * dv]
+                    .iter()
+                    .map(|&y| y * scale)
+                    .collect()
+            })
+            .collect();
+        let dob: Vec<Vec<f32>> = if valued {
+            (0..l)
+                .map(|i| (0..dv).map(|e| dor[i][e] * st.exp(c.b(i, e))).collect())
+                .collect()
+        } else {
+            dor.clone()
+        };
         // Inter: dq_i = (dÔ_i Sᵀ) ⊙ e^{Γ_i}.
         for i in 0..l {
             for d in 0..dk {
-                g.dq[(i0 + i) * dk + d] += dot(&dob[i], &s[d * dv..(d + 1) * dv]) * st.exp(c.g(i, d));
+                g.dq[(i0 + i) * dk + d] +=
+                    dot(&dob[i], &s[d * dv..(d + 1) * dv]) * st.exp(c.g(i, d));
             }
         }
         // State path, dS = dS_[n+1], V̂_j = v_j ⊙ e^{B_L − B_j}, K̂_j = k_j ⊙ e^{Γ_L − Γ_j}:
         //   dk_j = (V̂_j dSᵀ) ⊙ e^{Γ_L − Γ_j},  dv_j = (K̂_j dS) ⊙ e^{B_L − B_j}.
         for j in 0..l {
-            let vb: Vec<f32> = if valued { (0..dv).map(|e| st.exp(c.b(last, e) - c.b(j, e))).collect() } else { vec![1.0; dv] };
+            let vb: Vec<f32> = if valued {
+                (0..dv).map(|e| st.exp(c.b(last, e) - c.b(j, e))).collect()
+            } else {
+                vec![1.0; dv]
+            };
             let vhat: Vec<f32> = c.v(j).iter().zip(&vb).map(|(v, f)| v * f).collect();
             let mut kds = vec![0.0f32; dv];
             for d in 0..dk {
@@ -119,13 +152,22 @@ fn backward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, d_o: &[f32], d_f
         let vs: Vec<Vec<f32>> = (0..l).map(|j| c.v(j).to_vec()).collect();
         let a = pair_scores(&qs, &ks, &key, |m, _| m, &mut st);
         let da = pair_scores(&dor, &vs, &val, |m, _| m, &mut st);
-        for (j, row) in pair_sum(&a, &dor, &val, false, &mut st).into_iter().enumerate() {
+        for (j, row) in pair_sum(&a, &dor, &val, false, &mut st)
+            .into_iter()
+            .enumerate()
+        {
             axpy(&mut g.dv[(i0 + j) * dv..(i0 + j + 1) * dv], 1.0, &row);
         }
-        for (i, row) in pair_sum(&da, &ks, &key, true, &mut st).into_iter().enumerate() {
+        for (i, row) in pair_sum(&da, &ks, &key, true, &mut st)
+            .into_iter()
+            .enumerate()
+        {
             axpy(&mut g.dq[(i0 + i) * dk..(i0 + i + 1) * dk], 1.0, &row);
         }
-        for (j, row) in pair_sum(&da, &qs, &key, false, &mut st).into_iter().enumerate() {
+        for (j, row) in pair_sum(&da, &qs, &key, false, &mut st)
+            .into_iter()
+            .enumerate()
+        {
             axpy(&mut g.dk[(i0 + j) * dk..(i0 + j + 1) * dk], 1.0, &row);
         }
         if valued {
@@ -152,16 +194,30 @@ fn backward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, d_o: &[f32], d_f
         let l = (len - i0).min(cfg.chunk);
         let (s_next, ds_next) = (&states[n + 1], &ds_after[n]);
         if !matches!(x.key, RowGate::None) {
-            let mut acc: Vec<f32> = (0..dk).map(|d| dot(&ds_next[d * dv..(d + 1) * dv], &s_next[d * dv..(d + 1) * dv])).collect();
+            let mut acc: Vec<f32> = (0..dk)
+                .map(|d| {
+                    dot(
+                        &ds_next[d * dv..(d + 1) * dv],
+                        &s_next[d * dv..(d + 1) * dv],
+                    )
+                })
+                .collect();
             for t in (i0..i0 + l).rev() {
                 for d in 0..dk {
-                    acc[d] += x.q[t * dk + d] * g.dq[t * dk + d] - x.k[t * dk + d] * g.dk[t * dk + d];
+                    acc[d] +=
+                        x.q[t * dk + d] * g.dq[t * dk + d] - x.k[t * dk + d] * g.dk[t * dk + d];
                     g.d_alpha[t * dk + d] = acc[d];
                 }
             }
         }
         if valued {
-            let mut acc: Vec<f32> = (0..dv).map(|e| (0..dk).map(|d| ds_next[d * dv + e] * s_next[d * dv + e]).sum()).collect();
+            let mut acc: Vec<f32> = (0..dv)
+                .map(|e| {
+                    (0..dk)
+                        .map(|d| ds_next[d * dv + e] * s_next[d * dv + e])
+                        .sum()
+                })
+                .collect();
             for t in (i0..i0 + l).rev() {
                 let o = &outputs[n][(t - i0) * dv..(t - i0 + 1) * dv];
                 for e in 0..dv {
@@ -175,7 +231,12 @@ fn backward_one(x: &SeqHead<f32>, cfg: ChunkConfig, scale: f32, d_o: &[f32], d_f
     g
 }
 
-pub(super) fn backward(p: &Problem, cfg: ChunkConfig, d_o: &[f64], d_final_state: Option<&[f64]>) -> Result<(Grads, ExpStats)> {
+pub(super) fn backward(
+    p: &Problem,
+    cfg: ChunkConfig,
+    d_o: &[f64],
+    d_final_state: Option<&[f64]>,
+) -> Result<(Grads, ExpStats)> {
     check_config(cfg)?;
     let c = check(p)?;
     check_f32(&c)?;
@@ -230,10 +291,16 @@ pub(super) fn backward(p: &Problem, cfg: ChunkConfig, d_o: &[f64], d_final_state
         match (p.key_gate, out.d_key_gate.as_mut()) {
             (KeyGate::PerKey(_), Some(dg)) => c.scatter(dg, task, dk, &wide(&tg.d_alpha)),
             (KeyGate::PerHead(_), Some(dg)) => {
-                let rows: Vec<f64> = tg.d_alpha.chunks_exact(dk).map(|r| r.iter().map(|&y| f64::from(y)).sum()).collect();
+                let rows: Vec<f64> = tg
+                    .d_alpha
+                    .chunks_exact(dk)
+                    .map(|r| r.iter().map(|&y| f64::from(y)).sum())
+                    .collect();
                 c.scatter(dg, task, 1, &rows);
             }
-            (KeyGate::Fixed(_), Some(dg)) => dg[task.h] += tg.d_alpha.iter().map(|&y| f64::from(y)).sum::<f64>(),
+            (KeyGate::Fixed(_), Some(dg)) => {
+                dg[task.h] += tg.d_alpha.iter().map(|&y| f64::from(y)).sum::<f64>()
+            }
             _ => {}
         }
         if let Some(dg) = out.d_value_gate.as_mut() {

@@ -44,7 +44,13 @@ pub(super) fn levels(l: usize) -> Vec<(std::ops::Range<usize>, std::ops::Range<u
 /// 0, every other pair through its level's reference row `reference(m, h)` — `m`, the upper half's first row (a
 /// fault injection may name another) — (a scalar decay: one factor a pair). The forward's exact per-key scores
 /// (A from q, k, Γ) and the backward's dA (from dO, v, B) alike.
-pub(super) fn pair_scores(a: &[Vec<f32>], b: &[Vec<f32>], dec: &Decay, reference: impl Fn(usize, usize) -> usize, st: &mut ExpStats) -> Vec<f32> {
+pub(super) fn pair_scores(
+    a: &[Vec<f32>],
+    b: &[Vec<f32>],
+    dec: &Decay,
+    reference: impl Fn(usize, usize) -> usize,
+    st: &mut ExpStats,
+) -> Vec<f32> {
     let l = a.len();
     let mut out = vec![0.0f32; l * l];
     for i in 0..l {
@@ -60,9 +66,18 @@ pub(super) fn pair_scores(a: &[Vec<f32>], b: &[Vec<f32>], dec: &Decay, reference
     }
     for (lower, upper, m) in levels(l) {
         let (w, r) = (a[0].len(), reference(m, m - lower.start));
-        let bs: Vec<Vec<f32>> = lower.clone().map(|j| (0..w).map(|c| b[j][c] * st.exp(dec.at(r, c) - dec.at(j, c))).collect()).collect();
+        let bs: Vec<Vec<f32>> = lower
+            .clone()
+            .map(|j| {
+                (0..w)
+                    .map(|c| b[j][c] * st.exp(dec.at(r, c) - dec.at(j, c)))
+                    .collect()
+            })
+            .collect();
         for i in upper {
-            let ai: Vec<f32> = (0..w).map(|c| a[i][c] * st.exp(dec.at(i, c) - dec.at(r, c))).collect();
+            let ai: Vec<f32> = (0..w)
+                .map(|c| a[i][c] * st.exp(dec.at(i, c) - dec.at(r, c)))
+                .collect();
             for (jj, j) in lower.clone().enumerate() {
                 out[i * l + j] = dot(&ai, &bs[jj]);
             }
@@ -74,7 +89,13 @@ pub(super) fn pair_scores(a: &[Vec<f32>], b: &[Vec<f32>], dec: &Decay, reference
 /// `Σ_{j≤i} w_ij (x_j ⊙ e^{D_i − D_j})` into row i (`to_query`), or `Σ_{i≥j} w_ij (x_i ⊙ e^{D_i − D_j})` into row j,
 /// per column: the diagonal with exponent 0, then each level's pairs through their reference row — a block of w
 /// times scaled rows, then one scale a row.
-pub(super) fn pair_sum(w: &[f32], x: &[Vec<f32>], dec: &Decay, to_query: bool, st: &mut ExpStats) -> Vec<Vec<f32>> {
+pub(super) fn pair_sum(
+    w: &[f32],
+    x: &[Vec<f32>],
+    dec: &Decay,
+    to_query: bool,
+    st: &mut ExpStats,
+) -> Vec<Vec<f32>> {
     let l = x.len();
     let width = x.first().map_or(0, |r| r.len());
     let mut out = vec![vec![0.0f32; width]; l];
@@ -97,7 +118,14 @@ pub(super) fn pair_sum(w: &[f32], x: &[Vec<f32>], dec: &Decay, to_query: bool, s
     for (lower, upper, m) in levels(l) {
         if to_query {
             // row i (upper) += e^{D_i − D_m} ⊙ Σ_j w_ij (x_j ⊙ e^{D_m − D_j})
-            let xs: Vec<Vec<f32>> = lower.clone().map(|j| (0..width).map(|c| x[j][c] * st.exp(dec.at(m, c) - dec.at(j, c))).collect()).collect();
+            let xs: Vec<Vec<f32>> = lower
+                .clone()
+                .map(|j| {
+                    (0..width)
+                        .map(|c| x[j][c] * st.exp(dec.at(m, c) - dec.at(j, c)))
+                        .collect()
+                })
+                .collect();
             for i in upper {
                 let mut acc = vec![0.0f32; width];
                 for (jj, j) in lower.clone().enumerate() {
@@ -109,7 +137,14 @@ pub(super) fn pair_sum(w: &[f32], x: &[Vec<f32>], dec: &Decay, to_query: bool, s
             }
         } else {
             // row j (lower) += e^{D_m − D_j} ⊙ Σ_i w_ij (x_i ⊙ e^{D_i − D_m})
-            let xs: Vec<Vec<f32>> = upper.clone().map(|i| (0..width).map(|c| x[i][c] * st.exp(dec.at(i, c) - dec.at(m, c))).collect()).collect();
+            let xs: Vec<Vec<f32>> = upper
+                .clone()
+                .map(|i| {
+                    (0..width)
+                        .map(|c| x[i][c] * st.exp(dec.at(i, c) - dec.at(m, c)))
+                        .collect()
+                })
+                .collect();
             for j in lower {
                 let mut acc = vec![0.0f32; width];
                 for (ii, i) in upper.clone().enumerate() {
@@ -123,4 +158,3 @@ pub(super) fn pair_sum(w: &[f32], x: &[Vec<f32>], dec: &Decay, to_query: bool, s
     }
     out
 }
-

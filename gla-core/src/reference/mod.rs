@@ -174,7 +174,13 @@ pub struct ChunkConfig {
 impl Default for ChunkConfig {
     /// The kernels' default variant: `C = 64`, `c = 16`, fused (not materialized), exact (recursive) per-key form, unsplit.
     fn default() -> Self {
-        ChunkConfig { chunk: 64, sub_chunk: 16, materialize: false, factorise_span: None, segments: 1 }
+        ChunkConfig {
+            chunk: 64,
+            sub_chunk: 16,
+            materialize: false,
+            factorise_span: None,
+            segments: 1,
+        }
     }
 }
 
@@ -193,21 +199,32 @@ pub struct ExpStats {
 
 impl Default for ExpStats {
     fn default() -> Self {
-        ExpStats { count: 0, max_arg: f64::NEG_INFINITY, max_factor_arg: f64::NEG_INFINITY }
+        ExpStats {
+            count: 0,
+            max_arg: f64::NEG_INFINITY,
+            max_factor_arg: f64::NEG_INFINITY,
+        }
     }
 }
 
 impl ExpStats {
     /// Combine the statistics of two disjoint sets of evaluations.
     pub fn merge(self, other: ExpStats) -> ExpStats {
-        let max_arg =
-            if self.max_arg.is_nan() || other.max_arg.is_nan() { f64::NAN } else { self.max_arg.max(other.max_arg) };
+        let max_arg = if self.max_arg.is_nan() || other.max_arg.is_nan() {
+            f64::NAN
+        } else {
+            self.max_arg.max(other.max_arg)
+        };
         let max_factor_arg = if self.max_factor_arg.is_nan() || other.max_factor_arg.is_nan() {
             f64::NAN
         } else {
             self.max_factor_arg.max(other.max_factor_arg)
         };
-        ExpStats { count: self.count + other.count, max_arg, max_factor_arg }
+        ExpStats {
+            count: self.count + other.count,
+            max_arg,
+            max_factor_arg,
+        }
     }
 }
 
@@ -232,7 +249,12 @@ pub struct Grads {
 /// The chunkwise backward in f32 arithmetic: the decomposition of the backward kernels (the reverse pass over chunk
 /// states, the per-chunk gradients with the recursive pair levels, the gate's closed form), with statistics of every
 /// `exp` (all ≤ 0). Same gradients and layouts as [`recurrent_backward`], every gate shape and the value gate.
-pub fn chunkwise_backward(p: &Problem, cfg: ChunkConfig, d_o: &[f64], d_final_state: Option<&[f64]>) -> Result<(Grads, ExpStats)> {
+pub fn chunkwise_backward(
+    p: &Problem,
+    cfg: ChunkConfig,
+    d_o: &[f64],
+    d_final_state: Option<&[f64]>,
+) -> Result<(Grads, ExpStats)> {
     chunkwise_bwd::backward(p, cfg, d_o, d_final_state)
 }
 
@@ -243,13 +265,21 @@ pub fn recurrent_forward(p: &Problem, output_final_state: bool) -> Result<Forwar
 
 /// The chunkwise form in f32 arithmetic (inputs rounded to f32, result widened to f64), performing exactly the
 /// kernels' decomposition (module docs), with statistics of every `exp` it evaluated.
-pub fn chunkwise_forward(p: &Problem, cfg: ChunkConfig, output_final_state: bool) -> Result<(Forward, ExpStats)> {
+pub fn chunkwise_forward(
+    p: &Problem,
+    cfg: ChunkConfig,
+    output_final_state: bool,
+) -> Result<(Forward, ExpStats)> {
     chunkwise::forward(p, cfg, output_final_state, Fault::None)
 }
 
 /// Gradients of the recurrence in f64, given `dO` (`[B,T,H,d_v]`) and optionally `d(final state)`
 /// (`[N,H,d_k,d_v]`, zero if `None`).
-pub fn recurrent_backward(p: &Problem, d_o: &[f64], d_final_state: Option<&[f64]>) -> Result<Grads> {
+pub fn recurrent_backward(
+    p: &Problem,
+    d_o: &[f64],
+    d_final_state: Option<&[f64]>,
+) -> Result<Grads> {
     recurrent::backward(p, d_o, d_final_state)
 }
 

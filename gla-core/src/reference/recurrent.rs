@@ -69,11 +69,14 @@ pub(super) fn forward(p: &Problem, output_final_state: bool) -> Result<Forward> 
     let c = check(p)?;
     let dims = p.dims;
     let tasks = c.tasks();
-    let results: Vec<(Vec<f64>, Vec<f64>)> =
-        tasks.par_iter().map(|task| forward_one(&c.gather(task, |x| x), c.scale)).collect();
+    let results: Vec<(Vec<f64>, Vec<f64>)> = tasks
+        .par_iter()
+        .map(|task| forward_one(&c.gather(task, |x| x), c.scale))
+        .collect();
 
     let mut o = vec![0.0; dims.b * dims.t * dims.h * dims.dv];
-    let mut final_state = output_final_state.then(|| vec![0.0; c.nseq() * dims.h * dims.dk * dims.dv]);
+    let mut final_state =
+        output_final_state.then(|| vec![0.0; c.nseq() * dims.h * dims.dk * dims.dv]);
     for (task, (ot, st)) in tasks.iter().zip(&results) {
         c.scatter(&mut o, task, dims.dv, ot);
         if let Some(fs) = final_state.as_mut() {
@@ -242,7 +245,11 @@ pub(super) fn backward(p: &Problem, d_o: &[f64], d_final_state: Option<&[f64]>) 
         match (p.key_gate, out.d_key_gate.as_mut()) {
             (KeyGate::PerKey(_), Some(dg)) => c.scatter(dg, task, dk, &tg.d_alpha),
             (KeyGate::PerHead(_), Some(dg)) => {
-                let rows: Vec<f64> = tg.d_alpha.chunks_exact(dk).map(|r| r.iter().sum()).collect();
+                let rows: Vec<f64> = tg
+                    .d_alpha
+                    .chunks_exact(dk)
+                    .map(|r| r.iter().sum())
+                    .collect();
                 c.scatter(dg, task, 1, &rows);
             }
             (KeyGate::Fixed(_), Some(dg)) => dg[task.h] += tg.d_alpha.iter().sum::<f64>(),

@@ -78,7 +78,9 @@ impl Owned {
 
     /// Number of sequences.
     pub fn nseq(&self) -> usize {
-        self.cu_seqlens.as_ref().map_or(self.dims.b, |c| c.len() - 1)
+        self.cu_seqlens
+            .as_ref()
+            .map_or(self.dims.b, |c| c.len() - 1)
     }
 
     /// Elements of a `[N,H,d_k,d_v]` state tensor.
@@ -163,9 +165,26 @@ impl Spec {
         };
         let regime = self.regime;
         let key_gate = (0..n_gate).map(|_| regime.sample(&mut rng)).collect();
-        let value_gate = self.value_gate.then(|| (0..b * t * h * dv).map(|_| regime.sample(&mut rng)).collect());
-        let initial_state = self.initial_state.then(|| uniform(&mut rng, nseq * h * dk * dv));
-        Owned { dims, q, k, v, kind: self.kind, key_gate, value_gate, scale: self.scale, initial_state, cu_seqlens }
+        let value_gate = self.value_gate.then(|| {
+            (0..b * t * h * dv)
+                .map(|_| regime.sample(&mut rng))
+                .collect()
+        });
+        let initial_state = self
+            .initial_state
+            .then(|| uniform(&mut rng, nseq * h * dk * dv));
+        Owned {
+            dims,
+            q,
+            k,
+            v,
+            kind: self.kind,
+            key_gate,
+            value_gate,
+            scale: self.scale,
+            initial_state,
+            cu_seqlens,
+        }
     }
 }
 

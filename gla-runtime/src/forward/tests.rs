@@ -18,7 +18,16 @@ impl Gate for WithParams {
         GateShape::PerHead
     }
     fn params(&self) -> &'static [ParamSpec] {
-        &[ParamSpec { name: "a", range: None }, ParamSpec { name: "b", range: None }]
+        &[
+            ParamSpec {
+                name: "a",
+                range: None,
+            },
+            ParamSpec {
+                name: "b",
+                range: None,
+            },
+        ]
     }
     fn expr(&self) -> &'static str {
         "-softplus(x) * a"
@@ -121,15 +130,32 @@ fn valid_fixed_length_problem() {
     let p = run(&PER_KEY, &base()).unwrap();
     assert_eq!(p.dims, Dims::new(2, 100, 4, 128, 96));
     assert_eq!(p.seqs, vec![(0, 100), (100, 100)]);
-    assert_eq!(p.spec, KernelSpec::default_for(&PER_KEY, BF, 128, 96).unwrap());
-    assert_eq!(p.spec.tiles.block_v, 128, "one value tile per head (the plan splits narrow problems into segments)");
-    assert_eq!(p.spec.dv, 128, "d_v = 96 runs on the 128 specialisation, masked");
+    assert_eq!(
+        p.spec,
+        KernelSpec::default_for(&PER_KEY, BF, 128, 96).unwrap()
+    );
+    assert_eq!(
+        p.spec.tiles.block_v, 128,
+        "one value tile per head (the plan splits narrow problems into segments)"
+    );
+    assert_eq!(
+        p.spec.dv, 128,
+        "d_v = 96 runs on the 128 specialisation, masked"
+    );
     let c = p.spec.chunk as usize;
-    assert_eq!(p.total_chunks, 2 * 100usize.div_ceil(c), "2 sequences x ceil(100 / C)");
+    assert_eq!(
+        p.total_chunks,
+        2 * 100usize.div_ceil(c),
+        "2 sequences x ceil(100 / C)"
+    );
     assert!((p.scale - 1.0 / 128f32.sqrt()).abs() < 1e-7);
     assert_eq!(p.o_shape(), [2, 100, 4, 96]);
     assert_eq!(p.state_shape(), [2, 4, 128, 96]);
-    assert_eq!(p.states_bytes(), p.total_chunks * 4 * 128 * 96 * 4, "chunks x H x d_k x d_v f32");
+    assert_eq!(
+        p.states_bytes(),
+        p.total_chunks * 4 * 128 * 96 * 4,
+        "chunks x H x d_k x d_v f32"
+    );
     assert!(!p.has_initial_state && !p.output_final_state);
 }
 
@@ -140,7 +166,11 @@ fn q_k_v_shapes_and_dtypes() {
     check_err(&PER_KEY, &c, &["`q`", "[B, T, H, d_k]", "[2, 100, 4]"]);
     let mut c = base();
     c.k.0[3] = 64;
-    check_err(&PER_KEY, &c, &["`k`", "[2, 100, 4, 128]", "[2, 100, 4, 64]"]);
+    check_err(
+        &PER_KEY,
+        &c,
+        &["`k`", "[2, 100, 4, 128]", "[2, 100, 4, 64]"],
+    );
     let mut c = base();
     c.k.1 = DType::F16;
     check_err(&PER_KEY, &c, &["`k`", "dtype f16", "bf16"]);
@@ -180,7 +210,11 @@ fn logits_follow_the_gate_shape() {
     c.g = Some((vec![2, 100, 4], BF));
     check_err(&PER_KEY, &c, &["`logits`", "[2, 100, 4, 128]"]);
     c.g = None;
-    check_err(&PER_KEY, &c, &["logits", "per_key", "bf16", "[2, 100, 4, 128]"]);
+    check_err(
+        &PER_KEY,
+        &c,
+        &["logits", "per_key", "bf16", "[2, 100, 4, 128]"],
+    );
     // The element dtype, like q: f32 logits for bf16 q are an error.
     let mut c = base();
     c.g.as_mut().unwrap().1 = F32;
@@ -246,7 +280,12 @@ fn varlen_sequences() {
     c.cu = Some(vec![0, 10, 200]);
     check_err(&PER_KEY, &c, &["cu_seqlens", "B = 1"]);
     let mut c = base();
-    for t in [&mut c.q.0, &mut c.k.0, &mut c.v.0, &mut c.g.as_mut().unwrap().0] {
+    for t in [
+        &mut c.q.0,
+        &mut c.k.0,
+        &mut c.v.0,
+        &mut c.g.as_mut().unwrap().0,
+    ] {
         t[0] = 1;
         t[1] = 200;
     }
@@ -255,7 +294,11 @@ fn varlen_sequences() {
     let p = run(&PER_KEY, &c).unwrap();
     assert_eq!(p.seqs, vec![(0, 10), (10, 0), (10, 190)]);
     let ch = p.spec.chunk as usize;
-    assert_eq!(p.total_chunks, 10usize.div_ceil(ch) + 190usize.div_ceil(ch), "ceil(10 / C) + 0 + ceil(190 / C) chunks");
+    assert_eq!(
+        p.total_chunks,
+        10usize.div_ceil(ch) + 190usize.div_ceil(ch),
+        "ceil(10 / C) + 0 + ceil(190 / C) chunks"
+    );
     assert_eq!(p.state_shape(), [3, 4, 128, 96]);
     c.h0 = Some((vec![1, 4, 128, 96], F32));
     check_err(&PER_KEY, &c, &["`initial_state`", "[3, 4, 128, 96]"]);
@@ -270,7 +313,14 @@ fn varlen_sequences() {
 
 #[test]
 fn explicit_variants() {
-    let tiles = Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 };
+    let tiles = Tiles {
+        block_v: 32,
+        warps: 4,
+        producer_warps: 0,
+        producer_groups: 1,
+        wgmma: false,
+        ctas_per_sm: 1,
+    };
     let mut c = base();
     c.variant = Some(KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 128, true, tiles).unwrap());
     let p = run(&PER_KEY, &c).unwrap();
@@ -279,7 +329,8 @@ fn explicit_variants() {
     c.variant = Some(KernelSpec::new(&PER_KEY, BF, 64, 16, 128, 64, false, tiles).unwrap());
     check_err(&PER_KEY, &c, &["d_v <= 64", "d_v = 96"]);
     // Wrong dtype.
-    c.variant = Some(KernelSpec::new(&PER_KEY, DType::F16, 64, 16, 128, 128, false, tiles).unwrap());
+    c.variant =
+        Some(KernelSpec::new(&PER_KEY, DType::F16, 64, 16, 128, 128, false, tiles).unwrap());
     check_err(&PER_KEY, &c, &["`variant`", "f16", "bf16"]);
     // Another gate's variant.
     c.variant = Some(KernelSpec::new(&PER_HEAD, BF, 64, 16, 128, 128, false, tiles).unwrap());
@@ -314,7 +365,12 @@ fn scale() {
 fn empty_problems_validate() {
     // T = 0: N = B sequences of length 0, no chunks.
     let mut c = base();
-    for t in [&mut c.q.0, &mut c.k.0, &mut c.v.0, &mut c.g.as_mut().unwrap().0] {
+    for t in [
+        &mut c.q.0,
+        &mut c.k.0,
+        &mut c.v.0,
+        &mut c.g.as_mut().unwrap().0,
+    ] {
         t[1] = 0;
     }
     let p = run(&PER_KEY, &c).unwrap();
@@ -361,13 +417,26 @@ fn per_value_gates_take_one_logit_per_value_channel() {
     assert!(run(&G, &c).is_ok());
     c.g = Some((vec![2, 100, 4, 128], BF)); // per-key shaped logits for a value gate
     check_err(&G, &c, &["logits"]);
-    assert_eq!(logits_shape(PerValue, &Dims::new(2, 100, 4, 128, 96)), vec![2, 100, 4, 96]);
+    assert_eq!(
+        logits_shape(PerValue, &Dims::new(2, 100, 4, 128, 96)),
+        vec![2, 100, 4, 96]
+    );
 }
 
 #[test]
 fn key_split_variants_take_even_key_dims_up_to_twice_their_slice() {
-    let tiles = Tiles { block_v: 128, warps: 8, producer_warps: 4, producer_groups: 1, wgmma: true, ctas_per_sm: 1 };
-    let ks = KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 256, false, tiles).unwrap().with_key_split(2).unwrap();
+    let tiles = Tiles {
+        block_v: 128,
+        warps: 8,
+        producer_warps: 4,
+        producer_groups: 1,
+        wgmma: true,
+        ctas_per_sm: 1,
+    };
+    let ks = KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 256, false, tiles)
+        .unwrap()
+        .with_key_split(2)
+        .unwrap();
     assert_eq!(ks.key_dim(), 256);
     let with_dk = |dk: usize| {
         let mut c = base();
@@ -380,12 +449,18 @@ fn key_split_variants_take_even_key_dims_up_to_twice_their_slice() {
     for dk in [256, 200, 2] {
         let p = run(&PER_KEY, &with_dk(dk)).unwrap();
         assert_eq!(p.dims.dk, dk);
-        assert!((p.scale - 1.0 / (dk as f32).sqrt()).abs() < 1e-7, "the scale is of the whole d_k");
+        assert!(
+            (p.scale - 1.0 / (dk as f32).sqrt()).abs() < 1e-7,
+            "the scale is of the whole d_k"
+        );
     }
     check_err(&PER_KEY, &with_dk(201), &["multiple of 2", "201"]);
     check_err(&PER_KEY, &with_dk(258), &["d_k <= 256", "258"]);
     // Key split 4: d_k up to 512 in four equal slices.
-    let ks4 = KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 512, false, tiles).unwrap().with_key_split(4).unwrap();
+    let ks4 = KernelSpec::new(&PER_KEY, BF, 32, 16, 128, 512, false, tiles)
+        .unwrap()
+        .with_key_split(4)
+        .unwrap();
     for dk in [512, 320, 4] {
         let mut c = with_dk(dk);
         c.variant = Some(ks4);

@@ -36,7 +36,14 @@ ptxas info    : Used 10 registers, used 1 barriers, 128 bytes smem
 ptxas info    : Compile time = 4.063 ms
 ";
 
-fn res(name: &str, registers: u32, stores: u32, loads: u32, smem: u32, stack: u32) -> KernelResources {
+fn res(
+    name: &str,
+    registers: u32,
+    stores: u32,
+    loads: u32,
+    smem: u32,
+    stack: u32,
+) -> KernelResources {
     KernelResources {
         name: name.into(),
         registers,
@@ -50,13 +57,22 @@ fn res(name: &str, registers: u32, stores: u32, loads: u32, smem: u32, stack: u3
 #[test]
 fn parses_ptxas_report_with_spills_and_device_functions() {
     let r = parse_ptxas_report(LOG_SPILLS);
-    assert_eq!(r, vec![res("calls", 23, 0, 0, 800, 64), res("spilly", 24, 5960, 12164, 0, 5968)]);
+    assert_eq!(
+        r,
+        vec![
+            res("calls", 23, 0, 0, 800, 64),
+            res("spilly", 24, 5960, 12164, 0, 5968)
+        ]
+    );
     assert!(!r[0].spills() && r[1].spills());
 }
 
 #[test]
 fn parses_plain_ptxas_report() {
-    assert_eq!(parse_ptxas_report(LOG_PLAIN), vec![res("k2", 32, 0, 0, 0, 0), res("k", 10, 0, 0, 128, 0)]);
+    assert_eq!(
+        parse_ptxas_report(LOG_PLAIN),
+        vec![res("k2", 32, 0, 0, 0, 0), res("k", 10, 0, 0, 128, 0)]
+    );
 }
 
 #[test]
@@ -65,7 +81,13 @@ fn parse_ignores_noise() {
     assert!(parse_ptxas_report("warning: something\nerror: else\n").is_empty());
     // Lines for an unannounced function are not attributed to anyone.
     assert!(parse_ptxas_report("ptxas info    : Function properties for f\nptxas . 8 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads").is_empty());
-    assert_eq!(number_before("ptxas info    : Used 40 registers, used 1 barriers, 8 bytes smem", "bytes smem"), Some(8));
+    assert_eq!(
+        number_before(
+            "ptxas info    : Used 40 registers, used 1 barriers, 8 bytes smem",
+            "bytes smem"
+        ),
+        Some(8)
+    );
     assert_eq!(number_before("Used 40 registers", "registers"), Some(40));
     assert_eq!(number_before("no number registers", "registers"), None);
 }
@@ -73,7 +95,16 @@ fn parse_ignores_noise() {
 #[test]
 fn option_strings() {
     let o = CompileOptions::default().build();
-    assert_eq!(o, ["-arch=sm_90a", "-std=c++17", "-default-device", "--ptxas-options=-v", "--no-cache"]);
+    assert_eq!(
+        o,
+        [
+            "-arch=sm_90a",
+            "-std=c++17",
+            "-default-device",
+            "--ptxas-options=-v",
+            "--no-cache"
+        ]
+    );
     let o = CompileOptions {
         lineinfo: true,
         include_paths: vec!["/x/include".into()],
@@ -135,9 +166,15 @@ fn mma_kernel_compiles_to_sm90a_cubin() {
     assert!(is_elf(&c.cubin), "not an ELF image");
     // ELF64, e_machine = EM_CUDA (190).
     assert_eq!(c.cubin[4], 2, "ELF class");
-    assert_eq!(u16::from_le_bytes([c.cubin[18], c.cubin[19]]), 190, "e_machine");
+    assert_eq!(
+        u16::from_le_bytes([c.cubin[18], c.cubin[19]]),
+        190,
+        "e_machine"
+    );
     assert!(c.log.contains("for 'sm_90a'"), "{}", c.log);
-    let r = c.resources_of("mma_bf16").unwrap_or_else(|| panic!("no resources in log:\n{}", c.log));
+    let r = c
+        .resources_of("mma_bf16")
+        .unwrap_or_else(|| panic!("no resources in log:\n{}", c.log));
     assert!(r.registers > 0 && !r.spills(), "{r:?}");
     assert!(c.compile_ms > 0.0);
 }
@@ -148,12 +185,22 @@ fn arch_flag_is_in_effect() {
         return;
     }
     compile(ARCH_SPECIFIC_KERNEL, "needs_90a").expect("sm_90a accepts setmaxnreg/wgmma");
-    let opts = CompileOptions { arch: "sm_90".into(), ..Default::default() };
+    let opts = CompileOptions {
+        arch: "sm_90".into(),
+        ..Default::default()
+    };
     match compile_with(ARCH_SPECIFIC_KERNEL, "needs_90a", &opts) {
-        Err(GlaError::Compile { kernel, options, log }) => {
+        Err(GlaError::Compile {
+            kernel,
+            options,
+            log,
+        }) => {
             assert_eq!(kernel, "needs_90a");
             assert!(options.contains(&"-arch=sm_90".to_string()), "{options:?}");
-            assert!(log.contains("sm_90a") || log.contains("not supported"), "{log}");
+            assert!(
+                log.contains("sm_90a") || log.contains("not supported"),
+                "{log}"
+            );
         }
         other => panic!("sm_90 must reject setmaxnreg/wgmma, got {other:?}"),
     }
@@ -164,10 +211,25 @@ fn compile_errors_carry_the_log() {
     if !nvrtc_or_skip("compile_errors_carry_the_log") {
         return;
     }
-    let e = compile("extern \"C\" __global__ void broken() { undefined_thing(); }", "broken").unwrap_err();
+    let e = compile(
+        "extern \"C\" __global__ void broken() { undefined_thing(); }",
+        "broken",
+    )
+    .unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("`broken`") && msg.contains("undefined_thing") && msg.contains("-arch=sm_90a"), "{msg}");
-    let e = compile_with("", "x", &CompileOptions { arch: "compute_90".into(), ..Default::default() }).unwrap_err();
+    assert!(
+        msg.contains("`broken`") && msg.contains("undefined_thing") && msg.contains("-arch=sm_90a"),
+        "{msg}"
+    );
+    let e = compile_with(
+        "",
+        "x",
+        &CompileOptions {
+            arch: "compute_90".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("real architecture"), "{e}");
 }
 
@@ -191,7 +253,24 @@ fn generated_variants_compile() {
     use gla_core::DType;
     let specs = [
         KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap(),
-        KernelSpec::new(&PER_HEAD, DType::F16, 64, 16, 64, 64, true, Tiles { block_v: 32, warps: 4, producer_warps: 0, producer_groups: 1, wgmma: false, ctas_per_sm: 1 }).unwrap(),
+        KernelSpec::new(
+            &PER_HEAD,
+            DType::F16,
+            64,
+            16,
+            64,
+            64,
+            true,
+            Tiles {
+                block_v: 32,
+                warps: 4,
+                producer_warps: 0,
+                producer_groups: 1,
+                wgmma: false,
+                ctas_per_sm: 1,
+            },
+        )
+        .unwrap(),
         KernelSpec::default_for(&FIXED, DType::F32, 64, 64).unwrap(),
     ];
     for spec in specs {
@@ -206,7 +285,14 @@ fn generated_variants_compile() {
         let c = compile(&g.source, &spec.id()).unwrap_or_else(|e| panic!("{}: {e}", spec.id()));
         for k in &g.plan.kernels {
             let r = c.resources_of(&k.name).unwrap_or_else(|| {
-                panic!("{}: no report for {} in a log of {} bytes ({:?}):\n{}", spec.id(), k.name, c.log.len(), probe(), c.log)
+                panic!(
+                    "{}: no report for {} in a log of {} bytes ({:?}):\n{}",
+                    spec.id(),
+                    k.name,
+                    c.log.len(),
+                    probe(),
+                    c.log
+                )
             });
             println!("{} {}: {:?}, {:.0} ms", spec.id(), k.name, r, c.compile_ms);
         }
