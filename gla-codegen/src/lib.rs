@@ -4,6 +4,7 @@
 //! so NVRTC needs no CUDA headers. Every stage of the emitted kernel carries the paper's equation as a comment.
 #![forbid(unsafe_code)]
 
+pub mod backward;
 pub mod features;
 pub mod fixtures;
 pub mod plan;
@@ -13,6 +14,9 @@ pub mod spec;
 pub mod variants;
 pub mod writer;
 
+pub use backward::{
+    generate_backward, BackwardArgs, BackwardSpec, BWD_KERNELS, BWD_STATE_COLS, BWD_THREADS,
+};
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
 pub use plan::{
     key_split_workspace_bytes, segment_chunks, segment_workspace_bytes, segments, segments_on,

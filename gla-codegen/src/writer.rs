@@ -54,7 +54,7 @@ pub struct Generated {
 /// kernels get the IEEE library functions. bf16/f16 kernels (tolerance 3e-3) get the special-function-unit
 /// approximations: relative error ~2^-22 for exp and 1/x, absolute ~2^-22 for log; log1p keeps its relative precision
 /// for small arguments with a degree-5 series (|x| < 1/16, truncation < 2e-7 relative), where log(1 + x) would not.
-fn gate_math_section(dtype: DType) -> &'static str {
+pub(crate) fn gate_math_section(dtype: DType) -> &'static str {
     match dtype {
         DType::F32 => {
             "__device__ __forceinline__ float gla_exp(float x) { return expf(x); }\n\
@@ -86,7 +86,7 @@ fn gate_math_section(dtype: DType) -> &'static str {
     }
 }
 
-fn elem_section(dtype: DType) -> &'static str {
+pub(crate) fn elem_section(dtype: DType) -> &'static str {
     match dtype {
         DType::BF16 => {
             "typedef unsigned short elem_t;  // bf16 bits\n\

@@ -726,5 +726,8 @@ fn request<'a>(
     }
 }
 
+mod backward;
+pub use backward::{BackwardOptions, Gradients};
+
 #[cfg(test)]
 mod tests;

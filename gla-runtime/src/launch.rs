@@ -18,7 +18,7 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DeviceRepr, DriverError, LaunchConfig,
     PushKernelArg,
 };
-use gla_codegen::{ForwardArgs, GridAxis, KernelSpec, LaunchPlan};
+use gla_codegen::{BackwardArgs, ForwardArgs, GridAxis, KernelSpec, LaunchPlan};
 use gla_core::error::Result;
 use gla_core::{DType, GateShape, GlaError};
 use std::sync::Arc;
@@ -65,6 +65,233 @@ unsafe fn launch(
     b.arg(&repr);
     // SAFETY: forwarded to the caller (points 1–5 above); `repr` outlives the call, which copies it.
     unsafe { b.launch(cfg) }.map(|_| ())
+}
+
+/// [`BackwardArgs`] as a kernel parameter (the orphan rule, as for [`ArgsRepr`]).
+#[repr(transparent)]
+struct BwdArgsRepr(BackwardArgs);
+
+// The C struct `BwdArgs` is 19 pointers and 8 four-byte fields: 184 bytes, 8-byte aligned, no implicit padding.
+const _: () = assert!(
+    std::mem::size_of::<BackwardArgs>() == 184 && std::mem::align_of::<BackwardArgs>() == 8
+);
+
+// SAFETY: `BackwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
+// mirrors the emitted C `struct BwdArgs` field for field; `#[repr(transparent)]` gives `BwdArgsRepr` its layout.
+#[allow(unsafe_code)]
+unsafe impl DeviceRepr for BwdArgsRepr {}
+
+/// Launch one backward kernel (`gla_codegen::BWD_KERNELS`) with `args` as its single by-value parameter.
+///
+/// # Safety
+/// 1. `func` is an entry function of a module compiled from `gla_codegen::generate_backward` output, declared
+///    `extern "C" __global__ void f(const __grid_constant__ BwdArgs a)`, where `BwdArgs` mirrors [`BackwardArgs`].
+/// 2. Every non-zero pointer in `args` is a live device allocation of `stream`'s context, at least as large as the
+///    extents the kernel derives from `args` (shapes from `n_seqs`, `h`, `d_k`, `d_v`, the contents of
+///    `cu_seqlens` / `chunk_offsets` / `chunk_index`: the states workspaces hold `chunks + n_seqs` slots) and from
+///    `cfg.grid_dim`; q, k, v, d_o, dq, dk, dv, states, dstates and the sequence arrays are non-zero, g and dg are
+///    non-zero unless the gate is fixed, params iff the gate has parameters.
+/// 3. The allocations stay alive until the kernel has finished (freed only stream-ordered on `stream`).
+/// 4. Outputs (dq, dk, dv, dg, dparams, dh0, states, dstates) overlap no other buffer of `args`.
+/// 5. `cfg.shared_mem_bytes` is at most what `func` may use.
+#[allow(unsafe_code)]
+unsafe fn launch_backward(
+    stream: &CudaStream,
+    func: &CudaFunction,
+    cfg: LaunchConfig,
+    args: &BackwardArgs,
+) -> Result<(), DriverError> {
+    let repr = BwdArgsRepr(*args);
+    let mut b = stream.launch_builder(func);
+    b.arg(&repr);
+    // SAFETY: forwarded to the caller (points 1–5 above); `repr` outlives the call, which copies it.
+    unsafe { b.launch(cfg) }.map(|_| ())
+}
+
+/// The buffers of one backward call (`Gla::backward`), checked by [`launch_backward_set`] before any launch.
+pub(crate) struct BwdBuffers<'a> {
+    pub q: &'a DeviceTensor,
+    pub k: &'a DeviceTensor,
+    pub v: &'a DeviceTensor,
+    pub logits: Option<&'a DeviceTensor>,
+    pub params: Option<&'a DeviceTensor>,
+    pub h0: Option<&'a DeviceTensor>,
+    pub d_o: &'a DeviceTensor,
+    pub dht: Option<&'a DeviceTensor>,
+    pub dq: &'a DeviceTensor,
+    pub dk: &'a DeviceTensor,
+    pub dv: &'a DeviceTensor,
+    pub dg: Option<&'a DeviceTensor>,
+    pub dparams: Option<&'a DeviceTensor>,
+    pub dh0: Option<&'a DeviceTensor>,
+    pub states: &'a CudaSlice<u8>,
+    pub dstates: &'a CudaSlice<u8>,
+}
+
+/// Launch the three backward kernels of `spec` (compiled from `generate_backward(spec)` with `options` through the
+/// GPU's module cache, so once a process) for a validated problem: `dims`, the
+/// sequences of `meta` (built for `spec.chunk()` with the chunk index), `gate_params` parameters a head. Every
+/// buffer's size is checked against the extents the kernels derive from these first (point 2 of
+/// [`launch_backward`]); the launches are stream-ordered on `gpu`'s stream.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_backward_set(
+    gpu: &Gpu,
+    spec: &gla_codegen::BackwardSpec,
+    options: &CompileOptions,
+    meta: &SeqMeta,
+    dims: gla_core::Dims,
+    gate_params: usize,
+    scale: f32,
+    b: &BwdBuffers,
+) -> Result<()> {
+    let (n, h, dk, dv) = (meta.seqs().len(), dims.h, dims.dk, dims.dv);
+    let tokens = meta.seqs().last().map_or(0, |&(s, l)| s + l);
+    let es = spec.dtype.size_bytes();
+    let chunks = meta.total_chunks();
+    let source = gla_codegen::generate_backward(spec)?;
+    let module = gpu.load_source(gla_codegen::BWD_KERNELS[2], &source, options)?;
+    let funcs = gla_codegen::BWD_KERNELS
+        .iter()
+        .map(|name| gpu.function(&module, name, spec.smem_bytes(name)))
+        .collect::<Result<Vec<_>>>()?;
+    if meta.chunk() != spec.chunk() || !meta.has_index() {
+        return Err(GlaError::invalid(
+            "backward",
+            "sequence arrays or kernels built for another plan",
+        ));
+    }
+    if spec.dk < dk as u32
+        || spec.dv < dv as u32
+        || h > 65535
+        || n > 65535
+        || chunks > i32::MAX as usize
+    {
+        return Err(GlaError::invalid("backward", format!("{}: dims {dk} x {dv}, H = {h}, N = {n}, {chunks} chunks exceed its kernels or grid", spec.id())));
+    }
+    let need = |what: &'static str, have: usize, elems: usize, size: usize| -> Result<()> {
+        if have < elems.saturating_mul(size) {
+            return Err(GlaError::invalid(
+                what,
+                format!(
+                    "{have} B, the backward kernels need {} B",
+                    elems.saturating_mul(size)
+                ),
+            ));
+        }
+        Ok(())
+    };
+    let (qk, vv, st) = (tokens * h * dk, tokens * h * dv, n * h * dk * dv);
+    for (what, t, elems, size) in [
+        ("q", b.q, qk, es),
+        ("k", b.k, qk, es),
+        ("dq", b.dq, qk, es),
+        ("dk", b.dk, qk, es),
+        ("v", b.v, vv, es),
+        ("d_o", b.d_o, vv, es),
+        ("dv", b.dv, vv, es),
+    ] {
+        need(what, t.num_bytes(), elems, size)?;
+    }
+    let logit_elems = spec.gate.shape().logits_per_token(dk, dv) * tokens * h;
+    match (b.logits, b.dg) {
+        (Some(l), Some(g)) => {
+            need("logits", l.num_bytes(), logit_elems, es)?;
+            need("d_logits", g.num_bytes(), logit_elems, es)?;
+        }
+        (None, None) if logit_elems == 0 => {}
+        _ => {
+            return Err(GlaError::invalid(
+                "logits",
+                "the logits and their gradient go together (none for a fixed gate)",
+            ))
+        }
+    }
+    match (b.params, b.dparams) {
+        (Some(p), Some(d)) => {
+            need("params", p.num_bytes(), h * gate_params, 4)?;
+            need("d_params", d.num_bytes(), h * gate_params, 4)?;
+        }
+        (None, None) if gate_params == 0 => {}
+        _ => {
+            return Err(GlaError::invalid(
+                "params",
+                "the gate's parameters and their gradient go together",
+            ))
+        }
+    }
+    for (what, t) in [
+        ("initial_state", b.h0),
+        ("d_final_state", b.dht),
+        ("d_initial_state", b.dh0),
+    ] {
+        if let Some(t) = t {
+            need(what, t.num_bytes(), st, 4)?;
+        }
+    }
+    let slots = (chunks + n) * h * dk * dv;
+    need("backward states", b.states.len(), slots, 4)?;
+    need("backward state gradients", b.dstates.len(), slots, 4)?;
+    let stream = gpu.stream();
+    let ptr = |t: Option<&DeviceTensor>| t.map_or(0, DeviceTensor::device_ptr);
+    let (cu, co, ci) = meta.ptrs(stream);
+    let args = BackwardArgs {
+        q: b.q.device_ptr(),
+        k: b.k.device_ptr(),
+        v: b.v.device_ptr(),
+        g: ptr(b.logits),
+        params: ptr(b.params),
+        h0: ptr(b.h0),
+        d_o: b.d_o.device_ptr(),
+        dht: ptr(b.dht),
+        dq: b.dq.device_ptr(),
+        dk: b.dk.device_ptr(),
+        dv: b.dv.device_ptr(),
+        dg: ptr(b.dg),
+        dparams: ptr(b.dparams),
+        dh0: ptr(b.dh0),
+        states: b.states.device_ptr(stream).0,
+        dstates: b.dstates.device_ptr(stream).0,
+        cu_seqlens: cu,
+        chunk_offsets: co,
+        chunk_index: ci,
+        n_seqs: n as i32,
+        h: h as i32,
+        d_k: dk as i32,
+        d_v: dv as i32,
+        scale,
+        pad: [0; 3],
+    };
+    let scan = (
+        dv.div_ceil(gla_codegen::BWD_STATE_COLS as usize) as u32,
+        h as u32,
+        n as u32,
+    );
+    for ((name, func), grid) in
+        gla_codegen::BWD_KERNELS
+            .iter()
+            .zip(&funcs)
+            .zip([scan, scan, (chunks as u32, h as u32, 1)])
+    {
+        if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
+            continue; // nothing to do (no chunk at all)
+        }
+        let cfg = LaunchConfig {
+            grid_dim: grid,
+            block_dim: (gla_codegen::BWD_THREADS, 1, 1),
+            shared_mem_bytes: spec.smem_bytes(name),
+        };
+        // SAFETY: (1) `funcs` come from generate_backward(spec)'s module, loaded above; (2) every pointer
+        // is a tensor or workspace checked above to hold the extents the kernels derive from `args` and the grid
+        // (the sequence arrays are `meta`'s, built for this chunk size with the index); (3) all are freed only
+        // stream-ordered on this stream; (4) the outputs are the caller's fresh allocations (`BwdBuffers`
+        // borrows them apart from the inputs); (5) `gpu.function` allowed `spec.smem_bytes(name)` on each.
+        #[allow(unsafe_code)]
+        unsafe { launch_backward(stream, func, cfg, &args) }.map_err(|e| GlaError::Cuda {
+            op: "cuLaunchKernel",
+            msg: format!("{name}: {e:?}"),
+        })?;
+    }
+    Ok(())
 }
 
 /// Problem sizes the grid axes are resolved from.
@@ -257,6 +484,16 @@ impl SeqMeta {
     }
     pub fn has_index(&self) -> bool {
         self.chunk_index.is_some()
+    }
+    /// Device addresses of `cu_seqlens`, `chunk_offsets` and `chunk_index` (0 when built without it).
+    pub(crate) fn ptrs(&self, stream: &CudaStream) -> (u64, u64, u64) {
+        (
+            self.cu_seqlens.device_ptr(stream).0,
+            self.chunk_offsets.device_ptr(stream).0,
+            self.chunk_index
+                .as_ref()
+                .map_or(0, |c| c.device_ptr(stream).0),
+        )
     }
 }
 

@@ -38,8 +38,8 @@ mod gpu_tests;
 
 pub use device::{DeviceInfo, Gpu};
 pub use forward::{
-    validate_forward, ForwardOptions, ForwardOutput, ForwardRequest, Gla, ResolvedProblem,
-    TensorDesc,
+    validate_forward, BackwardOptions, ForwardOptions, ForwardOutput, ForwardRequest, Gla,
+    Gradients, ResolvedProblem, TensorDesc,
 };
 pub use launch::Variant;
 pub use nvrtc::{CompileOptions, Compiled, KernelResources};

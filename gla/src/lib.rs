@@ -6,7 +6,8 @@
 //!   differentiates it and generates a [`Gate`] with CPU (f64) and CUDA forms.
 //! * [`Gla`]: the runtime on one GPU (from `gla-runtime`): [`Gla::new`], [`Gla::upload`], [`Gla::forward`] /
 //!   [`Gla::forward_into`] with [`ForwardOptions`], giving a [`ForwardOutput`] of [`DeviceTensor`]s;
-//!   [`DeviceTensor::download`] brings a result back as a [`HostTensor`]. Every call returns [`Result`] with a
+//!   [`DeviceTensor::download`] brings a result back as a [`HostTensor`]; [`Gla::backward`] with
+//!   [`BackwardOptions`] gives the [`Gradients`] (first form, not yet run on a GPU: see the README). Every call returns [`Result`] with a
 //!   typed [`GlaError`] (no GPU, no NVRTC, a wrong shape, ...); nothing panics for want of a GPU.
 //! * [`KernelSpec`] / [`all_variants`] (from `gla-codegen`): the kernel variants, one of which
 //!   [`ForwardOptions::variant`] may pick (the default is [`KernelSpec::default_for`] the head dims).
@@ -53,8 +54,8 @@ pub use gla_macros::gated_linear_attention;
 pub use gla_codegen::{self as codegen, all_variants, KernelSpec};
 pub use gla_runtime::forward::logits_shape;
 pub use gla_runtime::{
-    self as runtime, cache::TuningCache, tuned::TuningStats, CompileOptions, DeviceInfo,
-    DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu,
+    self as runtime, cache::TuningCache, tuned::TuningStats, BackwardOptions, CompileOptions,
+    DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu, Gradients,
 };
 
 pub mod gates;
@@ -69,8 +70,8 @@ pub mod prelude {
     pub use crate::gated_linear_attention;
     pub use crate::math::*;
     pub use crate::{
-        DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput, Gate, GateShape, Gla, GlaError,
-        HostTensor,
+        BackwardOptions, DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput, Gate, GateShape,
+        Gla, GlaError, Gradients, HostTensor,
     };
 }
 

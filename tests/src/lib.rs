@@ -3,7 +3,7 @@
 //! Inputs are drawn fresh from a seeded RNG (never zeros) and rounded to the kernel dtype *before* the reference
 //! sees them, so the comparison measures the kernel's arithmetic, not input rounding.
 
-use gla_core::gate_ref::{gate_forward, GateProblem};
+use gla_core::gate_ref::{gate_backward, gate_forward, GateGrads, GateProblem};
 use gla_core::reference;
 use gla_core::{DType, Dims, Gate, HostTensor};
 use rand::rngs::SmallRng;
@@ -152,6 +152,38 @@ impl Case {
         };
         let out = gate_forward(&p, true).expect("reference forward");
         (out.o, out.final_state.expect("final state"))
+    }
+
+    /// The f64 gradients of the recurrence on this case's (dtype-rounded) inputs for the output gradient `d_o`
+    /// (`[B,T,H,d_v]`) and the final state's gradient `d_final` (`[N,H,d_k,d_v]`).
+    pub fn reference_backward(
+        &self,
+        gate: &dyn Gate,
+        d_o: &[f32],
+        d_final: Option<&[f32]>,
+    ) -> GateGrads {
+        let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let (q, k, v, logits, params) = (
+            f(&self.q),
+            f(&self.k),
+            f(&self.v),
+            f(&self.logits),
+            f(&self.params),
+        );
+        let h0 = self.initial_state.as_deref().map(f);
+        let p = GateProblem {
+            dims: self.dims,
+            q: &q,
+            k: &k,
+            v: &v,
+            gate,
+            logits: &logits,
+            params: &params,
+            scale: None,
+            initial_state: h0.as_deref(),
+            cu_seqlens: self.cu_seqlens.as_deref(),
+        };
+        gate_backward(&p, &f(d_o), d_final.map(f).as_deref()).expect("reference backward")
     }
 
     pub fn host(&self, what: &[f32], shape: &[usize], dtype: DType) -> HostTensor {

@@ -1,0 +1,257 @@
+//! The backward pass's kernels (issue 28), first form: the chunkwise backward of
+//! `gla_core::reference::chunkwise_backward` on CUDA cores in f32 (`cuda/bwd.cuh`: the paper's equations beside each
+//! stage), every decay factor exact (e^{Γ_i − Γ_j} with Γ_i − Γ_j ≤ 0), so that it holds at any gate strength.
+//! Three kernels: the chunk states forward, their gradients in reverse, then every chunk's dq, dk, dv and gate
+//! gradients at once. Correctness first: these are the baseline the tensor-core backward is to be checked against.
+//!
+//! What a backward kernel set is: the gate, the dtype and the specialised head dims ([`specialised_dim`]); its chunk
+//! size follows from them so that one chunk's tiles fit in shared memory ([`backward_chunk`]).
+
+use crate::spec::{specialised_dim, MAX_SMEM_BYTES};
+use crate::writer::{elem_section, gate_math_section};
+use gla_core::{DType, Gate, GateShape, GlaError};
+use std::fmt::Write as _;
+
+const BWD: &str = include_str!("cuda/bwd.cuh");
+
+/// Threads a CTA of every backward kernel.
+pub const BWD_THREADS: u32 = 256;
+/// Value columns a CTA of the two state scans (`gla_bwd_states`, `gla_bwd_dstates`) carries.
+pub const BWD_STATE_COLS: u32 = 32;
+/// The kernels, in launch order.
+pub const BWD_KERNELS: [&str; 3] = ["gla_bwd_states", "gla_bwd_dstates", "gla_bwd_chunk"];
+
+/// One backward kernel set: for `gate` in `dtype` at head dims up to `dk` × `dv` (specialised).
+#[derive(Clone, Copy, Debug)]
+pub struct BackwardSpec {
+    pub gate: &'static dyn Gate,
+    pub dtype: DType,
+    /// Specialised d_k (64, 128, 256 or 512): the kernels serve any d_k up to it.
+    pub dk: u32,
+    /// Specialised d_v.
+    pub dv: u32,
+}
+
+impl BackwardSpec {
+    /// The kernel set for a problem's gate, dtype and head dims. Errors: a per-value gate (not generated yet) or a
+    /// head dim over [`crate::MAX_HEAD_DIM`].
+    pub fn for_problem(
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+    ) -> Result<Self, GlaError> {
+        if gate.shape() == GateShape::PerValue {
+            return Err(GlaError::invalid(
+                "gate",
+                format!(
+                    "gate `{}` is per value: its backward kernels are not generated yet (per-key, per-head and fixed gates have them)",
+                    gate.name()
+                ),
+            ));
+        }
+        let spec = |d: usize, what: &'static str| {
+            specialised_dim(d).ok_or_else(|| {
+                GlaError::invalid(what, format!("must be 1..=512 for the backward, got {d}"))
+            })
+        };
+        Ok(BackwardSpec {
+            gate,
+            dtype,
+            dk: spec(dk, "d_k")?,
+            dv: spec(dv, "d_v")?,
+        })
+    }
+
+    /// Chunk size: 32 rows up to d = 128, 16 at 256, 8 at 512 (one chunk's f32 tiles in shared memory).
+    pub fn chunk(&self) -> u32 {
+        backward_chunk(self.dk.max(self.dv))
+    }
+
+    /// Dynamic shared memory of kernel `name` (one of [`BWD_KERNELS`]), bytes.
+    pub fn smem_bytes(&self, name: &str) -> u32 {
+        let (c, dk, dv, bv) = (self.chunk(), self.dk, self.dv, BWD_STATE_COLS);
+        4 * match name {
+            "gla_bwd_chunk" => 7 * c * dk + 2 * c * dv + 2 * c * c,
+            _ => dk * bv + 2 * c * dk + c * bv,
+        }
+    }
+
+    /// A name for logs: `gla.bwd.bf16.k128.v128`.
+    pub fn id(&self) -> String {
+        format!(
+            "{}.bwd.{}.k{}.v{}",
+            self.gate.name(),
+            self.dtype,
+            self.dk,
+            self.dv
+        )
+    }
+}
+
+/// The backward's chunk size for a specialised head dim `d`.
+pub fn backward_chunk(d: u32) -> u32 {
+    (4096 / d.max(1)).clamp(8, 32)
+}
+
+/// The C mirror of `struct BwdArgs` in `cuda/bwd.cuh`: 19 device pointers (0 = absent), then 8 four-byte fields.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BackwardArgs {
+    pub q: u64,
+    pub k: u64,
+    pub v: u64,
+    /// Raw gate logits, or 0 (fixed gates).
+    pub g: u64,
+    pub params: u64,
+    pub h0: u64,
+    pub d_o: u64,
+    /// The final state's gradient, or 0.
+    pub dht: u64,
+    pub dq: u64,
+    pub dk: u64,
+    pub dv: u64,
+    /// The logits' gradient (like `g`), or 0.
+    pub dg: u64,
+    /// f32 `[H, P]`, zeroed before the launch, or 0.
+    pub dparams: u64,
+    pub dh0: u64,
+    /// f32 workspace `[chunks + N, H, d_k, d_v]`: S_[c].
+    pub states: u64,
+    /// Alike: dS_[c].
+    pub dstates: u64,
+    pub cu_seqlens: u64,
+    pub chunk_offsets: u64,
+    pub chunk_index: u64,
+    pub n_seqs: i32,
+    pub h: i32,
+    pub d_k: i32,
+    pub d_v: i32,
+    pub scale: f32,
+    pub pad: [i32; 3],
+}
+
+/// The CUDA source of `spec`'s three kernels (self-contained, no `#include`).
+pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
+    for name in BWD_KERNELS {
+        if spec.smem_bytes(name) > MAX_SMEM_BYTES {
+            return Err(GlaError::invalid(
+                "head dims",
+                format!(
+                    "{}: {name} needs {} B of shared memory",
+                    spec.id(),
+                    spec.smem_bytes(name)
+                ),
+            ));
+        }
+    }
+    let gate = spec.gate;
+    let mut w = String::new();
+    let _ = writeln!(
+        w,
+        "// {}: generated by gla-codegen (backward, first form: f32 CUDA cores, exact decays)",
+        spec.id()
+    );
+    let _ = writeln!(w, "// gate `{}`: log α = {}", gate.name(), gate.expr());
+    let _ = writeln!(w, "typedef long long i64;");
+    let _ = writeln!(w, "#define GATE_PER_KEY 1\n#define GATE_PER_HEAD 2\n#define GATE_FIXED 3\n#define GATE_PER_VALUE 4");
+    let kg = match gate.shape() {
+        GateShape::PerKey => "GATE_PER_KEY",
+        GateShape::PerHead => "GATE_PER_HEAD",
+        GateShape::Fixed => "GATE_FIXED",
+        GateShape::PerValue => "GATE_PER_VALUE",
+    };
+    let _ = writeln!(w, "#define KEY_GATE {kg}");
+    let _ = writeln!(
+        w,
+        "constexpr int C = {}, DK = {}, DV = {}, NT = {BWD_THREADS}, BVS = {BWD_STATE_COLS};  // chunk, specialised head dims, threads, state-scan value tile",
+        spec.chunk(),
+        spec.dk,
+        spec.dv
+    );
+    let _ = writeln!(w, "constexpr int NPARAM = {};", gate.params().len());
+    w.push_str(elem_section(spec.dtype));
+    w.push_str(gate_math_section(spec.dtype));
+    let _ = writeln!(
+        w,
+        "// ---- gate `{}` (generated by #[gated_linear_attention]) ----",
+        gate.name()
+    );
+    w.push_str(gate.cuda_source());
+    let id = gate.cuda_ident();
+    let _ = writeln!(w);
+    let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return {id}(x, p); }}");
+    let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return {id}_dx(x, p); }}");
+    let _ = writeln!(w, "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); }}");
+    w.push_str(BWD);
+    Ok(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{FIXED, PER_HEAD, PER_KEY, PER_VALUE};
+
+    #[test]
+    fn the_args_mirror_is_packed() {
+        assert_eq!(std::mem::size_of::<BackwardArgs>(), 19 * 8 + 8 * 4);
+        assert_eq!(std::mem::align_of::<BackwardArgs>(), 8);
+    }
+
+    #[test]
+    fn chunk_and_shared_memory_fit_at_every_head_dim() {
+        for d in [64u32, 128, 256, 512] {
+            let s = BackwardSpec {
+                gate: &PER_KEY,
+                dtype: DType::BF16,
+                dk: d,
+                dv: d,
+            };
+            assert_eq!(s.chunk(), [32, 32, 16, 8][d.trailing_zeros() as usize - 6]);
+            for k in BWD_KERNELS {
+                assert!(
+                    s.smem_bytes(k) <= MAX_SMEM_BYTES,
+                    "{} {k}: {}",
+                    s.id(),
+                    s.smem_bytes(k)
+                );
+            }
+            let src = generate_backward(&s).unwrap();
+            assert!(
+                src.contains(&format!(
+                    "constexpr int C = {}, DK = {d}, DV = {d}",
+                    s.chunk()
+                )),
+                "{}",
+                s.id()
+            );
+            for k in BWD_KERNELS {
+                assert!(
+                    src.contains(&format!("void __launch_bounds__(NT) {k}(")),
+                    "{k}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn gate_shapes() {
+        let s = BackwardSpec::for_problem(&PER_HEAD, DType::F32, 100, 64).unwrap();
+        assert_eq!((s.dk, s.dv), (128, 64));
+        assert!(generate_backward(&s)
+            .unwrap()
+            .contains("#define KEY_GATE GATE_PER_HEAD"));
+        assert!(BackwardSpec::for_problem(&PER_KEY, DType::F32, 513, 64)
+            .unwrap_err()
+            .to_string()
+            .contains("1..=512"));
+        assert!(BackwardSpec::for_problem(&PER_VALUE, DType::F32, 64, 64)
+            .unwrap_err()
+            .to_string()
+            .contains("per value"));
+        let f = BackwardSpec::for_problem(&FIXED, DType::BF16, 64, 64).unwrap();
+        assert!(generate_backward(&f)
+            .unwrap()
+            .contains("#define KEY_GATE GATE_FIXED"));
+    }
+}

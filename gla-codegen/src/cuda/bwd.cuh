@@ -1,0 +1,318 @@
+// The backward pass, first form (issue 28): the chunkwise backward of gla_core::reference::chunkwise_backward on
+// CUDA cores in f32, one chunk a CTA, every decay factor exact — e^{Γ_i − Γ_j} with Γ_i − Γ_j ≤ 0 for j ≤ i, so no
+// factor overflows at any gate strength. Correctness first: the tensor-core form comes next.
+//
+// Per (sequence, head), chunk-local Γ (natural log units; padding rows repeat the last valid row), dÔ = scale · dO:
+//   gla_bwd_states   (forward, per value tile):  S_[0] = h0,  S_[n+1] = diag(e^{Γ_L}) S_[n] + K̂ᵀ V,  K̂ = K ⊙ e^{Γ_L − Γ}
+//   gla_bwd_dstates  (reverse, per value tile):  dS_[N] = dht,  dS_[n] = diag(e^{Γ_L}) dS_[n+1] + Q̃ᵀ dÔ,  Q̃ = Q ⊙ e^{Γ}
+//                                                (dh0 = dS_[0])
+//   gla_bwd_chunk    (every chunk at once):      dA_ij = dÔ_i · v_j,  A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd}   (j ≤ i)
+//     dq_i = (dÔ_i S_[n]ᵀ) ⊙ e^{Γ_i}        + Σ_{j≤i} dA_ij (k_j ⊙ e^{Γ_i − Γ_j})
+//     dk_j = (v_j dS_[n+1]ᵀ) ⊙ e^{Γ_L − Γ_j} + Σ_{i≥j} dA_ij (q_i ⊙ e^{Γ_i − Γ_j})
+//     dv_j = K̂_j dS_[n+1]                   + Σ_{i≥j} A_ij dÔ_i
+//     d log α_t = rowsum(dS_[n+1] ⊙ S_[n+1]) + Σ_{s=t..L} (q_s ⊙ dq_s − k_s ⊙ dk_s)   (paper, appendix; summed over
+//     d_k for a per-head gate, and over the tokens too for a fixed one), then d logits = d log α · ∂log α/∂x and
+//     d params[h] += d log α · ∂log α/∂p (atomic, f32).
+// The states live in the workspace: slot (sequence n, chunk c) = chunk_offsets[n] + n + c, c = 0 .. chunks(n).
+
+struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
+    const elem_t* q;           // [B*T, H, dk]
+    const elem_t* k;           // [B*T, H, dk]
+    const elem_t* v;           // [B*T, H, dv]
+    const elem_t* g;           // raw gate logits (per key [B*T,H,dk] / per head [B*T,H]); null for fixed gates
+    const float* params;       // [H, P] gate parameters, or null
+    const float* h0;           // [N, H, dk, dv] initial state, or null
+    const elem_t* d_o;         // [B*T, H, dv]
+    const float* dht;          // [N, H, dk, dv] gradient of the final state, or null
+    elem_t* dq_out;            // [B*T, H, dk]
+    elem_t* dk_out;            // [B*T, H, dk]
+    elem_t* dv_out;            // [B*T, H, dv]
+    elem_t* dg;                // like g, or null (fixed gates)
+    float* dparams;            // [H, P] (zeroed by the host; atomically accumulated), or null
+    float* dh0;                // [N, H, dk, dv], or null
+    float* states;             // [chunks + N, H, dk, dv] S_[c] of every sequence
+    float* dstates;            // [chunks + N, H, dk, dv] dS_[c]
+    const i64* cu_seqlens;     // [N+1] token offsets
+    const i64* chunk_offsets;  // [N+1] chunk offsets
+    const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs
+    int n_seqs, h, dk, dv;
+    float scale;
+    int pad0, pad1, pad2;
+};
+
+__device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 slot, int head) {
+    return base + (slot * a.h + head) * (i64)a.dk * a.dv;
+}
+
+// Γ of chunk rows [i0, i0 + l) of sequence (bos, head): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d (natural log; rows
+// past l repeat the last valid one, columns past d_k are 0); scalar gates fill every column of a row with its Γ. X
+// (or null) gets the raw logits as f32 (per key [C][DK]; per head X[i·DK]). Ends on a barrier.
+__device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* X, i64 bos, int head, int i0, int l) {
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+#if KEY_GATE == GATE_PER_KEY
+    for (int d = threadIdx.x; d < DK; d += NT) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) {
+            if (i < l && d < a.dk) {
+                const float x = to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]);
+                if (X) X[i * DK + d] = x;
+                acc += gate_log_alpha(x, p);
+            }
+            G[i * DK + d] = acc;
+        }
+    }
+    __syncthreads();
+#else
+    if (threadIdx.x == 0) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) {
+            if (i < l) {
+#if KEY_GATE == GATE_PER_HEAD
+                const float x = to_f32(a.g[(bos + i0 + i) * a.h + head]);
+#else
+                const float x = (float)head;  // a fixed gate's input is the head index
+#endif
+                if (X) X[i * DK] = x;
+                acc += gate_log_alpha(x, p);
+            }
+            G[i * DK] = acc;
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        if (d > 0) G[idx] = d < a.dk ? G[i * DK] : 0.f;
+    }
+    __syncthreads();
+#endif
+}
+
+// S_[c] of every chunk of one (sequence, head, value tile of BVS columns), forward.
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_states(const __grid_constant__ BwdArgs a) {
+    extern __shared__ __align__(16) float sm[];
+    float* S = sm;              // [DK][BVS]
+    float* G = S + DK * BVS;    // [C][DK]
+    float* KH = G + C * DK;     // [C][DK]  K̂
+    float* V = KH + C * DK;     // [C][BVS]
+    const int e0 = blockIdx.x * BVS, head = blockIdx.y, n = blockIdx.z;
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot0 = a.chunk_offsets[n] + n;
+    const int nc = (int)((len + C - 1) / C), ne = min(BVS, a.dv - e0);
+    for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {
+        const int d = idx / BVS, e = idx - d * BVS;
+        S[idx] = (a.h0 && d < a.dk && e < ne) ? a.h0[(((i64)n * a.h + head) * a.dk + d) * a.dv + e0 + e] : 0.f;
+    }
+    __syncthreads();
+    for (int c = 0;; ++c) {
+        float* dst = slot_ptr(a.states, a, slot0 + c, head);
+        for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {
+            const int d = idx / BVS, e = idx - d * BVS;
+            if (d < a.dk && e < ne) dst[(i64)d * a.dv + e0 + e] = S[idx];
+        }
+        if (c == nc) break;
+        const int i0 = c * C, l = (int)min((i64)C, len - i0);
+        chunk_gamma(a, G, nullptr, bos, head, i0, l);
+        for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // K̂ = K ⊙ e^{Γ_L − Γ}
+            const int j = idx / DK, d = idx - j * DK;
+            KH[idx] = (j < l && d < a.dk) ? to_f32(a.k[((bos + i0 + j) * a.h + head) * (i64)a.dk + d]) * gla_exp(G[(l - 1) * DK + d] - G[idx]) : 0.f;
+        }
+        for (int idx = threadIdx.x; idx < C * BVS; idx += NT) {
+            const int j = idx / BVS, e = idx - j * BVS;
+            V[idx] = (j < l && e < ne) ? to_f32(a.v[((bos + i0 + j) * a.h + head) * (i64)a.dv + e0 + e]) : 0.f;
+        }
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {  // S ← diag(e^{Γ_L}) S + K̂ᵀ V
+            const int d = idx / BVS, e = idx - d * BVS;
+            float s = S[idx] * gla_exp(G[(l - 1) * DK + d]);
+            for (int j = 0; j < l; ++j) s = fmaf(KH[j * DK + d], V[j * BVS + e], s);
+            S[idx] = s;
+        }
+        __syncthreads();
+    }
+}
+
+// dS_[c] of every chunk of one (sequence, head, value tile), reverse; dh0 = dS_[0].
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_constant__ BwdArgs a) {
+    extern __shared__ __align__(16) float sm[];
+    float* dS = sm;             // [DK][BVS]
+    float* G = dS + DK * BVS;   // [C][DK]
+    float* QT = G + C * DK;     // [C][DK]  Q̃ = Q ⊙ e^{Γ}
+    float* DO = QT + C * DK;    // [C][BVS] dÔ
+    const int e0 = blockIdx.x * BVS, head = blockIdx.y, n = blockIdx.z;
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot0 = a.chunk_offsets[n] + n;
+    const int nc = (int)((len + C - 1) / C), ne = min(BVS, a.dv - e0);
+    const i64 sbase = (((i64)n * a.h + head) * a.dk) * a.dv;
+    for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {
+        const int d = idx / BVS, e = idx - d * BVS;
+        dS[idx] = (a.dht && d < a.dk && e < ne) ? a.dht[sbase + (i64)d * a.dv + e0 + e] : 0.f;
+    }
+    __syncthreads();
+    for (int c = nc;; --c) {
+        float* dst = slot_ptr(a.dstates, a, slot0 + c, head);
+        for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {
+            const int d = idx / BVS, e = idx - d * BVS;
+            if (d < a.dk && e < ne) {
+                dst[(i64)d * a.dv + e0 + e] = dS[idx];
+                if (c == 0 && a.dh0) a.dh0[sbase + (i64)d * a.dv + e0 + e] = dS[idx];
+            }
+        }
+        if (c == 0) break;
+        const int i0 = (c - 1) * C, l = (int)min((i64)C, len - i0);
+        chunk_gamma(a, G, nullptr, bos, head, i0, l);
+        for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+            const int i = idx / DK, d = idx - i * DK;
+            QT[idx] = (i < l && d < a.dk) ? to_f32(a.q[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]) * gla_exp(G[idx]) : 0.f;
+        }
+        for (int idx = threadIdx.x; idx < C * BVS; idx += NT) {
+            const int i = idx / BVS, e = idx - i * BVS;
+            DO[idx] = (i < l && e < ne) ? a.scale * to_f32(a.d_o[((bos + i0 + i) * a.h + head) * (i64)a.dv + e0 + e]) : 0.f;
+        }
+        __syncthreads();
+        for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {  // dS ← diag(e^{Γ_L}) dS + Q̃ᵀ dÔ
+            const int d = idx / BVS, e = idx - d * BVS;
+            float s = dS[idx] * gla_exp(G[(l - 1) * DK + d]);
+            for (int i = 0; i < l; ++i) s = fmaf(QT[i * DK + d], DO[i * BVS + e], s);
+            dS[idx] = s;
+        }
+        __syncthreads();
+    }
+}
+
+// One chunk's gradients (every chunk of every sequence at once: grid x = chunks, y = heads).
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
+    extern __shared__ __align__(16) float sm[];
+    float* Q = sm;              // [C][DK]
+    float* K = Q + C * DK;      // [C][DK]
+    float* G = K + C * DK;      // [C][DK]  Γ
+    float* KH = G + C * DK;     // [C][DK]  K̂, later q ⊙ dq − k ⊙ dk
+    float* DQ = KH + C * DK;    // [C][DK]
+    float* DKs = DQ + C * DK;   // [C][DK]
+    float* X = DKs + C * DK;    // [C][DK]  raw logits
+    float* V = X + C * DK;      // [C][DV]
+    float* DO = V + C * DV;     // [C][DV]  dÔ
+    float* A = DO + C * DV;     // [C][C]
+    float* DA = A + C * C;      // [C][C]
+    const int gc = blockIdx.x, head = blockIdx.y;
+    const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
+    const int i0 = c * C, l = (int)min((i64)C, len - i0);
+    const float* S0 = slot_ptr(a.states, a, slot, head);       // S_[c]
+    const float* S1 = slot_ptr(a.states, a, slot + 1, head);   // S_[c+1]
+    const float* dS1 = slot_ptr(a.dstates, a, slot + 1, head); // dS_[c+1]
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        const bool ok = i < l && d < a.dk;
+        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
+        Q[idx] = ok ? to_f32(a.q[off]) : 0.f;
+        K[idx] = ok ? to_f32(a.k[off]) : 0.f;
+    }
+    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
+        const int i = idx / DV, e = idx - i * DV;
+        const bool ok = i < l && e < a.dv;
+        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dv + e;
+        V[idx] = ok ? to_f32(a.v[off]) : 0.f;
+        DO[idx] = ok ? a.scale * to_f32(a.d_o[off]) : 0.f;
+    }
+    chunk_gamma(a, G, X, bos, head, i0, l);  // (its barriers also publish Q, K, V, DO)
+    const float* GL = G + (l - 1) * DK;
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) KH[idx] = K[idx] * gla_exp(GL[idx % DK] - G[idx]);  // K̂
+    for (int idx = threadIdx.x; idx < C * C; idx += NT) {  // A_ij, dA_ij (j ≤ i < l)
+        const int i = idx / C, j = idx - i * C;
+        float s = 0.f, ds = 0.f;
+        if (j <= i && i < l) {
+            for (int d = 0; d < a.dk; ++d) s = fmaf(Q[i * DK + d] * K[j * DK + d], gla_exp(G[i * DK + d] - G[j * DK + d]), s);
+            for (int e = 0; e < a.dv; ++e) ds = fmaf(DO[i * DV + e], V[j * DV + e], ds);
+        }
+        A[idx] = s;
+        DA[idx] = ds;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        float dq = 0.f, dk = 0.f;
+        if (i < l && d < a.dk) {
+            // dq_i = (dÔ_i S_[c]ᵀ) ⊙ e^{Γ_i} + Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j}
+            float inter = 0.f;
+            for (int e = 0; e < a.dv; ++e) inter = fmaf(DO[i * DV + e], S0[(i64)d * a.dv + e], inter);
+            dq = inter * gla_exp(G[idx]);
+            for (int j = 0; j <= i; ++j) dq = fmaf(DA[i * C + j] * K[j * DK + d], gla_exp(G[idx] - G[j * DK + d]), dq);
+            // dk_i = (v_i dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ_i} + Σ_{m≥i} dA_mi q_m ⊙ e^{Γ_m − Γ_i}
+            float st = 0.f;
+            for (int e = 0; e < a.dv; ++e) st = fmaf(V[i * DV + e], dS1[(i64)d * a.dv + e], st);
+            dk = st * gla_exp(GL[d] - G[idx]);
+            for (int m = i; m < l; ++m) dk = fmaf(DA[m * C + i] * Q[m * DK + d], gla_exp(G[m * DK + d] - G[idx]), dk);
+            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
+            a.dq_out[off] = to_elem(dq);
+            a.dk_out[off] = to_elem(dk);
+        }
+        DQ[idx] = dq;
+        DKs[idx] = dk;
+    }
+    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
+        const int j = idx / DV, e = idx - j * DV;
+        if (j < l && e < a.dv) {  // dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i
+            float s = 0.f;
+            for (int d = 0; d < a.dk; ++d) s = fmaf(KH[j * DK + d], dS1[(i64)d * a.dv + e], s);
+            for (int i = j; i < l; ++i) s = fmaf(A[i * C + j], DO[i * DV + e], s);
+            a.dv_out[((bos + i0 + j) * a.h + head) * (i64)a.dv + e] = to_elem(s);
+        }
+    }
+    __syncthreads();  // (KH is reused below)
+    // Gate: d log α_t = rowsum(dS_[c+1] ⊙ S_[c+1]) + Σ_{s=t..L} (q_s ⊙ dq_s − k_s ⊙ dk_s).
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+    float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
+    for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
+#if KEY_GATE == GATE_PER_KEY
+    for (int d = threadIdx.x; d < a.dk; d += NT) {
+        float r = 0.f;
+        for (int e = 0; e < a.dv; ++e) r = fmaf(dS1[(i64)d * a.dv + e], S1[(i64)d * a.dv + e], r);
+        for (int i = l - 1; i >= 0; --i) {
+            r += Q[i * DK + d] * DQ[i * DK + d] - K[i * DK + d] * DKs[i * DK + d];
+            const float x = X[i * DK + d];
+            a.dg[((bos + i0 + i) * a.h + head) * (i64)a.dk + d] = to_elem(r * gate_dx(x, p));
+            if (NPARAM > 0) {
+                gate_dp(x, p, t);
+                for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
+            }
+        }
+    }
+#else
+    // Scalar gates: the per-column terms, then summed over d_k by one thread (KH: q ⊙ dq − k ⊙ dk; G's first row,
+    // free now: the state term of each column).
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) KH[idx] = Q[idx] * DQ[idx] - K[idx] * DKs[idx];
+    for (int d = threadIdx.x; d < DK; d += NT) {
+        float r = 0.f;
+        if (d < a.dk)
+            for (int e = 0; e < a.dv; ++e) r = fmaf(dS1[(i64)d * a.dv + e], S1[(i64)d * a.dv + e], r);
+        G[d] = r;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float r = 0.f, total = 0.f;
+        for (int d = 0; d < a.dk; ++d) r += G[d];
+        for (int i = l - 1; i >= 0; --i) {
+            for (int d = 0; d < a.dk; ++d) r += KH[i * DK + d];
+#if KEY_GATE == GATE_PER_HEAD
+            const float x = X[i * DK];
+            a.dg[(bos + i0 + i) * a.h + head] = to_elem(r * gate_dx(x, p));
+            if (NPARAM > 0) {
+                gate_dp(x, p, t);
+                for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
+            }
+#else
+            total += r;
+#endif
+        }
+#if KEY_GATE != GATE_PER_HEAD
+        if (NPARAM > 0) {
+            gate_dp((float)head, p, t);
+            for (int u = 0; u < NPARAM; ++u) dp[u] = total * t[u];
+        }
+#endif
+        (void)total;
+    }
+#endif
+    if (NPARAM > 0 && a.dparams)
+        for (int u = 0; u < NPARAM; ++u)
+            if (dp[u] != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, dp[u]);
+    (void)t;
+}

@@ -1,0 +1,190 @@
+//! [`Gla::backward`]: the gradients of [`Gla::forward`] with respect to q, k, v, the raw gate logits, the gate
+//! parameters and the initial state, given dO and (optionally) the final state's gradient — the backward kernels of
+//! `gla_codegen::backward` (first form: f32 CUDA cores, exact decays; the chunk states are recomputed here, not
+//! kept from the forward). Validated like the forward; no launch happens before every check has passed.
+
+use super::{lock, validate_forward, ForwardOptions, ForwardRequest, Gla, TensorDesc};
+use crate::launch;
+use crate::tensor::{check_tensor, DeviceTensor};
+use gla_codegen::BackwardSpec;
+use gla_core::error::Result;
+use gla_core::{DType, Gate, GlaError};
+
+/// Options of [`Gla::backward`]: those of the forward pass that was run, and the final state's gradient.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BackwardOptions<'a> {
+    /// The forward's output scale (default 1/√d_k).
+    pub scale: Option<f32>,
+    /// The forward's initial state (f32 `[N, H, d_k, d_v]`); its gradient is then returned.
+    pub initial_state: Option<&'a DeviceTensor>,
+    /// ∂ℒ/∂(final state), f32 `[N, H, d_k, d_v]`, where the loss reads the final state.
+    pub d_final_state: Option<&'a DeviceTensor>,
+    /// The forward's sequence boundaries (B = 1), as in [`ForwardOptions::cu_seqlens`].
+    pub cu_seqlens: Option<&'a [usize]>,
+}
+
+/// What [`Gla::backward`] returns.
+#[derive(Debug)]
+pub struct Gradients {
+    /// `[B, T, H, d_k]`, the dtype of q.
+    pub dq: DeviceTensor,
+    /// `[B, T, H, d_k]`.
+    pub dk: DeviceTensor,
+    /// `[B, T, H, d_v]`.
+    pub dv: DeviceTensor,
+    /// Like the logits (absent for a fixed gate).
+    pub d_logits: Option<DeviceTensor>,
+    /// f32 `[H, P]` when the gate has parameters: summed over every token and channel of each head.
+    pub d_params: Option<DeviceTensor>,
+    /// f32 `[N, H, d_k, d_v]` when an initial state was given.
+    pub d_initial_state: Option<DeviceTensor>,
+}
+
+impl Gla {
+    /// Gradients of the chunkwise forward ([`Gla::forward`] with the same gate, inputs and options) for the output
+    /// gradient `d_o` (`[B, T, H, d_v]`, the dtype of v). Per-value gates have no backward kernels yet (a typed
+    /// error says so). Errors as the forward's, and for a `d_o` or `d_final_state` of the wrong shape or dtype.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward(
+        &self,
+        gate: &'static dyn Gate,
+        q: &DeviceTensor,
+        k: &DeviceTensor,
+        v: &DeviceTensor,
+        logits: Option<&DeviceTensor>,
+        params: Option<&DeviceTensor>,
+        d_o: &DeviceTensor,
+        opts: &BackwardOptions,
+    ) -> Result<Gradients> {
+        let fo = ForwardOptions {
+            scale: opts.scale,
+            initial_state: opts.initial_state,
+            output_final_state: false,
+            cu_seqlens: opts.cu_seqlens,
+            variant: None,
+            segments: None,
+        };
+        let spec = match q.shape() {
+            &[_, _, _, dk] => BackwardSpec::for_problem(
+                gate,
+                q.dtype(),
+                dk,
+                v.shape().last().copied().unwrap_or(0),
+            )?,
+            s => return Err(GlaError::shape("q", "[B, T, H, d_k] (rank 4)", s)),
+        };
+        let p = validate_forward(
+            gate,
+            &ForwardRequest {
+                q: TensorDesc::of(q),
+                k: TensorDesc::of(k),
+                v: TensorDesc::of(v),
+                logits: logits.map(TensorDesc::of),
+                params: params.map(TensorDesc::of),
+                initial_state: opts.initial_state.map(TensorDesc::of),
+                o: None,
+                final_state: None,
+                scale: fo.scale,
+                output_final_state: false,
+                cu_seqlens: fo.cu_seqlens,
+                variant: None,
+                segments: None,
+            },
+        )?;
+        check_tensor("d_o", d_o.shape(), d_o.dtype(), &p.o_shape(), p.dtype)?;
+        if let Some(t) = opts.d_final_state {
+            check_tensor(
+                "d_final_state",
+                t.shape(),
+                t.dtype(),
+                &p.state_shape(),
+                DType::F32,
+            )?;
+        }
+        let gpu = &self.inner.gpu;
+        let inputs = [
+            Some(q),
+            Some(k),
+            Some(v),
+            logits,
+            params,
+            opts.initial_state,
+            Some(d_o),
+            opts.d_final_state,
+        ];
+        if inputs.iter().flatten().any(|t| !t.is_on(gpu)) {
+            return Err(GlaError::invalid(
+                "tensors",
+                "every tensor must live on this Gla's GPU",
+            ));
+        }
+        let (n, h, dk, dv) = (p.n_seqs(), p.dims.h, p.dims.dk, p.dims.dv);
+        if h > 65535 || n > 65535 {
+            return Err(GlaError::invalid("problem size", format!("H = {h} and the number of sequences N = {n} must be at most 65535 for the backward's grid")));
+        }
+        let chunk = spec.chunk();
+        let meta = self.seq_meta(&p.seqs, chunk, true)?;
+        let chunks = meta.total_chunks();
+
+        // Outputs and the two state workspaces (every slot is written before it is read).
+        let dq = DeviceTensor::empty(gpu, p.dtype, q.shape())?;
+        let dkt = DeviceTensor::empty(gpu, p.dtype, k.shape())?;
+        let dvt = DeviceTensor::empty(gpu, p.dtype, v.shape())?;
+        let d_logits = logits
+            .map(|l| DeviceTensor::empty(gpu, p.dtype, l.shape()))
+            .transpose()?;
+        let d_params = params
+            .map(|t| DeviceTensor::zeros(gpu, DType::F32, t.shape()))
+            .transpose()?;
+        let d_h0 = opts
+            .initial_state
+            .map(|_| DeviceTensor::empty(gpu, DType::F32, &p.state_shape()))
+            .transpose()?;
+        let slot_bytes = [h, dk, dv, 4]
+            .iter()
+            .try_fold(chunks + n, |a, &d| a.checked_mul(d));
+        let slot_bytes = slot_bytes.ok_or_else(|| {
+            GlaError::invalid("problem size", "the backward's state workspace overflows")
+        })?;
+        let states = launch::alloc_workspace(gpu, slot_bytes)?;
+        let dstates = launch::alloc_workspace(gpu, slot_bytes)?;
+        let buffers = launch::BwdBuffers {
+            q,
+            k,
+            v,
+            logits,
+            params,
+            h0: opts.initial_state,
+            d_o,
+            dht: opts.d_final_state,
+            dq: &dq,
+            dk: &dkt,
+            dv: &dvt,
+            dg: d_logits.as_ref(),
+            dparams: d_params.as_ref(),
+            dh0: d_h0.as_ref(),
+            states: &states,
+            dstates: &dstates,
+        };
+        let _serial = lock(&self.inner.workspace); // (as the forward: one call's launches at a time per Gla)
+        launch::launch_backward_set(
+            gpu,
+            &spec,
+            &self.inner.options,
+            &meta,
+            p.dims,
+            gate.params().len(),
+            p.scale,
+            &buffers,
+        )?;
+        drop((states, dstates));
+        Ok(Gradients {
+            dq,
+            dk: dkt,
+            dv: dvt,
+            d_logits,
+            d_params,
+            d_initial_state: d_h0,
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! The backward kernels (issue 28, first form: f32 CUDA cores, exact decays) vs the f64 reference gradients
+//! (`gla_core::gate_ref::gate_backward`: the recurrence's gradients carried to the raw logits and the parameters).
+//!
+//! Without NVRTC the compile test prints `SKIPPED`; without a GPU the GPU test does (with `GLA_REQUIRE_GPU=1` it
+//! fails). Tolerances, relative RMS error of each gradient vs f64 on the same (dtype-rounded) inputs: f32 1e-5,
+//! bf16/f16 5e-3 (the issue's). The logits' gradient is measured against max(RMS of the reference gradient, RMS of
+//! the reference's q ⊙ dq), the size of the terms its closed form sums: under strong decays the true gradient is tiny
+//! and any f32 evaluation of the closed form leaves a residue of the terms' size (the reference module's docs).
+use gla_codegen::{generate_backward, BackwardSpec, BWD_KERNELS};
+use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
+use gla_runtime::testing::{gpu_or_skip, nvrtc_or_skip};
+use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+use tests::{rel_rms, Case};
+
+/// The gates with backward kernels: every registered gate but the per-value ones and the benchmark's strength
+/// gates (`GLA_TEST_GATES=a,b` narrows, printed).
+fn gates() -> Vec<&'static dyn Gate> {
+    let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
+    let strength_only: Vec<&str> = tests::strengths::all()
+        .iter()
+        .map(|s| s.gate.name())
+        .filter(|n| !gla::gates::BUILT_IN.contains(n))
+        .collect();
+    let g = registered_gates()
+        .into_iter()
+        .filter(|g| g.shape() != GateShape::PerValue && !strength_only.contains(&g.name()));
+    match std::env::var("GLA_TEST_GATES") {
+        Ok(list) => {
+            println!("GLA_TEST_GATES={list}: testing only these gates");
+            g.filter(|g| list.split(',').any(|n| n == g.name()))
+                .collect()
+        }
+        Err(_) => g.collect(),
+    }
+}
+
+/// Spill stores a backward kernel may have: the first form's f32 CUDA-core kernels are not register-bound (ptxas
+/// picks 40–64 registers) and some spill a few words at that choice (≤ 28 B seen); more would mean a change gone
+/// wrong. (The forward kernels allow none.)
+const SPILL_BOUND: u32 = 64;
+
+/// Every backward kernel set compiles for sm_90a within [`SPILL_BOUND`]: every gate above × dtype at d = 128, and
+/// the per-key GLA gate at d = 64, 256, 512 and d_k ≠ d_v.
+#[test]
+fn backward_kernels_compile_within_the_spill_bound() {
+    if !nvrtc_or_skip("backward_kernels_compile_within_the_spill_bound") {
+        return;
+    }
+    let mut specs = Vec::new();
+    for g in gates() {
+        for dt in DType::ALL {
+            specs.push(BackwardSpec::for_problem(g, dt, 128, 128).unwrap());
+        }
+    }
+    for (dk, dv) in [(64, 64), (256, 256), (512, 512), (64, 256)] {
+        specs.push(BackwardSpec::for_problem(&gla::gates::Gla, DType::BF16, dk, dv).unwrap());
+    }
+    let problems: Vec<String> = specs
+        .par_iter()
+        .flat_map(|s| {
+            let src = generate_backward(s).unwrap();
+            match nvrtc::compile_with(&src, BWD_KERNELS[2], &CompileOptions::default()) {
+                Err(e) => vec![format!("{}: {e}", s.id())],
+                Ok(c) => BWD_KERNELS
+                    .iter()
+                    .filter_map(|k| match c.resources_of(k) {
+                        None => Some(format!("{}: no resource report for {k}", s.id())),
+                        Some(r) if r.spill_stores_bytes > SPILL_BOUND => Some(format!(
+                            "{}: {k} spills {} B (bound {SPILL_BOUND})",
+                            s.id(),
+                            r.spill_stores_bytes
+                        )),
+                        Some(r) => {
+                            if r.spills() {
+                                println!(
+                                    "{} {k}: {} B spill stores, {} registers",
+                                    s.id(),
+                                    r.spill_stores_bytes,
+                                    r.registers
+                                );
+                            }
+                            None
+                        }
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    println!("compiled {} backward kernel sets", specs.len());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+fn randn(rng: &mut SmallRng, n: usize, dt: DType) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let (u1, u2): (f32, f32) = (rng.random_range(1e-7f32..1.0), rng.random());
+            dt.round((-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos())
+        })
+        .collect()
+}
+
+/// Every gate above × dtype × shape (ragged T, d_k ≠ d_v, d = 256, varlen with an empty and a one-token sequence,
+/// initial state and final-state gradient, logits shifted by −12 / +12: strong and weak decays): dq, dk, dv, d logits,
+/// d params and d h0 each within tolerance of the f64 reference.
+#[test]
+fn backward_matches_the_f64_reference() {
+    let Some(gla) = gpu_or_skip("backward_matches_the_f64_reference") else {
+        return;
+    };
+    struct Shape {
+        name: &'static str,
+        dims: Dims,
+        cu: Option<Vec<usize>>,
+        state: bool,
+        shift: f32,
+    }
+    let shapes = [
+        Shape {
+            name: "T=150 D=64 + states",
+            dims: Dims::new(2, 150, 2, 64, 64),
+            cu: None,
+            state: true,
+            shift: 0.0,
+        },
+        Shape {
+            name: "T=70 dk=128 dv=96",
+            dims: Dims::new(1, 70, 2, 128, 96),
+            cu: None,
+            state: false,
+            shift: 0.0,
+        },
+        Shape {
+            name: "varlen (0, 1, 90, 37) + states",
+            dims: Dims::new(1, 128, 2, 64, 64),
+            cu: Some(vec![0, 0, 1, 91, 128]),
+            state: true,
+            shift: 0.0,
+        },
+        Shape {
+            name: "T=40 D=256 logits-12",
+            dims: Dims::new(1, 40, 1, 256, 256),
+            cu: None,
+            state: true,
+            shift: -12.0,
+        },
+        Shape {
+            name: "T=100 D=128 logits+12",
+            dims: Dims::new(1, 100, 2, 128, 128),
+            cu: None,
+            state: true,
+            shift: 12.0,
+        },
+    ];
+    let mut failures = Vec::new();
+    println!("| gate | dtype | shape | dq | dk | dv | d logits | d params | d h0 |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for gate in gates() {
+        for dt in DType::ALL {
+            let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };
+            for (i, sh) in shapes.iter().enumerate() {
+                let seed = 7700 + 10 * i as u64;
+                let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
+                case.logits
+                    .iter_mut()
+                    .for_each(|x| *x = dt.round(*x + sh.shift));
+                let d = case.dims;
+                let n = case.n_seqs();
+                let mut rng = SmallRng::seed_from_u64(seed + 1);
+                let d_o = randn(&mut rng, d.b * d.t * d.h * d.dv, dt);
+                let d_final: Option<Vec<f32>> = sh
+                    .state
+                    .then(|| randn(&mut rng, n * d.h * d.dk * d.dv, DType::F32));
+                let want = case.reference_backward(gate, &d_o, d_final.as_deref());
+
+                let up = |x: &[f32], shape: &[usize]| gla.upload(&case.host(x, shape, dt)).unwrap();
+                let (q, k, v) = (
+                    up(&case.q, &d.q_shape()),
+                    up(&case.k, &d.q_shape()),
+                    up(&case.v, &d.v_shape()),
+                );
+                let lshape = gla_runtime::forward::logits_shape(gate.shape(), &d);
+                let logits = (gate.shape() != GateShape::Fixed).then(|| up(&case.logits, &lshape));
+                let np = gate.params().len();
+                let params = (np > 0)
+                    .then(|| DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &case.params).unwrap());
+                let sshape = [n, d.h, d.dk, d.dv];
+                let h0 = case
+                    .initial_state
+                    .as_ref()
+                    .map(|s| DeviceTensor::from_f32(gla.gpu(), &sshape, s).unwrap());
+                let dht = d_final
+                    .as_ref()
+                    .map(|s| DeviceTensor::from_f32(gla.gpu(), &sshape, s).unwrap());
+                let dot = up(&d_o, &d.v_shape());
+                let opts = BackwardOptions {
+                    scale: None,
+                    initial_state: h0.as_ref(),
+                    d_final_state: dht.as_ref(),
+                    cu_seqlens: case.cu_seqlens.as_deref(),
+                };
+                let g = gla
+                    .backward(
+                        gate,
+                        &q,
+                        &k,
+                        &v,
+                        logits.as_ref(),
+                        params.as_ref(),
+                        &dot,
+                        &opts,
+                    )
+                    .unwrap_or_else(|e| panic!("{} {dt} {}: {e}", gate.name(), sh.name));
+                let get = |t: &DeviceTensor| {
+                    t.to_f32()
+                        .unwrap()
+                        .into_iter()
+                        .map(f64::from)
+                        .collect::<Vec<f64>>()
+                };
+                let e_dq = rel_rms(&get(&g.dq), &want.dq);
+                let e_dk = rel_rms(&get(&g.dk), &want.dk);
+                let e_dv = rel_rms(&get(&g.dv), &want.dv);
+                // d logits against the size of its closed form's terms (module docs).
+                let rms = |x: &[f64]| {
+                    (x.iter().map(|y| y * y).sum::<f64>() / x.len().max(1) as f64).sqrt()
+                };
+                let e_dl = match &g.d_logits {
+                    Some(t) => {
+                        let got = get(t);
+                        let qdq: Vec<f64> = case
+                            .q
+                            .iter()
+                            .zip(&want.dq)
+                            .map(|(a, b)| *a as f64 * b)
+                            .collect();
+                        let err: Vec<f64> =
+                            got.iter().zip(&want.d_logits).map(|(a, b)| a - b).collect();
+                        if got.iter().any(|x| !x.is_finite()) {
+                            f64::INFINITY
+                        } else {
+                            rms(&err) / rms(&want.d_logits).max(rms(&qdq))
+                        }
+                    }
+                    None => 0.0,
+                };
+                let e_dp = match &g.d_params {
+                    Some(t) => rel_rms(&get(t), &want.d_params),
+                    None => 0.0,
+                };
+                let e_h0 = match (&g.d_initial_state, &want.d_initial_state) {
+                    (Some(t), Some(w)) => rel_rms(&get(t), w),
+                    (None, None) => 0.0,
+                    _ => f64::INFINITY,
+                };
+                println!("| {} | {dt} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), sh.name);
+                let worst =
+                    [e_dq, e_dk, e_dv, e_dl, e_dp, e_h0]
+                        .into_iter()
+                        .fold(
+                            0.0f64,
+                            |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
+                        );
+                if !(worst <= tol) {
+                    failures.push(format!("{} {dt} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), sh.name));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "out of tolerance:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Bad input to the backward is a typed error before any launch: a per-value gate, a d_o of the wrong shape.
+#[test]
+fn backward_bad_input_is_a_typed_error() {
+    let Some(gla) = gpu_or_skip("backward_bad_input_is_a_typed_error") else {
+        return;
+    };
+    let gate: &'static dyn Gate = &gla::gates::Gla;
+    let d = Dims::new(1, 16, 2, 64, 64);
+    let case = Case::random(gate, d, DType::BF16, 3, false, None);
+    let up = |x: &[f32], shape: &[usize]| gla.upload(&case.host(x, shape, DType::BF16)).unwrap();
+    let (q, k, v) = (
+        up(&case.q, &d.q_shape()),
+        up(&case.k, &d.q_shape()),
+        up(&case.v, &d.v_shape()),
+    );
+    let lg = up(&case.logits, &d.q_shape());
+    let bad = up(&case.v[..16 * 2 * 32], &[1, 16, 2, 32]);
+    let err = gla
+        .backward(
+            gate,
+            &q,
+            &k,
+            &v,
+            Some(&lg),
+            None,
+            &bad,
+            &BackwardOptions::default(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("d_o"), "{err}");
+    let vg: &'static dyn Gate = &tests::gates::ValueGla;
+    let err = gla
+        .backward(
+            vg,
+            &q,
+            &k,
+            &v,
+            Some(&lg),
+            None,
+            &v,
+            &BackwardOptions::default(),
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("per value"), "{err}");
+}
