@@ -3,7 +3,9 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
-//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--lineinfo]
+//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward] [--lineinfo]
+//!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, rows with
+//!   `"pass": "fwd_bwd"` / `"bwd"`)
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!
 //! Two kinds of rows, all `{"impl": "ours", "pass": "fwd", "gate", "strength", "B", "T", "H", "D", "ms", ...}`:
@@ -25,7 +27,7 @@
 use gla_codegen::{all_variants, KernelSpec};
 use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::timing::{bench, copy_bandwidth, L2Flush};
-use gla_runtime::{DeviceTensor, ForwardOptions, Gla};
+use gla_runtime::{BackwardOptions, DeviceTensor, ForwardOptions, Gla};
 use serde_json::json;
 use tests::strengths::Strength;
 use tests::{rel_rms, Case};
@@ -276,6 +278,64 @@ fn strength_rows(
     rows
 }
 
+/// `--backward`: the forward (default variant) + [`Gla::backward`] and the backward alone, at one benchmark shape,
+/// q, k, v, dO ~ N(0, 1) bf16, logits ~ N(0, 1). Rows `{"pass": "fwd_bwd" | "bwd", ...}` (fla_bench.py's name); the backward's time includes
+/// its allocations (outputs and the two state workspaces, stream-ordered).
+fn backward_rows(
+    gla: &Gla,
+    flush: &mut L2Flush,
+    reps: usize,
+    (b, t, h, d): (usize, usize, usize, usize),
+    gname: &str,
+    gate: &'static dyn Gate,
+) -> Vec<serde_json::Value> {
+    let case = Case::random(gate, Dims::new(b, t, h, d, d), DType::BF16, 44, false, None);
+    let mut x = upload(gla, gate, &case);
+    let d_o = gla
+        .upload(&case.host(&case.v, &case.dims.v_shape(), DType::BF16))
+        .unwrap();
+    let spec = KernelSpec::default_for(gate, DType::BF16, d, d).unwrap();
+    let bwd_id = gla_codegen::BackwardSpec::for_problem(gate, DType::BF16, d, d)
+        .map(|s| s.id())
+        .unwrap_or_default();
+    let opts = BackwardOptions::default();
+    let mut rows = Vec::new();
+    for pass in ["fwd_bwd", "bwd"] {
+        let st = bench(gla.gpu(), 2, reps, Some(&mut *flush), || {
+            if pass == "fwd_bwd" {
+                run(gla, gate, &mut x, spec)?;
+            }
+            gla.backward(
+                gate,
+                &x.q,
+                &x.k,
+                &x.v,
+                x.logits.as_ref(),
+                x.params.as_ref(),
+                &d_o,
+                &opts,
+            )
+            .map(|_| ())
+        });
+        match st {
+            Ok(st) => {
+                let ms = st.median_ms as f64;
+                println!(
+                    "{b:>2},{t:>5},{h:>2},{d:>3} {gname:<7} {pass:<8} {} + {bwd_id} {ms:8.3} ms",
+                    spec.id()
+                );
+                rows.push(json!({
+                    "impl": "ours", "pass": pass, "gate": gname, "strength": if gname == "gla" { "gla/16" } else { gname },
+                    "B": b, "T": t, "H": h, "D": d, "shape": [b, t, h, d], "ms": ms, "reps": reps,
+                    "variant": format!("{} + {bwd_id}", spec.id()), "distribution": "q, k, v, dO, x ~ N(0, 1), bf16"
+                }));
+            }
+            Err(e) => println!("{b},{t},{h},{d} {gname} {pass}: failed: {e}"),
+        }
+    }
+    rows
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opt = |name: &str, d: &str| {
@@ -483,6 +543,14 @@ fn main() {
             &gla, &mut flush, reps, copy_gbps, shape, &strengths,
         ));
         std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
+    }
+    if args.iter().any(|a| a == "--backward") {
+        for &shape in &strength_shapes {
+            for &(gname, gate) in &gates {
+                records.extend(backward_rows(&gla, &mut flush, reps, shape, gname, gate));
+                std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
+            }
+        }
     }
     std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
     println!("wrote {} records to {out}", records.len());
