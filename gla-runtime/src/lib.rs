@@ -4,7 +4,8 @@
 //! * [`device`]: driver probe, [`Gpu`] (context, default stream, device facts), module cache.
 //! * [`tensor`]: [`DeviceTensor`] (upload, download, zeros, NaN poison).
 //! * [`launch`]: grid resolution, sequence arrays, [`launch::Variant`] (a compiled plan) and the kernel launch.
-//! * [`forward`]: the safe API, [`Gla::forward`], with all validation in the pure [`validate_forward`].
+//! * [`forward`]: the safe API, [`Gla::forward`], with all validation in the pure [`validate_forward`];
+//!   [`Gla::backward`] (first form of the backward pass).
 //! * [`timing`]: CUDA-event timing, L2 flush, device-to-device copy bandwidth.
 //! * [`testing`]: skip-or-fail helpers for GPU and NVRTC tests.
 //! * [`cache`]: the tuning cache (a directory of `index.json` + content-addressed cubins; validators, merge, locked
@@ -13,7 +14,8 @@
 //!
 //! `unsafe` is denied crate-wide and allowed in two private places only: `ffi` (NVRTC program calls, `dlopen`,
 //! library probes, raw memsets and uninitialised allocations) and the kernel launch in [`launch`] (the
-//! `DeviceRepr` impl of the argument struct and `unsafe fn launch`, whose soundness argument heads that module).
+//! `DeviceRepr` impls of the argument structs and `unsafe fn launch` / `launch_backward`, whose soundness argument
+//! heads that module).
 //! Every `unsafe` block carries a `// SAFETY:` comment.
 //!
 //! No call panics for want of a GPU or of NVRTC: probes run first and return `GlaError::NoDriver`,
