@@ -191,6 +191,76 @@ impl Case {
     }
 }
 
+/// Error of a gate gradient measured against the size of the terms its closed form sums (`gla_core`'s chunkwise
+/// backward docs): d log α_t = rowsum(dS ⊙ S) + Σ_{s≥t} (q ⊙ dq − k ⊙ dk) cancels to a tiny value under strong decays,
+/// and any f32 evaluation of it leaves a residue of the terms' size, which ∂log α/∂x and ∂log α/∂p then scale. Returns
+/// RMS(got − want) / max(RMS(want), RMS(terms)) for the logits' gradient (terms: |q ⊙ dq| · |∂log α/∂x|, summed over
+/// d_k for a per-head gate) and for the parameters' (terms: the same magnitudes · |∂log α/∂p| summed per head).
+pub fn gate_grad_errors(
+    gate: &dyn Gate,
+    case: &Case,
+    dq_ref: &[f64],
+    want: (&[f64], &[f64]),
+    got: (&[f64], &[f64]),
+) -> (f64, f64) {
+    use gla_core::GateShape;
+    let d = case.dims;
+    let (h, dk) = (d.h, d.dk);
+    let np = gate.params().len();
+    let tokens = d.b * d.t;
+    let mut logit_terms = vec![0.0; want.0.len()];
+    let mut param_terms = vec![0.0; h * np];
+    let mut dp = vec![0.0; np];
+    for t in 0..tokens {
+        for hh in 0..h {
+            let p: Vec<f64> = case.params[hh * np..(hh + 1) * np]
+                .iter()
+                .map(|&x| x as f64)
+                .collect();
+            let qdq = |x: usize| {
+                (case.q[(t * h + hh) * dk + x] as f64 * dq_ref[(t * h + hh) * dk + x]).abs()
+            };
+            let mut add = |li: Option<usize>, mag: f64, xv: f64| {
+                if let Some(li) = li {
+                    logit_terms[li] += mag * gate.dlog_alpha_dx(xv, &p).abs();
+                }
+                gate.dlog_alpha_dparams(xv, &p, &mut dp);
+                for u in 0..np {
+                    param_terms[hh * np + u] += mag * dp[u].abs();
+                }
+            };
+            match gate.shape() {
+                GateShape::PerKey => {
+                    for x in 0..dk {
+                        let li = (t * h + hh) * dk + x;
+                        add(Some(li), qdq(x), case.logits[li] as f64);
+                    }
+                }
+                GateShape::PerHead => {
+                    let li = t * h + hh;
+                    add(Some(li), (0..dk).map(qdq).sum(), case.logits[li] as f64);
+                }
+                _ => add(None, (0..dk).map(qdq).sum(), hh as f64),
+            }
+        }
+    }
+    let rms = |x: &[f64]| (x.iter().map(|y| y * y).sum::<f64>() / x.len().max(1) as f64).sqrt();
+    let err = |g: &[f64], w: &[f64], terms: &[f64]| -> f64 {
+        if g.is_empty() && w.is_empty() {
+            return 0.0;
+        }
+        if g.len() != w.len() || g.iter().any(|x| !x.is_finite()) {
+            return f64::INFINITY;
+        }
+        let e: Vec<f64> = g.iter().zip(w).map(|(a, b)| a - b).collect();
+        rms(&e) / rms(w).max(rms(terms))
+    };
+    (
+        err(got.0, want.0, &logit_terms),
+        err(got.1, want.1, &param_terms),
+    )
+}
+
 /// Relative RMS error sqrt(Σ(got − want)² / Σ want²); NaN/Inf in `got` give +∞.
 pub fn rel_rms(got: &[f64], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len());
