@@ -129,16 +129,29 @@ impl Case {
 
     /// f64 recurrent reference driven by the gate (`gla_core::gate_ref`): (o [B,T,H,dv], final state [N,H,dk,dv]).
     pub fn reference(&self, gate: &dyn Gate, scale: Option<f64>) -> (Vec<f64>, Vec<f64>) {
-        let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let out = self
+            .with_problem(gate, scale, |p| gate_forward(p, true))
+            .expect("reference forward");
+        (out.o, out.final_state.expect("final state"))
+    }
+
+    /// `f` of this case as a [`GateProblem`] (f64 of the dtype-rounded inputs).
+    fn with_problem<R>(
+        &self,
+        gate: &dyn Gate,
+        scale: Option<f64>,
+        f: impl FnOnce(&GateProblem) -> R,
+    ) -> R {
+        let c = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
         let (q, k, v, logits, params) = (
-            f(&self.q),
-            f(&self.k),
-            f(&self.v),
-            f(&self.logits),
-            f(&self.params),
+            c(&self.q),
+            c(&self.k),
+            c(&self.v),
+            c(&self.logits),
+            c(&self.params),
         );
-        let h0 = self.initial_state.as_deref().map(f);
-        let p = GateProblem {
+        let h0 = self.initial_state.as_deref().map(c);
+        f(&GateProblem {
             dims: self.dims,
             q: &q,
             k: &k,
@@ -149,9 +162,7 @@ impl Case {
             scale,
             initial_state: h0.as_deref(),
             cu_seqlens: self.cu_seqlens.as_deref(),
-        };
-        let out = gate_forward(&p, true).expect("reference forward");
-        (out.o, out.final_state.expect("final state"))
+        })
     }
 
     /// The f64 gradients of the recurrence on this case's (dtype-rounded) inputs for the output gradient `d_o`
@@ -162,28 +173,10 @@ impl Case {
         d_o: &[f32],
         d_final: Option<&[f32]>,
     ) -> GateGrads {
-        let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
-        let (q, k, v, logits, params) = (
-            f(&self.q),
-            f(&self.k),
-            f(&self.v),
-            f(&self.logits),
-            f(&self.params),
-        );
-        let h0 = self.initial_state.as_deref().map(f);
-        let p = GateProblem {
-            dims: self.dims,
-            q: &q,
-            k: &k,
-            v: &v,
-            gate,
-            logits: &logits,
-            params: &params,
-            scale: None,
-            initial_state: h0.as_deref(),
-            cu_seqlens: self.cu_seqlens.as_deref(),
-        };
-        gate_backward(&p, &f(d_o), d_final.map(f).as_deref()).expect("reference backward")
+        let c = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let (d_o, d_final) = (c(d_o), d_final.map(c));
+        self.with_problem(gate, None, |p| gate_backward(p, &d_o, d_final.as_deref()))
+            .expect("reference backward")
     }
 
     pub fn host(&self, what: &[f32], shape: &[usize], dtype: DType) -> HostTensor {

@@ -3,7 +3,7 @@
 //! `gla_codegen::backward` (first form: f32 CUDA cores, exact decays; the chunk states are recomputed here, not
 //! kept from the forward). Validated like the forward; no launch happens before every check has passed.
 
-use super::{lock, validate_forward, ForwardOptions, ForwardRequest, Gla, TensorDesc};
+use super::{lock, validate_forward, ForwardRequest, Gla, TensorDesc};
 use crate::launch;
 use crate::tensor::{check_tensor, DeviceTensor};
 use gla_codegen::BackwardSpec;
@@ -19,7 +19,7 @@ pub struct BackwardOptions<'a> {
     pub initial_state: Option<&'a DeviceTensor>,
     /// ∂ℒ/∂(final state), f32 `[N, H, d_k, d_v]`, where the loss reads the final state.
     pub d_final_state: Option<&'a DeviceTensor>,
-    /// The forward's sequence boundaries (B = 1), as in [`ForwardOptions::cu_seqlens`].
+    /// The forward's sequence boundaries (B = 1), as in [`super::ForwardOptions::cu_seqlens`].
     pub cu_seqlens: Option<&'a [usize]>,
 }
 
@@ -56,14 +56,6 @@ impl Gla {
         d_o: &DeviceTensor,
         opts: &BackwardOptions,
     ) -> Result<Gradients> {
-        let fo = ForwardOptions {
-            scale: opts.scale,
-            initial_state: opts.initial_state,
-            output_final_state: false,
-            cu_seqlens: opts.cu_seqlens,
-            variant: None,
-            segments: None,
-        };
         let spec = match q.shape() {
             &[_, _, _, dk] => BackwardSpec::for_problem(
                 gate,
@@ -84,9 +76,9 @@ impl Gla {
                 initial_state: opts.initial_state.map(TensorDesc::of),
                 o: None,
                 final_state: None,
-                scale: fo.scale,
+                scale: opts.scale,
                 output_final_state: false,
-                cu_seqlens: fo.cu_seqlens,
+                cu_seqlens: opts.cu_seqlens,
                 variant: None,
                 segments: None,
             },
