@@ -8,7 +8,7 @@
 //! size follows from them so that one chunk's tiles fit in shared memory ([`backward_chunk`]).
 
 use crate::spec::{specialised_dim, MAX_SMEM_BYTES};
-use crate::writer::{elem_section, gate_math_section};
+use crate::writer::{elem_section, gate_math_section, write_gate_shape};
 use gla_core::{DType, Gate, GateShape, GlaError};
 use std::fmt::Write as _;
 
@@ -154,14 +154,7 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     );
     let _ = writeln!(w, "// gate `{}`: log α = {}", gate.name(), gate.expr());
     let _ = writeln!(w, "typedef long long i64;");
-    let _ = writeln!(w, "#define GATE_PER_KEY 1\n#define GATE_PER_HEAD 2\n#define GATE_FIXED 3\n#define GATE_PER_VALUE 4");
-    let kg = match gate.shape() {
-        GateShape::PerKey => "GATE_PER_KEY",
-        GateShape::PerHead => "GATE_PER_HEAD",
-        GateShape::Fixed => "GATE_FIXED",
-        GateShape::PerValue => "GATE_PER_VALUE",
-    };
-    let _ = writeln!(w, "#define KEY_GATE {kg}");
+    write_gate_shape(&mut w, gate.shape());
     let _ = writeln!(
         w,
         "constexpr int C = {}, DK = {}, DV = {}, NT = {BWD_THREADS}, BVS = {BWD_STATE_COLS};  // chunk, specialised head dims, threads, state-scan value tile",

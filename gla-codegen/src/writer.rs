@@ -48,6 +48,18 @@ pub struct Generated {
     pub plan: LaunchPlan,
 }
 
+/// The gate-shape constants (`GATE_PER_KEY` .. `GATE_PER_VALUE`) and `KEY_GATE`, the shape of this gate.
+pub(crate) fn write_gate_shape(w: &mut String, shape: GateShape) {
+    let _ = writeln!(w, "#define GATE_PER_KEY 1\n#define GATE_PER_HEAD 2\n#define GATE_FIXED 3\n#define GATE_PER_VALUE 4");
+    let kg = match shape {
+        GateShape::PerKey => "GATE_PER_KEY",
+        GateShape::PerHead => "GATE_PER_HEAD",
+        GateShape::Fixed => "GATE_FIXED",
+        GateShape::PerValue => "GATE_PER_VALUE",
+    };
+    let _ = writeln!(w, "#define KEY_GATE {kg}");
+}
+
 /// The gate's math functions (`gla_exp`, `gla_log`, `gla_log1p`, `gla_log1p_unit`, `gla_div`, `gla_rcp`; emitted
 /// by the macro; `gla_log1p_unit` is log1p of exp(−|u|) ∈ (0, 1] inside log σ and softplus; the log2 form
 /// `{id}_log2_acc` uses `gla_lg2`, `gla_log2_1p_unit` and `gla_min_nan`, a min that keeps NaN). f32
@@ -260,14 +272,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "constexpr float SPAN_MAX = {:.1}f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form",
         span_max(spec.dtype)
     );
-    let _ = writeln!(w, "#define GATE_PER_KEY 1\n#define GATE_PER_HEAD 2\n#define GATE_FIXED 3\n#define GATE_PER_VALUE 4");
-    let kg = match gate.shape() {
-        GateShape::PerKey => "GATE_PER_KEY",
-        GateShape::PerHead => "GATE_PER_HEAD",
-        GateShape::Fixed => "GATE_FIXED",
-        GateShape::PerValue => "GATE_PER_VALUE",
-    };
-    let _ = writeln!(w, "#define KEY_GATE {kg}");
+    write_gate_shape(w, gate.shape());
     let _ = writeln!(w, "#define SPLIT_A {}      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)", f.split_a as u32);
     let _ = writeln!(
         w,

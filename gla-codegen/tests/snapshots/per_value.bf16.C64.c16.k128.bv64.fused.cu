@@ -1625,13 +1625,17 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
             const float v = __shfl_up_sync(0xffffffffu, inc[c], o * OPW);
             if (seg >= o) inc[c] += v;
         }
+    // Γ_L is the last valid row's Γ bit for bit (its segment's local sum + that segment's offset; later rows of the
+    // segment repeat it), not the tree-ordered inclusive sum, whose rounding differs: K̂'s exponent Γ_L − Γ must be
+    // exactly 0 on that row, or a decay span of 2^20 (log2 units) scales its key by 2^±ulp (RWKV-6, logits + 12).
+    const int sl = (max(rows, 1) - 1) / SR;
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
         const float off = __shfl_up_sync(0xffffffffu, inc[c], OPW);
-        gl[c] = __shfl_sync(0xffffffffu, inc[c], (SEGS - 1) * OPW + lane % OPW);  // Γ_L = the last segment's inclusive sum
         if (seg > 0)
 #pragma unroll
             for (int u = 0; u < SR; ++u) g[u][c] += off;
+        gl[c] = __shfl_sync(0xffffffffu, g[SR - 1][c], sl * OPW + lane % OPW);
     }
 }
 
