@@ -656,3 +656,34 @@ fn a_tuning_cache_entry_runs_from_its_cubin() {
         "the cached variant ran"
     );
 }
+
+/// `DeviceTensor::tiled` equals the host-side cycle of its pool, element for element: shorter than the pool, one
+/// pool, and 5 pools + 3 (four doublings, a partial last copy), in bf16 and f32, from a non-zero offset.
+#[test]
+fn tiled_tensors_cycle_their_pool() {
+    let Some(gla) = gpu_or_skip("tiled_tensors_cycle_their_pool") else {
+        return;
+    };
+    let mut rng = Rng(77);
+    for dt in [DType::BF16, DType::F32] {
+        let pool_vals = rng.vec(1000, -2.0, 2.0);
+        let pool = HostTensor::from_f32(dt, &[1000], &pool_vals).unwrap();
+        let rounded = pool.to_f64();
+        for (n, offset) in [(7usize, 3usize), (1000, 999), (5003, 1234)] {
+            let t = DeviceTensor::tiled(gla.gpu(), &[1, n], &pool, offset).unwrap();
+            let got = t.to_f32().unwrap();
+            let bad = (0..n).find(|&i| got[i] as f64 != rounded[(i + offset) % 1000]);
+            assert!(
+                bad.is_none(),
+                "{dt} n {n} offset {offset}: element {bad:?} differs"
+            );
+        }
+    }
+    assert!(DeviceTensor::tiled(
+        gla.gpu(),
+        &[4],
+        &HostTensor::from_f32(DType::F32, &[0], &[]).unwrap(),
+        0
+    )
+    .is_err());
+}

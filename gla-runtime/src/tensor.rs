@@ -129,6 +129,47 @@ impl DeviceTensor {
         Ok(t)
     }
 
+    /// A tensor of `shape` whose element i is `pool[(i + offset) % pool.len()]` (`pool`'s dtype), built on the device:
+    /// the rotated pool is uploaded once, then doubled by device-to-device copies (⌈log2(n / pool)⌉ of them), so a
+    /// large timing input costs neither host memory nor a host-to-device copy of its size. Errors: an empty pool.
+    pub fn tiled(gpu: &Gpu, shape: &[usize], pool: &HostTensor, offset: usize) -> Result<Self> {
+        let dtype = pool.dtype();
+        let es = dtype.size_bytes();
+        let p = num_elems(&pool.shape)?;
+        if p == 0 {
+            return Err(GlaError::invalid("pool", "an empty pool tiles nothing"));
+        }
+        let n = num_elems(shape)?;
+        let mut t = Self::empty(gpu, dtype, shape)?;
+        if n == 0 {
+            return Ok(t);
+        }
+        let bytes = host_bytes(&pool.data);
+        let first = n.min(p);
+        let rotated: Vec<u8> = (0..first)
+            .flat_map(|i| {
+                let j = (i + offset) % p;
+                bytes[j * es..(j + 1) * es].iter().copied()
+            })
+            .collect();
+        let stream = gpu.stream();
+        stream
+            .memcpy_htod(&rotated, &mut t.buf.slice_mut(0..first * es))
+            .map_err(cuda_err("cuMemcpyHtoD"))?;
+        // Invariant: elements [0, filled) are right and `filled` is a multiple of p (or n < p), so copying
+        // [0, m) to [filled, filled + m) continues the cycle.
+        let mut filled = first;
+        while filled < n {
+            let m = filled.min(n - filled);
+            let (done, mut rest) = t.buf.split_at_mut(filled * es);
+            stream
+                .memcpy_dtod(&done.slice(0..m * es), &mut rest.slice_mut(0..m * es))
+                .map_err(cuda_err("cuMemcpyDtoD"))?;
+            filled += m;
+        }
+        Ok(t)
+    }
+
     /// An f32 tensor from values (gate parameters, states).
     pub fn from_f32(gpu: &Gpu, shape: &[usize], values: &[f32]) -> Result<Self> {
         Self::upload(gpu, &HostTensor::from_f32(DType::F32, shape, values)?)

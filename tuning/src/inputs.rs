@@ -1,5 +1,5 @@
-//! Random host inputs: exact i.i.d. draws for the reference check, and cheap pooled ones for the timed problems
-//! (timing depends on the values only through the gate's decays, whose distribution the pool keeps).
+//! Random inputs: exact i.i.d. host draws for the reference check, and a pool the timed problems' device tensors
+//! cycle (timing depends on the values only through the gate's decays, whose distribution the pool keeps).
 
 use gla_core::gate_ref::{gate_forward, GateProblem};
 use gla_core::tensor::HostData;
@@ -7,6 +7,53 @@ use gla_core::{DType, Dims, Gate, HostTensor};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
+
+/// A timed problem's inputs, described rather than drawn: every tensor (q, k, v, logits) cycles one pool of
+/// [`Pool::LEN`] N(0, 1) draws, rounded to the dtype, from its own offset — `DeviceTensor::tiled` builds them on the
+/// device, so a 2^14-token bucket costs no host memory — plus the gate's parameters. For timing only (values
+/// repeat; their distribution is N(0, 1), which is what the per-key kernels' speed depends on).
+#[derive(Clone, Debug)]
+pub struct Pool {
+    pub dims: Dims,
+    pub dtype: DType,
+    /// The draws, rounded to `dtype`.
+    pub values: Vec<f32>,
+    /// Where q, k, v and the logits start in the pool.
+    pub offsets: [usize; 4],
+    /// `[H, P]` gate parameters.
+    pub params: Vec<f32>,
+}
+
+impl Pool {
+    pub const LEN: usize = 1 << 20;
+
+    pub fn new(gate: &dyn Gate, dims: Dims, dtype: DType, seed: u64) -> Pool {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let values = randn(&mut rng, Self::LEN, 1.0)
+            .into_iter()
+            .map(|x| dtype.round(x))
+            .collect();
+        let offsets = std::array::from_fn(|_| rng.random_range(0..Self::LEN));
+        let params = params(&mut rng, gate, dims.h);
+        Pool {
+            dims,
+            dtype,
+            values,
+            offsets,
+            params,
+        }
+    }
+
+    /// The pool as a host tensor, its values shifted by `shift` and rounded (the strong-decay logits: shift −12).
+    pub fn tensor(&self, shift: f32) -> gla_core::error::Result<HostTensor> {
+        let v = if shift == 0.0 {
+            self.values.clone()
+        } else {
+            shifted(&self.values, shift, self.dtype)
+        };
+        host_tensor(self.dtype, &[Self::LEN], &v)
+    }
+}
 
 /// One problem's inputs, already rounded to the kernel dtype (so the reference sees exactly what the kernel reads).
 #[derive(Clone, Debug)]
@@ -89,38 +136,6 @@ impl HostInputs {
             logits,
             params,
             initial_state,
-        }
-    }
-
-    /// Inputs of any size at the cost of a copy: every tensor cycles a pool of 2^20 N(0, 1) draws from its own
-    /// offset. No initial state. For timing only (values repeat; their distribution is N(0, 1)).
-    pub fn pooled(gate: &dyn Gate, dims: Dims, dtype: DType, seed: u64) -> HostInputs {
-        const POOL: usize = 1 << 20;
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let pool: Vec<f32> = randn(&mut rng, POOL, 1.0)
-            .into_iter()
-            .map(|x| dtype.round(x))
-            .collect();
-        let fill = |n: usize, offset: usize| -> Vec<f32> {
-            (0..n)
-                .into_par_iter()
-                .map(|i| pool[(i + offset) % POOL])
-                .collect()
-        };
-        let (nq, nv) = (
-            dims.b * dims.t * dims.h * dims.dk,
-            dims.b * dims.t * dims.h * dims.dv,
-        );
-        let offsets: [usize; 4] = std::array::from_fn(|_| rng.random_range(0..POOL));
-        HostInputs {
-            dims,
-            dtype,
-            q: fill(nq, offsets[0]),
-            k: fill(nq, offsets[1]),
-            v: fill(nv, offsets[2]),
-            logits: fill(logits_len(gate, dims), offsets[3]),
-            params: params(&mut rng, gate, dims.h),
-            initial_state: None,
         }
     }
 
@@ -220,26 +235,34 @@ mod tests {
         let strong = shifted(&x.logits, -12.0, DType::BF16);
         assert_eq!(strong[0], DType::BF16.round(x.logits[0] - 12.0));
 
-        let p = HostInputs::pooled(
+        let p = Pool::new(
             &gla::gates::Mamba2,
             Dims::new(2, 1000, 3, 64, 64),
             DType::F16,
             2,
         );
         assert_eq!(
-            (p.q.len(), p.logits.len(), p.params.len()),
-            (
-                2 * 1000 * 3 * 64,
-                2 * 1000 * 3,
-                3 * gla::gates::Mamba2.params().len()
-            )
+            (p.values.len(), p.params.len()),
+            (Pool::LEN, 3 * gla::gates::Mamba2.params().len())
         );
-        assert!(p.initial_state.is_none());
-        let mean = p.q.iter().map(|&v| v as f64).sum::<f64>() / p.q.len() as f64;
-        let var = p.q.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / p.q.len() as f64;
+        assert!(
+            p.values.iter().all(|&v| v == DType::F16.round(v)),
+            "rounded to the dtype"
+        );
+        let mean = p.values.iter().map(|&v| v as f64).sum::<f64>() / p.values.len() as f64;
+        let var = p
+            .values
+            .iter()
+            .map(|&v| (v as f64 - mean).powi(2))
+            .sum::<f64>()
+            / p.values.len() as f64;
         assert!(
             mean.abs() < 0.05 && (var - 1.0).abs() < 0.05,
             "mean {mean}, var {var}"
+        );
+        assert_eq!(
+            p.tensor(-12.0).unwrap().to_f64()[5],
+            DType::F16.round(p.values[5] - 12.0) as f64
         );
         for dt in DType::ALL {
             let vals = [0.1f32, -2.5, 3.0e4, 1.0e-3, 7.0, -0.0];

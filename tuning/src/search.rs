@@ -17,11 +17,11 @@
 //! 4. the winner ([`decide::winner`]) goes into the cache as a timed entry with its cubin, and the cache is saved
 //!    after each (gate, dtype, d).
 //!
-//! This path needs a GPU and has not been run on the machine it was written on (none there).
+//! The timed problems' inputs are tiled on the device from one pool of draws ([`Pool`], `DeviceTensor::tiled`).
 
 use crate::args::Options;
 use crate::decide::{self, Strength, Target};
-use crate::inputs::{host_tensor, rel_rms, shifted, HostInputs};
+use crate::inputs::{host_tensor, rel_rms, shifted, HostInputs, Pool};
 use crate::progress::{bar, say};
 use gla_codegen::{generate, KernelSpec, SpecRecord};
 use gla_core::{DType, Dims, Gate, GateShape};
@@ -144,6 +144,44 @@ fn upload(
     })
 }
 
+/// The timed problem's device inputs, tiled from `pool` on the device (`DeviceTensor::tiled`): q, k, v, the logits
+/// once per strength (the pool shifted), the parameters; no initial state.
+fn upload_pool(
+    gla: &Gla,
+    gate: &'static dyn Gate,
+    pool: &Pool,
+    strengths: &[Strength],
+) -> Res<DeviceInputs> {
+    let d = pool.dims;
+    let base = pool.tensor(0.0)?;
+    let tiled = |shape: &[usize], which: usize| {
+        DeviceTensor::tiled(gla.gpu(), shape, &base, pool.offsets[which])
+    };
+    let lshape = gla_runtime::forward::logits_shape(gate.shape(), &d);
+    let logits = strengths
+        .iter()
+        .map(|s| match gate.shape() {
+            GateShape::Fixed => Ok(None),
+            _ if s.shift == 0.0 => tiled(&lshape, 3).map(Some),
+            _ => DeviceTensor::tiled(gla.gpu(), &lshape, &pool.tensor(s.shift)?, pool.offsets[3])
+                .map(Some),
+        })
+        .collect::<Res<Vec<_>>>()?;
+    let np = gate.params().len();
+    Ok(DeviceInputs {
+        q: tiled(&d.q_shape(), 0)?,
+        k: tiled(&d.q_shape(), 1)?,
+        v: tiled(&d.v_shape(), 2)?,
+        params: if np > 0 {
+            Some(DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &pool.params)?)
+        } else {
+            None
+        },
+        logits,
+        h0: None,
+    })
+}
+
 /// Compile one candidate with NVRTC (once, whatever the number of devices): its cubin is what every device loads as
 /// is ([`load`]) — the kernel that is checked and timed is the cubin that gets cached.
 fn compile(spec: &KernelSpec) -> Result<Compiled, String> {
@@ -261,9 +299,12 @@ fn time_target(
     let (b, t, h) = target.problem;
     let dims = Dims::new(b, t, h, key.d, key.d);
     let strengths = decide::strengths(key.gate.shape());
-    let x = HostInputs::pooled(key.gate, dims, key.dtype, 42);
-    let dev = upload(gla, key.gate, &x, &strengths)?;
-    drop(x);
+    let dev = upload_pool(
+        gla,
+        key.gate,
+        &Pool::new(key.gate, dims, key.dtype, 42),
+        &strengths,
+    )?;
     let mut o = gla.zeros(key.dtype, &dims.v_shape())?;
     // samples[candidate][strength]; a candidate whose launch fails is out (score ∞).
     let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); strengths.len()]; cands.len()];
