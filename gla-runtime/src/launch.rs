@@ -146,14 +146,7 @@ pub(crate) fn launch_backward_set(
 ) -> Result<()> {
     let (n, h, dk, dv) = (meta.seqs().len(), dims.h, dims.dk, dims.dv);
     let tokens = meta.seqs().last().map_or(0, |&(s, l)| s + l);
-    let es = spec.dtype.size_bytes();
     let chunks = meta.total_chunks();
-    let source = gla_codegen::generate_backward(spec)?;
-    let module = gpu.load_source(gla_codegen::BWD_KERNELS[2], &source, options)?;
-    let funcs = gla_codegen::BWD_KERNELS
-        .iter()
-        .map(|name| gpu.function(&module, name, spec.smem_bytes(name)))
-        .collect::<Result<Vec<_>>>()?;
     if meta.chunk() != spec.chunk() || !meta.has_index() {
         return Err(GlaError::invalid(
             "backward",
@@ -168,87 +161,61 @@ pub(crate) fn launch_backward_set(
     {
         return Err(GlaError::invalid("backward", format!("{}: dims {dk} x {dv}, H = {h}, N = {n}, {chunks} chunks exceed its kernels or grid", spec.id())));
     }
-    let need = |what: &'static str, have: usize, elems: usize, size: usize| -> Result<()> {
-        if have < elems.saturating_mul(size) {
-            return Err(GlaError::invalid(
-                what,
-                format!(
-                    "{have} B, the backward kernels need {} B",
-                    elems.saturating_mul(size)
-                ),
-            ));
-        }
-        Ok(())
-    };
+    // Every tensor on this GPU, of its dtype and element count ([`need`], as the forward's buffers).
+    let dt = spec.dtype;
     let (qk, vv, st) = (tokens * h * dk, tokens * h * dv, n * h * dk * dv);
-    for (what, t, elems, size) in [
-        ("q", b.q, qk, es),
-        ("k", b.k, qk, es),
-        ("dq", b.dq, qk, es),
-        ("dk", b.dk, qk, es),
-        ("v", b.v, vv, es),
-        ("d_o", b.d_o, vv, es),
-        ("dv", b.dv, vv, es),
-    ] {
-        need(what, t.num_bytes(), elems, size)?;
-    }
     let logit_elems = spec.gate.shape().logits_per_token(dk, dv) * tokens * h;
-    match (b.logits, b.dg) {
-        (Some(l), Some(g)) => {
-            need("logits", l.num_bytes(), logit_elems, es)?;
-            need("d_logits", g.num_bytes(), logit_elems, es)?;
-        }
-        (None, None) if logit_elems == 0 => {}
-        _ => {
-            return Err(GlaError::invalid(
-                "logits",
-                "the logits and their gradient go together (none for a fixed gate)",
-            ))
-        }
+    let opt = |what, t: Option<&DeviceTensor>, elems, dtype| {
+        t.map_or(Ok(0), |t| need(what, t, gpu, elems, dtype))
+    };
+    if b.logits.is_some() != b.dg.is_some() || b.logits.is_some() != (logit_elems > 0) {
+        return Err(GlaError::invalid(
+            "logits",
+            "the logits and their gradient go together (none for a fixed gate)",
+        ));
     }
-    match (b.params, b.dparams) {
-        (Some(p), Some(d)) => {
-            need("params", p.num_bytes(), h * gate_params, 4)?;
-            need("d_params", d.num_bytes(), h * gate_params, 4)?;
-        }
-        (None, None) if gate_params == 0 => {}
-        _ => {
-            return Err(GlaError::invalid(
-                "params",
-                "the gate's parameters and their gradient go together",
-            ))
-        }
-    }
-    for (what, t) in [
-        ("initial_state", b.h0),
-        ("d_final_state", b.dht),
-        ("d_initial_state", b.dh0),
-    ] {
-        if let Some(t) = t {
-            need(what, t.num_bytes(), st, 4)?;
-        }
+    if b.params.is_some() != b.dparams.is_some() || b.params.is_some() != (gate_params > 0) {
+        return Err(GlaError::invalid(
+            "params",
+            "the gate's parameters and their gradient go together",
+        ));
     }
     let slots = (chunks + n) * h * dk * dv;
-    need("backward states", b.states.len(), slots, 4)?;
-    need("backward state gradients", b.dstates.len(), slots, 4)?;
+    for (what, ws) in [
+        ("backward states", b.states),
+        ("backward state gradients", b.dstates),
+    ] {
+        if ws.len() < slots * 4 {
+            return Err(GlaError::invalid(
+                what,
+                format!("{} B, the backward kernels need {} B", ws.len(), slots * 4),
+            ));
+        }
+    }
+    // The kernels (compiled once a process: the module cache is keyed by the source).
+    let source = gla_codegen::generate_backward(spec)?;
+    let module = gpu.load_source(gla_codegen::BWD_KERNELS[2], &source, options)?;
+    let funcs = gla_codegen::BWD_KERNELS
+        .iter()
+        .map(|name| gpu.function(&module, name, spec.smem_bytes(name)))
+        .collect::<Result<Vec<_>>>()?;
     let stream = gpu.stream();
-    let ptr = |t: Option<&DeviceTensor>| t.map_or(0, DeviceTensor::device_ptr);
     let (cu, co, ci) = meta.ptrs(stream);
     let args = BackwardArgs {
-        q: b.q.device_ptr(),
-        k: b.k.device_ptr(),
-        v: b.v.device_ptr(),
-        g: ptr(b.logits),
-        params: ptr(b.params),
-        h0: ptr(b.h0),
-        d_o: b.d_o.device_ptr(),
-        dht: ptr(b.dht),
-        dq: b.dq.device_ptr(),
-        dk: b.dk.device_ptr(),
-        dv: b.dv.device_ptr(),
-        dg: ptr(b.dg),
-        dparams: ptr(b.dparams),
-        dh0: ptr(b.dh0),
+        q: need("q", b.q, gpu, qk, dt)?,
+        k: need("k", b.k, gpu, qk, dt)?,
+        v: need("v", b.v, gpu, vv, dt)?,
+        g: opt("logits", b.logits, logit_elems, dt)?,
+        params: opt("params", b.params, h * gate_params, DType::F32)?,
+        h0: opt("initial_state", b.h0, st, DType::F32)?,
+        d_o: need("d_o", b.d_o, gpu, vv, dt)?,
+        dht: opt("d_final_state", b.dht, st, DType::F32)?,
+        dq: need("dq", b.dq, gpu, qk, dt)?,
+        dk: need("dk", b.dk, gpu, qk, dt)?,
+        dv: need("dv", b.dv, gpu, vv, dt)?,
+        dg: opt("d_logits", b.dg, logit_elems, dt)?,
+        dparams: opt("d_params", b.dparams, h * gate_params, DType::F32)?,
+        dh0: opt("d_initial_state", b.dh0, st, DType::F32)?,
         states: b.states.device_ptr(stream).0,
         dstates: b.dstates.device_ptr(stream).0,
         cu_seqlens: cu,

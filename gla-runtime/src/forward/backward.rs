@@ -56,15 +56,6 @@ impl Gla {
         d_o: &DeviceTensor,
         opts: &BackwardOptions,
     ) -> Result<Gradients> {
-        let spec = match q.shape() {
-            &[_, _, _, dk] => BackwardSpec::for_problem(
-                gate,
-                q.dtype(),
-                dk,
-                v.shape().last().copied().unwrap_or(0),
-            )?,
-            s => return Err(GlaError::shape("q", "[B, T, H, d_k] (rank 4)", s)),
-        };
         let p = validate_forward(
             gate,
             &ForwardRequest {
@@ -83,6 +74,7 @@ impl Gla {
                 segments: None,
             },
         )?;
+        let spec = BackwardSpec::for_problem(gate, p.dtype, p.dims.dk, p.dims.dv)?;
         check_tensor("d_o", d_o.shape(), d_o.dtype(), &p.o_shape(), p.dtype)?;
         if let Some(t) = opts.d_final_state {
             check_tensor(
@@ -94,26 +86,7 @@ impl Gla {
             )?;
         }
         let gpu = &self.inner.gpu;
-        let inputs = [
-            Some(q),
-            Some(k),
-            Some(v),
-            logits,
-            params,
-            opts.initial_state,
-            Some(d_o),
-            opts.d_final_state,
-        ];
-        if inputs.iter().flatten().any(|t| !t.is_on(gpu)) {
-            return Err(GlaError::invalid(
-                "tensors",
-                "every tensor must live on this Gla's GPU",
-            ));
-        }
         let (n, h, dk, dv) = (p.n_seqs(), p.dims.h, p.dims.dk, p.dims.dv);
-        if h > 65535 || n > 65535 {
-            return Err(GlaError::invalid("problem size", format!("H = {h} and the number of sequences N = {n} must be at most 65535 for the backward's grid")));
-        }
         let chunk = spec.chunk();
         let meta = self.seq_meta(&p.seqs, chunk, true)?;
         let chunks = meta.total_chunks();
@@ -169,7 +142,6 @@ impl Gla {
             p.scale,
             &buffers,
         )?;
-        drop((states, dstates));
         Ok(Gradients {
             dq,
             dk: dkt,
