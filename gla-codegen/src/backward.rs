@@ -89,6 +89,19 @@ impl BackwardSpec {
     }
 }
 
+/// The launch grids of [`BWD_KERNELS`], in order, for `n_seqs` sequences of `chunks` chunks in all (every
+/// sequence's, at [`BackwardSpec::chunk`]), `h` heads and `dv` value columns: the two state scans a CTA per (value
+/// tile of [`BWD_STATE_COLS`], head, sequence), the chunk kernel a CTA per (chunk, head). An axis of 0 means nothing
+/// to launch. Blocks of [`BWD_THREADS`] threads.
+pub fn backward_grids(dv: usize, h: usize, n_seqs: usize, chunks: usize) -> [(u32, u32, u32); 3] {
+    let scan = (
+        dv.div_ceil(BWD_STATE_COLS as usize) as u32,
+        h as u32,
+        n_seqs as u32,
+    );
+    [scan, scan, (chunks as u32, h as u32, 1)]
+}
+
 /// The backward's chunk size for a specialised head dim `d`.
 pub fn backward_chunk(d: u32) -> u32 {
     (4096 / d.max(1)).clamp(8, 32)

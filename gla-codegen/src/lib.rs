@@ -15,7 +15,8 @@ pub mod variants;
 pub mod writer;
 
 pub use backward::{
-    generate_backward, BackwardArgs, BackwardSpec, BWD_KERNELS, BWD_STATE_COLS, BWD_THREADS,
+    backward_grids, generate_backward, BackwardArgs, BackwardSpec, BWD_KERNELS, BWD_STATE_COLS,
+    BWD_THREADS,
 };
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
 pub use plan::{

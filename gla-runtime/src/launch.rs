@@ -228,16 +228,10 @@ pub(crate) fn launch_backward_set(
         scale,
         pad: [0; 3],
     };
-    let scan = (
-        dv.div_ceil(gla_codegen::BWD_STATE_COLS as usize) as u32,
-        h as u32,
-        n as u32,
-    );
-    for ((name, func), grid) in
-        gla_codegen::BWD_KERNELS
-            .iter()
-            .zip(&funcs)
-            .zip([scan, scan, (chunks as u32, h as u32, 1)])
+    for ((name, func), grid) in gla_codegen::BWD_KERNELS
+        .iter()
+        .zip(&funcs)
+        .zip(gla_codegen::backward_grids(dv, h, n, chunks))
     {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             continue; // nothing to do (no chunk at all)

@@ -9,6 +9,7 @@ use gla_core::{DType, Dims, Gate, HostTensor};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+pub mod emu;
 pub mod strengths;
 
 /// Gates declared here for the tests only (none of the seven built-ins gates the value side).

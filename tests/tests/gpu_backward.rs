@@ -6,7 +6,7 @@
 //! bf16/f16 5e-3 (the issue's). The gradients of the logits and the gate parameters are measured against the size
 //! of the terms their closed form sums (`tests::gate_grad_errors`): under strong decays the true gradient is tiny and
 //! any f32 evaluation of the closed form leaves a residue of the terms' size (the reference module's docs).
-//! `bwd_model.rs` checks the same kernels' arithmetic on the CPU, loop for loop.
+//! `bwd_emulated.rs` runs the same kernels' source on the CPU (the host emulator, `tests::emu`).
 use gla_codegen::{generate_backward, BackwardSpec, BWD_KERNELS};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::testing::{gpu_or_skip, nvrtc_or_skip};

@@ -1,0 +1,289 @@
+//! Generated CUDA kernels run on the CPU (`tests/emu/host_cuda.h`): the kernel source exactly as gla-codegen
+//! emits it, compiled by the host's C++ compiler with a header that maps CUDA's thread, block and barrier built-ins
+//! onto cooperative fibers, and loaded as a shared library. It lets the CPU-only CI run a kernel's real text —
+//! indexing, barriers, launch geometry, the gate's generated code — against the f64 reference. Scope: kernels
+//! without warp-level collectives (no shuffles, tensor-core fragments, cp.async, TMA or mbarriers): the backward's
+//! first form and nothing of the forward's fast families. Functions the source writes in inline PTX (conversions,
+//! approximate ex2 / lg2 / rcp) are replaced by name with host forms of the same rounding ([`host_form`]); any other
+//! inline PTX is an error, so a kernel the emulator cannot run is refused rather than run wrongly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A host-compiled kernel module.
+pub struct Emulated {
+    lib: libloading::Library,
+    _dir: PathBuf,
+}
+
+/// Why emulation cannot run here (no C++ compiler) — the caller may skip — or why it failed.
+#[derive(Debug)]
+pub enum EmuError {
+    NoCompiler(String),
+    Failed(String),
+}
+
+impl std::fmt::Display for EmuError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EmuError::NoCompiler(m) => write!(f, "no host C++ compiler: {m}"),
+            EmuError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The host compiler: `$CXX` or `g++`.
+fn cxx() -> String {
+    std::env::var("CXX").unwrap_or_else(|_| "g++".into())
+}
+
+/// The host form of an inline-PTX function of the generated source, by name; `bf16` selects the element type's.
+fn host_form(name: &str, elem: &str) -> Option<&'static str> {
+    Some(match (name, elem) {
+        // ex2.approx.ftz: subnormal results flush to zero.
+        ("exp2f_approx", _) => {
+            "inline float exp2f_approx(float x) { float r = std::exp2(x); return r < 1.17549435e-38f ? 0.0f : r; }"
+        }
+        ("to_elem", "bf16") => {
+            "inline elem_t to_elem(float x) { unsigned u = __float_as_uint(x); if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff; u += 0x7fffu + ((u >> 16) & 1u); return (elem_t)(u >> 16); }"
+        }
+        ("pack2", "bf16") => {
+            "inline unsigned pack2(float lo, float hi) { return (unsigned)to_elem(lo) | ((unsigned)to_elem(hi) << 16); }"
+        }
+        ("to_f32", "f16") => {
+            "inline float to_f32(elem_t x) { _Float16 h; std::memcpy(&h, &x, 2); return (float)h; }"
+        }
+        ("to_elem", "f16") => {
+            "inline elem_t to_elem(float x) { _Float16 h = (_Float16)x; elem_t r; std::memcpy(&r, &h, 2); return r; }"
+        }
+        ("pack2", "f16") => {
+            "inline unsigned pack2(float lo, float hi) { return (unsigned)to_elem(lo) | ((unsigned)to_elem(hi) << 16); }"
+        }
+        ("gla_log", _) => "inline float gla_log(float x) { return std::log(x); }",
+        ("gla_rcp", _) => "inline float gla_rcp(float x) { return 1.0f / x; }",
+        ("gla_lg2", _) => "inline float gla_lg2(float x) { return std::log2(x); }",
+        ("gla_min_nan", _) => {
+            "inline float gla_min_nan(float a, float b) { return (a != a || b != b) ? NAN : std::min(a, b); }"
+        }
+        _ => return None,
+    })
+}
+
+/// `source` with every one-line inline-PTX function replaced by its host form. Errors name what cannot be run.
+pub fn host_source(source: &str) -> Result<String, String> {
+    let elem = if source.contains("elem_t;  // bf16") {
+        "bf16"
+    } else if source.contains("elem_t;  // f16") {
+        "f16"
+    } else {
+        "f32"
+    };
+    let mut out = String::with_capacity(source.len());
+    for (no, line) in source.lines().enumerate() {
+        let t = line.trim_start();
+        if t.contains("asm(") || t.contains("asm volatile(") {
+            let head = t
+                .strip_prefix("__device__ __forceinline__ ")
+                .filter(|h| h.trim_end().ends_with('}'));
+            let name = head.and_then(|h| {
+                let open = h.find('(')?;
+                h[..open].split_whitespace().last()
+            });
+            let form = name.and_then(|n| host_form(n, elem));
+            match form {
+                Some(f) => out.push_str(f),
+                None => {
+                    return Err(format!(
+                        "line {}: inline PTX the emulator has no host form of: {t}",
+                        no + 1
+                    ))
+                }
+            }
+        } else if t.contains("__shared__") && !t.starts_with("extern __shared__") {
+            return Err(format!(
+                "line {}: static __shared__ variables are not emulated: {t}",
+                no + 1
+            ));
+        } else {
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+impl Emulated {
+    /// Compiles `source` (a generated kernel module) for the host with launchers for `kernels`.
+    pub fn compile(source: &str, kernels: &[&str]) -> Result<Emulated, EmuError> {
+        let body = host_source(source).map_err(EmuError::Failed)?;
+        let header = Path::new(env!("CARGO_MANIFEST_DIR")).join("emu/host_cuda.h");
+        let mut text = format!("#include \"{}\"\n{body}\n", header.display());
+        for k in kernels {
+            text.push_str(&format!(
+                "extern \"C\" __attribute__((visibility(\"default\"))) int emu_run_{k}(unsigned gx, unsigned gy, unsigned gz, unsigned nt, unsigned smem, const void* a) \
+                 {{ return emu::launch({k}, gx, gy, gz, nt, smem, a); }}\n"
+            ));
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "gla-emu-{}-{:016x}",
+            std::process::id(),
+            fxhash(&text)
+        ));
+        std::fs::create_dir_all(&dir).map_err(|e| EmuError::Failed(e.to_string()))?;
+        let (cpp, so) = (dir.join("kernels.cpp"), dir.join("kernels.so"));
+        std::fs::write(&cpp, &text).map_err(|e| EmuError::Failed(e.to_string()))?;
+        let out = Command::new(cxx())
+            .args([
+                "-std=c++17",
+                "-O1",
+                "-g0",
+                "-shared",
+                "-fPIC",
+                "-fvisibility=hidden",
+                "-w",
+                "-o",
+            ])
+            .arg(&so)
+            .arg(&cpp)
+            .output()
+            .map_err(|e| EmuError::NoCompiler(format!("{}: {e}", cxx())))?;
+        if !out.status.success() {
+            return Err(EmuError::Failed(format!(
+                "{} failed on {}:\n{}",
+                cxx(),
+                cpp.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        // SAFETY: the library is the one just built from `text`; its initialisers are the header's globals.
+        #[allow(unsafe_code)]
+        let lib = unsafe { libloading::Library::new(&so) }
+            .map_err(|e| EmuError::Failed(format!("loading {}: {e}", so.display())))?;
+        Ok(Emulated { lib, _dir: dir })
+    }
+
+    /// Runs `kernel` over `grid` with `threads` threads a block and `smem` bytes of dynamic shared memory; `args`
+    /// is the kernel's by-value parameter (its `#[repr(C)]` mirror, host addresses in its pointer fields).
+    ///
+    /// # Safety
+    /// Every address in `args` must point to host memory of the extent the kernel reads or writes.
+    #[allow(unsafe_code)]
+    pub unsafe fn launch<A>(
+        &self,
+        kernel: &str,
+        grid: (u32, u32, u32),
+        threads: u32,
+        smem: u32,
+        args: &A,
+    ) -> Result<(), String> {
+        type Run = unsafe extern "C" fn(u32, u32, u32, u32, u32, *const std::ffi::c_void) -> i32;
+        let f: libloading::Symbol<Run> = self
+            .lib
+            .get(format!("emu_run_{kernel}\0").as_bytes())
+            .map_err(|e| format!("{kernel}: {e}"))?;
+        let rc = f(
+            grid.0,
+            grid.1,
+            grid.2,
+            threads,
+            smem,
+            args as *const A as *const std::ffi::c_void,
+        );
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{kernel}: the emulated launch failed ({rc}; see stderr)"
+            ))
+        }
+    }
+}
+
+fn fxhash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = r#"
+struct Args { int* out; int n; };
+extern "C" __global__ void __launch_bounds__(64) geometry(const __grid_constant__ Args a) {
+    extern __shared__ __align__(16) float sm[];
+    int* s = reinterpret_cast<int*>(sm);
+    s[threadIdx.x] = (int)threadIdx.x;
+    __syncthreads();
+    // each thread reads its neighbour's slot: only right if the barrier held every thread back
+    const int nb = s[(threadIdx.x + 1) % blockDim.x];
+    a.out[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = nb + 1000 * (int)(blockIdx.y * gridDim.x + blockIdx.x);
+}
+extern "C" __global__ void __launch_bounds__(64) divergent(const __grid_constant__ Args a) {
+    if (threadIdx.x < 32) __syncthreads();
+    a.out[threadIdx.x] = 1;
+}
+"#;
+
+    #[repr(C)]
+    struct Args {
+        out: *mut i32,
+        n: i32,
+    }
+
+    fn lib() -> Option<Emulated> {
+        match Emulated::compile(SRC, &["geometry", "divergent"]) {
+            Ok(l) => Some(l),
+            Err(EmuError::NoCompiler(m)) if std::env::var("GLA_REQUIRE_EMU").is_err() => {
+                println!("skipped: {m}");
+                None
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn threads_blocks_and_barriers_are_emulated() {
+        let Some(l) = lib() else { return };
+        let mut out = vec![-1i32; 3 * 2 * 64];
+        let a = Args {
+            out: out.as_mut_ptr(),
+            n: 0,
+        };
+        // SAFETY: `out` holds grid × block ints, every index the kernel writes.
+        #[allow(unsafe_code)]
+        unsafe { l.launch("geometry", (3, 2, 1), 64, 256, &a) }.unwrap();
+        for (i, &x) in out.iter().enumerate() {
+            let (b, t) = (i / 64, i % 64);
+            assert_eq!(
+                x,
+                ((t + 1) % 64) as i32 + 1000 * b as i32,
+                "thread {t} of block {b}"
+            );
+        }
+        let _ = a.n;
+    }
+
+    #[test]
+    fn a_barrier_some_threads_skip_is_an_error() {
+        let Some(l) = lib() else { return };
+        let mut out = vec![0i32; 64];
+        let a = Args {
+            out: out.as_mut_ptr(),
+            n: 0,
+        };
+        // SAFETY: `out` holds the 64 ints the kernel writes.
+        #[allow(unsafe_code)]
+        let r = unsafe { l.launch("divergent", (1, 1, 1), 64, 0, &a) };
+        assert!(r.is_err(), "{r:?}");
+    }
+
+    #[test]
+    fn inline_ptx_without_a_host_form_is_refused() {
+        let src = "__device__ __forceinline__ float f(float x) { float r; asm(\"sin.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n";
+        assert!(host_source(src).unwrap_err().contains("no host form"));
+        let bf16 = "typedef unsigned short elem_t;  // bf16 bits\n__device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n";
+        assert!(host_source(bf16).unwrap().contains("0x7fffu"));
+    }
+}
