@@ -77,7 +77,7 @@ struct Block {
     std::vector<Fiber> fibers;
     Fiber* cur = nullptr;
     std::function<void()> body;
-    std::string error;
+    bool and_acc = true, and_result = true;  // __syncthreads_and: the predicates of this barrier, the last result
 };
 
 // Per library (static; the library is built with hidden visibility): libraries loaded side by side on several
@@ -95,6 +95,12 @@ inline void syncthreads() {
     Block* b = g_block;
     b->cur->at_barrier = true;
     swapcontext(&b->cur->ctx, &b->sched);
+}
+
+inline int syncthreads_and(bool p) {
+    g_block->and_acc = g_block->and_acc && p;
+    syncthreads();
+    return g_block->and_result ? 1 : 0;
 }
 
 // Runs one block of nt threads; returns an empty string or what went wrong.
@@ -133,6 +139,8 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
             return m;
         }
         for (Fiber& f : b.fibers) f.at_barrier = false;  // every thread arrived: release the barrier
+        b.and_result = b.and_acc;
+        b.and_acc = true;
     }
     g_block = nullptr;
     return "";
@@ -173,3 +181,4 @@ inline Dim3 Dim3Tid() { return Dim3{g_block->cur->tid, 0, 0}; }
 #define gridDim (::emu::g_grid_dim)
 #define blockDim (::emu::g_block_dim)
 #define __syncthreads() ::emu::syncthreads()
+#define __syncthreads_and(p) ::emu::syncthreads_and(p)

@@ -2,10 +2,11 @@
 //! emits it, compiled by the host's C++ compiler with a header that maps CUDA's thread, block and barrier built-ins
 //! onto cooperative fibers, and loaded as a shared library. It lets the CPU-only CI run a kernel's real text —
 //! indexing, barriers, launch geometry, the gate's generated code — against the f64 reference. Scope: kernels
-//! without warp-level collectives (no shuffles, tensor-core fragments, cp.async, TMA or mbarriers): the backward's
-//! first form and nothing of the forward's fast families. Functions the source writes in inline PTX (conversions,
-//! approximate ex2 / lg2 / rcp) are replaced by name with host forms of the same rounding ([`host_form`]); any other
-//! inline PTX is an error, so a kernel the emulator cannot run is refused rather than run wrongly.
+//! without warp-level collectives (no shuffles, cp.async, TMA or mbarriers; the
+//! backward and nothing of the forward's fast families). Functions the source writes in inline PTX (conversions,
+//! approximate ex2 / lg2 / rcp) are replaced by name with host forms of the same rounding ([`host_form`]), the
+//! mma.sync tile products run their exact-f32 path; inline PTX a kernel reaches otherwise fails the host build, so a
+//! kernel the emulator cannot run is refused rather than run wrongly.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -69,7 +70,11 @@ fn host_form(name: &str, elem: &str) -> Option<&'static str> {
     })
 }
 
-/// `source` with every one-line inline-PTX function replaced by its host form. Errors name what cannot be run.
+/// `source` made for the host: every one-line inline-PTX function that has a host form ([`host_form`]) replaced by
+/// it, and the tensor-core tile products switched to their exact-f32 path (`GLA_TENSOR_CORES 0`: the same fragment
+/// mapping, each lane computing its accumulator elements from shared memory — products of the same bf16 / f16
+/// operands, summed in f32 in another order). Other inline PTX stays: where the kernel reaches it, the host
+/// assembler rejects the PTX mnemonic and [`Emulated::compile`] fails, so nothing runs wrongly.
 pub fn host_source(source: &str) -> Result<String, String> {
     let elem = if source.contains("elem_t;  // bf16") {
         "bf16"
@@ -81,24 +86,16 @@ pub fn host_source(source: &str) -> Result<String, String> {
     let mut out = String::with_capacity(source.len());
     for (no, line) in source.lines().enumerate() {
         let t = line.trim_start();
-        if t.contains("asm(") || t.contains("asm volatile(") {
-            let head = t
-                .strip_prefix("__device__ __forceinline__ ")
-                .filter(|h| h.trim_end().ends_with('}'));
-            let name = head.and_then(|h| {
-                let open = h.find('(')?;
-                h[..open].split_whitespace().last()
-            });
-            let form = name.and_then(|n| host_form(n, elem));
-            match form {
-                Some(f) => out.push_str(f),
-                None => {
-                    return Err(format!(
-                        "line {}: inline PTX the emulator has no host form of: {t}",
-                        no + 1
-                    ))
-                }
-            }
+        let one_line_fn = t.strip_prefix("__device__ __forceinline__ ").filter(|h| {
+            h.trim_end().ends_with('}') && (h.contains("asm(") || h.contains("asm volatile("))
+        });
+        let form = one_line_fn
+            .and_then(|h| h[..h.find('(')?].split_whitespace().last())
+            .and_then(|n| host_form(n, elem));
+        if let Some(f) = form {
+            out.push_str(f);
+        } else if t == "#define GLA_TENSOR_CORES 1" {
+            out.push_str("#define GLA_TENSOR_CORES 0  // (host: the exact-f32 tile products)");
         } else if t.contains("__shared__") && !t.starts_with("extern __shared__") {
             return Err(format!(
                 "line {}: static __shared__ variables are not emulated: {t}",
@@ -280,10 +277,20 @@ extern "C" __global__ void __launch_bounds__(64) divergent(const __grid_constant
     }
 
     #[test]
-    fn inline_ptx_without_a_host_form_is_refused() {
-        let src = "__device__ __forceinline__ float f(float x) { float r; asm(\"sin.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n";
-        assert!(host_source(src).unwrap_err().contains("no host form"));
-        let bf16 = "typedef unsigned short elem_t;  // bf16 bits\n__device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n";
-        assert!(host_source(bf16).unwrap().contains("0x7fffu"));
+    fn inline_ptx_the_kernel_reaches_without_a_host_form_fails_to_build() {
+        let src = "__device__ __forceinline__ float f(float x) { float r; asm(\"sin.approx.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
+                   struct Args { float* out; };\n\
+                   extern \"C\" __global__ void k(const __grid_constant__ Args a) { a.out[threadIdx.x] = f(1.0f); }\n";
+        match Emulated::compile(src, &["k"]) {
+            Err(EmuError::Failed(m)) => assert!(m.contains("sin.approx"), "{m}"),
+            Err(EmuError::NoCompiler(_)) => {}
+            Ok(_) => panic!("PTX compiled for the host"),
+        }
+        let bf16 = "typedef unsigned short elem_t;  // bf16 bits\n#define GLA_TENSOR_CORES 1\n__device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n";
+        let host = host_source(bf16).unwrap();
+        assert!(
+            host.contains("0x7fffu") && host.contains("GLA_TENSOR_CORES 0"),
+            "{host}"
+        );
     }
 }

@@ -45,9 +45,9 @@ __device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 sl
 }
 
 // Γ of chunk rows [i0, i0 + l) of sequence (bos, head): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d (natural log; rows
-// past l repeat the last valid one, columns past d_k are 0); scalar gates fill every column of a row with its Γ. X
-// (or null) gets the raw logits as f32 (per key [C][DK]; per head X[i·DK]). Ends on a barrier.
-__device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* X, i64 bos, int head, int i0, int l) {
+// past l repeat the last valid one, columns past d_k are 0); scalar gates fill every column of a row with its Γ.
+// Ends on a barrier.
+__device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     for (int d = threadIdx.x; d < DK; d += NT) {
@@ -55,7 +55,6 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* X
         for (int i = 0; i < C; ++i) {
             if (i < l && d < a.dk) {
                 const float x = to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]);
-                if (X) X[i * DK + d] = x;
                 acc += gate_log_alpha(x, p);
             }
             G[i * DK + d] = acc;
@@ -72,7 +71,6 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* X
 #else
                 const float x = (float)head;  // a fixed gate's input is the head index
 #endif
-                if (X) X[i * DK] = x;
                 acc += gate_log_alpha(x, p);
             }
             G[i * DK] = acc;
@@ -110,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_states(const __grid_con
         }
         if (c == nc) break;
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
-        chunk_gamma(a, G, nullptr, bos, head, i0, l);
+        chunk_gamma(a, G, bos, head, i0, l);
         for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // K̂ = K ⊙ e^{Γ_L − Γ}
             const int j = idx / DK, d = idx - j * DK;
             KH[idx] = (j < l && d < a.dk) ? to_f32(a.k[((bos + i0 + j) * a.h + head) * (i64)a.dk + d]) * gla_exp(G[(l - 1) * DK + d] - G[idx]) : 0.f;
@@ -157,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_co
         }
         if (c == 0) break;
         const int i0 = (c - 1) * C, l = (int)min((i64)C, len - i0);
-        chunk_gamma(a, G, nullptr, bos, head, i0, l);
+        chunk_gamma(a, G, bos, head, i0, l);
         for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
             const int i = idx / DK, d = idx - i * DK;
             QT[idx] = (i < l && d < a.dk) ? to_f32(a.q[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]) * gla_exp(G[idx]) : 0.f;
@@ -177,98 +175,23 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_co
     }
 }
 
-// One chunk's gradients (every chunk of every sequence at once: grid x = chunks, y = heads).
-extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
-    extern __shared__ __align__(16) float sm[];
-    float* Q = sm;              // [C][DK]
-    float* K = Q + C * DK;      // [C][DK]
-    float* G = K + C * DK;      // [C][DK]  Γ
-    float* KH = G + C * DK;     // [C][DK]  K̂, later q ⊙ dq − k ⊙ dk
-    float* DQ = KH + C * DK;    // [C][DK]
-    float* DKs = DQ + C * DK;   // [C][DK]
-    float* X = DKs + C * DK;    // [C][DK]  raw logits
-    float* V = X + C * DK;      // [C][DV]
-    float* DO = V + C * DV;     // [C][DV]  dÔ
-    float* A = DO + C * DV;     // [C][C]
-    float* DA = A + C * C;      // [C][C]
-    const int gc = blockIdx.x, head = blockIdx.y;
-    const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
-    const int i0 = c * C, l = (int)min((i64)C, len - i0);
-    const float* S0 = slot_ptr(a.states, a, slot, head);       // S_[c]
-    const float* S1 = slot_ptr(a.states, a, slot + 1, head);   // S_[c+1]
-    const float* dS1 = slot_ptr(a.dstates, a, slot + 1, head); // dS_[c+1]
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - i * DK;
-        const bool ok = i < l && d < a.dk;
-        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
-        Q[idx] = ok ? to_f32(a.q[off]) : 0.f;
-        K[idx] = ok ? to_f32(a.k[off]) : 0.f;
-    }
-    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
-        const int i = idx / DV, e = idx - i * DV;
-        const bool ok = i < l && e < a.dv;
-        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dv + e;
-        V[idx] = ok ? to_f32(a.v[off]) : 0.f;
-        DO[idx] = ok ? a.scale * to_f32(a.d_o[off]) : 0.f;
-    }
-    chunk_gamma(a, G, X, bos, head, i0, l);  // (its barriers also publish Q, K, V, DO)
-    const float* GL = G + (l - 1) * DK;
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) KH[idx] = K[idx] * gla_exp(GL[idx % DK] - G[idx]);  // K̂
-    for (int idx = threadIdx.x; idx < C * C; idx += NT) {  // A_ij, dA_ij (j ≤ i < l)
-        const int i = idx / C, j = idx - i * C;
-        float s = 0.f, ds = 0.f;
-        if (j <= i && i < l) {
-            for (int d = 0; d < a.dk; ++d) s = fmaf(Q[i * DK + d] * K[j * DK + d], gla_exp(G[i * DK + d] - G[j * DK + d]), s);
-            for (int e = 0; e < a.dv; ++e) ds = fmaf(DO[i * DV + e], V[j * DV + e], ds);
-        }
-        A[idx] = s;
-        DA[idx] = ds;
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - i * DK;
-        float dq = 0.f, dk = 0.f;
-        if (i < l && d < a.dk) {
-            // dq_i = (dÔ_i S_[c]ᵀ) ⊙ e^{Γ_i} + Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j}
-            float inter = 0.f;
-            for (int e = 0; e < a.dv; ++e) inter = fmaf(DO[i * DV + e], S0[(i64)d * a.dv + e], inter);
-            dq = inter * gla_exp(G[idx]);
-            for (int j = 0; j <= i; ++j) dq = fmaf(DA[i * C + j] * K[j * DK + d], gla_exp(G[idx] - G[j * DK + d]), dq);
-            // dk_i = (v_i dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ_i} + Σ_{m≥i} dA_mi q_m ⊙ e^{Γ_m − Γ_i}
-            float st = 0.f;
-            for (int e = 0; e < a.dv; ++e) st = fmaf(V[i * DV + e], dS1[(i64)d * a.dv + e], st);
-            dk = st * gla_exp(GL[d] - G[idx]);
-            for (int m = i; m < l; ++m) dk = fmaf(DA[m * C + i] * Q[m * DK + d], gla_exp(G[m * DK + d] - G[idx]), dk);
-            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
-            a.dq_out[off] = to_elem(dq);
-            a.dk_out[off] = to_elem(dk);
-        }
-        DQ[idx] = dq;
-        DKs[idx] = dk;
-    }
-    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
-        const int j = idx / DV, e = idx - j * DV;
-        if (j < l && e < a.dv) {  // dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i
-            float s = 0.f;
-            for (int d = 0; d < a.dk; ++d) s = fmaf(KH[j * DK + d], dS1[(i64)d * a.dv + e], s);
-            for (int i = j; i < l; ++i) s = fmaf(A[i * C + j], DO[i * DV + e], s);
-            a.dv_out[((bos + i0 + j) * a.h + head) * (i64)a.dv + e] = to_elem(s);
-        }
-    }
-    __syncthreads();  // (KH is reused below)
-    // Gate: d log α_t = rowsum(dS_[c+1] ⊙ S_[c+1]) + Σ_{s=t..L} (q_s ⊙ dq_s − k_s ⊙ dk_s).
+// The gate's gradients of one chunk (paper, appendix): d log α_t = R + Σ_{s=t..L} P_s with P = q ⊙ dq − k ⊙ dk
+// (P: [C][DK] f32, zero past row l and column d_k) and R_d = rowsum(dS_[c+1] ⊙ S_[c+1]) ([DK]); a per-head gate sums
+// both over d_k, the fixed gate over the chunk's tokens too. Then d logits = d log α · ∂log α/∂x and
+// d params[h] += d log α · ∂log α/∂p (atomic, f32). The logits are read again from global memory. W: [C] f32 scratch.
+__device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, const float* P, const float* R, float* W, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
     float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
     for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
 #if KEY_GATE == GATE_PER_KEY
+    (void)W;
     for (int d = threadIdx.x; d < a.dk; d += NT) {
-        float r = 0.f;
-        for (int e = 0; e < a.dv; ++e) r = fmaf(dS1[(i64)d * a.dv + e], S1[(i64)d * a.dv + e], r);
+        float r = R[d];
         for (int i = l - 1; i >= 0; --i) {
-            r += Q[i * DK + d] * DQ[i * DK + d] - K[i * DK + d] * DKs[i * DK + d];
-            const float x = X[i * DK + d];
-            a.dg[((bos + i0 + i) * a.h + head) * (i64)a.dk + d] = to_elem(r * gate_dx(x, p));
+            r += P[i * DK + d];
+            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
+            const float x = to_f32(a.g[off]);
+            a.dg[off] = to_elem(r * gate_dx(x, p));
             if (NPARAM > 0) {
                 gate_dp(x, p, t);
                 for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
@@ -276,23 +199,20 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
         }
     }
 #else
-    // Scalar gates: the per-column terms, then summed over d_k by one thread (KH: q ⊙ dq − k ⊙ dk; G's first row,
-    // free now: the state term of each column).
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) KH[idx] = Q[idx] * DQ[idx] - K[idx] * DKs[idx];
-    for (int d = threadIdx.x; d < DK; d += NT) {
-        float r = 0.f;
-        if (d < a.dk)
-            for (int e = 0; e < a.dv; ++e) r = fmaf(dS1[(i64)d * a.dv + e], S1[(i64)d * a.dv + e], r);
-        G[d] = r;
+    // Row sums of P in parallel, then one thread runs the reverse cumulative sum over the rows.
+    for (int i = threadIdx.x; i < C; i += NT) {
+        float s = 0.f;
+        for (int d = 0; d < a.dk; ++d) s += P[i * DK + d];
+        W[i] = s;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
         float r = 0.f, total = 0.f;
-        for (int d = 0; d < a.dk; ++d) r += G[d];
+        for (int d = 0; d < a.dk; ++d) r += R[d];
         for (int i = l - 1; i >= 0; --i) {
-            for (int d = 0; d < a.dk; ++d) r += KH[i * DK + d];
+            r += W[i];
 #if KEY_GATE == GATE_PER_HEAD
-            const float x = X[i * DK];
+            const float x = to_f32(a.g[(bos + i0 + i) * a.h + head]);
             a.dg[(bos + i0 + i) * a.h + head] = to_elem(r * gate_dx(x, p));
             if (NPARAM > 0) {
                 gate_dp(x, p, t);
@@ -304,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
         }
 #if KEY_GATE != GATE_PER_HEAD
         if (NPARAM > 0) {
-            gate_dp((float)head, p, t);
+            gate_dp((float)head, p, t);  // a fixed gate's input is the head index
             for (int u = 0; u < NPARAM; ++u) dp[u] = total * t[u];
         }
 #endif

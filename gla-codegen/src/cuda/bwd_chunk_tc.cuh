@@ -1,0 +1,167 @@
+// The backward's chunk kernel on tensor cores (bf16 / f16, d_k and d_v ≤ 128, C = 32): one chunk's gradients,
+// every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps). The products without a decay inside
+// their sum run as mma.sync tile products (`warp_mma`) on bf16 / f16 operands in shared memory, f32 accumulators:
+//   dA = dÔ Vᵀ,   dq⁽ⁱⁿᵗᵉʳ⁾ = (dÔ S_[c]ᵀ) ⊙ e^{Γ},   dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ},   dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]
+// (each state as high + low element tiles, two products; 8 warps as 2 × 4 tiles of 16 rows × d / 4 columns). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i, so ≤ 1 at any gate strength) stay exact
+// on CUDA cores in f32: A_ij, Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}, Σ_i A_ij dÔ_i.
+
+constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
+constexpr int WN_K = DK / 4, WN_V = DV / 4; // columns a warp owns of a [C][DK] / [C][DV] product
+static_assert(C == 32 && NT == 256 && DK % 32 == 0 && DV % 32 == 0, "the tile map: 2 x 4 warps over 32 rows");
+
+// Accumulator tile (rows r0 + g, r0 + g + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
+template <int NI, class F>
+__device__ __forceinline__ void for_acc(const float (&acc)[1][NI][4], int r0, int c0, F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) f(r0 + g + (x >> 1) * 8, c0 + ni * 8 + 2 * t + (x & 1), acc[0][ni][x]);
+}
+
+// A state (f32 [d_k][d_v] in the workspace) as two element tiles, high + low (S − high, rounded): their sum holds S
+// to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy at the cost of a second tensor-core product.
+// Zero past the head dims.
+__device__ __forceinline__ void stage_state(elem_t* hi, elem_t* lo, const float* S, const BwdArgs& a) {
+    for (int idx = threadIdx.x; idx < DK * DV; idx += NT) {
+        const int d = idx / DV, e = idx - d * DV;
+        const float x = (d < a.dk && e < a.dv) ? S[(i64)d * a.dv + e] : 0.f;
+        const elem_t h = to_elem(x);
+        hi[d * LDV + e] = h;
+        lo[d * LDV + e] = to_elem(x - to_f32(h));
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
+    extern __shared__ __align__(16) float sm[];
+    elem_t* Qe = reinterpret_cast<elem_t*>(sm);  // [C][LDK]
+    elem_t* Ke = Qe + C * LDK;                   // [C][LDK]
+    elem_t* KHe = Ke + C * LDK;                  // [C][LDK]  K̂ = K ⊙ e^{Γ_L − Γ}
+    elem_t* Ve = KHe + C * LDK;                  // [C][LDV]
+    elem_t* DOe = Ve + C * LDV;                  // [C][LDV]  dO (dÔ = scale · dO: the scale goes on the results)
+    elem_t* Se = DOe + C * LDV;                  // [DK][LDV] S_[c], then dS_[c+1]: high part
+    elem_t* Sl = Se + DK * LDV;                  // [DK][LDV] and low part (S − high, rounded)
+    float* G = reinterpret_cast<float*>(Sl + DK * LDV);  // [C][DK] Γ
+    float* DQ = G + C * DK;                      // [C][DK]  dq, later P = q ⊙ dq − k ⊙ dk
+    float* DKs = DQ + C * DK;                    // [C][DK]  dk
+    float* DVs = DKs + C * DK;                   // [C][DV]  dv
+    float* A = DVs + C * DV;                     // [C][C]
+    float* DA = A + C * C;                       // [C][C]
+    float* R = DA + C * C;                       // [DK]     rowsum(dS_[c+1] ⊙ S_[c+1])
+    float* W = R + DK;                           // [C]      (chunk_gate_grads)
+    const int gc = blockIdx.x, head = blockIdx.y, warp = threadIdx.x / 32;
+    const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
+    const int i0 = c * C, l = (int)min((i64)C, len - i0);
+    const float* S0 = slot_ptr(a.states, a, slot, head);       // S_[c]
+    const float* S1 = slot_ptr(a.states, a, slot + 1, head);   // S_[c+1]
+    const float* dS1 = slot_ptr(a.dstates, a, slot + 1, head); // dS_[c+1]
+    const elem_t zero = to_elem(0.f);
+    // The warp's tile of a [C][·] product: rows 16·(warp mod 2), columns (warp / 2) · width.
+    const int wr = 16 * (warp & 1), wk = (warp >> 1) * WN_K, wv = (warp >> 1) * WN_V;
+
+    // 1. Tiles of the chunk (zero past row l and past the head dims), the state S_[c], Γ.
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        const bool ok = i < l && d < a.dk;
+        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
+        Qe[i * LDK + d] = ok ? a.q[off] : zero;
+        Ke[i * LDK + d] = ok ? a.k[off] : zero;
+    }
+    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
+        const int i = idx / DV, e = idx - i * DV;
+        const bool ok = i < l && e < a.dv;
+        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dv + e;
+        Ve[i * LDV + e] = ok ? a.v[off] : zero;
+        DOe[i * LDV + e] = ok ? a.d_o[off] : zero;
+    }
+    stage_state(Se, Sl, S0, a);
+    chunk_gamma(a, G, bos, head, i0, l);  // (its barriers publish the tiles)
+    const float* GL = G + (l - 1) * DK;
+
+    // 2. K̂ = K ⊙ e^{Γ_L − Γ} (for dv⁽ⁱⁿᵗᵉʳ⁾); tensor cores: dA = scale · dO Vᵀ (j ≤ i < l),
+    //    dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ}.
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        KHe[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
+    }
+    {
+        float acc[1][1][4] = {};
+        const int r0 = 16 * (warp >> 2), c0 = 8 * (warp & 3);  // 2 x 4 tiles of 16 x 8
+        warp_mma<1, 1, false, false, DV>(acc, DOe, LDV, r0, Ve, LDV, c0, DV);
+        for_acc<1>(acc, r0, c0, [&](int i, int j, float x) { DA[i * C + j] = (j <= i && i < l) ? a.scale * x : 0.f; });
+    }
+    {
+        float acc[1][WN_K / 8][4] = {};
+        warp_mma<1, WN_K / 8, false, false, DV>(acc, DOe, LDV, wr, Se, LDV, wk, DV);
+        warp_mma<1, WN_K / 8, false, false, DV>(acc, DOe, LDV, wr, Sl, LDV, wk, DV);
+        for_acc<WN_K / 8>(acc, wr, wk, [&](int i, int d, float x) {
+            DQ[i * DK + d] = i < l ? a.scale * x * gla_exp(G[i * DK + d]) : 0.f;
+        });
+    }
+    __syncthreads();  // (Se, Sl are rewritten)
+
+    // 3. The state gradient dS_[c+1] into Se + Sl; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate.
+    stage_state(Se, Sl, dS1, a);
+    for (int d = threadIdx.x; d < DK; d += NT) {
+        float r = 0.f;
+        if (d < a.dk)
+            for (int e = 0; e < a.dv; ++e) r = fmaf(dS1[(i64)d * a.dv + e], S1[(i64)d * a.dv + e], r);
+        R[d] = r;
+    }
+    __syncthreads();
+
+    // 4. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]; CUDA cores, exact:
+    //    A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd} (j ≤ i < l).
+    {
+        float acc[1][WN_K / 8][4] = {};
+        warp_mma<1, WN_K / 8, false, false, DV>(acc, Ve, LDV, wr, Se, LDV, wk, DV);
+        warp_mma<1, WN_K / 8, false, false, DV>(acc, Ve, LDV, wr, Sl, LDV, wk, DV);
+        for_acc<WN_K / 8>(acc, wr, wk, [&](int j, int d, float x) {
+            DKs[j * DK + d] = j < l ? x * gla_exp(GL[d] - G[j * DK + d]) : 0.f;
+        });
+    }
+    {
+        float acc[1][WN_V / 8][4] = {};
+        warp_mma<1, WN_V / 8, false, true, DK>(acc, KHe, LDK, wr, Se, LDV, wv, DK);
+        warp_mma<1, WN_V / 8, false, true, DK>(acc, KHe, LDK, wr, Sl, LDV, wv, DK);
+        for_acc<WN_V / 8>(acc, wr, wv, [&](int j, int e, float x) { DVs[j * DV + e] = x; });
+    }
+    for (int idx = threadIdx.x; idx < C * C; idx += NT) {
+        const int i = idx / C, j = idx - i * C;
+        float s = 0.f;
+        if (j <= i && i < l)
+            for (int d = 0; d < a.dk; ++d)
+                s = fmaf(to_f32(Qe[i * LDK + d]) * to_f32(Ke[j * LDK + d]), gla_exp(G[i * DK + d] - G[j * DK + d]), s);
+        A[idx] = s;
+    }
+    __syncthreads();
+
+    // 5. The per-pair terms (CUDA cores, exact), the outputs, and P = q ⊙ dq − k ⊙ dk for the gate:
+    //    dq_i += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j},  dk_j += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j},  dv_j += Σ_{i≥j} A_ij dÔ_i.
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        if (i < l && d < a.dk) {
+            const float gi = G[idx];
+            float dq = DQ[idx], dk = DKs[idx];
+            for (int j = 0; j <= i; ++j) dq = fmaf(DA[i * C + j] * to_f32(Ke[j * LDK + d]), gla_exp(gi - G[j * DK + d]), dq);
+            for (int m = i; m < l; ++m) dk = fmaf(DA[m * C + i] * to_f32(Qe[m * LDK + d]), gla_exp(G[m * DK + d] - gi), dk);
+            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
+            a.dq_out[off] = to_elem(dq);
+            a.dk_out[off] = to_elem(dk);
+            DQ[idx] = to_f32(Qe[i * LDK + d]) * dq - to_f32(Ke[i * LDK + d]) * dk;
+        } else {
+            DQ[idx] = 0.f;
+        }
+    }
+    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
+        const int j = idx / DV, e = idx - j * DV;
+        if (j < l && e < a.dv) {
+            float s = 0.f;
+            for (int i = j; i < l; ++i) s = fmaf(A[i * C + j], to_f32(DOe[i * LDV + e]), s);
+            a.dv_out[((bos + i0 + j) * a.h + head) * (i64)a.dv + e] = to_elem(fmaf(a.scale, s, DVs[idx]));
+        }
+    }
+    __syncthreads();
+    chunk_gate_grads(a, DQ, R, W, bos, head, i0, l);
+}
