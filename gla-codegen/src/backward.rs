@@ -82,13 +82,17 @@ impl BackwardSpec {
     pub fn smem_bytes(&self, name: &str) -> u32 {
         let (c, dk, dv, bv) = (self.chunk(), self.dk, self.dv, BWD_STATE_COLS);
         match name {
-            // element tiles Q, K, K̂ [C][dk+8], V, dO [C][dv+8], the state (high, low) [dk][dv+8]; f32 Γ, dq, dk,
-            // dv, A, dA, R, W
+            // element tiles Q, K, K̂ [C][dk+8], V, dO [C][dv+8], the state (high, low) [dk][dv+8] (later the
+            // intra_pairs partial sums); f32 Γ, dq, dk, dv, A, dA, R, W, α
             "gla_bwd_chunk" if self.tensor_cores() => {
-                2 * (3 * c * (dk + 8) + 2 * c * (dv + 8) + 2 * dk * (dv + 8))
-                    + 4 * (3 * c * dk + c * dv + 2 * c * c + dk + c)
+                2 * (3 * c * (dk + 8) + 2 * c * (dv + 8))
+                    + (4 * dk * (dv + 8)).max(4 * BWD_THREADS * c)
+                    + 4 * (4 * c * dk + c * dv + 2 * c * c + dk + c)
             }
-            "gla_bwd_chunk" => 4 * (6 * c * dk + 2 * c * dv + 2 * c * c + dk + c),
+            // f32 Q, K, Γ, K̂/P, dq, dk, α [C][dk], V, dO [C][dv+1], A, dA, R, W, the partial sums [NT/C][C][C]
+            "gla_bwd_chunk" => {
+                4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c + BWD_THREADS * c)
+            }
             _ => 4 * (dk * bv + 2 * c * dk + c * bv),
         }
     }

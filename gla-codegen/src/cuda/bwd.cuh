@@ -46,18 +46,23 @@ __device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 sl
 
 // Γ of chunk rows [i0, i0 + l) of sequence (bos, head): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d (natural log; rows
 // past l repeat the last valid one, columns past d_k are 0); scalar gates fill every column of a row with its Γ.
-// Ends on a barrier.
-__device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, i64 bos, int head, int i0, int l) {
+// AL (or null) gets the decays themselves, AL[i][d] = α_i,d = e^{log α_i,d} (1 past row l and column d_k): the
+// per-pair factors e^{Γ_i − Γ_j} are running products of them (intra_pairs). Ends on a barrier.
+__device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     for (int d = threadIdx.x; d < DK; d += NT) {
         float acc = 0.f;
         for (int i = 0; i < C; ++i) {
+            float al = 1.f;
             if (i < l && d < a.dk) {
                 const float x = to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]);
-                acc += gate_log_alpha(x, p);
+                const float la = gate_log_alpha(x, p);
+                acc += la;
+                al = gla_exp(la);
             }
             G[i * DK + d] = acc;
+            if (AL) AL[i * DK + d] = al;
         }
     }
     __syncthreads();
@@ -65,24 +70,106 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, i64 bos,
     if (threadIdx.x == 0) {
         float acc = 0.f;
         for (int i = 0; i < C; ++i) {
+            float al = 1.f;
             if (i < l) {
 #if KEY_GATE == GATE_PER_HEAD
                 const float x = to_f32(a.g[(bos + i0 + i) * a.h + head]);
 #else
                 const float x = (float)head;  // a fixed gate's input is the head index
 #endif
-                acc += gate_log_alpha(x, p);
+                const float la = gate_log_alpha(x, p);
+                acc += la;
+                al = gla_exp(la);
             }
             G[i * DK] = acc;
+            if (AL) AL[i * DK] = al;
         }
     }
     __syncthreads();
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
-        if (d > 0) G[idx] = d < a.dk ? G[i * DK] : 0.f;
+        if (d > 0) {
+            G[idx] = d < a.dk ? G[i * DK] : 0.f;
+            if (AL) AL[idx] = d < a.dk ? AL[i * DK] : 1.f;
+        }
     }
     __syncthreads();
 #endif
+}
+
+// The intra-chunk terms of one chunk with their per-pair decays, exact and without an exponent: e^{Γ_i − Γ_j} =
+// Π_{m=j+1..i} α_m (each α ≤ 1, so every partial product is ≤ 1 at any gate strength; one rounding a step):
+//   A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd},   dq_id += Σ_{j≤i} dA_ij k_jd e^{Γ_id − Γ_jd},
+//   dk_jd += Σ_{m≥j} dA_mj q_md e^{Γ_md − Γ_jd}                                   (j ≤ i < l)
+// Thread (row, group g) of NG = NT / C groups owns the columns d = g + NG·u, u < DG: walking j from i down it
+// carries one running factor a column, so A's row gets partial sums per group (Apart [NG][C][C]) that a last pass
+// adds. Q, K: accessors (row, column) → f32; AL from chunk_gamma; DA: dA [C][C] (zero above the diagonal and past l);
+// DQ, DKs: [C][DK], added to; A: [C][C], written (zero outside j ≤ i < l). Ends on a barrier.
+template <class QF, class KF>
+__device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const float* DA, float* A, float* Apart,
+                                            float* DQ, float* DKs, int l) {
+    constexpr int NG = NT / C, DG = (DK + NG - 1) / NG;
+    static_assert(NT % C == 0, "whole rows of groups");
+    const int r = threadIdx.x / NG, g = threadIdx.x - r * NG;
+    if (r < l) {
+        float f[DG], acc[DG], qv[DG];
+#pragma unroll
+        for (int u = 0; u < DG; ++u) {
+            const int d = g + NG * u;
+            f[u] = 1.f;
+            acc[u] = 0.f;
+            qv[u] = d < DK ? Q(r, d) : 0.f;
+        }
+        // Row i = r: j = i, i − 1, .., 0 (f = e^{Γ_i − Γ_j}, then times α_j for j − 1).
+        for (int j = r; j >= 0; --j) {
+            const float da = DA[r * C + j];
+            float s = 0.f;
+#pragma unroll
+            for (int u = 0; u < DG; ++u) {
+                const int d = g + NG * u;
+                if (d < DK) {
+                    const float t = K(j, d) * f[u];
+                    acc[u] = fmaf(da, t, acc[u]);
+                    s = fmaf(qv[u], t, s);
+                    f[u] *= AL[j * DK + d];
+                }
+            }
+            Apart[(g * C + r) * C + j] = s;
+        }
+#pragma unroll
+        for (int u = 0; u < DG; ++u) {
+            const int d = g + NG * u;
+            if (d < DK) DQ[r * DK + d] += acc[u];
+            f[u] = 1.f;
+            acc[u] = 0.f;
+        }
+        // Column j = r of dA: m = j, j + 1, .., l − 1 (f = e^{Γ_m − Γ_j}, then times α_{m+1}).
+        for (int m = r; m < l; ++m) {
+            const float da = DA[m * C + r];
+#pragma unroll
+            for (int u = 0; u < DG; ++u) {
+                const int d = g + NG * u;
+                if (d < DK) {
+                    acc[u] = fmaf(da * f[u], Q(m, d), acc[u]);
+                    if (m + 1 < C) f[u] *= AL[(m + 1) * DK + d];
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < DG; ++u) {
+            const int d = g + NG * u;
+            if (d < DK) DKs[r * DK + d] += acc[u];
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < C * C; idx += NT) {
+        const int i = idx / C, j = idx - i * C;
+        float s = 0.f;
+        if (j <= i && i < l)
+            for (int gg = 0; gg < NG; ++gg) s += Apart[(gg * C + i) * C + j];
+        A[idx] = s;
+    }
+    __syncthreads();
 }
 
 // S_[c] of every chunk of one (sequence, head, value tile of BVS columns), forward.
@@ -108,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_states(const __grid_con
         }
         if (c == nc) break;
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
-        chunk_gamma(a, G, bos, head, i0, l);
+        chunk_gamma(a, G, nullptr, bos, head, i0, l);
         for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // K̂ = K ⊙ e^{Γ_L − Γ}
             const int j = idx / DK, d = idx - j * DK;
             KH[idx] = (j < l && d < a.dk) ? to_f32(a.k[((bos + i0 + j) * a.h + head) * (i64)a.dk + d]) * gla_exp(G[(l - 1) * DK + d] - G[idx]) : 0.f;
@@ -155,7 +242,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_co
         }
         if (c == 0) break;
         const int i0 = (c - 1) * C, l = (int)min((i64)C, len - i0);
-        chunk_gamma(a, G, bos, head, i0, l);
+        chunk_gamma(a, G, nullptr, bos, head, i0, l);
         for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
             const int i = idx / DK, d = idx - i * DK;
             QT[idx] = (i < l && d < a.dk) ? to_f32(a.q[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]) * gla_exp(G[idx]) : 0.f;

@@ -2,11 +2,15 @@
 // every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps). The products without a decay inside
 // their sum run as mma.sync tile products (`warp_mma`) on bf16 / f16 operands in shared memory, f32 accumulators:
 //   dA = dÔ Vᵀ,   dq⁽ⁱⁿᵗᵉʳ⁾ = (dÔ S_[c]ᵀ) ⊙ e^{Γ},   dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ},   dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]
-// (each state as high + low element tiles, two products; 8 warps as 2 × 4 tiles of 16 rows × d / 4 columns). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i, so ≤ 1 at any gate strength) stay exact
-// on CUDA cores in f32: A_ij, Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}, Σ_i A_ij dÔ_i.
+// (each state as high + low element tiles, two products; 8 warps as 2 × 4 tiles of 16 rows × d / 4 columns). The
+// terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any gate strength) stay exact on CUDA cores in f32, as
+// running products of the decays α (`intra_pairs`): A_ij, Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j};
+// then Σ_i A_ij dÔ_i.
 
 constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
 constexpr int WN_K = DK / 4, WN_V = DV / 4; // columns a warp owns of a [C][DK] / [C][DV] product
+// The state tiles (high, low), later intra_pairs' partial sums [NT/C][C][C] f32: the larger of the two.
+constexpr int STATE_BYTES = 2 * DK * LDV * (int)sizeof(elem_t) > NT * C * 4 ? 2 * DK * LDV * (int)sizeof(elem_t) : NT * C * 4;
 static_assert(C == 32 && NT == 256 && DK % 32 == 0 && DV % 32 == 0, "the tile map: 2 x 4 warps over 32 rows");
 
 // Accumulator tile (rows r0 + g, r0 + g + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
@@ -41,7 +45,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     elem_t* DOe = Ve + C * LDV;                  // [C][LDV]  dO (dÔ = scale · dO: the scale goes on the results)
     elem_t* Se = DOe + C * LDV;                  // [DK][LDV] S_[c], then dS_[c+1]: high part
     elem_t* Sl = Se + DK * LDV;                  // [DK][LDV] and low part (S − high, rounded)
-    float* G = reinterpret_cast<float*>(Sl + DK * LDV);  // [C][DK] Γ
+    float* G = reinterpret_cast<float*>(reinterpret_cast<char*>(Se) + STATE_BYTES);  // [C][DK] Γ
     float* DQ = G + C * DK;                      // [C][DK]  dq, later P = q ⊙ dq − k ⊙ dk
     float* DKs = DQ + C * DK;                    // [C][DK]  dk
     float* DVs = DKs + C * DK;                   // [C][DV]  dv
@@ -49,6 +53,8 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     float* DA = A + C * C;                       // [C][C]
     float* R = DA + C * C;                       // [DK]     rowsum(dS_[c+1] ⊙ S_[c+1])
     float* W = R + DK;                           // [C]      (chunk_gate_grads)
+    float* AL = W + C;                           // [C][DK]  α
+    float* Apart = reinterpret_cast<float*>(Se); // [NT/C][C][C] (intra_pairs; the state tiles are free by then)
     const int gc = blockIdx.x, head = blockIdx.y, warp = threadIdx.x / 32;
     const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
@@ -76,7 +82,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
         DOe[i * LDV + e] = ok ? a.d_o[off] : zero;
     }
     stage_state(Se, Sl, S0, a);
-    chunk_gamma(a, G, bos, head, i0, l);  // (its barriers publish the tiles)
+    chunk_gamma(a, G, AL, bos, head, i0, l);  // (its barriers publish the tiles)
     const float* GL = G + (l - 1) * DK;
 
     // 2. K̂ = K ⊙ e^{Γ_L − Γ} (for dv⁽ⁱⁿᵗᵉʳ⁾); tensor cores: dA = scale · dO Vᵀ (j ≤ i < l),
@@ -111,8 +117,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     }
     __syncthreads();
 
-    // 4. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]; CUDA cores, exact:
-    //    A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd} (j ≤ i < l).
+    // 4. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1].
     {
         float acc[1][WN_K / 8][4] = {};
         warp_mma<1, WN_K / 8, false, false, DV>(acc, Ve, LDV, wr, Se, LDV, wk, DV);
@@ -127,25 +132,17 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
         warp_mma<1, WN_V / 8, false, true, DK>(acc, KHe, LDK, wr, Sl, LDV, wv, DK);
         for_acc<WN_V / 8>(acc, wr, wv, [&](int j, int e, float x) { DVs[j * DV + e] = x; });
     }
-    for (int idx = threadIdx.x; idx < C * C; idx += NT) {
-        const int i = idx / C, j = idx - i * C;
-        float s = 0.f;
-        if (j <= i && i < l)
-            for (int d = 0; d < a.dk; ++d)
-                s = fmaf(to_f32(Qe[i * LDK + d]) * to_f32(Ke[j * LDK + d]), gla_exp(G[i * DK + d] - G[j * DK + d]), s);
-        A[idx] = s;
-    }
-    __syncthreads();
+    __syncthreads();  // (the state tiles become Apart)
 
-    // 5. The per-pair terms (CUDA cores, exact), the outputs, and P = q ⊙ dq − k ⊙ dk for the gate:
-    //    dq_i += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j},  dk_j += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j},  dv_j += Σ_{i≥j} A_ij dÔ_i.
+    // 5. The per-pair terms, exact (CUDA cores, running products of α): A, and dq, dk += their intra-chunk sums.
+    intra_pairs([&](int i, int d) { return to_f32(Qe[i * LDK + d]); }, [&](int j, int d) { return to_f32(Ke[j * LDK + d]); },
+                AL, DA, A, Apart, DQ, DKs, l);
+
+    // 6. The outputs, dv_j += Σ_{i≥j} A_ij dÔ_i, and P = q ⊙ dq − k ⊙ dk for the gate.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
         if (i < l && d < a.dk) {
-            const float gi = G[idx];
-            float dq = DQ[idx], dk = DKs[idx];
-            for (int j = 0; j <= i; ++j) dq = fmaf(DA[i * C + j] * to_f32(Ke[j * LDK + d]), gla_exp(gi - G[j * DK + d]), dq);
-            for (int m = i; m < l; ++m) dk = fmaf(DA[m * C + i] * to_f32(Qe[m * LDK + d]), gla_exp(G[m * DK + d] - gi), dk);
+            const float dq = DQ[idx], dk = DKs[idx];
             const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
             a.dq_out[off] = to_elem(dq);
             a.dk_out[off] = to_elem(dk);
