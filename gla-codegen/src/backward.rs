@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 const BWD: &str = include_str!("cuda/bwd.cuh");
 const BWD_CHUNK_F32: &str = include_str!("cuda/bwd_chunk_f32.cuh");
 const BWD_CHUNK_TC: &str = include_str!("cuda/bwd_chunk_tc.cuh");
+const BWD_CHUNK_VALUE: &str = include_str!("cuda/bwd_chunk_value.cuh");
 const PRELUDE: &str = include_str!("cuda/prelude.cuh");
 
 /// Threads a CTA of every backward kernel.
@@ -37,23 +38,13 @@ pub struct BackwardSpec {
 }
 
 impl BackwardSpec {
-    /// The kernel set for a problem's gate, dtype and head dims. Errors: a per-value gate (not generated yet) or a
-    /// head dim over [`crate::MAX_HEAD_DIM`].
+    /// The kernel set for a problem's gate, dtype and head dims. Errors: a head dim over [`crate::MAX_HEAD_DIM`].
     pub fn for_problem(
         gate: &'static dyn Gate,
         dtype: DType,
         dk: usize,
         dv: usize,
     ) -> Result<Self, GlaError> {
-        if gate.shape() == GateShape::PerValue {
-            return Err(GlaError::invalid(
-                "gate",
-                format!(
-                    "gate `{}` is per value: its backward kernels are not generated yet (per-key, per-head and fixed gates have them)",
-                    gate.name()
-                ),
-            ));
-        }
         let spec = |d: usize, what: &'static str| {
             specialised_dim(d).ok_or_else(|| {
                 GlaError::invalid(what, format!("must be 1..=512 for the backward, got {d}"))
@@ -75,7 +66,10 @@ impl BackwardSpec {
     /// Whether the chunk kernel runs its decay-free products on tensor cores (`cuda/bwd_chunk_tc.cuh`): bf16 and
     /// f16 at head dims up to 128 (chunk 32). f32 and larger head dims take the first form (`bwd_chunk_f32.cuh`).
     pub fn tensor_cores(&self) -> bool {
-        self.dtype != DType::F32 && self.dk <= 128 && self.dv <= 128
+        self.dtype != DType::F32
+            && self.dk <= 128
+            && self.dv <= 128
+            && self.gate.shape() != GateShape::PerValue
     }
 
     /// Dynamic shared memory of kernel `name` (one of [`BWD_KERNELS`]), bytes.
@@ -90,6 +84,16 @@ impl BackwardSpec {
                     + 4 * (4 * c * dk + c * dv + 2 * c * c + dk + c)
             }
             // f32 Q, K, Γ, K̂/P, dq, dk, α [C][dk], V, dO [C][dv+1], A, dA, R, W, the partial sums [NT/C][C][C]
+            // per value: f32 Q, K [C][dk], V, dO [C][dv+1], Γ, β, ô, dv [C][dv], B, dA, R, W, the partial sums
+            "gla_bwd_chunk" if self.gate.shape() == GateShape::PerValue => {
+                4 * (2 * c * dk
+                    + 2 * c * (dv + 1)
+                    + 4 * c * dv
+                    + 2 * c * c
+                    + dv
+                    + c
+                    + BWD_THREADS * c)
+            }
             "gla_bwd_chunk" => {
                 4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c + BWD_THREADS * c)
             }
@@ -201,6 +205,15 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
         spec.dv
     );
     let _ = writeln!(w, "constexpr int NPARAM = {};", gate.params().len());
+    let _ = writeln!(
+        w,
+        "constexpr int GCOLS = {};  // the gate's columns a token: d_k (key gates) or d_v (value gates), specialised",
+        if gate.shape() == GateShape::PerValue {
+            spec.dv
+        } else {
+            spec.dk
+        }
+    );
     w.push_str(elem_section(spec.dtype));
     if spec.tensor_cores() {
         w.push_str(PRELUDE); // the mma.sync tile product warp_mma
@@ -218,7 +231,9 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return {id}_dx(x, p); }}");
     let _ = writeln!(w, "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); }}");
     w.push_str(BWD);
-    w.push_str(if spec.tensor_cores() {
+    w.push_str(if gate.shape() == GateShape::PerValue {
+        BWD_CHUNK_VALUE
+    } else if spec.tensor_cores() {
         BWD_CHUNK_TC
     } else {
         BWD_CHUNK_F32
@@ -284,10 +299,11 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("1..=512"));
-        assert!(BackwardSpec::for_problem(&PER_VALUE, DType::F32, 64, 64)
-            .unwrap_err()
-            .to_string()
-            .contains("per value"));
+        let pv = BackwardSpec::for_problem(&PER_VALUE, DType::BF16, 64, 64).unwrap();
+        assert!(!pv.tensor_cores());
+        assert!(generate_backward(&pv)
+            .unwrap()
+            .contains("constexpr int GCOLS = 64"));
         let f = BackwardSpec::for_problem(&FIXED, DType::BF16, 64, 64).unwrap();
         assert!(generate_backward(&f)
             .unwrap()

@@ -189,17 +189,19 @@ impl Case {
 /// backward docs): d log α_t = rowsum(dS ⊙ S) + Σ_{s≥t} (q ⊙ dq − k ⊙ dk) cancels to a tiny value under strong decays,
 /// and any f32 evaluation of it leaves a residue of the terms' size, which ∂log α/∂x and ∂log α/∂p then scale. Returns
 /// RMS(got − want) / max(RMS(want), RMS(terms)) for the logits' gradient (terms: |q ⊙ dq| · |∂log α/∂x|, summed over
-/// d_k for a per-head gate) and for the parameters' (terms: the same magnitudes · |∂log α/∂p| summed per head).
+/// d_k for a per-head gate; |v ⊙ dv| · |∂log β/∂x| for a per-value gate, whose closed form sums ô ⊙ dÔ − v ⊙ dv) and
+/// for the parameters' (terms: the same magnitudes · |∂log α/∂p| summed per head). `reference`: the f64 gradients.
 pub fn gate_grad_errors(
     gate: &dyn Gate,
     case: &Case,
-    dq_ref: &[f64],
-    want: (&[f64], &[f64]),
+    reference: &GateGrads,
     got: (&[f64], &[f64]),
 ) -> (f64, f64) {
+    let want = (&reference.d_logits[..], &reference.d_params[..]);
+    let (dq_ref, dv_ref) = (&reference.dq, &reference.dv);
     use gla_core::GateShape;
     let d = case.dims;
-    let (h, dk) = (d.h, d.dk);
+    let (h, dk, dv) = (d.h, d.dk, d.dv);
     let np = gate.params().len();
     let tokens = d.b * d.t;
     let mut logit_terms = vec![0.0; want.0.len()];
@@ -233,6 +235,14 @@ pub fn gate_grad_errors(
                 GateShape::PerHead => {
                     let li = t * h + hh;
                     add(Some(li), (0..dk).map(qdq).sum(), case.logits[li] as f64);
+                }
+                // The value side's terms: v ⊙ dv (the closed form sums ô ⊙ dÔ − v ⊙ dv).
+                GateShape::PerValue => {
+                    for e in 0..dv {
+                        let li = (t * h + hh) * dv + e;
+                        let mag = (case.v[li] as f64 * dv_ref[li]).abs();
+                        add(Some(li), mag, case.logits[li] as f64);
+                    }
                 }
                 _ => add(None, (0..dk).map(qdq).sum(), hh as f64),
             }

@@ -27,7 +27,7 @@ fn gates() -> Vec<&'static dyn Gate> {
         .collect();
     let g = registered_gates()
         .into_iter()
-        .filter(|g| g.shape() != GateShape::PerValue && !strength_only.contains(&g.name()));
+        .filter(|g| !strength_only.contains(&g.name()));
     match std::env::var("GLA_TEST_GATES") {
         Ok(list) => {
             println!("GLA_TEST_GATES={list}: testing only these gates");
@@ -227,13 +227,7 @@ fn backward_matches_the_f64_reference() {
                 // The gate's gradients against the size of their closed form's terms (module docs).
                 let got_dl = g.d_logits.as_ref().map(get).unwrap_or_default();
                 let got_dp = g.d_params.as_ref().map(get).unwrap_or_default();
-                let (e_dl, e_dp) = gate_grad_errors(
-                    gate,
-                    &case,
-                    &want.dq,
-                    (&want.d_logits, &want.d_params),
-                    (&got_dl, &got_dp),
-                );
+                let (e_dl, e_dp) = gate_grad_errors(gate, &case, &want, (&got_dl, &got_dp));
                 let e_h0 = match (&g.d_initial_state, &want.d_initial_state) {
                     (Some(t), Some(w)) => rel_rms(&get(t), w),
                     (None, None) => 0.0,
@@ -260,7 +254,8 @@ fn backward_matches_the_f64_reference() {
     );
 }
 
-/// Bad input to the backward is a typed error before any launch: a per-value gate, a d_o of the wrong shape.
+/// Bad input to the backward is a typed error before any launch: a d_o of the wrong shape, a gate's parameters
+/// missing.
 #[test]
 fn backward_bad_input_is_a_typed_error() {
     let Some(gla) = gpu_or_skip("backward_bad_input_is_a_typed_error") else {
@@ -303,5 +298,5 @@ fn backward_bad_input_is_a_typed_error() {
             &BackwardOptions::default(),
         )
         .unwrap_err();
-    assert!(err.to_string().contains("per value"), "{err}");
+    assert!(err.to_string().contains("params"), "{err}"); // value_gla has a parameter per head
 }

@@ -97,6 +97,29 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* A
 #endif
 }
 
+// A per-value gate's Γ over value columns [e0, e0 + N) of chunk rows [i0, i0 + l): G[i][e] = Σ_{m ≤ min(i, l−1)}
+// log β_m,e0+e (stride N; columns past d_v are 0), AL[i][e] = β_i,e0+e (or null; 1 past row l and column d_v).
+// Ends on a barrier.
+template <int N>
+__device__ __forceinline__ void value_gamma(const BwdArgs& a, float* G, float* AL, int e0, i64 bos, int head, int i0, int l) {
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+    for (int e = threadIdx.x; e < N; e += NT) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) {
+            float al = 1.f;
+            if (i < l && e0 + e < a.dv) {
+                const float x = to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dv + e0 + e]);
+                const float la = gate_log_alpha(x, p);
+                acc += la;
+                al = gla_exp(la);
+            }
+            G[i * N + e] = acc;
+            if (AL) AL[i * N + e] = al;
+        }
+    }
+    __syncthreads();
+}
+
 // The intra-chunk terms of one chunk with their per-pair decays, exact and without an exponent: e^{Γ_i − Γ_j} =
 // Π_{m=j+1..i} α_m (each α ≤ 1, so every partial product is ≤ 1 at any gate strength; one rounding a step):
 //   A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd},   dq_id += Σ_{j≤i} dA_ij k_jd e^{Γ_id − Γ_jd},
@@ -104,11 +127,12 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* A
 // Thread (row, group g) of NG = NT / C groups owns the columns d = g + NG·u, u < DG: walking j from i down it
 // carries one running factor a column, so A's row gets partial sums per group (Apart [NG][C][C]) that a last pass
 // adds. Q, K: accessors (row, column) → f32; AL from chunk_gamma; DA: dA [C][C] (zero above the diagonal and past l);
-// DQ, DKs: [C][DK], added to; A: [C][C], written (zero outside j ≤ i < l). Ends on a barrier.
-template <class QF, class KF>
+// DQ, DKs: [C][N], added to; A: [C][C], written (zero outside j ≤ i < l). Ends on a barrier. N = DK for key gates;
+// a value gate's decays run along the value columns (N = DV), the same sums with other operands (bwd_chunk_value).
+template <int N, class QF, class KF>
 __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const float* DA, float* A, float* Apart,
                                             float* DQ, float* DKs, int l) {
-    constexpr int NG = NT / C, DG = (DK + NG - 1) / NG;
+    constexpr int NG = NT / C, DG = (N + NG - 1) / NG;
     static_assert(NT % C == 0, "whole rows of groups");
     const int r = threadIdx.x / NG, g = threadIdx.x - r * NG;
     if (r < l) {
@@ -118,7 +142,7 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
             const int d = g + NG * u;
             f[u] = 1.f;
             acc[u] = 0.f;
-            qv[u] = d < DK ? Q(r, d) : 0.f;
+            qv[u] = d < N ? Q(r, d) : 0.f;
         }
         // Row i = r: j = i, i − 1, .., 0 (f = e^{Γ_i − Γ_j}, then times α_j for j − 1).
         for (int j = r; j >= 0; --j) {
@@ -127,11 +151,11 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
 #pragma unroll
             for (int u = 0; u < DG; ++u) {
                 const int d = g + NG * u;
-                if (d < DK) {
+                if (d < N) {
                     const float t = K(j, d) * f[u];
                     acc[u] = fmaf(da, t, acc[u]);
                     s = fmaf(qv[u], t, s);
-                    f[u] *= AL[j * DK + d];
+                    f[u] *= AL[j * N + d];
                 }
             }
             Apart[(g * C + r) * C + j] = s;
@@ -139,7 +163,7 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
 #pragma unroll
         for (int u = 0; u < DG; ++u) {
             const int d = g + NG * u;
-            if (d < DK) DQ[r * DK + d] += acc[u];
+            if (d < N) DQ[r * N + d] += acc[u];
             f[u] = 1.f;
             acc[u] = 0.f;
         }
@@ -149,16 +173,16 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
 #pragma unroll
             for (int u = 0; u < DG; ++u) {
                 const int d = g + NG * u;
-                if (d < DK) {
+                if (d < N) {
                     acc[u] = fmaf(da * f[u], Q(m, d), acc[u]);
-                    if (m + 1 < C) f[u] *= AL[(m + 1) * DK + d];
+                    if (m + 1 < C) f[u] *= AL[(m + 1) * N + d];
                 }
             }
         }
 #pragma unroll
         for (int u = 0; u < DG; ++u) {
             const int d = g + NG * u;
-            if (d < DK) DKs[r * DK + d] += acc[u];
+            if (d < N) DKs[r * N + d] += acc[u];
         }
     }
     __syncthreads();
@@ -195,6 +219,18 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_states(const __grid_con
         }
         if (c == nc) break;
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
+#if KEY_GATE == GATE_PER_VALUE
+        // Value gate: S ← S diag(e^{Γ_L}) + Kᵀ V̂,  V̂ = V ⊙ e^{Γ_L − Γ} (Γ over this tile's value columns).
+        value_gamma<BVS>(a, G, nullptr, e0, bos, head, i0, l);
+        for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+            const int j = idx / DK, d = idx - j * DK;
+            KH[idx] = (j < l && d < a.dk) ? to_f32(a.k[((bos + i0 + j) * a.h + head) * (i64)a.dk + d]) : 0.f;
+        }
+        for (int idx = threadIdx.x; idx < C * BVS; idx += NT) {
+            const int j = idx / BVS, e = idx - j * BVS;
+            V[idx] = (j < l && e < ne) ? to_f32(a.v[((bos + i0 + j) * a.h + head) * (i64)a.dv + e0 + e]) * gla_exp(G[(l - 1) * BVS + e] - G[idx]) : 0.f;
+        }
+#else
         chunk_gamma(a, G, nullptr, bos, head, i0, l);
         for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // K̂ = K ⊙ e^{Γ_L − Γ}
             const int j = idx / DK, d = idx - j * DK;
@@ -204,10 +240,11 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_states(const __grid_con
             const int j = idx / BVS, e = idx - j * BVS;
             V[idx] = (j < l && e < ne) ? to_f32(a.v[((bos + i0 + j) * a.h + head) * (i64)a.dv + e0 + e]) : 0.f;
         }
+#endif
         __syncthreads();
-        for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {  // S ← diag(e^{Γ_L}) S + K̂ᵀ V
+        for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {  // S ← diag(e^{Γ_L}) S + K̂ᵀ V  (value gates: S diag(e^{Γ_L}) + Kᵀ V̂)
             const int d = idx / BVS, e = idx - d * BVS;
-            float s = S[idx] * gla_exp(G[(l - 1) * DK + d]);
+            float s = S[idx] * gla_exp(KEY_GATE == GATE_PER_VALUE ? G[(l - 1) * BVS + e] : G[(l - 1) * DK + d]);
             for (int j = 0; j < l; ++j) s = fmaf(KH[j * DK + d], V[j * BVS + e], s);
             S[idx] = s;
         }
@@ -242,6 +279,18 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_co
         }
         if (c == 0) break;
         const int i0 = (c - 1) * C, l = (int)min((i64)C, len - i0);
+#if KEY_GATE == GATE_PER_VALUE
+        // Value gate: dS ← dS diag(e^{Γ_L}) + Qᵀ (dÔ ⊙ e^{Γ}).
+        value_gamma<BVS>(a, G, nullptr, e0, bos, head, i0, l);
+        for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+            const int i = idx / DK, d = idx - i * DK;
+            QT[idx] = (i < l && d < a.dk) ? to_f32(a.q[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]) : 0.f;
+        }
+        for (int idx = threadIdx.x; idx < C * BVS; idx += NT) {
+            const int i = idx / BVS, e = idx - i * BVS;
+            DO[idx] = (i < l && e < ne) ? a.scale * to_f32(a.d_o[((bos + i0 + i) * a.h + head) * (i64)a.dv + e0 + e]) * gla_exp(G[idx]) : 0.f;
+        }
+#else
         chunk_gamma(a, G, nullptr, bos, head, i0, l);
         for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
             const int i = idx / DK, d = idx - i * DK;
@@ -251,10 +300,11 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_co
             const int i = idx / BVS, e = idx - i * BVS;
             DO[idx] = (i < l && e < ne) ? a.scale * to_f32(a.d_o[((bos + i0 + i) * a.h + head) * (i64)a.dv + e0 + e]) : 0.f;
         }
+#endif
         __syncthreads();
         for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {  // dS ← diag(e^{Γ_L}) dS + Q̃ᵀ dÔ
             const int d = idx / BVS, e = idx - d * BVS;
-            float s = dS[idx] * gla_exp(G[(l - 1) * DK + d]);
+            float s = dS[idx] * gla_exp(KEY_GATE == GATE_PER_VALUE ? G[(l - 1) * BVS + e] : G[(l - 1) * DK + d]);
             for (int i = 0; i < l; ++i) s = fmaf(QT[i * DK + d], DO[i * BVS + e], s);
             dS[idx] = s;
         }
@@ -263,20 +313,22 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_co
 }
 
 // The gate's gradients of one chunk (paper, appendix): d log α_t = R + Σ_{s=t..L} P_s with P = q ⊙ dq − k ⊙ dk
-// (P: [C][DK] f32, zero past row l and column d_k) and R_d = rowsum(dS_[c+1] ⊙ S_[c+1]) ([DK]); a per-head gate sums
-// both over d_k, the fixed gate over the chunk's tokens too. Then d logits = d log α · ∂log α/∂x and
+// (P: [C][GCOLS] f32, zero past row l and the gate's width) and R_d = rowsum(dS_[c+1] ⊙ S_[c+1]) ([GCOLS]); a per-head
+// gate sums both over d_k, the fixed gate over the chunk's tokens too; a per-value gate takes P = ô ⊙ dÔ − v ⊙ dv and
+// R_e = colsum(dS_[c+1] ⊙ S_[c+1]) over the value columns. Then d logits = d log α · ∂log α/∂x and
 // d params[h] += d log α · ∂log α/∂p (atomic, f32). The logits are read again from global memory. W: [C] f32 scratch.
 __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, const float* P, const float* R, float* W, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
     float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
     for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
-#if KEY_GATE == GATE_PER_KEY
+#if KEY_GATE == GATE_PER_KEY || KEY_GATE == GATE_PER_VALUE
     (void)W;
-    for (int d = threadIdx.x; d < a.dk; d += NT) {
+    const int width = KEY_GATE == GATE_PER_VALUE ? a.dv : a.dk;  // logits a token and head
+    for (int d = threadIdx.x; d < width; d += NT) {
         float r = R[d];
         for (int i = l - 1; i >= 0; --i) {
-            r += P[i * DK + d];
-            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
+            r += P[i * GCOLS + d];
+            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)width + d;
             const float x = to_f32(a.g[off]);
             a.dg[off] = to_elem(r * gate_dx(x, p));
             if (NPARAM > 0) {

@@ -78,7 +78,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     __syncthreads();
 
     // 4. The per-pair terms, exact (running products of α): A, and dq, dk += their intra-chunk sums.
-    intra_pairs([&](int i, int d) { return Q[i * DK + d]; }, [&](int j, int d) { return K[j * DK + d]; }, AL, DA, A,
+    intra_pairs<DK>([&](int i, int d) { return Q[i * DK + d]; }, [&](int j, int d) { return K[j * DK + d]; }, AL, DA, A,
                 Apart, DQ, DKs, l);
 
     // 5. The outputs; dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i; P = q ⊙ dq − k ⊙ dk for the gate.

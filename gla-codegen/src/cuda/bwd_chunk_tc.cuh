@@ -135,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     __syncthreads();  // (the state tiles become Apart)
 
     // 5. The per-pair terms, exact (CUDA cores, running products of α): A, and dq, dk += their intra-chunk sums.
-    intra_pairs([&](int i, int d) { return to_f32(Qe[i * LDK + d]); }, [&](int j, int d) { return to_f32(Ke[j * LDK + d]); },
+    intra_pairs<DK>([&](int i, int d) { return to_f32(Qe[i * LDK + d]); }, [&](int j, int d) { return to_f32(Ke[j * LDK + d]); },
                 AL, DA, A, Apart, DQ, DKs, l);
 
     // 6. The outputs, dv_j += Σ_{i≥j} A_ij dÔ_i, and P = q ⊙ dq − k ⊙ dk for the gate.
