@@ -14,6 +14,8 @@ use gla_core::{DType, Gate, GateShape, GlaError};
 use std::fmt::Write as _;
 
 const BWD: &str = include_str!("cuda/bwd.cuh");
+const BWD_SCAN_F32: &str = include_str!("cuda/bwd_scan_f32.cuh");
+const BWD_SCAN_TC: &str = include_str!("cuda/bwd_scan_tc.cuh");
 const BWD_CHUNK_F32: &str = include_str!("cuda/bwd_chunk_f32.cuh");
 const BWD_CHUNK_TC: &str = include_str!("cuda/bwd_chunk_tc.cuh");
 const BWD_CHUNK_VALUE: &str = include_str!("cuda/bwd_chunk_value.cuh");
@@ -63,8 +65,9 @@ impl BackwardSpec {
         backward_chunk(self.dk.max(self.dv))
     }
 
-    /// Whether the chunk kernel runs its decay-free products on tensor cores (`cuda/bwd_chunk_tc.cuh`): bf16 and
-    /// f16 at head dims up to 128 (chunk 32). f32 and larger head dims take the first form (`bwd_chunk_f32.cuh`).
+    /// Whether the kernels run their decay-free products on tensor cores (`cuda/bwd_scan_tc.cuh`: the state
+    /// scans, `cuda/bwd_chunk_tc.cuh`: the chunk kernel): bf16 and f16 key gates at head dims up to 128 (chunk 32).
+    /// f32, per-value gates and larger head dims take the f32 CUDA-core kernels.
     pub fn tensor_cores(&self) -> bool {
         self.dtype != DType::F32
             && self.dk <= 128
@@ -97,6 +100,8 @@ impl BackwardSpec {
             "gla_bwd_chunk" => {
                 4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c + BWD_THREADS * c)
             }
+            // Γ [C][dk] f32, the decayed operand (high, low) [C][dk+8] and this tile's V / dO [C][bv+8] elements
+            _ if self.tensor_cores() => 4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8)),
             _ => 4 * (dk * bv + 2 * c * dk + c * bv),
         }
     }
@@ -231,6 +236,11 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return {id}_dx(x, p); }}");
     let _ = writeln!(w, "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); }}");
     w.push_str(BWD);
+    w.push_str(if spec.tensor_cores() {
+        BWD_SCAN_TC
+    } else {
+        BWD_SCAN_F32
+    });
     w.push_str(if gate.shape() == GateShape::PerValue {
         BWD_CHUNK_VALUE
     } else if spec.tensor_cores() {
