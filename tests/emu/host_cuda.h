@@ -3,10 +3,11 @@
 // What it emulates: a kernel launch as the blocks of its grid one after another; a block as NT cooperative fibers
 // (ucontext) on one OS thread, each fiber a CUDA thread with its own stack; __syncthreads as a barrier that every
 // live thread of the block must reach (a barrier reached by some threads while others exited is reported as an
-// error, not papered over); dynamic shared memory as one buffer, poisoned with NaN bytes before each block;
-// atomicAdd as a plain add (one OS thread). What it does not: warps (no shuffles, no tensor-core fragments, no
-// cp.async / TMA / mbarrier), memory-model races (the interleaving is one legal schedule, switched only at
-// barriers), occupancy or timing. Functions that the generated source writes in inline PTX are replaced, by name,
+// error, not papered over); warp shuffles, __syncwarp and __ballot_sync as collectives of the warp's 32 lanes (full
+// masks only); dynamic shared memory as one buffer, poisoned with NaN bytes before each block; atomicAdd as a plain
+// add (one OS thread); cp.async as a synchronous copy. What it does not: tensor-core fragments (the tile products
+// run their exact-f32 path), TMA, mbarriers, named barriers, memory-model races (the interleaving is one legal
+// schedule, switched only at barriers and collectives), occupancy or timing. Functions that the generated source writes in inline PTX are replaced, by name,
 // with host forms (tests/src/emu.rs) before this header meets them.
 #pragma once
 #include <algorithm>
@@ -35,10 +36,31 @@ using std::min;
 struct Dim3 {
     unsigned x, y, z;
 };
-struct float2 {
+// CUDA's vector types (the alignment CUDA gives them: 16-byte loads and stores of them stay 16-byte accesses).
+struct alignas(8) float2 {
     float x, y;
 };
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) int2 {
+    int x, y;
+};
+struct alignas(16) int4 {
+    int x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+inline int2 make_int2(int x, int y) { return int2{x, y}; }
+inline int4 make_int4(int x, int y, int z, int w) { return int4{x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline float __uint_as_float(unsigned u) {
     float f;
     std::memcpy(&f, &u, 4);
@@ -69,12 +91,21 @@ struct Fiber {
     ucontext_t ctx;
     std::vector<char> stack;
     unsigned tid = 0;
-    bool done = false, at_barrier = false;
+    bool done = false, at_barrier = false, at_warp = false;
+};
+
+// A warp's collective in flight: each lane deposits its value in slot[gen & 1] and waits until every live lane of
+// the warp has; then all read the same generation (double-buffered: a lane can only deposit into it again after the
+// next collective has gathered every lane, so after every lane has read).
+struct Warp {
+    unsigned long long slot[2][32];
+    unsigned gen = 0;
 };
 
 struct Block {
     ucontext_t sched;
     std::vector<Fiber> fibers;
+    std::vector<Warp> warps;
     Fiber* cur = nullptr;
     std::function<void()> body;
     bool and_acc = true, and_result = true;  // __syncthreads_and: the predicates of this barrier, the last result
@@ -103,11 +134,81 @@ inline int syncthreads_and(bool p) {
     return g_block->and_result ? 1 : 0;
 }
 
+// Deposits v for this lane's warp and waits for the whole warp; returns the 32 deposits of this collective.
+inline const unsigned long long* warp_exchange(unsigned long long v) {
+    Block* b = g_block;
+    Fiber* f = b->cur;
+    Warp& w = b->warps[f->tid / 32];
+    const unsigned g = w.gen;
+    w.slot[g & 1][f->tid & 31] = v;
+    f->at_warp = true;
+    swapcontext(&f->ctx, &b->sched);
+    return w.slot[g & 1];
+}
+
+inline void check_full_mask(unsigned mask) {
+    if (mask != 0xffffffffu) {
+        std::fprintf(stderr, "emu: warp collectives with a partial mask (0x%08x) are not emulated\n", mask);
+        std::abort();
+    }
+}
+
+template <class T>
+inline T from_bits(unsigned long long u) {
+    T x;
+    std::memcpy(&x, &u, sizeof(T));
+    return x;
+}
+template <class T>
+inline unsigned long long to_bits(T x) {
+    unsigned long long u = 0;
+    std::memcpy(&u, &x, sizeof(T));
+    return u;
+}
+inline unsigned lane_id() { return g_block->cur->tid & 31; }
+
+template <class T>
+inline T shfl(unsigned mask, T v, int src, int width) {
+    check_full_mask(mask);
+    const unsigned lane = lane_id(), base = lane & ~(unsigned)(width - 1);
+    const unsigned long long* all = warp_exchange(to_bits(v));
+    return from_bits<T>(all[base + ((unsigned)src & (unsigned)(width - 1))]);
+}
+template <class T>
+inline T shfl_up(unsigned mask, T v, unsigned delta, int width) {
+    check_full_mask(mask);
+    const unsigned lane = lane_id(), in = lane & (unsigned)(width - 1);
+    const unsigned long long* all = warp_exchange(to_bits(v));
+    return in >= delta ? from_bits<T>(all[lane - delta]) : v;
+}
+template <class T>
+inline T shfl_down(unsigned mask, T v, unsigned delta, int width) {
+    check_full_mask(mask);
+    const unsigned lane = lane_id(), in = lane & (unsigned)(width - 1);
+    const unsigned long long* all = warp_exchange(to_bits(v));
+    return in + delta < (unsigned)width ? from_bits<T>(all[lane + delta]) : v;
+}
+template <class T>
+inline T shfl_xor(unsigned mask, T v, int m, int width) {
+    check_full_mask(mask);
+    const unsigned lane = lane_id(), src = lane ^ (unsigned)m;
+    const unsigned long long* all = warp_exchange(to_bits(v));
+    return (src & ~(unsigned)(width - 1)) == (lane & ~(unsigned)(width - 1)) ? from_bits<T>(all[src]) : v;
+}
+inline unsigned ballot(unsigned mask, bool p) {
+    check_full_mask(mask);
+    const unsigned long long* all = warp_exchange(p ? 1 : 0);
+    unsigned r = 0;
+    for (unsigned l = 0; l < 32; ++l) r |= all[l] ? (1u << l) : 0u;
+    return r;
+}
+
 // Runs one block of nt threads; returns an empty string or what went wrong.
 inline std::string run_block(unsigned nt, const std::function<void()>& body) {
     Block b;
     b.body = body;
     b.fibers.resize(nt);
+    b.warps.resize((nt + 31) / 32);
     for (unsigned t = 0; t < nt; ++t) {
         Fiber& f = b.fibers[t];
         f.tid = t;
@@ -119,25 +220,47 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
         makecontext(&f.ctx, trampoline, 0);
     }
     g_block = &b;
+    auto fail = [&](const char* what, unsigned x, unsigned y) {
+        char m[200];
+        std::snprintf(m, sizeof m, "block (%u,%u,%u): %s (%u, %u)", g_block_idx.x, g_block_idx.y, g_block_idx.z, what, x, y);
+        g_block = nullptr;
+        return std::string(m);
+    };
     for (;;) {
-        unsigned waiting = 0, done = 0;
         for (Fiber& f : b.fibers) {
-            if (f.done || f.at_barrier) continue;
+            if (f.done || f.at_barrier || f.at_warp) continue;
             b.cur = &f;
             swapcontext(&b.sched, &f.ctx);
         }
+        // Release every warp whose live lanes all wait at a collective.
+        bool released = false;
+        for (unsigned w = 0; w < b.warps.size(); ++w) {
+            unsigned live = 0, waiting = 0, barrier = 0;
+            for (unsigned t = w * 32; t < std::min(nt, w * 32 + 32); ++t) {
+                live += !b.fibers[t].done;
+                waiting += b.fibers[t].at_warp;
+                barrier += b.fibers[t].at_barrier;
+            }
+            if (waiting == 0) continue;
+            if (waiting == live) {
+                if (live != std::min(nt, w * 32 + 32) - w * 32) return fail("a warp collective after lanes exited: waiting, exited", waiting, std::min(nt, w * 32 + 32) - w * 32 - live);
+                for (unsigned t = w * 32; t < std::min(nt, w * 32 + 32); ++t) b.fibers[t].at_warp = false;
+                ++b.warps[w].gen;
+                released = true;
+            } else if (waiting + barrier == live && barrier > 0) {
+                return fail("lanes of one warp at a warp collective and at __syncthreads: warp, lanes waiting", w, waiting);
+            }
+        }
+        if (released) continue;
+        unsigned waiting = 0, done = 0, at_warp = 0;
         for (Fiber& f : b.fibers) {
             waiting += f.at_barrier;
             done += f.done;
+            at_warp += f.at_warp;
         }
         if (done == nt) break;
-        if (done > 0) {
-            char m[160];
-            std::snprintf(m, sizeof m, "block (%u,%u,%u): %u threads wait at __syncthreads while %u have exited",
-                          g_block_idx.x, g_block_idx.y, g_block_idx.z, waiting, done);
-            g_block = nullptr;
-            return m;
-        }
+        if (at_warp > 0) return fail("deadlock: threads at a warp collective, at __syncthreads", at_warp, waiting);
+        if (done > 0) return fail("threads wait at __syncthreads while others have exited: waiting, exited", waiting, done);
         for (Fiber& f : b.fibers) f.at_barrier = false;  // every thread arrived: release the barrier
         b.and_result = b.and_acc;
         b.and_acc = true;
@@ -182,3 +305,16 @@ inline Dim3 Dim3Tid() { return Dim3{g_block->cur->tid, 0, 0}; }
 #define blockDim (::emu::g_block_dim)
 #define __syncthreads() ::emu::syncthreads()
 #define __syncthreads_and(p) ::emu::syncthreads_and(p)
+template <class T>
+inline T __shfl_sync(unsigned m, T v, int src, int width = 32) { return ::emu::shfl(m, v, src, width); }
+template <class T>
+inline T __shfl_up_sync(unsigned m, T v, unsigned d, int width = 32) { return ::emu::shfl_up(m, v, d, width); }
+template <class T>
+inline T __shfl_down_sync(unsigned m, T v, unsigned d, int width = 32) { return ::emu::shfl_down(m, v, d, width); }
+template <class T>
+inline T __shfl_xor_sync(unsigned m, T v, int x, int width = 32) { return ::emu::shfl_xor(m, v, x, width); }
+inline void __syncwarp(unsigned m = 0xffffffffu) {
+    ::emu::check_full_mask(m);
+    (void)::emu::warp_exchange(0);
+}
+inline unsigned __ballot_sync(unsigned m, int p) { return ::emu::ballot(m, p != 0); }

@@ -66,12 +66,25 @@ fn host_form(name: &str, elem: &str) -> Option<&'static str> {
         ("gla_min_nan", _) => {
             "inline float gla_min_nan(float a, float b) { return (a != a || b != b) ? NAN : std::min(a, b); }"
         }
+        // Shared-window addresses: offsets into the emulated shared memory; cp.async: a synchronous copy (one legal
+        // timing of an asynchronous one: the data lands at issue), its commit and wait no-ops.
+        ("smem_u32", _) => {
+            "inline unsigned smem_u32(const void* p) { return (unsigned)((const char*)p - (const char*)sm); }"
+        }
+        ("cp_async16", _) => {
+            "inline void cp_async16(void* dst, const void* src, bool ok) { if (ok) std::memcpy(dst, src, 16); else std::memset(dst, 0, 16); }"
+        }
+        ("cp_async16_full", _) => {
+            "inline void cp_async16_full(unsigned dst, const void* src) { std::memcpy((char*)sm + dst, src, 16); }"
+        }
+        ("cp_async_commit", _) => "inline void cp_async_commit() {}",
+        ("cp_async_wait", _) => "inline void cp_async_wait() {}",
         _ => return None,
     })
 }
 
-/// `source` made for the host: every one-line inline-PTX function that has a host form ([`host_form`]) replaced by
-/// it, and the tensor-core tile products switched to their exact-f32 path (`GLA_TENSOR_CORES 0`: the same fragment
+/// `source` made for the host: every function that has a host form ([`host_form`]: the inline-PTX helpers) replaced
+/// by it, and the tensor-core tile products switched to their exact-f32 path (`GLA_TENSOR_CORES 0`: the same fragment
 /// mapping, each lane computing its accumulator elements from shared memory — products of the same bf16 / f16
 /// operands, summed in f32 in another order). Other inline PTX stays: where the kernel reaches it, the host
 /// assembler rejects the PTX mnemonic and [`Emulated::compile`] fails, so nothing runs wrongly.
@@ -84,16 +97,26 @@ pub fn host_source(source: &str) -> Result<String, String> {
         "f32"
     };
     let mut out = String::with_capacity(source.len());
-    for (no, line) in source.lines().enumerate() {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut no = 0;
+    while no < lines.len() {
+        let line = lines[no];
         let t = line.trim_start();
-        let one_line_fn = t.strip_prefix("__device__ __forceinline__ ").filter(|h| {
-            h.trim_end().ends_with('}') && (h.contains("asm(") || h.contains("asm volatile("))
-        });
-        let form = one_line_fn
-            .and_then(|h| h[..h.find('(')?].split_whitespace().last())
-            .and_then(|n| host_form(n, elem));
-        if let Some(f) = form {
-            out.push_str(f);
+        // A function with a host form: replaced from its header to its end (the same line, or the next line that is
+        // a lone `}`).
+        let name = t
+            .strip_prefix("__device__ __forceinline__ ")
+            .and_then(|h| h[..h.find('(')?].split_whitespace().last());
+        if let Some(form) = name.and_then(|n| host_form(n, elem)) {
+            if !t.trim_end().ends_with('}') {
+                while no + 1 < lines.len() && lines[no + 1] != "}" {
+                    no += 1;
+                }
+                no += 1;
+            }
+            out.push_str(form);
+        } else if let Some(decl) = shared_alias(t) {
+            out.push_str(&decl);
         } else if t == "#define GLA_TENSOR_CORES 1" {
             out.push_str("#define GLA_TENSOR_CORES 0  // (host: the exact-f32 tile products)");
         } else if t.contains("__shared__") && !t.starts_with("extern __shared__") {
@@ -105,8 +128,31 @@ pub fn host_source(source: &str) -> Result<String, String> {
             out.push_str(line);
         }
         out.push('\n');
+        no += 1;
     }
     Ok(out)
+}
+
+/// A dynamic shared-memory declaration other than `float sm[]` (`extern __shared__ __align__(128) unsigned char
+/// smem[];`) as a pointer into the one emulated buffer `sm`.
+fn shared_alias(t: &str) -> Option<String> {
+    let rest = t.strip_prefix("extern __shared__ ")?.strip_suffix("[];")?;
+    let rest = match rest.find("__align__(") {
+        Some(i) => {
+            let close = rest[i..].find(')')? + i;
+            format!("{}{}", &rest[..i], &rest[close + 1..])
+        }
+        None => rest.to_string(),
+    };
+    let mut words: Vec<&str> = rest.split_whitespace().collect();
+    let name = words.pop()?;
+    if name == "sm" {
+        return None;
+    }
+    let ty = words.join(" ");
+    Some(format!(
+        "{ty}* {name} = reinterpret_cast<{ty}*>(sm);  // (host: the emulated shared memory)"
+    ))
 }
 
 impl Emulated {
@@ -196,6 +242,51 @@ impl Emulated {
     }
 }
 
+/// A host buffer of a kernel's element type (f32, or bf16 / f16 bits), for the pointers of its arguments.
+pub enum Elems {
+    F32(Vec<f32>),
+    Half(Vec<u16>),
+}
+
+impl Elems {
+    pub fn of(x: &[f32], dtype: gla_core::DType) -> Elems {
+        match dtype {
+            gla_core::DType::F32 => Elems::F32(x.to_vec()),
+            gla_core::DType::BF16 => Elems::Half(
+                x.iter()
+                    .map(|&v| half::bf16::from_f32(v).to_bits())
+                    .collect(),
+            ),
+            gla_core::DType::F16 => Elems::Half(
+                x.iter()
+                    .map(|&v| half::f16::from_f32(v).to_bits())
+                    .collect(),
+            ),
+        }
+    }
+    pub fn nan(n: usize, dtype: gla_core::DType) -> Elems {
+        Elems::of(&vec![f32::NAN; n], dtype)
+    }
+    pub fn ptr(&mut self) -> u64 {
+        match self {
+            Elems::F32(v) => v.as_mut_ptr() as u64,
+            Elems::Half(v) => v.as_mut_ptr() as u64,
+        }
+    }
+    pub fn to_f64(&self, dtype: gla_core::DType) -> Vec<f64> {
+        match self {
+            Elems::F32(v) => v.iter().map(|&x| x as f64).collect(),
+            Elems::Half(v) => v
+                .iter()
+                .map(|&b| match dtype {
+                    gla_core::DType::BF16 => half::bf16::from_bits(b).to_f64(),
+                    _ => half::f16::from_bits(b).to_f64(),
+                })
+                .collect(),
+        }
+    }
+}
+
 fn fxhash(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
@@ -217,6 +308,21 @@ extern "C" __global__ void __launch_bounds__(64) geometry(const __grid_constant_
     const int nb = s[(threadIdx.x + 1) % blockDim.x];
     a.out[(blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x] = nb + 1000 * (int)(blockIdx.y * gridDim.x + blockIdx.x);
 }
+// per warp: inclusive scan of lane + 1 (shuffle up), the warp's sum (xor butterfly), lane 5's value (broadcast)
+extern "C" __global__ void __launch_bounds__(64) warps(const __grid_constant__ Args a) {
+    const int lane = threadIdx.x & 31;
+    int incl = lane + 1;
+    for (int off = 1; off < 32; off <<= 1) {
+        const int n = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += n;
+    }
+    float sum = (float)(lane + 1);
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    const int b = __shfl_sync(0xffffffffu, incl, 5);
+    a.out[3 * threadIdx.x] = incl;
+    a.out[3 * threadIdx.x + 1] = (int)sum;
+    a.out[3 * threadIdx.x + 2] = b;
+}
 extern "C" __global__ void __launch_bounds__(64) divergent(const __grid_constant__ Args a) {
     if (threadIdx.x < 32) __syncthreads();
     a.out[threadIdx.x] = 1;
@@ -230,7 +336,7 @@ extern "C" __global__ void __launch_bounds__(64) divergent(const __grid_constant
     }
 
     fn lib() -> Option<Emulated> {
-        match Emulated::compile(SRC, &["geometry", "divergent"]) {
+        match Emulated::compile(SRC, &["geometry", "divergent", "warps"]) {
             Ok(l) => Some(l),
             Err(EmuError::NoCompiler(m)) if std::env::var("GLA_REQUIRE_EMU").is_err() => {
                 println!("skipped: {m}");
@@ -260,6 +366,27 @@ extern "C" __global__ void __launch_bounds__(64) divergent(const __grid_constant
             );
         }
         let _ = a.n;
+    }
+
+    #[test]
+    fn warp_shuffles_are_collectives_of_the_warp() {
+        let Some(l) = lib() else { return };
+        let mut out = vec![-1i32; 3 * 64];
+        let a = Args {
+            out: out.as_mut_ptr(),
+            n: 0,
+        };
+        // SAFETY: `out` holds the 3 ints a thread the kernel writes.
+        #[allow(unsafe_code)]
+        unsafe { l.launch("warps", (1, 1, 1), 64, 0, &a) }.unwrap();
+        for t in 0..64 {
+            let lane = (t % 32) as i32;
+            assert_eq!(
+                out[3 * t..3 * t + 3],
+                [(lane + 1) * (lane + 2) / 2, 528, 21],
+                "thread {t}"
+            );
+        }
     }
 
     #[test]

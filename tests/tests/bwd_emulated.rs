@@ -17,53 +17,8 @@ use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::launch::seq_arrays;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tests::emu::{EmuError, Emulated};
+use tests::emu::{Elems, EmuError, Emulated};
 use tests::{gate_grad_errors, rel_rms, Case};
-
-/// A host buffer of the kernels' element type (f32, or bf16 / f16 bits).
-enum Elems {
-    F32(Vec<f32>),
-    Half(Vec<u16>),
-}
-
-impl Elems {
-    fn of(x: &[f32], dtype: DType) -> Elems {
-        match dtype {
-            DType::F32 => Elems::F32(x.to_vec()),
-            DType::BF16 => Elems::Half(
-                x.iter()
-                    .map(|&v| half::bf16::from_f32(v).to_bits())
-                    .collect(),
-            ),
-            DType::F16 => Elems::Half(
-                x.iter()
-                    .map(|&v| half::f16::from_f32(v).to_bits())
-                    .collect(),
-            ),
-        }
-    }
-    fn nan(n: usize, dtype: DType) -> Elems {
-        Elems::of(&vec![f32::NAN; n], dtype)
-    }
-    fn ptr(&mut self) -> u64 {
-        match self {
-            Elems::F32(v) => v.as_mut_ptr() as u64,
-            Elems::Half(v) => v.as_mut_ptr() as u64,
-        }
-    }
-    fn to_f64(&self, dtype: DType) -> Vec<f64> {
-        match self {
-            Elems::F32(v) => v.iter().map(|&x| x as f64).collect(),
-            Elems::Half(v) => v
-                .iter()
-                .map(|&b| match dtype {
-                    DType::BF16 => half::bf16::from_bits(b).to_f64(),
-                    _ => half::f16::from_bits(b).to_f64(),
-                })
-                .collect(),
-        }
-    }
-}
 
 struct Grads {
     dq: Vec<f64>,

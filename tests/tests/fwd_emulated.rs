@@ -1,0 +1,217 @@
+//! The forward kernels of the families the host emulator can run (`tests::emu`: fibers for threads, warp shuffles as
+//! collectives, cp.async as a synchronous copy) — the f32 plain fused kernel (the default of f32 and of the value
+//! gates, and `w8` tiles) and the materialized two-pass plan, in f32 — run from their generated source against the
+//! f64 recurrence on fresh random inputs, at weak and strong decays (logits
+//! shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised one both run), varlen, an initial state and
+//! the final state. Not here: bf16 / f16 (the host build runs tile products on the exact-f32 path, but the forward's
+//! 16-bit vector helpers branch on the same switch), the warp-specialised and wgmma/TMA families (named barriers,
+//! mbarriers, TMA) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan (`gla_runtime::launch::resolve_axis`), sequence arrays from
+//! `seq_arrays`; outputs start as NaN. Tolerance (relative RMS vs f64): 1e-5. Skips, saying so,
+//! without a host C++ compiler unless `GLA_REQUIRE_EMU=1`.
+use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles};
+use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
+use gla_runtime::launch::{resolve_axis, seq_arrays, GridSizes};
+use tests::emu::{Elems, EmuError, Emulated};
+use tests::{rel_rms, Case};
+
+/// Runs `spec`'s plan on `case`; returns (o, final state).
+fn emulate(spec: &KernelSpec, case: &Case) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let g = generate(spec).map_err(|e| e.to_string())?;
+    let names: Vec<&str> = g.plan.kernels.iter().map(|k| k.name.as_str()).collect();
+    let kernels = match Emulated::compile(&g.source, &names) {
+        Ok(k) => k,
+        Err(EmuError::NoCompiler(m)) => return Err(format!("SKIP {m}")),
+        Err(e) => return Err(format!("{}: {e}", spec.id())),
+    };
+    let (d, dt) = (case.dims, case.dtype);
+    let (h, dk, dv) = (d.h, d.dk, d.dv);
+    let seqs = d.sequences(case.cu_seqlens.as_deref()).unwrap();
+    let (mut cu, mut co, mut ci) = seq_arrays(&seqs, spec.chunk);
+    let n = seqs.len();
+    let chunks = ci.len() / 2;
+    let tokens = d.b * d.t;
+    let mut q = Elems::of(&case.q, dt);
+    let mut k = Elems::of(&case.k, dt);
+    let mut v = Elems::of(&case.v, dt);
+    let mut lg = Elems::of(&case.logits, dt);
+    let mut params = case.params.clone();
+    let mut h0 = case.initial_state.clone().expect("an initial state");
+    let mut ht = vec![f32::NAN; n * h * dk * dv];
+    let mut o = Elems::nan(tokens * h * dv, dt);
+    let mut states = vec![
+        f32::NAN;
+        if g.plan.needs_state_buffer {
+            chunks * h * dk * dv
+        } else {
+            0
+        }
+    ];
+    let p = |v: &mut Vec<f32>| {
+        if v.is_empty() {
+            0
+        } else {
+            v.as_mut_ptr() as u64
+        }
+    };
+    let args = ForwardArgs {
+        q: q.ptr(),
+        k: k.ptr(),
+        v: v.ptr(),
+        g: if gate_of(spec).shape() == GateShape::Fixed {
+            0
+        } else {
+            lg.ptr()
+        },
+        params: p(&mut params),
+        h0: h0.as_mut_ptr() as u64,
+        ht: ht.as_mut_ptr() as u64,
+        o: o.ptr(),
+        states: p(&mut states),
+        cu_seqlens: cu.as_mut_ptr() as u64,
+        chunk_offsets: co.as_mut_ptr() as u64,
+        chunk_index: if g.plan.needs_state_buffer {
+            ci.as_mut_ptr() as u64
+        } else {
+            0
+        },
+        n_seqs: n as i32,
+        h: h as i32,
+        dk: dk as i32,
+        dv: dv as i32,
+        scale: 1.0 / (dk as f32).sqrt(),
+        segs: 1,
+        tma: 0,
+        lead: 0,
+        ..Default::default()
+    };
+    let lens: Vec<usize> = seqs.iter().map(|&(_, l)| l).collect();
+    let sizes = GridSizes {
+        h,
+        dv,
+        seq_lens: &lens,
+        segs: 1,
+    };
+    for kl in &g.plan.kernels {
+        let grid = kl.grid.map(|a| resolve_axis(a, &sizes) as u32);
+        if grid.contains(&0) {
+            continue;
+        }
+        // SAFETY: every address in `args` is a live host buffer above of the extent the runtime's launch checks
+        // for this plan (the state buffer where the plan needs it, the chunk index with it).
+        #[allow(unsafe_code)]
+        unsafe {
+            kernels.launch(
+                &kl.name,
+                (grid[0], grid[1], grid[2]),
+                kl.block,
+                kl.smem_bytes,
+                &args,
+            )
+        }?;
+    }
+    Ok((o.to_f64(dt), ht.iter().map(|&x| x as f64).collect()))
+}
+
+fn gate_of(spec: &KernelSpec) -> &'static dyn Gate {
+    spec.gate
+}
+
+#[test]
+fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
+    let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
+    let gate = |name: &str| {
+        registered_gates()
+            .into_iter()
+            .find(|g| g.name() == name)
+            .unwrap()
+    };
+    let d64 = Dims::new(2, 70, 2, 64, 64);
+    let vary = Dims::new(1, 75, 2, 64, 48);
+    let cu = Some(vec![0, 0, 1, 41, 75]);
+    // (gate, dtype, dims, cu_seqlens, shift, the spec: default or (C, c, block_v, warps, materialize))
+    type Tiling = Option<(u32, u32, u32, u32, bool)>;
+    let cases: Vec<(&str, DType, Dims, Option<Vec<usize>>, f32, Tiling)> = vec![
+        ("gla", DType::F32, d64, None, 0.0, None),
+        ("gla", DType::F32, vary, cu.clone(), -12.0, None),
+        ("rwkv6", DType::F32, d64, None, 12.0, None),
+        ("mamba2", DType::F32, vary, cu.clone(), 0.0, None),
+        ("value_gla", DType::F32, d64, None, -12.0, None),
+        (
+            "hgrn2",
+            DType::F32,
+            vary,
+            cu.clone(),
+            12.0,
+            Some((32, 16, 64, 8, false)),
+        ),
+        (
+            "gla",
+            DType::F32,
+            vary,
+            cu.clone(),
+            0.0,
+            Some((32, 16, 64, 4, true)),
+        ),
+        (
+            "mamba2",
+            DType::F32,
+            d64,
+            None,
+            -12.0,
+            Some((64, 16, 64, 4, true)),
+        ),
+    ];
+    use rayon::prelude::*;
+    let results: Vec<Result<String, String>> = cases
+        .par_iter()
+        .enumerate()
+        .map(|(i, (name, dt, dims, cu, shift, tiling))| {
+            let g = gate(name);
+            let spec = match tiling {
+                None => KernelSpec::default_for(g, *dt, dims.dk, dims.dv).unwrap(),
+                Some((c, sc, bv, w, mat)) => {
+                    let kd = gla_codegen::specialised_dim(dims.dk).unwrap();
+                    let vd = gla_codegen::specialised_dim(dims.dv).unwrap();
+                    let tiles = Tiles {
+                        block_v: *bv,
+                        warps: *w,
+                        producer_warps: 0,
+                        producer_groups: 1,
+                        wgmma: false,
+                        ctas_per_sm: 1,
+                    };
+                    KernelSpec::new(g, *dt, *c, *sc, kd, vd, *mat, tiles).unwrap()
+                }
+            };
+            let mut case = Case::random(g, *dims, *dt, 700 + i as u64, true, cu.clone());
+            case.logits
+                .iter_mut()
+                .for_each(|x| *x = dt.round(*x + shift));
+            let (o, ht) = emulate(&spec, &case)?;
+            let (want_o, want_ht) = case.reference(g, None);
+            let (eo, eh) = (rel_rms(&o, &want_o), rel_rms(&ht, &want_ht));
+            let tol = 1e-5;
+            let line = format!(
+                "{} shift {shift:+}: o {eo:.2e}, final state {eh:.2e}",
+                spec.id()
+            );
+            if eo <= tol && eh <= tol {
+                Ok(line)
+            } else {
+                Err(format!("{line} (tolerance {tol:.0e})"))
+            }
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for r in results {
+        match r {
+            Ok(line) => println!("{line}"),
+            Err(m) if m.starts_with("SKIP ") && std::env::var("GLA_REQUIRE_EMU").is_err() => {
+                println!("skipped: {}", &m[5..]);
+                return;
+            }
+            Err(m) => failures.push(m),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
