@@ -4,9 +4,10 @@
 // (ucontext) on one OS thread, each fiber a CUDA thread with its own stack; __syncthreads as a barrier that every
 // live thread of the block must reach (a barrier reached by some threads while others exited is reported as an
 // error, not papered over); warp shuffles, __syncwarp and __ballot_sync as collectives of the warp's 32 lanes (full
-// masks only); dynamic shared memory as one buffer, poisoned with NaN bytes before each block; atomicAdd as a plain
-// add (one OS thread); cp.async as a synchronous copy. What it does not: tensor-core fragments (the tile products
-// run their exact-f32 path), TMA, mbarriers, named barriers, memory-model races (the interleaving is one legal
+// masks only), and ldmatrix and mma.sync m16n8k16 as collectives with the PTX fragment layouts (ldmatrix rows
+// checked 16-byte aligned; the products exact in f32, summed in another order); dynamic shared memory as one buffer,
+// poisoned with NaN bytes before each block; atomicAdd as a plain add (one OS thread); cp.async as a synchronous
+// copy. What it does not: TMA, mbarriers, named barriers, wgmma, memory-model races (the interleaving is one legal
 // schedule, switched only at barriers and collectives), occupancy or timing. Functions that the generated source writes in inline PTX are replaced, by name,
 // with host forms (tests/src/emu.rs) before this header meets them.
 #pragma once
@@ -18,6 +19,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <csetjmp>
 #include <ucontext.h>
 #include <vector>
 
@@ -87,8 +89,13 @@ namespace emu {
 
 constexpr size_t STACK = 256 * 1024;
 
+// A fiber starts once through its ucontext (makecontext gives it its stack) and from then on switches with
+// _setjmp / _longjmp, which unlike swapcontext save no signal mask: no system call a switch (the library is built
+// without _FORTIFY_SOURCE, whose longjmp check rejects jumps between stacks).
 struct Fiber {
     ucontext_t ctx;
+    jmp_buf jb;
+    bool started = false;
     std::vector<char> stack;
     unsigned tid = 0;
     bool done = false, at_barrier = false, at_warp = false;
@@ -104,6 +111,7 @@ struct Warp {
 
 struct Block {
     ucontext_t sched;
+    jmp_buf sched_jb;
     std::vector<Fiber> fibers;
     std::vector<Warp> warps;
     Fiber* cur = nullptr;
@@ -119,13 +127,19 @@ static Dim3 g_block_idx{0, 0, 0}, g_grid_dim{1, 1, 1}, g_block_dim{1, 1, 1};
 static void trampoline() {
     g_block->body();
     g_block->cur->done = true;
-    // returning resumes uc_link = the scheduler
+    _longjmp(g_block->sched_jb, 1);  // back to the scheduler, never to return here
+}
+
+// This fiber waits: back to the scheduler until it resumes it.
+inline void yield() {
+    Fiber* f = g_block->cur;
+    if (!_setjmp(f->jb)) _longjmp(g_block->sched_jb, 1);
 }
 
 inline void syncthreads() {
     Block* b = g_block;
     b->cur->at_barrier = true;
-    swapcontext(&b->cur->ctx, &b->sched);
+    yield();
 }
 
 inline int syncthreads_and(bool p) {
@@ -142,7 +156,7 @@ inline const unsigned long long* warp_exchange(unsigned long long v) {
     const unsigned g = w.gen;
     w.slot[g & 1][f->tid & 31] = v;
     f->at_warp = true;
-    swapcontext(&f->ctx, &b->sched);
+    yield();
     return w.slot[g & 1];
 }
 
@@ -203,6 +217,69 @@ inline unsigned ballot(unsigned mask, bool p) {
     return r;
 }
 
+// ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: lanes 8i .. 8i+7 give the 16-byte rows of 8 × 8 matrix i (a
+// shared-window address, here an offset into `sm`, 16-byte aligned); lane l receives of matrix i the 32-bit word of
+// row l/4, elements 2(l%4), 2(l%4)+1 — or, transposed, elements (2(l%4), l/4) and (2(l%4)+1, l/4).
+inline void ldmatrix(int n, bool trans, unsigned* d, unsigned addr) {
+    const unsigned long long* all = warp_exchange(addr);
+    const unsigned lane = lane_id();
+    for (int i = 0; i < n; ++i) {
+        unsigned short h[2];
+        for (int u = 0; u < 2; ++u) {
+            const unsigned row = trans ? 2 * (lane % 4) + u : lane / 4;
+            const unsigned col = trans ? lane / 4 : 2 * (lane % 4) + u;
+            const unsigned a = (unsigned)all[8 * i + row];
+            if (a % 16 != 0 || a + 16 > sizeof(sm)) {
+                std::fprintf(stderr, "emu: ldmatrix row address %u (lane %u) is not a 16-byte aligned shared row\n", a, 8 * i + row);
+                std::abort();
+            }
+            std::memcpy(&h[u], reinterpret_cast<const char*>(sm) + a + 2 * col, 2);
+        }
+        d[i] = (unsigned)h[0] | ((unsigned)h[1] << 16);
+    }
+}
+
+inline float half_bits_to_f32(unsigned short b, bool bf16) {
+    if (bf16) return __uint_as_float((unsigned)b << 16);
+    _Float16 x;
+    std::memcpy(&x, &b, 2);
+    return (float)x;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: the warp's fragments gathered, each lane's four accumulators
+// computed in f32 (exact products of the 16-bit operands; the sum in another order than the tensor cores').
+// Lane l, g = l/4, t = l%4: a0 (row g, k 2t..), a1 (g+8, 2t..), a2 (g, 2t+8..), a3 (g+8, 2t+8..); b0 (k 2t.., n g),
+// b1 (k 2t+8.., n g); c0, c1 (row g, n 2t, 2t+1), c2, c3 (row g+8, ...).
+inline void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1, bool bf16) {
+    const unsigned long long* x = warp_exchange(((unsigned long long)a1 << 32) | a0);
+    unsigned A01[32][2], A23[32][2], B[32][2];
+    for (int l = 0; l < 32; ++l) { A01[l][0] = (unsigned)x[l]; A01[l][1] = (unsigned)(x[l] >> 32); }
+    x = warp_exchange(((unsigned long long)a3 << 32) | a2);
+    for (int l = 0; l < 32; ++l) { A23[l][0] = (unsigned)x[l]; A23[l][1] = (unsigned)(x[l] >> 32); }
+    x = warp_exchange(((unsigned long long)b1 << 32) | b0);
+    for (int l = 0; l < 32; ++l) { B[l][0] = (unsigned)x[l]; B[l][1] = (unsigned)(x[l] >> 32); }
+    float Am[16][16], Bm[16][8];
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, t = l % 4;
+        for (int u = 0; u < 2; ++u) {
+            const int sh = 16 * u;
+            Am[g][2 * t + u] = half_bits_to_f32((unsigned short)(A01[l][0] >> sh), bf16);
+            Am[g + 8][2 * t + u] = half_bits_to_f32((unsigned short)(A01[l][1] >> sh), bf16);
+            Am[g][2 * t + 8 + u] = half_bits_to_f32((unsigned short)(A23[l][0] >> sh), bf16);
+            Am[g + 8][2 * t + 8 + u] = half_bits_to_f32((unsigned short)(A23[l][1] >> sh), bf16);
+            Bm[2 * t + u][g] = half_bits_to_f32((unsigned short)(B[l][0] >> sh), bf16);
+            Bm[2 * t + 8 + u][g] = half_bits_to_f32((unsigned short)(B[l][1] >> sh), bf16);
+        }
+    }
+    const int lane = (int)lane_id(), g = lane / 4, t = lane % 4;
+    for (int r = 0; r < 4; ++r) {
+        const int row = g + (r >> 1) * 8, col = 2 * t + (r & 1);
+        float s = c[r];
+        for (int k = 0; k < 16; ++k) s = std::fma(Am[row][k], Bm[k][col], s);
+        c[r] = s;
+    }
+}
+
 // Runs one block of nt threads; returns an empty string or what went wrong.
 inline std::string run_block(unsigned nt, const std::function<void()>& body) {
     Block b;
@@ -230,7 +307,11 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
         for (Fiber& f : b.fibers) {
             if (f.done || f.at_barrier || f.at_warp) continue;
             b.cur = &f;
-            swapcontext(&b.sched, &f.ctx);
+            if (!_setjmp(b.sched_jb)) {
+                if (f.started) _longjmp(f.jb, 1);
+                f.started = true;
+                swapcontext(&b.sched, &f.ctx);  // first entry: onto the fiber's own stack
+            }
         }
         // Release every warp whose live lanes all wait at a collective.
         bool released = false;

@@ -1,12 +1,12 @@
 //! Generated CUDA kernels run on the CPU (`tests/emu/host_cuda.h`): the kernel source exactly as gla-codegen
-//! emits it, compiled by the host's C++ compiler with a header that maps CUDA's thread, block and barrier built-ins
-//! onto cooperative fibers, and loaded as a shared library. It lets the CPU-only CI run a kernel's real text —
-//! indexing, barriers, launch geometry, the gate's generated code — against the f64 reference. Scope: kernels
-//! without warp-level collectives (no shuffles, cp.async, TMA or mbarriers; the
-//! backward and nothing of the forward's fast families). Functions the source writes in inline PTX (conversions,
-//! approximate ex2 / lg2 / rcp) are replaced by name with host forms of the same rounding ([`host_form`]), the
-//! mma.sync tile products run their exact-f32 path; inline PTX a kernel reaches otherwise fails the host build, so a
-//! kernel the emulator cannot run is refused rather than run wrongly.
+//! emits it, compiled by the host's C++ compiler with a header that maps CUDA's thread, block, barrier and warp
+//! built-ins onto cooperative fibers, and loaded as a shared library. It lets the CPU-only CI run a kernel's real
+//! text — indexing, barriers, warp shuffles, ldmatrix addressing and mma.sync fragments, launch geometry, the gate's
+//! generated code — against the f64 reference. The tensor-core instructions are warp collectives with the PTX
+//! fragment layouts (checked against the forward's plain kernels, which pass on the GPU: `fwd_emulated.rs`); other
+//! inline-PTX helpers (conversions, approximate ex2 / lg2 / rcp, cp.async) are replaced by name with host forms
+//! ([`host_form`]). Not emulated: TMA, mbarriers, named barriers, wgmma, clusters — a kernel that reaches other
+//! inline PTX fails the host build (the assembler rejects the mnemonic), so it is refused rather than run wrongly.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -78,15 +78,22 @@ fn host_form(name: &str, elem: &str) -> Option<&'static str> {
             "inline void cp_async16_full(unsigned dst, const void* src) { std::memcpy((char*)sm + dst, src, 16); }"
         }
         ("cp_async_commit", _) => "inline void cp_async_commit() {}",
+        // The tensor-core step as a collective of the warp (emu::mma_16816: the fragments gathered, the products
+        // exact in f32).
+        ("mma_16816", "bf16") => {
+            "inline void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) { emu::mma_16816(c, a0, a1, a2, a3, b0, b1, true); }"
+        }
+        ("mma_16816", "f16") => {
+            "inline void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) { emu::mma_16816(c, a0, a1, a2, a3, b0, b1, false); }"
+        }
         ("cp_async_wait", _) => "inline void cp_async_wait() {}",
         _ => return None,
     })
 }
 
-/// `source` made for the host: every function that has a host form ([`host_form`]: the inline-PTX helpers) replaced
-/// by it, and the tensor-core tile products switched to their exact-f32 path (`GLA_TENSOR_CORES 0`: the same fragment
-/// mapping, each lane computing its accumulator elements from shared memory — products of the same bf16 / f16
-/// operands, summed in f32 in another order). Other inline PTX stays: where the kernel reaches it, the host
+/// `source` made for the host: every function that has a host form ([`host_form`]: the inline-PTX helpers, the
+/// tensor-core step) replaced by it, every ldmatrix statement by the emulator's warp collective
+/// ([`rewrite_ldmatrix`]), dynamic shared memory under other names pointed at the one buffer. Other inline PTX stays: where the kernel reaches it, the host
 /// assembler rejects the PTX mnemonic and [`Emulated::compile`] fails, so nothing runs wrongly.
 pub fn host_source(source: &str) -> Result<String, String> {
     let elem = if source.contains("elem_t;  // bf16") {
@@ -117,8 +124,6 @@ pub fn host_source(source: &str) -> Result<String, String> {
             out.push_str(form);
         } else if let Some(decl) = shared_alias(t) {
             out.push_str(&decl);
-        } else if t == "#define GLA_TENSOR_CORES 1" {
-            out.push_str("#define GLA_TENSOR_CORES 0  // (host: the exact-f32 tile products)");
         } else if t.contains("__shared__") && !t.starts_with("extern __shared__") {
             return Err(format!(
                 "line {}: static __shared__ variables are not emulated: {t}",
@@ -130,6 +135,108 @@ pub fn host_source(source: &str) -> Result<String, String> {
         out.push('\n');
         no += 1;
     }
+    let out = rewrite_ldmatrix(&out)?;
+    Ok(out)
+}
+
+/// Every `asm volatile("ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 {..}, [..];" : "=r"(d0), .. : "r"(addr))`
+/// statement as `{ unsigned emu_d[N]; emu::ldmatrix(N, trans, emu_d, addr); d0 = emu_d[0]; .. }`: the warp collective
+/// of `host_cuda.h` (which also checks that every row address is a 16-byte aligned shared row).
+fn rewrite_ldmatrix(src: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(src.len());
+    let mut rest = src;
+    while let Some(at) = rest.find("asm volatile(\"ldmatrix") {
+        out.push_str(&rest[..at]);
+        let stmt = &rest[at..];
+        let open = stmt.find('(').unwrap();
+        // The statement's closing parenthesis (no parentheses inside its string literal).
+        let mut depth = 0;
+        let mut end = None;
+        for (i, ch) in stmt.char_indices().skip(open) {
+            match ch {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let end = end.ok_or("an unterminated ldmatrix asm statement")?;
+        let inner = &stmt[open + 1..end];
+        let q1 = inner.find('"').ok_or("ldmatrix: no instruction string")?;
+        let q2 = inner[q1 + 1..]
+            .find('"')
+            .ok_or("ldmatrix: no instruction string")?
+            + q1
+            + 1;
+        let instr = &inner[q1 + 1..q2];
+        let n = if instr.contains(".x4") {
+            4
+        } else if instr.contains(".x2") {
+            2
+        } else {
+            1
+        };
+        let trans = instr.contains(".trans");
+        // Operand lists after the string: outputs : inputs, each `"c"(expr)`.
+        let ops = &inner[q2 + 1..];
+        let mut exprs: Vec<Vec<String>> = vec![Vec::new()];
+        let (mut d, mut cur, mut in_str) = (0, String::new(), false);
+        for ch in ops.chars() {
+            match ch {
+                '"' => in_str = !in_str,
+                ':' if d == 0 && !in_str => exprs.push(Vec::new()),
+                '(' if !in_str => {
+                    if d > 0 {
+                        cur.push(ch);
+                    }
+                    d += 1;
+                }
+                ')' if !in_str => {
+                    d -= 1;
+                    if d == 0 {
+                        exprs.last_mut().unwrap().push(std::mem::take(&mut cur));
+                    } else {
+                        cur.push(ch);
+                    }
+                }
+                _ if d > 0 => cur.push(ch),
+                _ => {}
+            }
+        }
+        let (outs, ins) = match exprs.as_slice() {
+            [_, o, i, ..] => (o, i),
+            _ => {
+                return Err(format!(
+                    "ldmatrix: cannot read the operands of `{}`",
+                    &stmt[..end + 1]
+                ))
+            }
+        };
+        if outs.len() != n || ins.len() != 1 {
+            return Err(format!(
+                "ldmatrix: {n} outputs and one address expected in `{}`",
+                &stmt[..end + 1]
+            ));
+        }
+        out.push_str(&format!(
+            "{{ unsigned emu_d[{n}]; emu::ldmatrix({n}, {trans}, emu_d, {});",
+            ins[0]
+        ));
+        for (k, o) in outs.iter().enumerate() {
+            out.push_str(&format!(" {o} = emu_d[{k}];"));
+        }
+        out.push_str(" }");
+        // Past the statement's `;`.
+        let after = &stmt[end + 1..];
+        let semi = after.find(';').ok_or("ldmatrix: no `;`")?;
+        rest = &after[semi + 1..];
+    }
+    out.push_str(rest);
     Ok(out)
 }
 
@@ -416,7 +523,7 @@ extern "C" __global__ void __launch_bounds__(64) divergent(const __grid_constant
         let bf16 = "typedef unsigned short elem_t;  // bf16 bits\n#define GLA_TENSOR_CORES 1\n__device__ __forceinline__ elem_t to_elem(float x) { elem_t r; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(x)); return r; }\n";
         let host = host_source(bf16).unwrap();
         assert!(
-            host.contains("0x7fffu") && host.contains("GLA_TENSOR_CORES 0"),
+            host.contains("0x7fffu") && host.contains("GLA_TENSOR_CORES 1"),
             "{host}"
         );
     }
