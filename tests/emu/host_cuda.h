@@ -7,7 +7,8 @@
 // masks only), and ldmatrix and mma.sync m16n8k16 as collectives with the PTX fragment layouts (ldmatrix rows
 // checked 16-byte aligned; the products exact in f32, summed in another order); dynamic shared memory as one buffer,
 // poisoned with NaN bytes before each block; atomicAdd as a plain add (one OS thread); cp.async as a synchronous
-// copy. What it does not: TMA, mbarriers, named barriers, wgmma, memory-model races (the interleaving is one legal
+// copy; named barriers (bar.sync / bar.arrive / bar.red.and.pred with an id and a thread count). What it does not:
+// TMA, mbarriers, wgmma, clusters, memory-model races (the interleaving is one legal
 // schedule, switched only at barriers and collectives), occupancy or timing. Functions that the generated source writes in inline PTX are replaced, by name,
 // with host forms (tests/src/emu.rs) before this header meets them.
 #pragma once
@@ -99,6 +100,15 @@ struct Fiber {
     std::vector<char> stack;
     unsigned tid = 0;
     bool done = false, at_barrier = false, at_warp = false;
+    int named_wait = -1;  // the named barrier this fiber waits at (bar.sync), or -1
+};
+
+// A named barrier (bar.sync / bar.arrive id, count; ids 1..15, 0 is __syncthreads): arrivals of the current phase,
+// the count it completes at, its waiters, and for bar.red.and.pred the AND of the phase's predicates.
+struct Named {
+    unsigned arrived = 0, expected = 0;
+    std::vector<Fiber*> waiting;
+    bool and_acc = true, and_result = true;
 };
 
 // A warp's collective in flight: each lane deposits its value in slot[gen & 1] and waits until every live lane of
@@ -114,6 +124,7 @@ struct Block {
     jmp_buf sched_jb;
     std::vector<Fiber> fibers;
     std::vector<Warp> warps;
+    Named named[16];
     Fiber* cur = nullptr;
     std::function<void()> body;
     bool and_acc = true, and_result = true;  // __syncthreads_and: the predicates of this barrier, the last result
@@ -280,6 +291,42 @@ inline void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigne
     }
 }
 
+// bar.sync (wait) / bar.arrive id, count: this thread arrives; the count-th arrival of the phase releases its waiters.
+inline void bar_named(unsigned id, unsigned count, bool wait) {
+    Block* b = g_block;
+    if (id == 0 || id >= 16 || count == 0 || count % 32 != 0) {
+        std::fprintf(stderr, "emu: named barrier %u with %u threads is not modelled\n", id, count);
+        std::abort();
+    }
+    Named& n = b->named[id];
+    if (n.arrived == 0) n.expected = count;
+    if (n.expected != count) {
+        std::fprintf(stderr, "emu: barrier %u: arrivals for %u and %u threads in one phase\n", id, n.expected, count);
+        std::abort();
+    }
+    if (++n.arrived == count) {
+        for (Fiber* f : n.waiting) f->named_wait = -1;
+        n.waiting.clear();
+        n.arrived = 0;
+        n.and_result = n.and_acc;
+        n.and_acc = true;
+        return;
+    }
+    if (wait) {
+        b->cur->named_wait = (int)id;
+        n.waiting.push_back(b->cur);
+        yield();
+    }
+}
+
+// bar.red.and.pred: bar.sync that returns whether p held on every arriving thread.
+inline unsigned bar_red_and(unsigned p, unsigned id, unsigned count) {
+    Named& n = g_block->named[id % 16];
+    n.and_acc = n.and_acc && p != 0;
+    bar_named(id, count, true);
+    return n.and_result ? 1u : 0u;
+}
+
 // Runs one block of nt threads; returns an empty string or what went wrong.
 inline std::string run_block(unsigned nt, const std::function<void()>& body) {
     Block b;
@@ -304,8 +351,10 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
         return std::string(m);
     };
     for (;;) {
+        bool ran = false;
         for (Fiber& f : b.fibers) {
-            if (f.done || f.at_barrier || f.at_warp) continue;
+            if (f.done || f.at_barrier || f.at_warp || f.named_wait >= 0) continue;
+            ran = true;
             b.cur = &f;
             if (!_setjmp(b.sched_jb)) {
                 if (f.started) _longjmp(f.jb, 1);
@@ -316,35 +365,35 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
         // Release every warp whose live lanes all wait at a collective.
         bool released = false;
         for (unsigned w = 0; w < b.warps.size(); ++w) {
-            unsigned live = 0, waiting = 0, barrier = 0;
-            for (unsigned t = w * 32; t < std::min(nt, w * 32 + 32); ++t) {
+            const unsigned lo = w * 32, hi = std::min(nt, lo + 32);
+            unsigned live = 0, waiting = 0;
+            for (unsigned t = lo; t < hi; ++t) {
                 live += !b.fibers[t].done;
                 waiting += b.fibers[t].at_warp;
-                barrier += b.fibers[t].at_barrier;
             }
-            if (waiting == 0) continue;
-            if (waiting == live) {
-                if (live != std::min(nt, w * 32 + 32) - w * 32) return fail("a warp collective after lanes exited: waiting, exited", waiting, std::min(nt, w * 32 + 32) - w * 32 - live);
-                for (unsigned t = w * 32; t < std::min(nt, w * 32 + 32); ++t) b.fibers[t].at_warp = false;
-                ++b.warps[w].gen;
-                released = true;
-            } else if (waiting + barrier == live && barrier > 0) {
-                return fail("lanes of one warp at a warp collective and at __syncthreads: warp, lanes waiting", w, waiting);
-            }
+            if (waiting == 0 || waiting != live) continue;
+            if (live != hi - lo) return fail("a warp collective after lanes exited: waiting, exited", waiting, hi - lo - live);
+            for (unsigned t = lo; t < hi; ++t) b.fibers[t].at_warp = false;
+            ++b.warps[w].gen;
+            released = true;
         }
         if (released) continue;
-        unsigned waiting = 0, done = 0, at_warp = 0;
+        unsigned waiting = 0, done = 0, blocked = 0;
         for (Fiber& f : b.fibers) {
             waiting += f.at_barrier;
             done += f.done;
-            at_warp += f.at_warp;
+            blocked += f.at_warp || f.named_wait >= 0;
         }
         if (done == nt) break;
-        if (at_warp > 0) return fail("deadlock: threads at a warp collective, at __syncthreads", at_warp, waiting);
-        if (done > 0) return fail("threads wait at __syncthreads while others have exited: waiting, exited", waiting, done);
-        for (Fiber& f : b.fibers) f.at_barrier = false;  // every thread arrived: release the barrier
-        b.and_result = b.and_acc;
-        b.and_acc = true;
+        if (blocked == 0 && waiting + done == nt) {
+            if (done > 0) return fail("threads wait at __syncthreads while others have exited: waiting, exited", waiting, done);
+            for (Fiber& f : b.fibers) f.at_barrier = false;  // every thread arrived: release the barrier
+            b.and_result = b.and_acc;
+            b.and_acc = true;
+            continue;
+        }
+        // Named barriers release inside bar_named; a pass in which nothing could run is a deadlock.
+        if (!ran) return fail("deadlock: threads at warp collectives or named barriers, at __syncthreads", blocked, waiting);
     }
     g_block = nullptr;
     return "";

@@ -92,8 +92,8 @@ fn host_form(name: &str, elem: &str) -> Option<&'static str> {
 }
 
 /// `source` made for the host: every function that has a host form ([`host_form`]: the inline-PTX helpers, the
-/// tensor-core step) replaced by it, every ldmatrix statement by the emulator's warp collective
-/// ([`rewrite_ldmatrix`]), dynamic shared memory under other names pointed at the one buffer. Other inline PTX stays: where the kernel reaches it, the host
+/// tensor-core step) replaced by it, the asm statements the emulator models by calls into it ([`rewrite_asm`]:
+/// ldmatrix, named barriers), dynamic shared memory under other names pointed at the one buffer. Other inline PTX stays: where the kernel reaches it, the host
 /// assembler rejects the PTX mnemonic and [`Emulated::compile`] fails, so nothing runs wrongly.
 pub fn host_source(source: &str) -> Result<String, String> {
     let elem = if source.contains("elem_t;  // bf16") {
@@ -135,27 +135,34 @@ pub fn host_source(source: &str) -> Result<String, String> {
         out.push('\n');
         no += 1;
     }
-    let out = rewrite_ldmatrix(&out)?;
+    let out = rewrite_asm(&out)?;
     Ok(out)
 }
 
-/// Every `asm volatile("ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16 {..}, [..];" : "=r"(d0), .. : "r"(addr))`
-/// statement as `{ unsigned emu_d[N]; emu::ldmatrix(N, trans, emu_d, addr); d0 = emu_d[0]; .. }`: the warp collective
-/// of `host_cuda.h` (which also checks that every row address is a 16-byte aligned shared row).
-fn rewrite_ldmatrix(src: &str) -> Result<String, String> {
+/// The asm statements the emulator models, rewritten as calls into `host_cuda.h` (the statement's operands in
+/// order): ldmatrix (a warp collective; its rows checked 16-byte aligned), `bar.sync` / `bar.arrive` on named
+/// barriers, `bar.red.and.pred` (the barrier that also ANDs a predicate), and `setmaxnreg` (a no-op: registers are
+/// not modelled). Other asm statements stay as they are.
+fn rewrite_asm(src: &str) -> Result<String, String> {
     let mut out = String::with_capacity(src.len());
     let mut rest = src;
-    while let Some(at) = rest.find("asm volatile(\"ldmatrix") {
+    loop {
+        let at = match (rest.find("asm volatile("), rest.find("asm(")) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => break,
+        };
         out.push_str(&rest[..at]);
         let stmt = &rest[at..];
         let open = stmt.find('(').unwrap();
-        // The statement's closing parenthesis (no parentheses inside its string literal).
-        let mut depth = 0;
-        let mut end = None;
+        // The statement's closing parenthesis (string literals skipped).
+        let (mut depth, mut in_str, mut end) = (0, false, None);
+        let mut prev = ' ';
         for (i, ch) in stmt.char_indices().skip(open) {
             match ch {
-                '(' => depth += 1,
-                ')' => {
+                '"' if prev != '\\' => in_str = !in_str,
+                '(' if !in_str => depth += 1,
+                ')' if !in_str => {
                     depth -= 1;
                     if depth == 0 {
                         end = Some(i);
@@ -164,32 +171,24 @@ fn rewrite_ldmatrix(src: &str) -> Result<String, String> {
                 }
                 _ => {}
             }
+            prev = ch;
         }
-        let end = end.ok_or("an unterminated ldmatrix asm statement")?;
+        let end = end.ok_or("an unterminated asm statement")?;
         let inner = &stmt[open + 1..end];
-        let q1 = inner.find('"').ok_or("ldmatrix: no instruction string")?;
+        let q1 = inner.find('"').ok_or("asm: no instruction string")?;
         let q2 = inner[q1 + 1..]
             .find('"')
-            .ok_or("ldmatrix: no instruction string")?
+            .ok_or("asm: no instruction string")?
             + q1
             + 1;
         let instr = &inner[q1 + 1..q2];
-        let n = if instr.contains(".x4") {
-            4
-        } else if instr.contains(".x2") {
-            2
-        } else {
-            1
-        };
-        let trans = instr.contains(".trans");
-        // Operand lists after the string: outputs : inputs, each `"c"(expr)`.
-        let ops = &inner[q2 + 1..];
-        let mut exprs: Vec<Vec<String>> = vec![Vec::new()];
+        // Operand lists after the instruction: outputs : inputs, each `"c"(expr)`.
+        let mut lists: Vec<Vec<String>> = vec![Vec::new()];
         let (mut d, mut cur, mut in_str) = (0, String::new(), false);
-        for ch in ops.chars() {
+        for ch in inner[q2 + 1..].chars() {
             match ch {
                 '"' => in_str = !in_str,
-                ':' if d == 0 && !in_str => exprs.push(Vec::new()),
+                ':' if d == 0 && !in_str => lists.push(Vec::new()),
                 '(' if !in_str => {
                     if d > 0 {
                         cur.push(ch);
@@ -199,7 +198,7 @@ fn rewrite_ldmatrix(src: &str) -> Result<String, String> {
                 ')' if !in_str => {
                     d -= 1;
                     if d == 0 {
-                        exprs.last_mut().unwrap().push(std::mem::take(&mut cur));
+                        lists.last_mut().unwrap().push(std::mem::take(&mut cur));
                     } else {
                         cur.push(ch);
                     }
@@ -208,32 +207,60 @@ fn rewrite_ldmatrix(src: &str) -> Result<String, String> {
                 _ => {}
             }
         }
-        let (outs, ins) = match exprs.as_slice() {
-            [_, o, i, ..] => (o, i),
-            _ => {
-                return Err(format!(
-                    "ldmatrix: cannot read the operands of `{}`",
-                    &stmt[..end + 1]
+        let empty = Vec::new();
+        let outs = lists.get(1).unwrap_or(&empty);
+        let ins = lists.get(2).unwrap_or(&empty);
+        let text = &stmt[..end + 1];
+        let need = |o: usize, i: usize| -> Result<(), String> {
+            if outs.len() == o && ins.len() == i {
+                Ok(())
+            } else {
+                Err(format!(
+                    "asm: {o} outputs and {i} inputs expected in `{text}`"
                 ))
             }
         };
-        if outs.len() != n || ins.len() != 1 {
-            return Err(format!(
-                "ldmatrix: {n} outputs and one address expected in `{}`",
-                &stmt[..end + 1]
-            ));
-        }
-        out.push_str(&format!(
-            "{{ unsigned emu_d[{n}]; emu::ldmatrix({n}, {trans}, emu_d, {});",
-            ins[0]
-        ));
-        for (k, o) in outs.iter().enumerate() {
-            out.push_str(&format!(" {o} = emu_d[{k}];"));
-        }
-        out.push_str(" }");
+        let call = if instr.starts_with("ldmatrix.") {
+            let n = if instr.contains(".x4") {
+                4
+            } else if instr.contains(".x2") {
+                2
+            } else {
+                1
+            };
+            need(n, 1)?;
+            let trans = instr.contains(".trans");
+            let mut c = format!(
+                "{{ unsigned emu_d[{n}]; emu::ldmatrix({n}, {trans}, emu_d, {});",
+                ins[0]
+            );
+            for (k, o) in outs.iter().enumerate() {
+                c.push_str(&format!(" {o} = emu_d[{k}];"));
+            }
+            c.push_str(" }");
+            Some(c)
+        } else if instr.starts_with("bar.sync ") || instr.starts_with("bar.arrive ") {
+            need(0, 2)?;
+            let wait = instr.starts_with("bar.sync");
+            Some(format!("emu::bar_named({}, {}, {wait});", ins[0], ins[1]))
+        } else if instr.contains("bar.red.and.pred") {
+            need(1, 3)?;
+            Some(format!(
+                "{} = emu::bar_red_and({}, {}, {});",
+                outs[0], ins[0], ins[1], ins[2]
+            ))
+        } else if instr.starts_with("setmaxnreg.") {
+            Some(";".to_string())
+        } else {
+            None
+        };
         // Past the statement's `;`.
         let after = &stmt[end + 1..];
-        let semi = after.find(';').ok_or("ldmatrix: no `;`")?;
+        let semi = after.find(';').ok_or("asm: no `;`")?;
+        match call {
+            Some(c) => out.push_str(&c),
+            None => out.push_str(&stmt[..end + 1 + semi + 1]),
+        }
         rest = &after[semi + 1..];
     }
     out.push_str(rest);

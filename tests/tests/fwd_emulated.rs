@@ -1,12 +1,12 @@
-//! The forward kernels of the families the host emulator can run (`tests::emu`: fibers for threads, warp shuffles as
-//! collectives, cp.async as a synchronous copy) — the f32 plain fused kernel (the default of f32 and of the value
-//! gates, and `w8` tiles) and the materialized two-pass plan, in f32 — run from their generated source against the
-//! f64 recurrence on fresh random inputs, at weak and strong decays (logits
+//! The forward kernels of the families the host emulator can run (`tests::emu`: fibers for threads, warp shuffles,
+//! ldmatrix and mma.sync as warp collectives, named barriers, cp.async as a synchronous copy) — the plain fused kernel
+//! (the default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized two-pass plan, and the
+//! warp-specialised mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`: producer and consumer warps handing chunks over
+//! named barriers) — run from their generated source against the f64 recurrence on fresh random inputs, at weak and strong decays (logits
 //! shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised one both run), varlen, an initial state and
-//! the final state. Not here: bf16 / f16 (the host build runs tile products on the exact-f32 path, but the forward's
-//! 16-bit vector helpers branch on the same switch), the warp-specialised and wgmma/TMA families (named barriers,
-//! mbarriers, TMA) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan (`gla_runtime::launch::resolve_axis`), sequence arrays from
-//! `seq_arrays`; outputs start as NaN. Tolerance (relative RMS vs f64): 1e-5. Skips, saying so,
+//! the final state. Not here: the wgmma / TMA family (the defaults of bf16 / f16 at d = 64 .. 256: wgmma, TMA and
+//! mbarriers are not emulated) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan (`gla_runtime::launch::resolve_axis`), sequence arrays from
+//! `seq_arrays`; outputs start as NaN. Tolerance (relative RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so,
 //! without a host C++ compiler unless `GLA_REQUIRE_EMU=1`.
 use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
@@ -128,8 +128,9 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
     let d64 = Dims::new(2, 70, 2, 64, 64);
     let vary = Dims::new(1, 75, 2, 64, 48);
     let cu = Some(vec![0, 0, 1, 41, 75]);
-    // (gate, dtype, dims, cu_seqlens, shift, the spec: default or (C, c, block_v, warps, materialize))
-    type Tiling = Option<(u32, u32, u32, u32, bool)>;
+    // (gate, dtype, dims, cu_seqlens, shift, the spec: default or (C, c, block_v, warps, materialize,
+    // producer warps, producer groups, CTAs an SM))
+    type Tiling = Option<(u32, u32, u32, u32, bool, u32, u32, u32)>;
     let cases: Vec<(&str, DType, Dims, Option<Vec<usize>>, f32, Tiling)> = vec![
         ("gla", DType::F32, d64, None, 0.0, None),
         ("gla", DType::F32, vary, cu.clone(), -12.0, None),
@@ -142,7 +143,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             vary,
             cu.clone(),
             12.0,
-            Some((32, 16, 64, 8, false)),
+            Some((32, 16, 64, 8, false, 0, 1, 1)),
         ),
         (
             "gla",
@@ -150,7 +151,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             vary,
             cu.clone(),
             0.0,
-            Some((32, 16, 64, 4, true)),
+            Some((32, 16, 64, 4, true, 0, 1, 1)),
         ),
         (
             "mamba2",
@@ -158,7 +159,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             d64,
             None,
             -12.0,
-            Some((64, 16, 64, 4, true)),
+            Some((64, 16, 64, 4, true, 0, 1, 1)),
         ),
         ("value_gla", DType::BF16, vary, cu.clone(), 0.0, None),
         (
@@ -167,7 +168,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             d64,
             None,
             -12.0,
-            Some((32, 16, 64, 8, false)),
+            Some((32, 16, 64, 8, false, 0, 1, 1)),
         ),
         (
             "gla",
@@ -175,7 +176,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             d64,
             None,
             0.0,
-            Some((32, 16, 64, 8, false)),
+            Some((32, 16, 64, 8, false, 0, 1, 1)),
         ),
         (
             "hgrn2",
@@ -183,7 +184,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             vary,
             cu.clone(),
             12.0,
-            Some((32, 16, 64, 8, false)),
+            Some((32, 16, 64, 8, false, 0, 1, 1)),
         ),
         (
             "mamba2",
@@ -191,7 +192,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             vary,
             cu.clone(),
             0.0,
-            Some((32, 16, 64, 8, false)),
+            Some((32, 16, 64, 8, false, 0, 1, 1)),
         ),
         (
             "gla",
@@ -199,7 +200,40 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             vary,
             cu.clone(),
             0.0,
-            Some((32, 16, 64, 4, true)),
+            Some((32, 16, 64, 4, true, 0, 1, 1)),
+        ),
+        // warp-specialised, mma.sync consumers (cp.async loads; named barriers between the roles)
+        (
+            "gla",
+            DType::BF16,
+            d64,
+            None,
+            0.0,
+            Some((32, 16, 64, 8, false, 4, 1, 1)),
+        ),
+        (
+            "rwkv6",
+            DType::BF16,
+            vary,
+            cu.clone(),
+            -12.0,
+            Some((32, 16, 64, 8, false, 4, 2, 1)),
+        ),
+        (
+            "mamba2",
+            DType::BF16,
+            vary,
+            cu.clone(),
+            0.0,
+            Some((32, 16, 64, 8, false, 4, 2, 1)),
+        ),
+        (
+            "gla",
+            DType::F16,
+            d64,
+            None,
+            12.0,
+            Some((32, 16, 64, 4, false, 4, 1, 2)),
         ),
     ];
     use rayon::prelude::*;
@@ -210,16 +244,16 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             let g = gate(name);
             let spec = match tiling {
                 None => KernelSpec::default_for(g, *dt, dims.dk, dims.dv).unwrap(),
-                Some((c, sc, bv, w, mat)) => {
+                Some((c, sc, bv, w, mat, pw, pg, ctas)) => {
                     let kd = gla_codegen::specialised_dim(dims.dk).unwrap();
                     let vd = gla_codegen::specialised_dim(dims.dv).unwrap();
                     let tiles = Tiles {
                         block_v: *bv,
                         warps: *w,
-                        producer_warps: 0,
-                        producer_groups: 1,
+                        producer_warps: *pw,
+                        producer_groups: *pg,
                         wgmma: false,
-                        ctas_per_sm: 1,
+                        ctas_per_sm: *ctas,
                     };
                     KernelSpec::new(g, *dt, *c, *sc, kd, vd, *mat, tiles).unwrap()
                 }
