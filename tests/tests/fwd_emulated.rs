@@ -1,13 +1,13 @@
 //! The forward kernels of the families the host emulator can run (`tests::emu`: fibers for threads, warp shuffles,
 //! ldmatrix and mma.sync as warp collectives, named barriers, cp.async as a synchronous copy) — the plain fused kernel
-//! (the default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized two-pass plan, and the
-//! warp-specialised mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`: producer and consumer warps handing chunks over
-//! named barriers) — run from their generated source against the f64 recurrence on fresh random inputs, at weak and strong decays (logits
-//! shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised one both run), varlen, an initial state and
-//! the final state. Not here: the wgmma / TMA family (the defaults of bf16 / f16 at d = 64 .. 256: wgmma, TMA and
-//! mbarriers are not emulated) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan (`gla_runtime::launch::resolve_axis`), sequence arrays from
-//! `seq_arrays`; outputs start as NaN. Tolerance (relative RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so,
-//! without a host C++ compiler unless `GLA_REQUIRE_EMU=1`.
+//! (the default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized two-pass plan, and the warp-
+//! specialised mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`: producer and consumer warps handing chunks over named
+//! barriers) — run from their generated source against the f64 recurrence on fresh random inputs, at weak and strong
+//! decays (logits shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised one both run), varlen, an
+//! initial state and the final state. Not here: the wgmma / TMA family (the defaults of bf16 / f16 at d = 64 .. 256:
+//! wgmma, TMA and mbarriers are not emulated) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan
+//! (`gla_runtime::launch::resolve_axis`), sequence arrays from `seq_arrays`; outputs start as NaN. Tolerance (relative
+//! RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host C++ compiler unless `GLA_REQUIRE_EMU=1`.
 use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::launch::{resolve_axis, seq_arrays, GridSizes};
