@@ -84,7 +84,7 @@ inline float atomicAdd(float* p, float v) {
 }
 
 // The dynamic shared memory every kernel names `sm` (extern __shared__ float sm[] binds to it).
-alignas(128) static float sm[232448 / 4];
+alignas(1024) static float sm[232448 / 4];  // (1024: wgmma's 128-byte swizzle works on address bits)
 
 namespace emu {
 
@@ -128,6 +128,7 @@ struct Block {
     Fiber* cur = nullptr;
     std::function<void()> body;
     bool and_acc = true, and_result = true;  // __syncthreads_and: the predicates of this barrier, the last result
+    std::string fault;                       // set by fault(): the launch stops with it
 };
 
 // Per library (static; the library is built with hidden visibility): libraries loaded side by side on several
@@ -145,6 +146,14 @@ static void trampoline() {
 inline void yield() {
     Fiber* f = g_block->cur;
     if (!_setjmp(f->jb)) _longjmp(g_block->sched_jb, 1);
+}
+
+// Something the emulator cannot or will not run (unmodelled PTX, a misaligned ldmatrix row, ...): the launch
+// stops and reports it. This fiber never resumes.
+[[noreturn]] inline void fault(const std::string& what) {
+    g_block->fault = what;
+    g_block->cur->done = true;
+    _longjmp(g_block->sched_jb, 1);
 }
 
 inline void syncthreads() {
@@ -172,10 +181,7 @@ inline const unsigned long long* warp_exchange(unsigned long long v) {
 }
 
 inline void check_full_mask(unsigned mask) {
-    if (mask != 0xffffffffu) {
-        std::fprintf(stderr, "emu: warp collectives with a partial mask (0x%08x) are not emulated\n", mask);
-        std::abort();
-    }
+    if (mask != 0xffffffffu) fault("a warp collective with a partial mask (not emulated)");
 }
 
 template <class T>
@@ -240,10 +246,7 @@ inline void ldmatrix(int n, bool trans, unsigned* d, unsigned addr) {
             const unsigned row = trans ? 2 * (lane % 4) + u : lane / 4;
             const unsigned col = trans ? lane / 4 : 2 * (lane % 4) + u;
             const unsigned a = (unsigned)all[8 * i + row];
-            if (a % 16 != 0 || a + 16 > sizeof(sm)) {
-                std::fprintf(stderr, "emu: ldmatrix row address %u (lane %u) is not a 16-byte aligned shared row\n", a, 8 * i + row);
-                std::abort();
-            }
+            if (a % 16 != 0 || a + 16 > sizeof(sm)) fault("ldmatrix: a row address that is not a 16-byte aligned shared row: " + std::to_string(a));
             std::memcpy(&h[u], reinterpret_cast<const char*>(sm) + a + 2 * col, 2);
         }
         d[i] = (unsigned)h[0] | ((unsigned)h[1] << 16);
@@ -294,16 +297,10 @@ inline void mma_16816(float c[4], unsigned a0, unsigned a1, unsigned a2, unsigne
 // bar.sync (wait) / bar.arrive id, count: this thread arrives; the count-th arrival of the phase releases its waiters.
 inline void bar_named(unsigned id, unsigned count, bool wait) {
     Block* b = g_block;
-    if (id == 0 || id >= 16 || count == 0 || count % 32 != 0) {
-        std::fprintf(stderr, "emu: named barrier %u with %u threads is not modelled\n", id, count);
-        std::abort();
-    }
+    if (id == 0 || id >= 16 || count == 0 || count % 32 != 0) fault("a named barrier id or thread count that is not modelled");
     Named& n = b->named[id];
     if (n.arrived == 0) n.expected = count;
-    if (n.expected != count) {
-        std::fprintf(stderr, "emu: barrier %u: arrivals for %u and %u threads in one phase\n", id, n.expected, count);
-        std::abort();
-    }
+    if (n.expected != count) fault("named barrier " + std::to_string(id) + ": arrivals for two thread counts in one phase");
     if (++n.arrived == count) {
         for (Fiber* f : n.waiting) f->named_wait = -1;
         n.waiting.clear();
@@ -327,6 +324,95 @@ inline unsigned bar_red_and(unsigned p, unsigned id, unsigned count) {
     return n.and_result ? 1u : 0u;
 }
 
+// Inline PTX the emulator does not model, reached by a kernel: stop with its name.
+inline void unmodelled(const char* what) { fault(std::string("the kernel reached PTX the emulator does not model: ") + what); }
+
+// stmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 [addr], {r..}: ldmatrix's inverse (lanes 8i .. 8i+7 give the rows
+// of matrix i; lane l holds of matrix i row l/4, elements 2(l%4), +1 — transposed: (2(l%4), l/4), (2(l%4)+1, l/4)).
+inline void stmatrix(int n, bool trans, unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+    const unsigned long long* all = warp_exchange(addr);
+    const unsigned lane = lane_id(), r[4] = {r0, r1, r2, r3};
+    for (int i = 0; i < n; ++i)
+        for (int u = 0; u < 2; ++u) {
+            const unsigned row = trans ? 2 * (lane % 4) + u : lane / 4;
+            const unsigned col = trans ? lane / 4 : 2 * (lane % 4) + u;
+            const unsigned a = (unsigned)all[8 * i + row];
+            if (a % 16 != 0 || a + 16 > sizeof(sm)) fault("stmatrix: a row address that is not a 16-byte aligned shared row: " + std::to_string(a));
+            const unsigned short h = (unsigned short)(r[i] >> (16 * u));
+            std::memcpy(reinterpret_cast<char*>(sm) + a + 2 * col, &h, 2);
+        }
+    (void)warp_exchange(0);  // every lane's stores land before any lane goes on
+}
+
+// The byte offset of element (mn, k) of a wgmma shared-memory operand: descriptor fields start (bits 0-13), leading
+// byte offset (16-29) and stride byte offset (32-45), all in 16-byte units, and the 128-byte swizzle (bits 62-63 =
+// 1: the 16-byte chunk index XOR the 128-byte row index mod 8, on the address). K-major: 8-row groups SBO apart,
+// 128-byte rows; MN-major: rows of 128 bytes along MN, 8-row groups of k SBO apart, 128-byte panels of MN LBO apart.
+inline unsigned wg_elem(unsigned long long desc, int mn, int k, bool mn_major, int esize) {
+    if ((desc >> 62) != 1) fault("a wgmma descriptor without the 128-byte swizzle (not emulated)");
+    const unsigned start = (unsigned)(desc & 0x3fff) << 4, lbo = (unsigned)((desc >> 16) & 0x3fff) << 4,
+                   sbo = (unsigned)((desc >> 32) & 0x3fff) << 4;
+    const int per = 128 / esize;
+    const unsigned a = mn_major ? start + (unsigned)(mn / per) * lbo + (unsigned)(k / 8) * sbo + (unsigned)(k % 8) * 128 + (unsigned)(mn % per) * esize
+                                : start + (unsigned)(mn / 8) * sbo + (unsigned)(mn % 8) * 128 + (unsigned)k * esize;
+    return a ^ (((a >> 7) & 7) << 4);
+}
+
+// One operand element as f32: bf16 (kind 0), f16 (1), or tf32 (2: an f32 truncated to 10 mantissa bits, as the
+// tensor cores read it).
+inline float wg_load(unsigned off, int kind) {
+    const char* p = reinterpret_cast<const char*>(sm) + off;
+    if (kind == 2) {
+        unsigned u;
+        std::memcpy(&u, p, 4);
+        return __uint_as_float(u & 0xffffe000u);
+    }
+    unsigned short h;
+    std::memcpy(&h, p, 2);
+    return half_bits_to_f32(h, kind == 0);
+}
+
+// This thread's accumulators of a warpgroup D (64 x n) += A (64 x k) B (k x n): element i is row 16 w + g + 8 ((i/2)%2),
+// column 8 (i/4) + 2 t + i%2 (w the warp of the warpgroup, g = lane/4, t = lane%4).
+template <class AF>
+inline void wg_accumulate(float* d, int n, int k, AF a_elem, unsigned long long db, bool tb, int kind) {
+    const int esize = kind == 2 ? 4 : 2;
+    const unsigned lane = lane_id(), w = (g_block->cur->tid / 32) % 4, g = lane / 4, t = lane % 4;
+    for (int i = 0; i < n / 2; ++i) {
+        const int row = 16 * w + g + 8 * ((i >> 1) & 1), col = 8 * (i >> 2) + 2 * t + (i & 1);
+        float s = d[i];
+        for (int kk = 0; kk < k; ++kk) s = std::fma(a_elem(row, kk), wg_load(wg_elem(db, col, kk, tb, esize), kind), s);
+        d[i] = s;
+    }
+}
+
+// wgmma.mma_async with A and B in shared memory (descriptors; ta / tb: MN-major), run to completion at issue.
+inline void wgmma_ss(float* d, int n, int k, int kind, int ta, int tb, unsigned long long da, unsigned long long db) {
+    const int esize = kind == 2 ? 4 : 2;
+    wg_accumulate(d, n, k, [&](int m, int kk) { return wg_load(wg_elem(da, m, kk, ta != 0, esize), kind); }, db, tb != 0, kind);
+}
+
+// wgmma.mma_async with A in registers (m64k16: each warp its 16 rows in the mma.sync A-fragment layout).
+inline void wgmma_rs(float* d, int n, int kind, int tb, unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long db) {
+    const unsigned long long* x = warp_exchange(((unsigned long long)a1 << 32) | a0);
+    unsigned A01[32][2], A23[32][2];
+    for (int l = 0; l < 32; ++l) { A01[l][0] = (unsigned)x[l]; A01[l][1] = (unsigned)(x[l] >> 32); }
+    x = warp_exchange(((unsigned long long)a3 << 32) | a2);
+    for (int l = 0; l < 32; ++l) { A23[l][0] = (unsigned)x[l]; A23[l][1] = (unsigned)(x[l] >> 32); }
+    float Am[16][16];
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, t = l % 4;
+        for (int u = 0; u < 2; ++u) {
+            const int sh = 16 * u;
+            Am[g][2 * t + u] = half_bits_to_f32((unsigned short)(A01[l][0] >> sh), kind == 0);
+            Am[g + 8][2 * t + u] = half_bits_to_f32((unsigned short)(A01[l][1] >> sh), kind == 0);
+            Am[g][2 * t + 8 + u] = half_bits_to_f32((unsigned short)(A23[l][0] >> sh), kind == 0);
+            Am[g + 8][2 * t + 8 + u] = half_bits_to_f32((unsigned short)(A23[l][1] >> sh), kind == 0);
+        }
+    }
+    wg_accumulate(d, n, 16, [&](int m, int kk) { return Am[m % 16][kk]; }, db, tb != 0, kind);
+}
+
 // Runs one block of nt threads; returns an empty string or what went wrong.
 inline std::string run_block(unsigned nt, const std::function<void()>& body) {
     Block b;
@@ -345,7 +431,7 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
     }
     g_block = &b;
     auto fail = [&](const char* what, unsigned x, unsigned y) {
-        char m[200];
+        char m[400];
         std::snprintf(m, sizeof m, "block (%u,%u,%u): %s (%u, %u)", g_block_idx.x, g_block_idx.y, g_block_idx.z, what, x, y);
         g_block = nullptr;
         return std::string(m);
@@ -361,6 +447,7 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
                 f.started = true;
                 swapcontext(&b.sched, &f.ctx);  // first entry: onto the fiber's own stack
             }
+            if (!b.fault.empty()) return fail(b.fault.c_str(), f.tid, 0);
         }
         // Release every warp whose live lanes all wait at a collective.
         bool released = false;

@@ -127,6 +127,7 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
     };
     let d64 = Dims::new(2, 70, 2, 64, 64);
     let vary = Dims::new(1, 75, 2, 64, 48);
+    let d128 = Dims::new(1, 75, 2, 128, 128);
     let cu = Some(vec![0, 0, 1, 41, 75]);
     // (gate, dtype, dims, cu_seqlens, shift, the spec: default or (C, c, block_v, warps, materialize,
     // producer warps, producer groups, CTAs an SM))
@@ -235,6 +236,10 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             12.0,
             Some((32, 16, 64, 4, false, 4, 1, 2)),
         ),
+        // the defaults of bf16 / f16: warp-specialised, wgmma consumers (cp.async loads: TMA is not emulated)
+        ("gla", DType::BF16, d64, None, 0.0, None),
+        ("gla", DType::BF16, d128, cu.clone(), -12.0, None),
+        ("mamba2", DType::F16, d128, None, 0.0, None),
     ];
     use rayon::prelude::*;
     let results: Vec<Result<String, String>> = cases
