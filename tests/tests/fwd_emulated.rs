@@ -1,21 +1,28 @@
-//! The forward kernels of the families the host emulator can run (`tests::emu`: fibers for threads, warp shuffles,
-//! ldmatrix and mma.sync as warp collectives, named barriers, cp.async as a synchronous copy) — the plain fused kernel
-//! (the default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized two-pass plan, and the warp-
-//! specialised mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`: producer and consumer warps handing chunks over named
-//! barriers) — run from their generated source against the f64 recurrence on fresh random inputs, at weak and strong
-//! decays (logits shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised one both run), varlen, an
-//! initial state and the final state. Not here: the wgmma / TMA family (the defaults of bf16 / f16 at d = 64 .. 256:
-//! wgmma, TMA and mbarriers are not emulated) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan
-//! (`gla_runtime::launch::resolve_axis`), sequence arrays from `seq_arrays`; outputs start as NaN. Tolerance (relative
-//! RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host C++ compiler unless `GLA_REQUIRE_EMU=1`.
+//! The forward kernels run from their generated source on the host emulator (`tests::emu`: fibers for threads, warp
+//! shuffles, ldmatrix / mma.sync / stmatrix as warp collectives, wgmma as the warpgroup's product over 128-byte-
+//! swizzled shared operands, named barriers, cp.async as a synchronous copy) against the f64 recurrence on fresh random
+//! inputs: the plain fused kernel (the default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized
+//! two-pass plan, the warp-specialised mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`) and the bf16 / f16 defaults (wgmma
+//! consumers: `w4p4g.o2`, `w8p8x2g`, `w8p4x2g`), unsplit and as the two-level scan (state pass, combine, fused pass
+//! over 3–4 segments), at weak and strong decays (logits shifted by 0 / −12 / +12: the exact sub-chunk path and the
+//! factorised one both run), varlen, an initial state and the final state. Not here: TMA loads (the kernels take their
+//! cp.async path, `tma = 0`) and the 2-CTA clusters of d_k = 256 (`ks2c`) — the GPU tests' (`gpu_forward.rs`). Launch
+//! grids come from the plan (`gla_runtime::launch::resolve_axis`, `plan_segments`), sequence arrays from `seq_arrays`;
+//! outputs start as NaN. Tolerance (relative RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host
+//! C++ compiler unless `GLA_REQUIRE_EMU=1`.
 use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
-use gla_runtime::launch::{resolve_axis, seq_arrays, GridSizes};
+use gla_runtime::launch::{plan_segments, resolve_axis, seq_arrays, GridSizes};
 use tests::emu::{Elems, EmuError, Emulated};
 use tests::{rel_rms, Case};
 
-/// Runs `spec`'s plan on `case`; returns (o, final state).
-fn emulate(spec: &KernelSpec, case: &Case) -> Result<(Vec<f64>, Vec<f64>), String> {
+/// Runs `spec`'s plan on `case` with `segments` segments a sequence where the plan is segmented (the two-level scan:
+/// state pass, combine, fused pass; `launch::plan_segments`, 1: none); returns (o, final state).
+fn emulate(
+    spec: &KernelSpec,
+    case: &Case,
+    segments: usize,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
     let g = generate(spec).map_err(|e| e.to_string())?;
     let names: Vec<&str> = g.plan.kernels.iter().map(|k| k.name.as_str()).collect();
     let kernels = match Emulated::compile(&g.source, &names) {
@@ -38,14 +45,14 @@ fn emulate(spec: &KernelSpec, case: &Case) -> Result<(Vec<f64>, Vec<f64>), Strin
     let mut h0 = case.initial_state.clone().expect("an initial state");
     let mut ht = vec![f32::NAN; n * h * dk * dv];
     let mut o = Elems::nan(tokens * h * dv, dt);
-    let mut states = vec![
-        f32::NAN;
-        if g.plan.needs_state_buffer {
-            chunks * h * dk * dv
-        } else {
-            0
-        }
-    ];
+    let lens: Vec<usize> = seqs.iter().map(|&(_, l)| l).collect();
+    let segs = plan_segments(&g.plan, spec, &lens, h, dv, Some(segments));
+    let ws_floats = if g.plan.needs_state_buffer {
+        chunks * h * dk * dv
+    } else {
+        g.plan.workspace_bytes(n, segs, h, dk, dv, tokens, h) / 4
+    };
+    let mut states = vec![f32::NAN; ws_floats];
     let p = |v: &mut Vec<f32>| {
         if v.is_empty() {
             0
@@ -79,17 +86,16 @@ fn emulate(spec: &KernelSpec, case: &Case) -> Result<(Vec<f64>, Vec<f64>), Strin
         dk: dk as i32,
         dv: dv as i32,
         scale: 1.0 / (dk as f32).sqrt(),
-        segs: 1,
+        segs: segs as i32,
         tma: 0,
-        lead: 0,
+        lead: g.plan.lead_permille,
         ..Default::default()
     };
-    let lens: Vec<usize> = seqs.iter().map(|&(_, l)| l).collect();
     let sizes = GridSizes {
         h,
         dv,
         seq_lens: &lens,
-        segs: 1,
+        segs,
     };
     for kl in &g.plan.kernels {
         let grid = kl.grid.map(|a| resolve_axis(a, &sizes) as u32);
@@ -117,7 +123,7 @@ fn gate_of(spec: &KernelSpec) -> &'static dyn Gate {
 }
 
 #[test]
-fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
+fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
     let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
     let gate = |name: &str| {
         registered_gates()
@@ -240,12 +246,44 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
         ("gla", DType::BF16, d64, None, 0.0, None),
         ("gla", DType::BF16, d128, cu.clone(), -12.0, None),
         ("mamba2", DType::F16, d128, None, 0.0, None),
+        ("rwkv6", DType::BF16, d128, None, 12.0, None),
     ];
+    // (gate, dtype, dims, shift, tiling as above, segments a sequence): the two-level scan of segmented plans
+    let long = Dims::new(1, 300, 1, 64, 64);
+    let split: Vec<(&str, DType, Dims, f32, Tiling, usize)> = vec![
+        ("gla", DType::BF16, long, 0.0, None, 4),
+        (
+            "mamba2",
+            DType::BF16,
+            Dims::new(1, 300, 1, 128, 128),
+            0.0,
+            None,
+            3,
+        ),
+        ("gla", DType::F32, long, -12.0, None, 4),
+        (
+            "hgrn2",
+            DType::BF16,
+            long,
+            0.0,
+            Some((32, 16, 64, 8, false, 4, 2, 1)),
+            3,
+        ),
+    ];
+    let cases: Vec<_> = cases
+        .into_iter()
+        .map(|(g, dt, d, cu, sh, t)| (g, dt, d, cu, sh, t, 1usize))
+        .chain(
+            split
+                .into_iter()
+                .map(|(g, dt, d, sh, t, segs)| (g, dt, d, None, sh, t, segs)),
+        )
+        .collect();
     use rayon::prelude::*;
     let results: Vec<Result<String, String>> = cases
         .par_iter()
         .enumerate()
-        .map(|(i, (name, dt, dims, cu, shift, tiling))| {
+        .map(|(i, (name, dt, dims, cu, shift, tiling, segs))| {
             let g = gate(name);
             let spec = match tiling {
                 None => KernelSpec::default_for(g, *dt, dims.dk, dims.dv).unwrap(),
@@ -267,12 +305,12 @@ fn the_plain_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             case.logits
                 .iter_mut()
                 .for_each(|x| *x = dt.round(*x + shift));
-            let (o, ht) = emulate(&spec, &case)?;
+            let (o, ht) = emulate(&spec, &case, *segs)?;
             let (want_o, want_ht) = case.reference(g, None);
             let (eo, eh) = (rel_rms(&o, &want_o), rel_rms(&ht, &want_ht));
             let tol = if *dt == DType::F32 { 1e-5 } else { 3e-3 };
             let line = format!(
-                "{} shift {shift:+}: o {eo:.2e}, final state {eh:.2e}",
+                "{} shift {shift:+} segments {segs}: o {eo:.2e}, final state {eh:.2e}",
                 spec.id()
             );
             if eo <= tol && eh <= tol {
