@@ -7,8 +7,9 @@
 // masks only), and ldmatrix and mma.sync m16n8k16 as collectives with the PTX fragment layouts (ldmatrix rows
 // checked 16-byte aligned; the products exact in f32, summed in another order); dynamic shared memory as one buffer,
 // poisoned with NaN bytes before each block; atomicAdd as a plain add (one OS thread); cp.async as a synchronous
-// copy; named barriers (bar.sync / bar.arrive / bar.red.and.pred with an id and a thread count). What it does not:
-// TMA, mbarriers, wgmma, clusters, memory-model races (the interleaving is one legal
+// copy; named barriers (bar.sync / bar.arrive / bar.red.and.pred with an id and a thread count); wgmma over
+// descriptors; CTA-scope mbarriers and 3-d TMA loads over tensor maps the tests encode (EmuTensorMap), completed at
+// issue. What it does not: clusters (DSMEM, cluster barriers), memory-model races (the interleaving is one legal
 // schedule, switched only at barriers and collectives), occupancy or timing. Functions that the generated source writes in inline PTX are replaced, by name,
 // with host forms (tests/src/emu.rs) before this header meets them.
 #pragma once
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <csetjmp>
 #include <ucontext.h>
@@ -119,6 +121,13 @@ struct Warp {
     unsigned gen = 0;
 };
 
+// An mbarrier (shared::cta): arrivals still expected in the current phase, transaction bytes outstanding, the
+// current phase's parity. The phase completes when both reach zero.
+struct MBar {
+    unsigned count = 0, pending = 0, phase = 0;
+    long long tx = 0;
+};
+
 struct Block {
     ucontext_t sched;
     jmp_buf sched_jb;
@@ -129,6 +138,7 @@ struct Block {
     std::function<void()> body;
     bool and_acc = true, and_result = true;  // __syncthreads_and: the predicates of this barrier, the last result
     std::string fault;                       // set by fault(): the launch stops with it
+    std::map<unsigned, struct MBar> mbars;   // mbarriers by shared address
 };
 
 // Per library (static; the library is built with hidden visibility): libraries loaded side by side on several
@@ -411,6 +421,66 @@ inline void wgmma_rs(float* d, int n, int kind, int tb, unsigned a0, unsigned a1
         }
     }
     wg_accumulate(d, n, 16, [&](int m, int kk) { return Am[m % 16][kk]; }, db, tb != 0, kind);
+}
+
+// Yield without waiting on anything: the fiber stays runnable (a spin loop's turn).
+inline void spin_yield() { yield(); }
+
+inline MBar& mbar(unsigned bar) {
+    auto it = g_block->mbars.find(bar);
+    if (it == g_block->mbars.end()) fault("an mbarrier used before mbarrier.init: " + std::to_string(bar));
+    return it->second;
+}
+inline void mbar_settle(MBar& m) {
+    if (m.pending == 0 && m.tx == 0) {
+        m.phase ^= 1;
+        m.pending = m.count;
+    }
+}
+inline void mbar_init(unsigned bar, unsigned count) { g_block->mbars[bar] = MBar{count, count, 0, 0}; }
+inline void mbar_arrive_tx(unsigned bar, unsigned bytes) {
+    MBar& m = mbar(bar);
+    m.tx += bytes;
+    if (m.pending == 0) fault("an mbarrier arrival beyond its count");
+    --m.pending;
+    mbar_settle(m);
+}
+// try_wait.parity in a loop: until the phase of parity `parity` has completed.
+inline void mbar_wait(unsigned bar, unsigned parity) {
+    for (long spins = 0; mbar(bar).phase == (parity & 1); ++spins) {
+        if (spins > 1000000) fault("an mbarrier phase that never completes: " + std::to_string(bar));
+        spin_yield();
+    }
+}
+
+// The emulator's tensor map (what the tests put in the 128 bytes a CUtensorMap has): the global base, three dims
+// (innermost first), the byte strides of dims 1 and 2, the box, the element size; 128-byte swizzle.
+struct EmuTensorMap {
+    unsigned long long base, dim[3], stride[2], box[3], esize, magic;
+};
+constexpr unsigned long long EMU_MAP_MAGIC = 0x656d75746d617021ull;
+
+// cp.async.bulk.tensor.3d ... mbarrier::complete_tx::bytes: the box at (c0, c1, c2) into shared memory at dst
+// (rows of box[0] elements, 128 bytes each, 128-byte swizzled; out-of-bounds elements zero), completed at issue.
+inline void tma_load_3d(unsigned dst, unsigned long long map_addr, int c0, int c1, int c2, unsigned bar) {
+    EmuTensorMap m;
+    std::memcpy(&m, reinterpret_cast<const void*>(map_addr), sizeof m);
+    if (m.magic != EMU_MAP_MAGIC || m.esize * m.box[0] != 128 || m.box[1] != 1) fault("a tensor map the emulator did not encode");
+    const char* g = reinterpret_cast<const char*>(m.base);
+    for (unsigned long long r = 0; r < m.box[2]; ++r)
+        for (unsigned long long c = 0; c < m.box[0]; ++c) {
+            const long long x = c0 + (long long)c, y = c1, z = c2 + (long long)r;
+            unsigned a = dst + (unsigned)(r * 128 + c * m.esize);
+            a ^= ((a >> 7) & 7) << 4;
+            char* d = reinterpret_cast<char*>(sm) + a;
+            if (x < (long long)m.dim[0] && y < (long long)m.dim[1] && z < (long long)m.dim[2] && x >= 0 && z >= 0)
+                std::memcpy(d, g + z * m.stride[1] + y * m.stride[0] + x * m.esize, m.esize);
+            else
+                std::memset(d, 0, m.esize);
+        }
+    MBar& b = mbar(bar);
+    b.tx -= (long long)(m.box[0] * m.box[2] * m.esize);
+    mbar_settle(b);
 }
 
 // Runs one block of nt threads; returns an empty string or what went wrong.

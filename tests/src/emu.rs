@@ -276,6 +276,23 @@ fn rewrite_asm(src: &str) -> Result<String, String> {
             ))
         } else if instr.contains("wgmma.mma_async") {
             Some(wgmma_call(instr, outs, ins, text)?)
+        } else if instr.starts_with("mbarrier.init.shared::cta") {
+            need(0, 2)?;
+            Some(format!("emu::mbar_init({}, {});", ins[0], ins[1]))
+        } else if instr.starts_with("mbarrier.arrive.expect_tx.shared::cta") {
+            need(0, 2)?;
+            Some(format!("emu::mbar_arrive_tx({}, {});", ins[0], ins[1]))
+        } else if instr.contains("mbarrier.try_wait.parity.shared::cta") {
+            need(0, 2)?;
+            Some(format!("emu::mbar_wait({}, {});", ins[0], ins[1]))
+        } else if instr.starts_with(
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes",
+        ) {
+            need(0, 6)?;
+            Some(format!(
+                "emu::tma_load_3d({}, (unsigned long long)({}), {}, {}, {}, {});",
+                ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]
+            ))
         } else if instr.starts_with("stmatrix.") {
             let n = if instr.contains(".x4") {
                 4
@@ -299,12 +316,10 @@ fn rewrite_asm(src: &str) -> Result<String, String> {
             || instr.starts_with("wgmma.commit_group")
             || instr.starts_with("wgmma.wait_group")
             || instr.starts_with("fence.proxy.async")
-            || instr.starts_with("mbarrier.init")
             || instr.starts_with("fence.mbarrier_init")
         {
-            // Compiler fences, register budgets, the async proxy's fences and the wgmma groups (each wgmma runs
-            // to completion at issue: one legal timing), mbarrier set-up (no mbarrier is waited on without TMA:
-            // a wait is unmodelled).
+            // Compiler fences, register budgets, the async proxy's fences and the wgmma groups (each wgmma and
+            // TMA load runs to completion at issue: one legal timing).
             Some(";".to_string())
         } else {
             // Anything else aborts with its name if a kernel reaches it (the host assembler never sees PTX).

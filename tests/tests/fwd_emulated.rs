@@ -1,16 +1,17 @@
 //! The forward kernels run from their generated source on the host emulator (`tests::emu`: fibers for threads, warp
 //! shuffles, ldmatrix / mma.sync / stmatrix as warp collectives, wgmma as the warpgroup's product over 128-byte-
-//! swizzled shared operands, named barriers, cp.async as a synchronous copy) against the f64 recurrence on fresh random
-//! inputs: the plain fused kernel (the default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized
-//! two-pass plan, the warp-specialised mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`) and the bf16 / f16 defaults (wgmma
-//! consumers: `w4p4g.o2`, `w8p8x2g`, `w8p4x2g`), unsplit and as the two-level scan (state pass, combine, fused pass
-//! over 3–4 segments), at weak and strong decays (logits shifted by 0 / −12 / +12: the exact sub-chunk path and the
-//! factorised one both run), varlen, an initial state and the final state. Not here: TMA loads (the kernels take their
-//! cp.async path, `tma = 0`) and the 2-CTA clusters of d_k = 256 (`ks2c`) — the GPU tests' (`gpu_forward.rs`). Launch
-//! grids come from the plan (`gla_runtime::launch::resolve_axis`, `plan_segments`), sequence arrays from `seq_arrays`;
-//! outputs start as NaN. Tolerance (relative RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host
-//! C++ compiler unless `GLA_REQUIRE_EMU=1`.
-use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles};
+//! swizzled shared operands, named barriers, mbarriers, TMA loads over tensor maps this test encodes as the runtime's
+//! are, cp.async as a synchronous copy) against the f64 recurrence on fresh random inputs: the plain fused kernel (the
+//! default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized two-pass plan, the warp-specialised
+//! mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`) and the bf16 / f16 defaults (wgmma consumers and TMA loads:
+//! `w4p4g.o2`, `w8p8x2g`, `w8p4x2g`), unsplit and as the two-level scan (state pass, combine, fused pass over 3–4
+//! segments), at weak and strong decays (logits shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised
+//! one both run), varlen, an initial state and the final state. Not here: the 2-CTA clusters of d_k = 256 (`ks2c`:
+//! DSMEM and cluster barriers are not emulated) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan
+//! (`gla_runtime::launch::resolve_axis`, `plan_segments`), sequence arrays from `seq_arrays`; outputs start as NaN.
+//! Tolerance (relative RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host C++ compiler unless
+//! `GLA_REQUIRE_EMU=1`.
+use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles, TmaMap};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::launch::{plan_segments, resolve_axis, seq_arrays, GridSizes};
 use tests::emu::{Elems, EmuError, Emulated};
@@ -87,8 +88,16 @@ fn emulate(
         dv: dv as i32,
         scale: 1.0 / (dk as f32).sqrt(),
         segs: segs as i32,
-        tma: 0,
+        tma: g.plan.tma as i32,
         lead: g.plan.lead_permille,
+        tm_q: emu_map(q.ptr(), dk, h, tokens, dt, spec.chunk),
+        tm_k: emu_map(k.ptr(), dk, h, tokens, dt, spec.chunk),
+        tm_v: emu_map(v.ptr(), dv, h, tokens, dt, spec.chunk),
+        tm_g: if gate_of(spec).shape() == GateShape::PerKey {
+            emu_map(lg.ptr(), dk, h, tokens, dt, spec.chunk)
+        } else {
+            TmaMap::default()
+        },
         ..Default::default()
     };
     let sizes = GridSizes {
@@ -116,6 +125,28 @@ fn emulate(
         }?;
     }
     Ok((o.to_f64(dt), ht.iter().map(|&x| x as f64).collect()))
+}
+
+/// The emulator's tensor map (`EmuTensorMap` in `host_cuda.h`) of a `[tokens, H, d]` tensor at `base`: boxes of 64
+/// elements × 1 head × `chunk` tokens, as the runtime encodes its CUtensorMaps for the TMA loads.
+fn emu_map(base: u64, d: usize, h: usize, tokens: usize, dt: DType, chunk: u32) -> TmaMap {
+    let es = dt.size_bytes() as u64;
+    let mut w = [0u64; 16];
+    w[..12].copy_from_slice(&[
+        base,
+        d as u64,
+        h as u64,
+        tokens as u64,
+        d as u64 * es,
+        (h * d) as u64 * es,
+        64,
+        1,
+        chunk as u64,
+        es,
+        0x656d_7574_6d61_7021, // EMU_MAP_MAGIC
+        0,
+    ]);
+    TmaMap(w)
 }
 
 fn gate_of(spec: &KernelSpec) -> &'static dyn Gate {
