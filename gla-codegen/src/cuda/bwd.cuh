@@ -196,6 +196,32 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
     __syncthreads();
 }
 
+// Where the chunk of a chunk kernel's CTA lies (grid x = global chunk, y = head): its head, first token of its
+// sequence, first row and valid rows, and the states around it — S_[c], S_[c+1] and dS_[c+1] in the workspaces.
+struct ChunkAt {
+    int head, i0, l;
+    i64 bos;
+    const float *S0, *S1, *dS1;
+};
+__device__ __forceinline__ ChunkAt chunk_at(const BwdArgs& a) {
+    const int gc = blockIdx.x, head = blockIdx.y;
+    const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
+    const int i0 = c * C;
+    return ChunkAt{head, i0, (int)min((i64)C, len - i0), bos, slot_ptr(a.states, a, slot, head),
+                   slot_ptr(a.states, a, slot + 1, head), slot_ptr(a.dstates, a, slot + 1, head)};
+}
+
+// R_d = rowsum(dS_[c+1] ⊙ S_[c+1]) for d < DK (0 past d_k): the state's share of the key gates' d log α.
+__device__ __forceinline__ void state_rowsum(float* R, const ChunkAt& ch, const BwdArgs& a) {
+    for (int d = threadIdx.x; d < DK; d += NT) {
+        float r = 0.f;
+        if (d < a.dk)
+            for (int e = 0; e < a.dv; ++e) r = fmaf(ch.dS1[(i64)d * a.dv + e], ch.S1[(i64)d * a.dv + e], r);
+        R[d] = r;
+    }
+}
+
 // The gate's gradients of one chunk (paper, appendix): d log α_t = R + Σ_{s=t..L} P_s with P = q ⊙ dq − k ⊙ dk
 // (P: [C][GCOLS] f32, zero past row l and the gate's width) and R_d = rowsum(dS_[c+1] ⊙ S_[c+1]) ([GCOLS]); a per-head
 // gate sums both over d_k, the fixed gate over the chunk's tokens too; a per-value gate takes P = ô ⊙ dÔ − v ⊙ dv and

@@ -18,13 +18,10 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     float* R = DA + C * C;      // [DK]  rowsum(dS_[c+1] ⊙ S_[c+1])
     float* W = R + DK;          // [C]   (chunk_gate_grads)
     float* Apart = W + C;       // [NT/C][C][C] (intra_pairs)
-    const int gc = blockIdx.x, head = blockIdx.y;
-    const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
-    const int i0 = c * C, l = (int)min((i64)C, len - i0);
-    const float* S0 = slot_ptr(a.states, a, slot, head);       // S_[c]
-    const float* S1 = slot_ptr(a.states, a, slot + 1, head);   // S_[c+1]
-    const float* dS1 = slot_ptr(a.dstates, a, slot + 1, head); // dS_[c+1]
+    const ChunkAt ch = chunk_at(a);
+    const int head = ch.head, i0 = ch.i0, l = ch.l;
+    const i64 bos = ch.bos;
+    const float *S0 = ch.S0, *dS1 = ch.dS1;  // S_[c], dS_[c+1]
 
     // 1. Tiles of the chunk (zero past row l and the head dims), Γ and α.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
@@ -69,12 +66,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
         DQ[i * DK + d] = q;
         DKs[i * DK + d] = k;
     }
-    for (int d = threadIdx.x; d < DK; d += NT) {
-        float r = 0.f;
-        if (d < a.dk)
-            for (int e = 0; e < a.dv; ++e) r = fmaf(dS1[(i64)d * a.dv + e], S1[(i64)d * a.dv + e], r);
-        R[d] = r;
-    }
+    state_rowsum(R, ch, a);
     __syncthreads();
 
     // 4. The per-pair terms, exact (running products of α): A, and dq, dk += their intra-chunk sums.

@@ -55,13 +55,11 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     float* W = R + DK;                           // [C]      (chunk_gate_grads)
     float* AL = W + C;                           // [C][DK]  α
     float* Apart = reinterpret_cast<float*>(Se); // [NT/C][C][C] (intra_pairs; the state tiles are free by then)
-    const int gc = blockIdx.x, head = blockIdx.y, warp = threadIdx.x / 32;
-    const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
-    const int i0 = c * C, l = (int)min((i64)C, len - i0);
-    const float* S0 = slot_ptr(a.states, a, slot, head);       // S_[c]
-    const float* S1 = slot_ptr(a.states, a, slot + 1, head);   // S_[c+1]
-    const float* dS1 = slot_ptr(a.dstates, a, slot + 1, head); // dS_[c+1]
+    const int warp = threadIdx.x / 32;
+    const ChunkAt ch = chunk_at(a);
+    const int head = ch.head, i0 = ch.i0, l = ch.l;
+    const i64 bos = ch.bos;
+    const float *S0 = ch.S0, *dS1 = ch.dS1;  // S_[c], dS_[c+1]
     const elem_t zero = to_elem(0.f);
     // The warp's tile of a [C][·] product: rows 16·(warp mod 2), columns (warp / 2) · width.
     const int wr = 16 * (warp & 1), wk = (warp >> 1) * WN_K, wv = (warp >> 1) * WN_V;
@@ -109,12 +107,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
 
     // 3. The state gradient dS_[c+1] into Se + Sl; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate.
     stage_state(Se, Sl, dS1, a);
-    for (int d = threadIdx.x; d < DK; d += NT) {
-        float r = 0.f;
-        if (d < a.dk)
-            for (int e = 0; e < a.dv; ++e) r = fmaf(dS1[(i64)d * a.dv + e], S1[(i64)d * a.dv + e], r);
-        R[d] = r;
-    }
+    state_rowsum(R, ch, a);
     __syncthreads();
 
     // 4. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1].

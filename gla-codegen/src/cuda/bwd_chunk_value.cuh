@@ -25,13 +25,10 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     float* R = DA + C * C;      // [DV]  colsum(dS_[c+1] ⊙ S_[c+1])
     float* W = R + DV;          // [C]   (chunk_gate_grads; per-value gates leave it unused)
     float* Apart = W + C;       // [NT/C][C][C] (intra_pairs)
-    const int gc = blockIdx.x, head = blockIdx.y;
-    const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
-    const int i0 = c * C, l = (int)min((i64)C, len - i0);
-    const float* S0 = slot_ptr(a.states, a, slot, head);       // S_[c]
-    const float* S1 = slot_ptr(a.states, a, slot + 1, head);   // S_[c+1]
-    const float* dS1 = slot_ptr(a.dstates, a, slot + 1, head); // dS_[c+1]
+    const ChunkAt ch = chunk_at(a);
+    const int head = ch.head, i0 = ch.i0, l = ch.l;
+    const i64 bos = ch.bos;
+    const float *S0 = ch.S0, *S1 = ch.S1, *dS1 = ch.dS1;  // S_[c], S_[c+1], dS_[c+1]
 
     // 1. Tiles of the chunk (zero past row l and the head dims), Γ and β over the value columns.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
