@@ -1,17 +1,17 @@
-// host_cuda.h: runs gla's generated CUDA kernels on the CPU, for tests on machines without a GPU.
-//
-// What it emulates: a kernel launch as the blocks of its grid one after another; a block as NT cooperative fibers
-// (ucontext) on one OS thread, each fiber a CUDA thread with its own stack; __syncthreads as a barrier that every
-// live thread of the block must reach (a barrier reached by some threads while others exited is reported as an
-// error, not papered over); warp shuffles, __syncwarp and __ballot_sync as collectives of the warp's 32 lanes (full
-// masks only), and ldmatrix and mma.sync m16n8k16 as collectives with the PTX fragment layouts (ldmatrix rows
-// checked 16-byte aligned; the products exact in f32, summed in another order); dynamic shared memory as one buffer,
-// poisoned with NaN bytes before each block; atomicAdd as a plain add (one OS thread); cp.async as a synchronous
-// copy; named barriers (bar.sync / bar.arrive / bar.red.and.pred with an id and a thread count); wgmma over
-// descriptors; CTA-scope mbarriers and 3-d TMA loads over tensor maps the tests encode (EmuTensorMap), completed at
-// issue. What it does not: clusters (DSMEM, cluster barriers), memory-model races (the interleaving is one legal
-// schedule, switched only at barriers and collectives), occupancy or timing. Functions that the generated source writes in inline PTX are replaced, by name,
-// with host forms (tests/src/emu.rs) before this header meets them.
+// host_cuda.h: runs gla's generated CUDA kernels on the CPU, for tests on machines without a GPU.  What it emulates:
+// a kernel launch as the blocks of its grid one after another; a block as NT cooperative fibers (ucontext) on one OS
+// thread, each fiber a CUDA thread with its own stack; __syncthreads as a barrier that every live thread of the
+// block must reach (a barrier reached by some threads while others exited is reported as an error, not papered
+// over); warp shuffles, __syncwarp and __ballot_sync as collectives of the warp's 32 lanes (full masks only), and
+// ldmatrix and mma.sync m16n8k16 as collectives with the PTX fragment layouts (ldmatrix rows checked 16-byte
+// aligned; the products exact in f32, summed in another order); dynamic shared memory as one buffer, poisoned with
+// NaN bytes before each block (bytes past the launch's size must stay untouched); atomicAdd as a plain add (one OS
+// thread); cp.async as a synchronous copy; named barriers (bar.sync / bar.arrive / bar.red.and.pred with an id and a
+// thread count); wgmma over descriptors; CTA-scope mbarriers and 3-d TMA loads over tensor maps the tests encode
+// (EmuTensorMap), completed at issue. What it does not: clusters (DSMEM, cluster barriers), memory-model races (the
+// interleaving is one legal schedule, switched only at barriers and collectives), occupancy or timing. Functions
+// that the generated source writes in inline PTX are replaced, by name, with host forms (tests/src/emu.rs) before
+// this header meets them.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -577,6 +577,13 @@ int launch(void (*kernel)(A), unsigned gx, unsigned gy, unsigned gz, unsigned nt
                     std::fprintf(stderr, "emu: %s\n", e.c_str());
                     return 2;
                 }
+                // Shared memory past what the launch asked for must be untouched (reads of it see NaN).
+                const unsigned char* raw = reinterpret_cast<const unsigned char*>(sm);
+                for (size_t i = smem; i < sizeof(sm); ++i)
+                    if (raw[i] != 0xff) {
+                        std::fprintf(stderr, "emu: block (%u,%u,%u) wrote shared byte %zu, past the %u bytes of its launch\n", x, y, z, i, smem);
+                        return 3;
+                    }
             }
     return 0;
 }
