@@ -98,7 +98,6 @@ fn emulate(
         } else {
             TmaMap::default()
         },
-        ..Default::default()
     };
     let sizes = GridSizes {
         h,
