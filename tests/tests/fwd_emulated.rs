@@ -5,12 +5,12 @@
 //! default of f32 and of the value gates; bf16 / f16 `w8` tiles), the materialized two-pass plan, the warp-specialised
 //! mma.sync family (`w8p4`, `w8p4x2`, `w4p4.o2`) and the bf16 / f16 defaults (wgmma consumers and TMA loads:
 //! `w4p4g.o2`, `w8p8x2g`, `w8p4x2g`), unsplit and as the two-level scan (state pass, combine, fused pass over 3–4
-//! segments), at weak and strong decays (logits shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised
-//! one both run), varlen, an initial state and the final state. Not here: the 2-CTA clusters of d_k = 256 (`ks2c`:
-//! DSMEM and cluster barriers are not emulated) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan
-//! (`gla_runtime::launch::resolve_axis`, `plan_segments`), sequence arrays from `seq_arrays`; outputs start as NaN.
-//! Tolerance (relative RMS vs f64): f32 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host C++ compiler unless
-//! `GLA_REQUIRE_EMU=1`.
+//! segments), and d_k over 128 as key slices (`ks4`, the d_k = 512 default; `ks2`), at weak and strong decays (logits
+//! shifted by 0 / −12 / +12: the exact sub-chunk path and the factorised one both run), varlen, an initial state and
+//! the final state. Not here: the 2-CTA clusters of the d_k = 256 default (`ks2c`: DSMEM and cluster barriers are not
+//! emulated) — the GPU tests' (`gpu_forward.rs`). Launch grids come from the plan (`gla_runtime::launch::resolve_axis`,
+//! `plan_segments`), sequence arrays from `seq_arrays`; outputs start as NaN. Tolerance (relative RMS vs f64): f32
+//! 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host C++ compiler unless `GLA_REQUIRE_EMU=1`.
 use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles, TmaMap};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::launch::{plan_segments, resolve_axis, seq_arrays, GridSizes};
@@ -33,6 +33,10 @@ fn emulate(
     };
     let (d, dt) = (case.dims, case.dtype);
     let (h, dk, dv) = (d.h, d.dk, d.dv);
+    // A key split runs each head as `ks` heads of d_k / ks key columns (the kernels' view of q, k, logits and
+    // states; v, o and the parameters keep the real heads), as the runtime binds it.
+    let ks = spec.key_split.max(1) as usize;
+    let (kh, kdk) = (h * ks, dk / ks);
     let seqs = d.sequences(case.cu_seqlens.as_deref()).unwrap();
     let (mut cu, mut co, mut ci) = seq_arrays(&seqs, spec.chunk);
     let n = seqs.len();
@@ -47,11 +51,11 @@ fn emulate(
     let mut ht = vec![f32::NAN; n * h * dk * dv];
     let mut o = Elems::nan(tokens * h * dv, dt);
     let lens: Vec<usize> = seqs.iter().map(|&(_, l)| l).collect();
-    let segs = plan_segments(&g.plan, spec, &lens, h, dv, Some(segments));
+    let segs = plan_segments(&g.plan, spec, &lens, kh, dv, Some(segments));
     let ws_floats = if g.plan.needs_state_buffer {
         chunks * h * dk * dv
     } else {
-        g.plan.workspace_bytes(n, segs, h, dk, dv, tokens, h) / 4
+        g.plan.workspace_bytes(n, segs, kh, kdk, dv, tokens, h) / 4
     };
     let mut states = vec![f32::NAN; ws_floats];
     let p = |v: &mut Vec<f32>| {
@@ -83,24 +87,24 @@ fn emulate(
             0
         },
         n_seqs: n as i32,
-        h: h as i32,
-        dk: dk as i32,
+        h: kh as i32,
+        dk: kdk as i32,
         dv: dv as i32,
         scale: 1.0 / (dk as f32).sqrt(),
         segs: segs as i32,
         tma: g.plan.tma as i32,
         lead: g.plan.lead_permille,
-        tm_q: emu_map(q.ptr(), dk, h, tokens, dt, spec.chunk),
-        tm_k: emu_map(k.ptr(), dk, h, tokens, dt, spec.chunk),
+        tm_q: emu_map(q.ptr(), kdk, kh, tokens, dt, spec.chunk),
+        tm_k: emu_map(k.ptr(), kdk, kh, tokens, dt, spec.chunk),
         tm_v: emu_map(v.ptr(), dv, h, tokens, dt, spec.chunk),
         tm_g: if gate_of(spec).shape() == GateShape::PerKey {
-            emu_map(lg.ptr(), dk, h, tokens, dt, spec.chunk)
+            emu_map(lg.ptr(), kdk, kh, tokens, dt, spec.chunk)
         } else {
             TmaMap::default()
         },
     };
     let sizes = GridSizes {
-        h,
+        h: kh,
         dv,
         seq_lens: &lens,
         segs,
@@ -300,22 +304,37 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             3,
         ),
     ];
+    // (gate, dtype, dims, shift, key split): d_k over 128 as key slices whose f32 partial outputs `gla_fwd_ksum`
+    // adds (d_k = 512: the default, 4 slices; d_k = 256: 2 slices without the cluster the default uses)
+    let key_splits: Vec<(&str, DType, Dims, f32, u32)> = vec![
+        ("gla", DType::BF16, Dims::new(1, 40, 1, 512, 64), 0.0, 0),
+        ("gla", DType::BF16, Dims::new(1, 45, 2, 256, 128), -12.0, 2),
+        ("mamba2", DType::BF16, Dims::new(1, 45, 2, 256, 128), 0.0, 2),
+    ];
     let cases: Vec<_> = cases
         .into_iter()
-        .map(|(g, dt, d, cu, sh, t)| (g, dt, d, cu, sh, t, 1usize))
+        .map(|(g, dt, d, cu, sh, t)| (g, dt, d, cu, sh, t, 1usize, 0u32))
         .chain(
             split
                 .into_iter()
-                .map(|(g, dt, d, sh, t, segs)| (g, dt, d, None, sh, t, segs)),
+                .map(|(g, dt, d, sh, t, segs)| (g, dt, d, None, sh, t, segs, 0)),
+        )
+        .chain(
+            key_splits
+                .into_iter()
+                .map(|(g, dt, d, sh, ks)| (g, dt, d, None, sh, None, 1, ks)),
         )
         .collect();
     use rayon::prelude::*;
     let results: Vec<Result<String, String>> = cases
         .par_iter()
         .enumerate()
-        .map(|(i, (name, dt, dims, cu, shift, tiling, segs))| {
+        .map(|(i, (name, dt, dims, cu, shift, tiling, segs, ks))| {
             let g = gate(name);
             let spec = match tiling {
+                None if *ks > 0 => KernelSpec::default_for(g, *dt, dims.dk, dims.dv)
+                    .and_then(|s| s.with_key_split(*ks))
+                    .unwrap(),
                 None => KernelSpec::default_for(g, *dt, dims.dk, dims.dv).unwrap(),
                 Some((c, sc, bv, w, mat, pw, pg, ctas)) => {
                     let kd = gla_codegen::specialised_dim(dims.dk).unwrap();
