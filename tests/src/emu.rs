@@ -12,10 +12,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// A host-compiled kernel module.
+/// Each compile gets its own library file: the emulator's state (the block being run, the shared memory) lives in
+/// the library's globals, so two modules of the same source run side by side (on two test threads) must not share
+/// one loaded copy.
 pub struct Emulated {
     lib: libloading::Library,
-    _dir: PathBuf,
+    dir: PathBuf,
 }
+
+impl Drop for Emulated {
+    fn drop(&mut self) {
+        // (The library stays mapped until `lib` drops after this; unlinking its file first is fine.)
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+static COMPILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Why emulation cannot run here (no C++ compiler) — the caller may skip — or why it failed.
 #[derive(Debug)]
@@ -455,8 +467,9 @@ impl Emulated {
             ));
         }
         let dir = std::env::temp_dir().join(format!(
-            "gla-emu-{}-{:016x}",
+            "gla-emu-{}-{}-{:016x}",
             std::process::id(),
+            COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             fxhash(&text)
         ));
         std::fs::create_dir_all(&dir).map_err(|e| EmuError::Failed(e.to_string()))?;
@@ -489,7 +502,7 @@ impl Emulated {
         #[allow(unsafe_code)]
         let lib = unsafe { libloading::Library::new(&so) }
             .map_err(|e| EmuError::Failed(format!("loading {}: {e}", so.display())))?;
-        Ok(Emulated { lib, _dir: dir })
+        Ok(Emulated { lib, dir })
     }
 
     /// Runs `kernel` over `grid` with `threads` threads a block and `smem` bytes of dynamic shared memory; `args`
