@@ -1,15 +1,16 @@
 //! The backward pass's kernels (issue 28): the chunkwise backward of `gla_core::reference::chunkwise_backward`
 //! (`cuda/bwd.cuh`: the paper's equations beside each stage), every decay factor exact (e^{Γ_i − Γ_j} with
 //! Γ_i − Γ_j ≤ 0), so that it holds at any gate strength. Three kernels: the chunk states forward, their gradients
-//! in reverse (f32 CUDA cores), then every chunk's dq, dk, dv and gate gradients at once — on bf16 / f16 up to
-//! d = 128 with its decay-free products on tensor cores (`bwd_chunk_tc.cuh`, [`BackwardSpec::tensor_cores`]), else
-//! all in f32 on CUDA cores (`bwd_chunk_f32.cuh`).
+//! in reverse, then every chunk's dq, dk, dv and gate gradients at once — on bf16 / f16 key gates up to d = 128 with
+//! their decay-free products on tensor cores (`bwd_scan_tc.cuh`, `bwd_chunk_tc.cuh`,
+//! [`BackwardSpec::tensor_cores`]), else in f32 on CUDA cores (`bwd_scan_f32.cuh`, `bwd_chunk_f32.cuh`,
+//! `bwd_chunk_value.cuh` for per-value gates).
 //!
 //! What a backward kernel set is: the gate, the dtype and the specialised head dims ([`specialised_dim`]); its chunk
 //! size follows from them so that one chunk's tiles fit in shared memory ([`backward_chunk`]).
 
 use crate::spec::{specialised_dim, MAX_SMEM_BYTES};
-use crate::writer::{elem_section, gate_math_section, write_gate_shape};
+use crate::writer::{elem_section, gate_math_section, write_gate_shape, PRELUDE};
 use gla_core::{DType, Gate, GateShape, GlaError};
 use std::fmt::Write as _;
 
@@ -19,7 +20,6 @@ const BWD_SCAN_TC: &str = include_str!("cuda/bwd_scan_tc.cuh");
 const BWD_CHUNK_F32: &str = include_str!("cuda/bwd_chunk_f32.cuh");
 const BWD_CHUNK_TC: &str = include_str!("cuda/bwd_chunk_tc.cuh");
 const BWD_CHUNK_VALUE: &str = include_str!("cuda/bwd_chunk_value.cuh");
-const PRELUDE: &str = include_str!("cuda/prelude.cuh");
 
 /// Threads a CTA of every backward kernel.
 pub const BWD_THREADS: u32 = 256;

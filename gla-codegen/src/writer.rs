@@ -10,7 +10,7 @@ use crate::spec::KernelSpec;
 use gla_core::{DType, GateShape};
 use std::fmt::Write;
 
-const PRELUDE: &str = include_str!("cuda/prelude.cuh");
+pub(crate) const PRELUDE: &str = include_str!("cuda/prelude.cuh");
 const STAGES: &str = include_str!("cuda/stages.cuh");
 /// The entry points, one template per kernel family (`Features::family`), each a short tile program over the stages.
 mod family {
