@@ -50,6 +50,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
+    [[maybe_unused]] bool last_mild = true;                  // (per key, wgmma scores: the group's last chunk was mild)
     for (int j = g; j < nchunks; j += PG) {
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = slot(b);
@@ -100,29 +101,25 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (GLA_WG_SCORES || NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
-            // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
+            // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform.) After a chunk that
+            // was not mild the group votes before the decays: a chunk's strength predicts the next one's.
             const bool early = AT == ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
-            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); }))) {
+            last_mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, !last_mild, [&] { if (early) x = issue(jn, true); }));
+            if (last_mild) {
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
-#if GLA_ISSUE_AFTER_GATE
-            } else if (early) {                              // (rare) the exact path takes the logits tile as scratch:
-                const int bn = jn % STAGES;                  // let the next chunk land first, then its logits again
-                if (tma_chunk(a, sq, (c0 + jn) * C)) mbar_wait(mbar_addr(smem, bn), (jn / STAGES) & 1);
-                cp_async_wait<0>();
-                P::sync();
-                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+            } else {  // (the next chunk may be loading into the logits tile: the scratch is the idle [Q̃; K̃] tile past Γ)
+                static_assert(C * LDG * sizeof(float) + C * LDK * sizeof(elem_t) <= 2 * C * DK * sizeof(float), "Γ and the scratch fit in [Q̃; K̃]");
+                intra_scores<P>(s, b, reinterpret_cast<elem_t*>(s.qk + C * LDG));  // A = (Q K^T) ⊙ D  (§4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-                reload_logits<P>(a, carve_slot(smem, bn, g), sq, (c0 + jn) * C, bn);
-#endif
-            } else {
+            }
 #else
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
             } else {
-#endif
-                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                intra_scores<P>(s, b, s.x(b));               // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
+#endif
         } else {
             static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
             const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))

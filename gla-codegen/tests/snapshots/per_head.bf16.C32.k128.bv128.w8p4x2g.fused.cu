@@ -885,22 +885,6 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
     return issue_logit<G>(a, sq, i0);
 }
 
-#if KEY_GATE == GATE_PER_KEY
-// The per-key logits of chunk rows [i0, i0 + C) into stage buffer b's logits tile, synchronously, ending on a group
-// barrier: for the exact path of a chunk that is not mild, which takes the group's logits tile as scratch after the
-// group's next chunk has been loaded into it (GLA_ISSUE_AFTER_GATE; rare: a decay span over 2^SPAN_MAX).
-template <class G>
-__device__ __forceinline__ void reload_logits(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
-    const int rows = min(C, sq.len - i0);
-    for (int idx = G::tid(); idx < C * DK; idx += G::NT) {
-        const int i = idx / DK, d = idx - i * DK;
-        const bool ok = i < rows && d < a.dk;
-        s.x(b)[XO(i, d)] = ok ? a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d] : elem_t(0);
-    }
-    G::sync();
-}
-#endif
-
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
 template <class G = CTA>
 __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
@@ -1207,8 +1191,10 @@ __device__ __forceinline__ void tile_store_level(const float c[4], const Tiles& 
 // takes its pairs from 16x8 tensor-core tiles of scratch · scratchᵀ: log2(C) · C · d_k exponentials a chunk at any
 // gate strength (C 32, d_k 128: 20 k; the pairwise diagonal blocks of c = 16 took 35 k, and one dependent shuffle
 // chain a pair), no exponent > 0, and an exponent that underflows only where the decay itself is below f32's range.
+// xs: a C x LDK scratch tile the group owns until the stage's last barrier (the dead logits tile, or with the
+// producers' wgmma scores the group's idle [Q̃; K̃] tile — the next chunk may be loading into its logits tile).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) {
     const int tid = G::tid(), warp = tid >> 5, lane = tid & 31;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
@@ -1231,7 +1217,6 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
         if (lane == 0) store_split(s, i, i, acc);
     }
-    elem_t* xs = s.x(b);  // scratch [C][LDK]: each row's operand of the level (the logits are dead)
 #pragma unroll 1
     for (int h = C / 2; h >= 1; h >>= 1) {
         for (int idx = tid; idx < C * (DK / VEC); idx += G::NT) {
@@ -1272,7 +1257,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
 // Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* = nullptr) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
@@ -1714,11 +1699,13 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 //   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
-// from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. `after_gate` runs once the
-// thread has read the logits tile (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
+// from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. With vote_first (group-uniform:
+// the group's last chunk was not mild, and strong decays stay strong) the vote comes before the decays instead: a
+// chunk that is not mild then costs no discarded decays and no reload, a mild one a second barrier. `after_gate` runs
+// once the thread has read the logits tile (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
 template <class G, class AfterGate>
-__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
+__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool vote_first, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
                   "one (octet, segment) per thread, an octet's segments in one warp");
@@ -1733,6 +1720,19 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     bool ok = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
+    // Not mild: Γ (in registers: the logits tile may hold the next chunk by now) into s.G for the exact path.
+    auto store_gamma = [&] {
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
+            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
+        }
+    };
+    if (vote_first && !G::all(ok)) {  // (the vote is a barrier: every thread's ok)
+        store_gamma();
+        G::sync();
+        return false;
+    }
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;
@@ -1758,14 +1758,14 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         store_vec(s.k(b) + KO(i, d), kf);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
-    if (G::all(ok)) return true;  // (the barrier that ends the decays)
-    // Not mild: Γ (still in registers: the logits tile may hold the next chunk by now) into s.G, and the raw q, k
-    // back over Q̃, K̂ (v comes again, unchanged; the logits do not: with_x = false).
-#pragma unroll
-    for (int u = 0; u < SR; ++u) {
-        *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
-        *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
+    if (vote_first) {  // (voted mild above)
+        G::sync();
+        return true;
     }
+    if (G::all(ok)) return true;  // (the barrier that ends the decays)
+    // Not mild after all: Γ into s.G, and the raw q, k back over Q̃, K̂ (v comes again, unchanged; the logits do
+    // not: with_x = false).
+    store_gamma();
     issue_chunk<G>(a, s, sq, i0, b, true, false);  // (q, k; the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
@@ -2026,7 +2026,7 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
     }
 #endif
     (void)mild;
-    intra_scores<G>(s, b);                                   // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+    intra_scores<G>(s, b, s.x(b));                           // A = (Q K^T) ⊙ D  (decay-masked, §4.3; scratch: the dead logits)
     decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }
 
@@ -2627,6 +2627,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
+    [[maybe_unused]] bool last_mild = true;                  // (per key, wgmma scores: the group's last chunk was mild)
     for (int j = g; j < nchunks; j += PG) {
         const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
         const Tiles s = slot(b);
@@ -2677,29 +2678,25 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
         if constexpr (P::NT % (DK / 2) == 0 && C * (DK / 2) <= 16 * P::NT && (GLA_WG_SCORES || NT + PT <= 384 || (GLA_WG_SMEM_S && P::NT >= 256))) {
             // Γ, and on mild chunks Q̃ = Q ⊙ exp(Γ), K̃ = K ⊙ exp(−Γ), K̂ = K̃ ⊙ exp(Γ_L), in one pass
 #if GLA_WG_SCORES
-            // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform)
+            // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform.) After a chunk that
+            // was not mild the group votes before the decays: a chunk's strength predicts the next one's.
             const bool early = AT == ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
-            if (warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, [&] { if (early) x = issue(jn, true); }))) {
+            last_mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, !last_mild, [&] { if (early) x = issue(jn, true); }));
+            if (last_mild) {
                 wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
-#if GLA_ISSUE_AFTER_GATE
-            } else if (early) {                              // (rare) the exact path takes the logits tile as scratch:
-                const int bn = jn % STAGES;                  // let the next chunk land first, then its logits again
-                if (tma_chunk(a, sq, (c0 + jn) * C)) mbar_wait(mbar_addr(smem, bn), (jn / STAGES) & 1);
-                cp_async_wait<0>();
-                P::sync();
-                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+            } else {  // (the next chunk may be loading into the logits tile: the scratch is the idle [Q̃; K̃] tile past Γ)
+                static_assert(C * LDG * sizeof(float) + C * LDK * sizeof(elem_t) <= 2 * C * DK * sizeof(float), "Γ and the scratch fit in [Q̃; K̃]");
+                intra_scores<P>(s, b, reinterpret_cast<elem_t*>(s.qk + C * LDG));  // A = (Q K^T) ⊙ D  (§4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-                reload_logits<P>(a, carve_slot(smem, bn, g), sq, (c0 + jn) * C, bn);
-#endif
-            } else {
+            }
 #else
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
             } else {
-#endif
-                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                intra_scores<P>(s, b, s.x(b));               // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
+#endif
         } else {
             static_assert(!GLA_WG_SCORES || P::NT == 0, "wg_scores takes its operands from gate_decays_vec");
             const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))

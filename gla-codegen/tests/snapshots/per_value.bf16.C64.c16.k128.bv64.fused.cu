@@ -857,22 +857,6 @@ __device__ __forceinline__ elem_t issue_chunk(const FwdArgs& a, const Tiles& s, 
     return issue_logit<G>(a, sq, i0);
 }
 
-#if KEY_GATE == GATE_PER_KEY
-// The per-key logits of chunk rows [i0, i0 + C) into stage buffer b's logits tile, synchronously, ending on a group
-// barrier: for the exact path of a chunk that is not mild, which takes the group's logits tile as scratch after the
-// group's next chunk has been loaded into it (GLA_ISSUE_AFTER_GATE; rare: a decay span over 2^SPAN_MAX).
-template <class G>
-__device__ __forceinline__ void reload_logits(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
-    const int rows = min(C, sq.len - i0);
-    for (int idx = G::tid(); idx < C * DK; idx += G::NT) {
-        const int i = idx / DK, d = idx - i * DK;
-        const bool ok = i < rows && d < a.dk;
-        s.x(b)[XO(i, d)] = ok ? a.g[((sq.bos + i0 + i) * a.h + sq.head) * (i64)a.dk + d] : elem_t(0);
-    }
-    G::sync();
-}
-#endif
-
 // Land the per-head logit loaded by issue_chunk into stage buffer b.
 template <class G = CTA>
 __device__ __forceinline__ void land_logit(const Tiles& s, int b, elem_t x) {
@@ -1179,8 +1163,10 @@ __device__ __forceinline__ void tile_store_level(const float c[4], const Tiles& 
 // takes its pairs from 16x8 tensor-core tiles of scratch · scratchᵀ: log2(C) · C · d_k exponentials a chunk at any
 // gate strength (C 32, d_k 128: 20 k; the pairwise diagonal blocks of c = 16 took 35 k, and one dependent shuffle
 // chain a pair), no exponent > 0, and an exponent that underflows only where the decay itself is below f32's range.
+// xs: a C x LDK scratch tile the group owns until the stage's last barrier (the dead logits tile, or with the
+// producers' wgmma scores the group's idle [Q̃; K̃] tile — the next chunk may be loading into its logits tile).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) {
     const int tid = G::tid(), warp = tid >> 5, lane = tid & 31;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
@@ -1203,7 +1189,6 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
         for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
         if (lane == 0) store_split(s, i, i, acc);
     }
-    elem_t* xs = s.x(b);  // scratch [C][LDK]: each row's operand of the level (the logits are dead)
 #pragma unroll 1
     for (int h = C / 2; h >= 1; h >>= 1) {
         for (int idx = tid; idx < C * (DK / VEC); idx += G::NT) {
@@ -1244,7 +1229,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
 // Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* = nullptr) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
@@ -1686,11 +1671,13 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 //   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
 // one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
-// from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. `after_gate` runs once the
-// thread has read the logits tile (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
+// from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. With vote_first (group-uniform:
+// the group's last chunk was not mild, and strong decays stay strong) the vote comes before the decays instead: a
+// chunk that is not mild then costs no discarded decays and no reload, a mild one a second barrier. `after_gate` runs
+// once the thread has read the logits tile (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
 // Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
 template <class G, class AfterGate>
-__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
+__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool vote_first, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
     static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
                   "one (octet, segment) per thread, an octet's segments in one warp");
@@ -1705,6 +1692,19 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     bool ok = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
+    // Not mild: Γ (in registers: the logits tile may hold the next chunk by now) into s.G for the exact path.
+    auto store_gamma = [&] {
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
+            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
+        }
+    };
+    if (vote_first && !G::all(ok)) {  // (the vote is a barrier: every thread's ok)
+        store_gamma();
+        G::sync();
+        return false;
+    }
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         const int i = r0 + u;
@@ -1730,14 +1730,14 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         store_vec(s.k(b) + KO(i, d), kf);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
-    if (G::all(ok)) return true;  // (the barrier that ends the decays)
-    // Not mild: Γ (still in registers: the logits tile may hold the next chunk by now) into s.G, and the raw q, k
-    // back over Q̃, K̂ (v comes again, unchanged; the logits do not: with_x = false).
-#pragma unroll
-    for (int u = 0; u < SR; ++u) {
-        *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
-        *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
+    if (vote_first) {  // (voted mild above)
+        G::sync();
+        return true;
     }
+    if (G::all(ok)) return true;  // (the barrier that ends the decays)
+    // Not mild after all: Γ into s.G, and the raw q, k back over Q̃, K̂ (v comes again, unchanged; the logits do
+    // not: with_x = false).
+    store_gamma();
     issue_chunk<G>(a, s, sq, i0, b, true, false);  // (q, k; the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
@@ -1998,7 +1998,7 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
     }
 #endif
     (void)mild;
-    intra_scores<G>(s, b);                                   // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+    intra_scores<G>(s, b, s.x(b));                           // A = (Q K^T) ⊙ D  (decay-masked, §4.3; scratch: the dead logits)
     decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }
 
