@@ -309,6 +309,11 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
         ("mamba2", DType::F16, d128, None, By(0.0), None),
         ("rwkv6", DType::BF16, d128, None, By(12.0), None),
         // chunks strong and mild in turn (the wgmma producers vote first after a chunk that was not mild)
+        // RWKV-6 at logits + 0 / + 1: spans over SPAN_MAX with pairs of every level still weighing in (at + 12 only
+        // the diagonal does)
+        ("rwkv6", DType::BF16, d128, cu.clone(), By(0.0), None),
+        ("rwkv6", DType::BF16, d128, None, By(1.0), None),
+        ("rwkv6", DType::F16, d64, None, By(0.0), None),
         // (T = 170: the last chunk is mild, so the final state is not ~0)
         ("rwkv6", DType::BF16, Dims::new(1, 170, 2, 128, 128), None, Alternating, None),
         ("rwkv6", DType::F16, Dims::new(1, 170, 1, 64, 64), None, Alternating, None),

@@ -15,6 +15,6 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
     }
 #endif
     (void)mild;
-    intra_scores<G>(s, b, s.x(b));                           // A = (Q K^T) ⊙ D  (decay-masked, §4.3; scratch: the dead logits)
+    intra_scores<G>(s, b);                                   // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
     decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }

@@ -105,18 +105,13 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // was not mild the group votes before the decays: a chunk's strength predicts the next one's.
             const bool early = AT == ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
             last_mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, !last_mild, [&] { if (early) x = issue(jn, true); }));
-            if (last_mild) {
-                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
-            } else {  // (the next chunk may be loading into the logits tile: the scratch is the idle [Q̃; K̃] tile past Γ)
-                static_assert(C * LDG * sizeof(float) + C * LDK * sizeof(elem_t) <= 2 * C * DK * sizeof(float), "Γ and the scratch fit in [Q̃; K̃]");
-                intra_scores<P>(s, b, reinterpret_cast<elem_t*>(s.qk + C * LDG));  // A = (Q K^T) ⊙ D  (§4.3)
-                decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-            }
+            if (last_mild) wg_scores<P>(s);                  // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group; else the exact
+                                                             // path ran: A = (Q K^T) ⊙ D on wgmma, §4.3, Q̃ and K̂)
 #else
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
             } else {
-                intra_scores<P>(s, b, s.x(b));               // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
 #endif

@@ -1191,10 +1191,8 @@ __device__ __forceinline__ void tile_store_level(const float c[4], const Tiles& 
 // takes its pairs from 16x8 tensor-core tiles of scratch · scratchᵀ: log2(C) · C · d_k exponentials a chunk at any
 // gate strength (C 32, d_k 128: 20 k; the pairwise diagonal blocks of c = 16 took 35 k, and one dependent shuffle
 // chain a pair), no exponent > 0, and an exponent that underflows only where the decay itself is below f32's range.
-// xs: a C x LDK scratch tile the group owns until the stage's last barrier (the dead logits tile, or with the
-// producers' wgmma scores the group's idle [Q̃; K̃] tile — the next chunk may be loading into its logits tile).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const int tid = G::tid(), warp = tid >> 5, lane = tid & 31;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
@@ -1217,6 +1215,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) 
         for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
         if (lane == 0) store_split(s, i, i, acc);
     }
+    elem_t* xs = s.x(b);  // scratch [C][LDK]: each row's operand of the level (the logits are dead)
 #pragma unroll 1
     for (int h = C / 2; h >= 1; h >>= 1) {
         for (int idx = tid; idx < C * (DK / VEC); idx += G::NT) {
@@ -1257,7 +1256,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) 
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
 // Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* = nullptr) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
@@ -1689,6 +1688,10 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
     }
 }
 
+// (the exact path of gate_decays_vec, on the producers' wgmma: ws_wgmma.cuh)
+template <class G, int SR>
+__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8], const float (&gl)[8]);
+
 // Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
 // (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
 // are lanes OPW apart in one warp (lane = m·OPW + o mod OPW), so the segment offsets are a shuffle scan (no barrier,
@@ -1720,17 +1723,8 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     bool ok = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
-    // Not mild: Γ (in registers: the logits tile may hold the next chunk by now) into s.G for the exact path.
-    auto store_gamma = [&] {
-#pragma unroll
-        for (int u = 0; u < SR; ++u) {
-            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
-            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
-        }
-    };
     if (vote_first && !G::all(ok)) {  // (the vote is a barrier: every thread's ok)
-        store_gamma();
-        G::sync();
+        exact_scores_vec<G, SR>(s, b, g, gl);
         return false;
     }
 #pragma unroll
@@ -1763,12 +1757,11 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         return true;
     }
     if (G::all(ok)) return true;  // (the barrier that ends the decays)
-    // Not mild after all: Γ into s.G, and the raw q, k back over Q̃, K̂ (v comes again, unchanged; the logits do
-    // not: with_x = false).
-    store_gamma();
-    issue_chunk<G>(a, s, sq, i0, b, true, false);  // (q, k; the vote above ordered every thread's stores before it)
+    // Not mild after all: the raw q, k back over Q̃, K̂ (v comes again, unchanged; the logits do not: with_x = false).
+    issue_chunk<G>(a, s, sq, i0, b, true, false);  // (the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
+    exact_scores_vec<G, SR>(s, b, g, gl);
     return false;
 }
 #endif
@@ -2026,7 +2019,7 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
     }
 #endif
     (void)mild;
-    intra_scores<G>(s, b, s.x(b));                           // A = (Q K^T) ⊙ D  (decay-masked, §4.3; scratch: the dead logits)
+    intra_scores<G>(s, b);                                   // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
     decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }
 
@@ -2573,6 +2566,137 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
         }
     }
 }
+// Stage exact_scores_vec (the producer warpgroup, a chunk whose decay span is over SPAN_MAX; gate_decays_vec's lane
+// map: thread (octet o, segment m) holds Γ of key columns 8o .. 8o + 7 of rows r0 .. r0 + SR − 1 in registers, and q,
+// k are raw). §4.3's secondary chunking applied recursively, as intra_scores, on the producers' tensor cores:
+//   diagonal, exponent 0:      A_ii = q_i · k_i                                  (a warp a row, CUDA cores)
+//   level h = C/2, …, 1:       pairs of one block of 2h rows, i in the upper half (first row m), j in the lower:
+//                              A_ij = Σ_d [q_id 2^(Γ_id − Γ_md)] [k_jd 2^(Γ_md − Γ_jd)]         (both <= 0)
+// Level h's operand X_h — every row scaled once: query rows of upper halves, key rows of lower halves — goes in tf32
+// into one half of the group's [Q̃; K̃] tile, and its pairs come out of one wgmma [X_h; X_h'] X_hᵀ (m64 n32): the
+// levels alternate between the halves, so rows 0 .. C of D (warps 0, 1) hold levels C/2, C/8, …, 1 and the rows after
+// (warps 2, 3) the others; each stores its level's pairs of A, which no other level writes (a 32-bit pair (j, j + 1)
+// is one level's, or holds the diagonal: the level-1 round stores those). Where a level's reference row m lies in
+// another segment, a factor is a segment-local one times one exponential a column, all <= 1:
+//   2^(Γ_t − Γ_m) = 2^(Γ_t − Γ_r0) · 2^(Γ_r0 − Γ_m)        2^(Γ_m − Γ_t) = 2^(Γ_m − Γ_last) · 2^(Γ_last − Γ_t)
+// Then the chunk's operands for the consumers, as a mild chunk leaves them: Q̃ = Q ⊙ 2^Γ, K̂ = K ⊙ 2^(Γ_L − Γ).
+// Cost: no exponent > 0, and about the mild path's exponentials (the gate's excepted: 2·(SR − 1)·8 segment-local,
+// 8 a level across segments, 16 for Q̃ and K̂ a thread), five tf32 wgmma and five group barriers a chunk.
+template <class G, int SR>
+__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8], const float (&gl)[8]) {
+    static_assert(G::NT == 128 && C == 32, "one producer warpgroup, C = 32: two C-row levels are one m64 operand");
+    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, OPW = 32 / SEGS;
+    static_assert(SR == C / SEGS, "gate_decays_vec's lane map");
+    const int tid = opaque<NT + PT>(G::tid()), w = warp_uniform(tid >> 5), lane = tid & 31, seg = lane / OPW;
+    const int d = (w * OPW + lane % OPW) * 8, r0 = seg * SR, gq = lane >> 2, tq = lane & 3;
+    const elem_t* q = s.q(b);
+    const elem_t* k = s.k(b);
+    // Diagonal: one warp per row, lanes split d (q and k are raw until this thread's last level below).
+    constexpr int DPL = DK / 32;
+    for (int i = w; i < C; i += G::NW) {
+        float acc = 0.f;
+#pragma unroll
+        for (int u = 0; u < DPL; ++u) acc += to_f32(q[KO(i, lane + 32 * u)]) * to_f32(k[KO(i, lane + 32 * u)]);
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        if (lane == 0) store_split(s, i, i, acc);
+    }
+    // Segment-local factors 2^(Γ_t − Γ_r0) (pre) and 2^(Γ_last − Γ_t) (post) of this thread's rows, both <= 1.
+    auto pre = [&](int u, int c) { return u == 0 ? 1.f : exp_nonpos(g[u][c] - g[0][c]); };
+    auto post = [&](int u, int c) { return u == SR - 1 ? 1.f : exp_nonpos(g[SR - 1][c] - g[u][c]); };
+    const float* qk = s.qk;
+    asm volatile("" : "+l"(qk));
+#pragma unroll
+    for (int lv = 0; (C / 2) >> lv >= 1; ++lv) {
+        const int h = (C / 2) >> lv, half = lv & 1;
+        float* xh = s.qk + half * C * 32;  // rows half·C .. of every 32-column panel (swz32_rows<2C>)
+        float cross[8];                    // levels across segments: 2^(Γ_r0 − Γ_m) (query) or 2^(Γ_m − Γ_last) (key)
+        bool query_seg = false;
+        if (h >= SR) {
+            const int m = (r0 & ~(2 * h - 1)) + h;  // the block's upper half's first row: a segment's first
+            query_seg = r0 >= m;
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                const float gm = __shfl_sync(0xffffffffu, g[0][c], (m / SR) * OPW + lane % OPW);
+                cross[c] = query_seg ? exp_nonpos(g[0][c] - gm) : exp_nonpos(gm - g[SR - 1][c]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            float f[8];
+            bool query;
+            if (h >= SR) {
+                query = query_seg;
+#pragma unroll
+                for (int c = 0; c < 8; ++c) f[c] = (query ? pre(u, c) : post(u, c)) * cross[c];
+            } else {                                   // the block lies in this thread's rows: m = r0 + mu
+                const int mu = (u & ~(2 * h - 1)) + h;
+                query = u >= mu;
+#pragma unroll
+                for (int c = 0; c < 8; ++c)
+                    f[c] = u == mu ? 1.f : query ? exp_nonpos(g[u][c] - g[mu][c]) : exp_nonpos(g[mu][c] - g[u][c]);
+            }
+            float x[8];
+            load_vec((query ? q : k) + KO(r0 + u, d), x);
+            float* r = xh + swz32_rows<2 * C>(r0 + u, d);
+            float* r4 = xh + swz32_rows<2 * C>(r0 + u, d + 4);
+            *reinterpret_cast<float4*>(r) = make_float4(tf32_half_ulp(x[0] * f[0]), tf32_half_ulp(x[1] * f[1]), tf32_half_ulp(x[2] * f[2]), tf32_half_ulp(x[3] * f[3]));
+            *reinterpret_cast<float4*>(r4) = make_float4(tf32_half_ulp(x[4] * f[4]), tf32_half_ulp(x[5] * f[5]), tf32_half_ulp(x[6] * f[6]), tf32_half_ulp(x[7] * f[7]));
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // X_h, to the tensor cores
+        G::sync();  // (also: the other half's last reads are over — every thread waited for its wgmma)
+        float dd[C / 2];  // m64 nC: element e is row 16 w + gq + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 tq + (e & 1)
+#pragma unroll
+        for (int e = 0; e < C / 2; ++e) dd[e] = 0.f;
+        reg_fence(dd);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < DK / 8; ++kk) {
+            const unsigned off = (kk / 4) * (2 * C * 128) + (kk % 4) * 32;
+            wg_scores_mma(dd, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + half * C * 128, 16));
+        }
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(dd);
+        if ((w >> 1) == half) {  // D's rows of X_h: pairs (i, j), (i, j + 1) of level h
+#pragma unroll
+            for (int e = 0; e < C / 2; e += 2) {
+                const int i = 16 * (w & 1) + gq + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * tq;
+                if (h >= 2) {  // level h: same block of 2h rows, i in the upper half, j (and j + 1) in the lower
+                    if ((i & ~(2 * h - 1)) == (j & ~(2 * h - 1)) && (i & h) && !(j & h))
+                        st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), dd[e], dd[e + 1]);
+                } else if (j > i) {  // wholly above the diagonal
+                    st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), 0.f, 0.f);
+                } else if (j == i) {  // (diagonal, above)
+                    store_split(s, i, j + 1, 0.f);
+                } else if (j + 1 == i) {  // (level 1, diagonal)
+                    store_split(s, i, j, dd[e]);
+                }
+            }
+        }
+    }
+    // Q̃ = Q ⊙ 2^Γ and K̂ = K ⊙ 2^(Γ_L − Γ) over this thread's own elements (no other thread reads them after the
+    // diagonal, which the first level's barrier ordered before this).
+    float top[8], bot[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+        top[c] = exp_nonpos(g[0][c]);
+        bot[c] = exp_nonpos(gl[c] - g[SR - 1][c]);
+    }
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {
+        float x[8], y[8];
+        load_vec(q + KO(r0 + u, d), x);
+        load_vec(k + KO(r0 + u, d), y);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            x[c] *= pre(u, c) * top[c];
+            y[c] *= post(u, c) * bot[c];
+        }
+        store_vec(s.q(b) + KO(r0 + u, d), x);
+        store_vec(s.k(b) + KO(r0 + u, d), y);
+    }
+}
 #endif
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -2682,18 +2806,13 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // was not mild the group votes before the decays: a chunk's strength predicts the next one's.
             const bool early = AT == ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
             last_mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, !last_mild, [&] { if (early) x = issue(jn, true); }));
-            if (last_mild) {
-                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
-            } else {  // (the next chunk may be loading into the logits tile: the scratch is the idle [Q̃; K̃] tile past Γ)
-                static_assert(C * LDG * sizeof(float) + C * LDK * sizeof(elem_t) <= 2 * C * DK * sizeof(float), "Γ and the scratch fit in [Q̃; K̃]");
-                intra_scores<P>(s, b, reinterpret_cast<elem_t*>(s.qk + C * LDG));  // A = (Q K^T) ⊙ D  (§4.3)
-                decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-            }
+            if (last_mild) wg_scores<P>(s);                  // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group; else the exact
+                                                             // path ran: A = (Q K^T) ⊙ D on wgmma, §4.3, Q̃ and K̂)
 #else
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
             } else {
-                intra_scores<P>(s, b, s.x(b));               // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
 #endif

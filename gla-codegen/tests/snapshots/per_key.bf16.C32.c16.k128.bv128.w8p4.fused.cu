@@ -1163,10 +1163,8 @@ __device__ __forceinline__ void tile_store_level(const float c[4], const Tiles& 
 // takes its pairs from 16x8 tensor-core tiles of scratch · scratchᵀ: log2(C) · C · d_k exponentials a chunk at any
 // gate strength (C 32, d_k 128: 20 k; the pairwise diagonal blocks of c = 16 took 35 k, and one dependent shuffle
 // chain a pair), no exponent > 0, and an exponent that underflows only where the decay itself is below f32's range.
-// xs: a C x LDK scratch tile the group owns until the stage's last barrier (the dead logits tile, or with the
-// producers' wgmma scores the group's idle [Q̃; K̃] tile — the next chunk may be loading into its logits tile).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const int tid = G::tid(), warp = tid >> 5, lane = tid & 31;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
@@ -1189,6 +1187,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) 
         for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
         if (lane == 0) store_split(s, i, i, acc);
     }
+    elem_t* xs = s.x(b);  // scratch [C][LDK]: each row's operand of the level (the logits are dead)
 #pragma unroll 1
     for (int h = C / 2; h >= 1; h >>= 1) {
         for (int idx = tid; idx < C * (DK / VEC); idx += G::NT) {
@@ -1229,7 +1228,7 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* xs) 
 // Stage intra_scores, scalar gate (single-matmul form): A_ij = (q_i · k_j) exp(Γ_i − Γ_j) for j <= i, else 0.
 // Value gate: A_ij = q_i · k_j for j <= i (the decay acts on V's columns, see output_chunk).
 template <class G = CTA>
-__device__ __forceinline__ void intra_scores(const Tiles& s, int b, elem_t* = nullptr) {
+__device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
     const int warp = (G::tid() >> 5), lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int u = 0; u < per_warp(A_WTILES, G::NW); ++u) {
@@ -1661,6 +1660,10 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
     }
 }
 
+// (the exact path of gate_decays_vec, on the producers' wgmma: ws_wgmma.cuh)
+template <class G, int SR>
+__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8], const float (&gl)[8]);
+
 // Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
 // (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
 // are lanes OPW apart in one warp (lane = m·OPW + o mod OPW), so the segment offsets are a shuffle scan (no barrier,
@@ -1692,17 +1695,8 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     bool ok = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
-    // Not mild: Γ (in registers: the logits tile may hold the next chunk by now) into s.G for the exact path.
-    auto store_gamma = [&] {
-#pragma unroll
-        for (int u = 0; u < SR; ++u) {
-            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d) = make_float4(g[u][0], g[u][1], g[u][2], g[u][3]);
-            *reinterpret_cast<float4*>(s.G + (r0 + u) * LDG + d + 4) = make_float4(g[u][4], g[u][5], g[u][6], g[u][7]);
-        }
-    };
     if (vote_first && !G::all(ok)) {  // (the vote is a barrier: every thread's ok)
-        store_gamma();
-        G::sync();
+        exact_scores_vec<G, SR>(s, b, g, gl);
         return false;
     }
 #pragma unroll
@@ -1735,12 +1729,11 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         return true;
     }
     if (G::all(ok)) return true;  // (the barrier that ends the decays)
-    // Not mild after all: Γ into s.G, and the raw q, k back over Q̃, K̂ (v comes again, unchanged; the logits do
-    // not: with_x = false).
-    store_gamma();
-    issue_chunk<G>(a, s, sq, i0, b, true, false);  // (q, k; the vote above ordered every thread's stores before it)
+    // Not mild after all: the raw q, k back over Q̃, K̂ (v comes again, unchanged; the logits do not: with_x = false).
+    issue_chunk<G>(a, s, sq, i0, b, true, false);  // (the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
+    exact_scores_vec<G, SR>(s, b, g, gl);
     return false;
 }
 #endif
@@ -1998,7 +1991,7 @@ __device__ __forceinline__ void intra_and_operands(const Tiles& s, int b, bool m
     }
 #endif
     (void)mild;
-    intra_scores<G>(s, b, s.x(b));                           // A = (Q K^T) ⊙ D  (decay-masked, §4.3; scratch: the dead logits)
+    intra_scores<G>(s, b);                                   // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
     decay_operands<G>(s, b, true, false);                    // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
 }
 
@@ -2302,18 +2295,13 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // was not mild the group votes before the decays: a chunk's strength predicts the next one's.
             const bool early = AT == ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
             last_mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, !last_mild, [&] { if (early) x = issue(jn, true); }));
-            if (last_mild) {
-                wg_scores<P>(s);                             // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group)
-            } else {  // (the next chunk may be loading into the logits tile: the scratch is the idle [Q̃; K̃] tile past Γ)
-                static_assert(C * LDG * sizeof(float) + C * LDK * sizeof(elem_t) <= 2 * C * DK * sizeof(float), "Γ and the scratch fit in [Q̃; K̃]");
-                intra_scores<P>(s, b, reinterpret_cast<elem_t*>(s.qk + C * LDG));  // A = (Q K^T) ⊙ D  (§4.3)
-                decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
-            }
+            if (last_mild) wg_scores<P>(s);                  // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group; else the exact
+                                                             // path ran: A = (Q K^T) ⊙ D on wgmma, §4.3, Q̃ and K̂)
 #else
             if (gate_decays<P>(a, s, sq, i0, b)) {
                 intra_scores_factored<P>(s, b);              // A = (Q̃ K̃^T) ⊙ M
             } else {
-                intra_scores<P>(s, b, s.x(b));               // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
+                intra_scores<P>(s, b);                       // A = (Q K^T) ⊙ D  (decay-masked, §4.3)
                 decay_operands<P>(s, b, true, false);        // Q̃ = Q ⊙ exp(Γ), K̂ = K ⊙ exp(Γ_L − Γ)
             }
 #endif
