@@ -466,9 +466,9 @@ impl SmemLayout {
         } else {
             0
         };
-        // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group. Such a group's Γ tile (the
-        // exact path's, non-mild chunks only, which never build [Q̃; K̃]) lives in the same bytes: 18 KB a group
-        // less (with the per-group logits tiles, what lets two per-key groups have four slots).
+        // Producer-side wgmma scores: the 2C x d_k f32 operand tile [Q̃; K̃], per group (on chunks that are not mild
+        // the exact path's level operands, two C-row halves). Such a group keeps Γ in registers; its Γ tile
+        // (`Tiles::G`, unused) is an alias of these bytes, not bytes of its own.
         let ps_stride = if wg_scores(spec) {
             (2 * c * dk * 4).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN
         } else {

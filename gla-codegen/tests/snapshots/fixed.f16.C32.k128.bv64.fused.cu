@@ -1670,14 +1670,15 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
 // distinct bank groups of the swizzled and the padded tiles (v10c had an octet's segments in consecutive lanes:
 // 4-way conflicts, 0.635 ms):
 //   Γ_i = log2(e) · Σ_{m<=i} gate(x_m);  mild chunks: Q̃ = Q ⊙ exp(Γ) (bf16/f16 for the consumers, tf32 in [Q̃; K̃]),
-//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  Non-mild chunks get Γ in s.G and exp(Γ_L) for the exact path.
+//   K̃ = K ⊙ exp(−Γ) (tf32 in [Q̃; K̃]), K̂ = K̃ ⊙ exp(Γ_L).  A chunk that is not mild (a decay span over 2^SPAN_MAX)
+// takes the exact path from the same registers: exact_scores_vec writes A, Q̃ and K̂.
 // The decays run speculatively (as if the chunk were mild) and the group's mild vote is the barrier that ends them:
-// one barrier a chunk instead of two. A chunk that is not mild — rare: a decay span over 2^SPAN_MAX — then gets Γ
-// from the registers into s.G and its raw q, k reloaded over the speculative Q̃, K̂. With vote_first (group-uniform:
-// the group's last chunk was not mild, and strong decays stay strong) the vote comes before the decays instead: a
-// chunk that is not mild then costs no discarded decays and no reload, a mild one a second barrier. `after_gate` runs
-// once the thread has read the logits tile (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
-// Returns (group-uniform) whether the chunk is mild; ends on a barrier either way.
+// one barrier a chunk instead of two; a chunk that is not mild after all gets its raw q, k reloaded over the
+// speculative Q̃, K̂. With vote_first (group-uniform: the group's last chunk was not mild, and strong decays stay
+// strong) the vote comes before the decays instead: a chunk that is not mild then costs no discarded decays and no
+// reload, a mild one a second barrier. `after_gate` runs once the thread has read the logits tile
+// (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
+// Returns (group-uniform) whether the chunk is mild (then wg_scores makes A); ends on a barrier either way.
 template <class G, class AfterGate>
 __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool vote_first, AfterGate&& after_gate) {
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
@@ -1690,7 +1691,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     float e[8];  // exp(Γ_L)
 #pragma unroll
     for (int c = 0; c < 8; ++c) e[c] = exp_nonpos(gl[c]);
-    if (seg == SEGS - 1) store_gamma_last(s, d, gl, e);  // (the consumers' state decay; the exact path's K̂)
+    if (seg == SEGS - 1) store_gamma_last(s, d, gl, e);  // (the consumers' state decay)
     bool ok = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
