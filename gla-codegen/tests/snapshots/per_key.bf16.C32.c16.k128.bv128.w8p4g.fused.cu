@@ -2703,6 +2703,7 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
         store_vec(s.q(b) + KO(r0 + u, d), x);
         store_vec(s.k(b) + KO(r0 + u, d), y);
     }
+    G::sync();  // (every warp's part of the last level's wgmma is over before the group's next chunk rewrites the tile)
 }
 #endif
 
