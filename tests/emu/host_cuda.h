@@ -9,7 +9,9 @@
 // thread); cp.async as a synchronous copy; named barriers (bar.sync / bar.arrive / bar.red.and.pred with an id and a
 // thread count); wgmma over descriptors; CTA-scope mbarriers and 3-d TMA loads over tensor maps the tests encode
 // (EmuTensorMap), completed at issue. What it does not: clusters (DSMEM, cluster barriers), memory-model races (the
-// interleaving is one legal schedule, switched only at barriers and collectives), occupancy or timing. Functions
+// interleaving is one legal schedule, switched only at barriers and collectives — threads in index order in even
+// blocks, in reverse order in odd ones, so a missing barrier between two warps shows in one or the other), occupancy
+// or timing. Functions
 // that the generated source writes in inline PTX are replaced, by name, with host forms (tests/src/emu.rs) before
 // this header meets them.
 #pragma once
@@ -506,9 +508,14 @@ inline std::string run_block(unsigned nt, const std::function<void()>& body) {
         g_block = nullptr;
         return std::string(m);
     };
+    // Blocks of odd index sum run their threads in reverse order between switches: a value one warp writes and
+    // another reads with no barrier between shows as wrong in one of the two orders (every launch has both kinds
+    // of blocks when it has more than one).
+    const bool reverse = (g_block_idx.x + g_block_idx.y + g_block_idx.z) & 1;
     for (;;) {
         bool ran = false;
-        for (Fiber& f : b.fibers) {
+        for (unsigned i = 0; i < nt; ++i) {
+            Fiber& f = b.fibers[reverse ? nt - 1 - i : i];
             if (f.done || f.at_barrier || f.at_warp || f.named_wait >= 0) continue;
             ran = true;
             b.cur = &f;
