@@ -697,8 +697,10 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     // partial outputs over DSMEM (where the exchange tile fits beside the slots). (The chunkwise form is linear in the key columns and a scalar
     // gate's decay is the same for every key row, so the slices' O_s = Q̃_s S_s + (Q_s K_sᵀ ⊙ D) V add up to O.)
     if gate.shape() != GateShape::PerValue {
+        // (Per key one producer group: the two-group 8 + 8-warp producers spill at 112 registers with the exact
+        // path's levels, 172–196 B, and never won a key split.)
         let groups: &[(u32, u32)] = if gate.shape() == GateShape::PerKey {
-            &[(4, 1), (8, 2)]
+            &[(4, 1)]
         } else {
             &[(4, 2)]
         };
@@ -730,11 +732,7 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     let per_key = gate.shape() == GateShape::PerKey;
     for dtype in DType::ALL {
         if dtype != DType::F32 && gate.shape() != GateShape::PerValue {
-            let groups: &[(u32, u32)] = if per_key {
-                &[(4, 1), (8, 2)]
-            } else {
-                &[(4, 2)]
-            };
+            let groups: &[(u32, u32)] = if per_key { &[(4, 1)] } else { &[(4, 2)] };  // (as for key split 2)
             for &(producer_warps, producer_groups) in groups {
                 let tiles = Tiles {
                     block_v: 128,
