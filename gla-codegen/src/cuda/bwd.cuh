@@ -47,42 +47,49 @@ __device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 sl
 // Γ of chunk rows [i0, i0 + l) of sequence (bos, head): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d (natural log; rows
 // past l repeat the last valid one, columns past d_k are 0); scalar gates fill every column of a row with its Γ.
 // AL (or null) gets the decays themselves, AL[i][d] = α_i,d = e^{log α_i,d} (1 past row l and column d_k): the
-// per-pair factors e^{Γ_i − Γ_j} are running products of them (intra_pairs). Ends on a barrier.
+// per-pair factors e^{Γ_i − Γ_j} are running products of them (intra_pairs). Two stages: every log α at once (each
+// thread's logits are independent, coalesced loads), then the running sums down the columns in shared memory (the
+// same order of additions as a sequential scan). Ends on a barrier.
 __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+        const int i = idx / DK, d = idx - i * DK;
+        const bool ok = i < l && d < a.dk;
+        const float la = ok ? gate_log_alpha(to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]), p) : 0.f;
+        G[idx] = la;
+        if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
+    }
+    __syncthreads();
     for (int d = threadIdx.x; d < DK; d += NT) {
         float acc = 0.f;
+#pragma unroll 8
         for (int i = 0; i < C; ++i) {
-            float al = 1.f;
-            if (i < l && d < a.dk) {
-                const float x = to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]);
-                const float la = gate_log_alpha(x, p);
-                acc += la;
-                al = gla_exp(la);
-            }
+            acc += G[i * DK + d];
             G[i * DK + d] = acc;
-            if (AL) AL[i * DK + d] = al;
         }
     }
     __syncthreads();
 #else
+    // log α a row (column 0), then one thread's running sum, then every column of a row.
+    for (int i = threadIdx.x; i < C; i += NT) {
+        float la = 0.f;
+        if (i < l) {
+#if KEY_GATE == GATE_PER_HEAD
+            la = gate_log_alpha(to_f32(a.g[(bos + i0 + i) * a.h + head]), p);
+#else
+            la = gate_log_alpha((float)head, p);  // a fixed gate's input is the head index
+#endif
+        }
+        G[i * DK] = la;
+        if (AL) AL[i * DK] = i < l ? gla_exp(la) : 1.f;
+    }
+    __syncthreads();
     if (threadIdx.x == 0) {
         float acc = 0.f;
         for (int i = 0; i < C; ++i) {
-            float al = 1.f;
-            if (i < l) {
-#if KEY_GATE == GATE_PER_HEAD
-                const float x = to_f32(a.g[(bos + i0 + i) * a.h + head]);
-#else
-                const float x = (float)head;  // a fixed gate's input is the head index
-#endif
-                const float la = gate_log_alpha(x, p);
-                acc += la;
-                al = gla_exp(la);
-            }
+            acc += G[i * DK];
             G[i * DK] = acc;
-            if (AL) AL[i * DK] = al;
         }
     }
     __syncthreads();
@@ -103,18 +110,20 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* A
 template <int N>
 __device__ __forceinline__ void value_gamma(const BwdArgs& a, float* G, float* AL, int e0, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+    for (int idx = threadIdx.x; idx < C * N; idx += NT) {  // every log β at once, as in chunk_gamma
+        const int i = idx / N, e = idx - i * N;
+        const bool ok = i < l && e0 + e < a.dv;
+        const float la = ok ? gate_log_alpha(to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dv + e0 + e]), p) : 0.f;
+        G[idx] = la;
+        if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
+    }
+    __syncthreads();
     for (int e = threadIdx.x; e < N; e += NT) {
         float acc = 0.f;
+#pragma unroll 8
         for (int i = 0; i < C; ++i) {
-            float al = 1.f;
-            if (i < l && e0 + e < a.dv) {
-                const float x = to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dv + e0 + e]);
-                const float la = gate_log_alpha(x, p);
-                acc += la;
-                al = gla_exp(la);
-            }
+            acc += G[i * N + e];
             G[i * N + e] = acc;
-            if (AL) AL[i * N + e] = al;
         }
     }
     __syncthreads();
@@ -214,30 +223,43 @@ __device__ __forceinline__ ChunkAt chunk_at(const BwdArgs& a) {
 
 // R_d = rowsum(dS_[c+1] ⊙ S_[c+1]) for d < DK (0 past d_k): the state's share of the key gates' d log α.
 __device__ __forceinline__ void state_rowsum(float* R, const ChunkAt& ch, const BwdArgs& a) {
-    for (int d = threadIdx.x; d < DK; d += NT) {
+    const int lane = threadIdx.x & 31;
+    for (int d = threadIdx.x / 32; d < DK; d += NT / 32) {  // a warp a row: coalesced reads, a shuffle sum
         float r = 0.f;
         if (d < a.dk)
-            for (int e = 0; e < a.dv; ++e) r = fmaf(ch.dS1[(i64)d * a.dv + e], ch.S1[(i64)d * a.dv + e], r);
-        R[d] = r;
+            for (int e = lane; e < a.dv; e += 32) r = fmaf(ch.dS1[(i64)d * a.dv + e], ch.S1[(i64)d * a.dv + e], r);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
+        if (lane == 0) R[d] = r;
     }
 }
 
 // The gate's gradients of one chunk (paper, appendix): d log α_t = R + Σ_{s=t..L} P_s with P = q ⊙ dq − k ⊙ dk
-// (P: [C][GCOLS] f32, zero past row l and the gate's width) and R_d = rowsum(dS_[c+1] ⊙ S_[c+1]) ([GCOLS]); a per-head
-// gate sums both over d_k, the fixed gate over the chunk's tokens too; a per-value gate takes P = ô ⊙ dÔ − v ⊙ dv and
-// R_e = colsum(dS_[c+1] ⊙ S_[c+1]) over the value columns. Then d logits = d log α · ∂log α/∂x and
-// d params[h] += d log α · ∂log α/∂p (atomic, f32). The logits are read again from global memory. W: [C] f32 scratch.
-__device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, const float* P, const float* R, float* W, i64 bos, int head, int i0, int l) {
+// (P: [C][GCOLS] f32, zero past row l and the gate's width; overwritten) and R_d = rowsum(dS_[c+1] ⊙ S_[c+1])
+// ([GCOLS]); a per-head gate sums both over d_k, the fixed gate over the chunk's tokens too; a per-value gate takes
+// P = ô ⊙ dÔ − v ⊙ dv and R_e = colsum(dS_[c+1] ⊙ S_[c+1]) over the value columns. Then d logits = d log α · ∂log α/∂x
+// and d params[h] += d log α · ∂log α/∂p (a warp's sum, one atomic f32 add a warp). The logits are read again from
+// global memory, every (row, column) at once. W: [C] f32 scratch.
+__device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, const float* R, float* W, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
     float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
     for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
 #if KEY_GATE == GATE_PER_KEY || KEY_GATE == GATE_PER_VALUE
     (void)W;
     const int width = KEY_GATE == GATE_PER_VALUE ? a.dv : a.dk;  // logits a token and head
+    // d log α, the reverse running sum down each column (shared memory only).
     for (int d = threadIdx.x; d < width; d += NT) {
         float r = R[d];
         for (int i = l - 1; i >= 0; --i) {
             r += P[i * GCOLS + d];
+            P[i * GCOLS + d] = r;
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < C * GCOLS; idx += NT) {
+        const int i = idx / GCOLS, d = idx - i * GCOLS;
+        if (i < l && d < width) {
+            const float r = P[idx];
             const i64 off = ((bos + i0 + i) * a.h + head) * (i64)width + d;
             const float x = to_f32(a.g[off]);
             a.dg[off] = to_elem(r * gate_dx(x, p));
@@ -248,7 +270,8 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, const float* 
         }
     }
 #else
-    // Row sums of P in parallel, then one thread runs the reverse cumulative sum over the rows.
+    // Row sums of P in parallel, then one thread runs the reverse cumulative sum over the rows (W[i] ← d log α_i),
+    // then the rows' logit gradients in parallel.
     for (int i = threadIdx.x; i < C; i += NT) {
         float s = 0.f;
         for (int d = 0; d < a.dk; ++d) s += P[i * DK + d];
@@ -260,16 +283,8 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, const float* 
         for (int d = 0; d < a.dk; ++d) r += R[d];
         for (int i = l - 1; i >= 0; --i) {
             r += W[i];
-#if KEY_GATE == GATE_PER_HEAD
-            const float x = to_f32(a.g[(bos + i0 + i) * a.h + head]);
-            a.dg[(bos + i0 + i) * a.h + head] = to_elem(r * gate_dx(x, p));
-            if (NPARAM > 0) {
-                gate_dp(x, p, t);
-                for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
-            }
-#else
+            W[i] = r;
             total += r;
-#endif
         }
 #if KEY_GATE != GATE_PER_HEAD
         if (NPARAM > 0) {
@@ -279,9 +294,24 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, const float* 
 #endif
         (void)total;
     }
+    __syncthreads();
+#if KEY_GATE == GATE_PER_HEAD
+    for (int i = threadIdx.x; i < l; i += NT) {
+        const float r = W[i], x = to_f32(a.g[(bos + i0 + i) * a.h + head]);
+        a.dg[(bos + i0 + i) * a.h + head] = to_elem(r * gate_dx(x, p));
+        if (NPARAM > 0) {
+            gate_dp(x, p, t);
+            for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
+        }
+    }
+#endif
 #endif
     if (NPARAM > 0 && a.dparams)
-        for (int u = 0; u < NPARAM; ++u)
-            if (dp[u] != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, dp[u]);
+        for (int u = 0; u < NPARAM; ++u) {
+            float s = dp[u];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
+        }
     (void)t;
 }
