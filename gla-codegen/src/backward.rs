@@ -79,26 +79,18 @@ impl BackwardSpec {
     pub fn smem_bytes(&self, name: &str) -> u32 {
         let (c, dk, dv, bv) = (self.chunk(), self.dk, self.dv, BWD_STATE_COLS);
         match name {
-            // element tiles Q, K, K̂ [C][dk+8], V, dO [C][dv+8], the state (high, low) [dk][dv+8] (later the
-            // intra_pairs partial sums); f32 Γ, dq, dk, dv, A, dA, R, W, α
+            // element tiles Q, K, K̂ (later A [C][C] f32) [C][dk+8], V, dO [C][dv+8]; f32 Γ, dq, dk, α [C][dk],
+            // dA [C][C], R [dk], W [C] (the states go from the workspace straight into mma fragments)
             "gla_bwd_chunk" if self.tensor_cores() => {
-                2 * (3 * c * (dk + 8) + 2 * c * (dv + 8))
-                    + (4 * dk * (dv + 8)).max(4 * BWD_THREADS * c)
-                    + 4 * (4 * c * dk + c * dv + 2 * c * c + dk + c)
+                2 * (3 * c * (dk + 8) + 2 * c * (dv + 8)) + 4 * (4 * c * dk + c * c + dk + c)
             }
-            // f32 Q, K, Γ, K̂/P, dq, dk, α [C][dk], V, dO [C][dv+1], A, dA, R, W, the partial sums [NT/C][C][C]
-            // per value: f32 Q, K [C][dk], V, dO [C][dv+1], Γ, β, ô, dv [C][dv], B, dA, R, W, the partial sums
+            // f32 Q, K, Γ, K̂/P, dq, dk, α [C][dk], V, dO [C][dv+1], A, dA, R, W
+            // per value: f32 Q, K [C][dk], V, dO [C][dv+1], Γ, β, ô, dv [C][dv], B, dA, R, W
             "gla_bwd_chunk" if self.gate.shape() == GateShape::PerValue => {
-                4 * (2 * c * dk
-                    + 2 * c * (dv + 1)
-                    + 4 * c * dv
-                    + 2 * c * c
-                    + dv
-                    + c
-                    + BWD_THREADS * c)
+                4 * (2 * c * dk + 2 * c * (dv + 1) + 4 * c * dv + 2 * c * c + dv + c)
             }
             "gla_bwd_chunk" => {
-                4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c + BWD_THREADS * c)
+                4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c)
             }
             // Γ [C][dk] f32, the decayed operand (high, low) [C][dk+8] and this tile's V / dO [C][bv+8] elements
             _ if self.tensor_cores() => 4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8)),

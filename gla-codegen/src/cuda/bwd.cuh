@@ -134,29 +134,32 @@ __device__ __forceinline__ void value_gamma(const BwdArgs& a, float* G, float* A
 //   A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd},   dq_id += Σ_{j≤i} dA_ij k_jd e^{Γ_id − Γ_jd},
 //   dk_jd += Σ_{m≥j} dA_mj q_md e^{Γ_md − Γ_jd}                                   (j ≤ i < l)
 // Thread (row, group g) of NG = NT / C groups owns the columns d = g + NG·u, u < DG: walking j from i down it
-// carries one running factor a column, so A's row gets partial sums per group (Apart [NG][C][C]) that a last pass
-// adds. Q, K: accessors (row, column) → f32; AL from chunk_gamma; DA: dA [C][C] (zero above the diagonal and past l);
+// carries one running factor a column; A's entry is the sum over the row's NG lanes (a shuffle within the group).
+// Q, K: accessors (row, column) → f32; AL from chunk_gamma; DA: dA [C][C] (zero above the diagonal and past l);
 // DQ, DKs: [C][N], added to; A: [C][C], written (zero outside j ≤ i < l). Ends on a barrier. N = DK for key gates;
 // a value gate's decays run along the value columns (N = DV), the same sums with other operands (bwd_chunk_value).
 template <int N, class QF, class KF>
-__device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const float* DA, float* A, float* Apart,
-                                            float* DQ, float* DKs, int l) {
+__device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const float* DA, float* A, float* DQ, float* DKs, int l) {
     constexpr int NG = NT / C, DG = (N + NG - 1) / NG;
-    static_assert(NT % C == 0, "whole rows of groups");
+    static_assert(NT % C == 0 && NG <= 32 && 32 % NG == 0, "whole rows of groups, a row's groups in one warp");
     const int r = threadIdx.x / NG, g = threadIdx.x - r * NG;
-    if (r < l) {
-        float f[DG], acc[DG], qv[DG];
+    for (int j = r + 1 + g; j < C; j += NG) A[r * C + j] = 0.f;  // above the diagonal
+    float f[DG], acc[DG], qv[DG];
 #pragma unroll
-        for (int u = 0; u < DG; ++u) {
-            const int d = g + NG * u;
-            f[u] = 1.f;
-            acc[u] = 0.f;
-            qv[u] = d < N ? Q(r, d) : 0.f;
-        }
-        // Row i = r: j = i, i − 1, .., 0 (f = e^{Γ_i − Γ_j}, then times α_j for j − 1).
-        for (int j = r; j >= 0; --j) {
+    for (int u = 0; u < DG; ++u) {
+        const int d = g + NG * u;
+        f[u] = 1.f;
+        acc[u] = 0.f;
+        qv[u] = (r < l && d < N) ? Q(r, d) : 0.f;
+    }
+    // Row i = r: j = i, i − 1, .., 0 (f = e^{Γ_i − Γ_j}, then times α_j for j − 1). The loop runs from the warp's
+    // last row down, the same steps for every lane (the row sum is a whole-warp shuffle); a lane works where j ≤ r.
+    const int jtop = min(l - 1, (int)((threadIdx.x | 31u) / NG));
+    for (int j = jtop; j >= 0; --j) {
+        const bool on = j <= r && r < l;
+        float s = 0.f;
+        if (on) {
             const float da = DA[r * C + j];
-            float s = 0.f;
 #pragma unroll
             for (int u = 0; u < DG; ++u) {
                 const int d = g + NG * u;
@@ -167,8 +170,14 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
                     f[u] *= AL[j * N + d];
                 }
             }
-            Apart[(g * C + r) * C + j] = s;
         }
+#pragma unroll
+        for (int o = NG / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (on && g == 0) A[r * C + j] = s;
+    }
+    if (r >= l)
+        for (int j = g; j <= r && j < C; j += NG) A[r * C + j] = 0.f;  // rows past l
+    if (r < l) {
 #pragma unroll
         for (int u = 0; u < DG; ++u) {
             const int d = g + NG * u;
@@ -193,14 +202,6 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
             const int d = g + NG * u;
             if (d < N) DKs[r * N + d] += acc[u];
         }
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < C * C; idx += NT) {
-        const int i = idx / C, j = idx - i * C;
-        float s = 0.f;
-        if (j <= i && i < l)
-            for (int gg = 0; gg < NG; ++gg) s += Apart[(gg * C + i) * C + j];
-        A[idx] = s;
     }
     __syncthreads();
 }

@@ -17,7 +17,6 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     float* DA = A + C * C;      // [C][C]
     float* R = DA + C * C;      // [DK]  rowsum(dS_[c+1] ⊙ S_[c+1])
     float* W = R + DK;          // [C]   (chunk_gate_grads)
-    float* Apart = W + C;       // [NT/C][C][C] (intra_pairs)
     const ChunkAt ch = chunk_at(a);
     const int head = ch.head, i0 = ch.i0, l = ch.l;
     const i64 bos = ch.bos;
@@ -71,7 +70,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
 
     // 4. The per-pair terms, exact (running products of α): A, and dq, dk += their intra-chunk sums.
     intra_pairs<DK>([&](int i, int d) { return Q[i * DK + d]; }, [&](int j, int d) { return K[j * DK + d]; }, AL, DA, A,
-                Apart, DQ, DKs, l);
+                DQ, DKs, l);
 
     // 5. The outputs; dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i; P = q ⊙ dq − k ⊙ dk for the gate.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {

@@ -1,17 +1,16 @@
 // The backward's chunk kernel on tensor cores (bf16 / f16, d_k and d_v ≤ 128, C = 32): one chunk's gradients,
-// every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps). The products without a decay inside
-// their sum run as mma.sync tile products (`warp_mma`) on bf16 / f16 operands in shared memory, f32 accumulators:
+// every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps; two CTAs an SM at d = 128). The
+// products without a decay inside their sum run as mma.sync tile products on bf16 / f16 operands, f32 accumulators:
 //   dA = dÔ Vᵀ,   dq⁽ⁱⁿᵗᵉʳ⁾ = (dÔ S_[c]ᵀ) ⊙ e^{Γ},   dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ},   dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]
-// (each state as high + low element tiles, two products; 8 warps as 2 × 4 tiles of 16 rows × d / 4 columns). The
-// terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any gate strength) stay exact on CUDA cores in f32, as
-// running products of the decays α (`intra_pairs`): A_ij, Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j};
-// then Σ_i A_ij dÔ_i.
+// (the states read from the workspace straight into mma fragments as high + low element pairs, two products; 8
+// warps as 2 × 4 tiles of 16 rows × d / 4 columns). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any
+// gate strength) stay exact on CUDA cores in f32, as running products of the decays α (`intra_pairs`): A_ij,
+// Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}; then Σ_i A_ij dÔ_i.
 
 constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
 constexpr int WN_K = DK / 4, WN_V = DV / 4; // columns a warp owns of a [C][DK] / [C][DV] product
-// The state tiles (high, low), later intra_pairs' partial sums [NT/C][C][C] f32: the larger of the two.
-constexpr int STATE_BYTES = 2 * DK * LDV * (int)sizeof(elem_t) > NT * C * 4 ? 2 * DK * LDV * (int)sizeof(elem_t) : NT * C * 4;
 static_assert(C == 32 && NT == 256 && DK % 32 == 0 && DV % 32 == 0, "the tile map: 2 x 4 warps over 32 rows");
+static_assert(C * C * 4 <= C * LDK * (int)sizeof(elem_t), "A [C][C] f32 fits in the K̂ tile it replaces");
 
 // Accumulator tile (rows r0 + g, r0 + g + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
 template <int NI, class F>
@@ -23,38 +22,58 @@ __device__ __forceinline__ void for_acc(const float (&acc)[1][NI][4], int r0, in
         for (int x = 0; x < 4; ++x) f(r0 + g + (x >> 1) * 8, c0 + ni * 8 + 2 * t + (x & 1), acc[0][ni][x]);
 }
 
-// A state (f32 [d_k][d_v] in the workspace) as two element tiles, high + low (S − high, rounded): their sum holds S
-// to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy at the cost of a second tensor-core product.
+// acc[16 × 8·NI] += X[r0 .. r0 + 16][0 .. K) · B on tensor cores, X an element tile in shared memory (ldmatrix), B read
+// straight from an f32 state S [d_k][d_v] in global memory into mma fragments, as high + low element pairs (S − high,
+// rounded: their sum holds S to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy; two products):
+//   STATE_T = false: B[k][n] = S[n][c] with n = d_k row c0 + n, k = d_v column   (dÔ S_[c]ᵀ, V dS_[c+1]ᵀ)
+//   STATE_T = true:  B[k][n] = S[k][n] with k = d_k row, n = d_v column c0 + n    (K̂ dS_[c+1])
 // Zero past the head dims.
-__device__ __forceinline__ void stage_state(elem_t* hi, elem_t* lo, const float* S, const BwdArgs& a) {
-    for (int idx = threadIdx.x; idx < DK * DV; idx += NT) {
-        const int d = idx / DV, e = idx - d * DV;
-        const float x = (d < a.dk && e < a.dv) ? S[(i64)d * a.dv + e] : 0.f;
-        const elem_t h = to_elem(x);
-        hi[d * LDV + e] = h;
-        lo[d * LDV + e] = to_elem(x - to_f32(h));
+template <int NI, bool STATE_T, int K>
+__device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* X, int ldx, int r0, const float* S, int c0,
+                                          const BwdArgs& a) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const unsigned x_addr = smem_u32(X + (r0 + (lane & 15)) * ldx + (lane >> 4) * 8);
+    auto b = [&](int k, int n) -> float {
+        const int d = STATE_T ? k : n, e = STATE_T ? n : k;
+        return (d < a.dk && e < a.dv) ? S[(i64)d * a.dv + e] : 0.f;
+    };
+    auto split = [](float x, float y, unsigned& hi, unsigned& lo) {
+        const elem_t hx = to_elem(x), hy = to_elem(y);
+        hi = (unsigned)hx | ((unsigned)hy << 16);
+        lo = pack2(x - to_f32(hx), y - to_f32(hy));
+    };
+#pragma unroll 2
+    for (int kk = 0; kk < K; kk += 16) {
+        unsigned x0, x1, x2, x3;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(x_addr + kk * (int)sizeof(elem_t)));
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) {
+            const int n = c0 + ni * 8 + g, k = kk + 2 * t;
+            unsigned h0, l0, h1, l1;
+            split(b(k, n), b(k + 1, n), h0, l0);
+            split(b(k + 8, n), b(k + 9, n), h1, l1);
+            mma_16816(acc[0][ni], x0, x1, x2, x3, h0, h1);
+            mma_16816(acc[0][ni], x0, x1, x2, x3, l0, l1);
+        }
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
+extern "C" __global__ void __launch_bounds__(NT, 2) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
     extern __shared__ __align__(16) float sm[];
     elem_t* Qe = reinterpret_cast<elem_t*>(sm);  // [C][LDK]
     elem_t* Ke = Qe + C * LDK;                   // [C][LDK]
-    elem_t* KHe = Ke + C * LDK;                  // [C][LDK]  K̂ = K ⊙ e^{Γ_L − Γ}
+    elem_t* KHe = Ke + C * LDK;                  // [C][LDK]  K̂ = K ⊙ e^{Γ_L − Γ}, then A [C][C] f32
     elem_t* Ve = KHe + C * LDK;                  // [C][LDV]
     elem_t* DOe = Ve + C * LDV;                  // [C][LDV]  dO (dÔ = scale · dO: the scale goes on the results)
-    elem_t* Se = DOe + C * LDV;                  // [DK][LDV] S_[c], then dS_[c+1]: high part
-    elem_t* Sl = Se + DK * LDV;                  // [DK][LDV] and low part (S − high, rounded)
-    float* G = reinterpret_cast<float*>(reinterpret_cast<char*>(Se) + STATE_BYTES);  // [C][DK] Γ
+    float* G = reinterpret_cast<float*>(DOe + C * LDV);  // [C][DK] Γ
     float* DQ = G + C * DK;                      // [C][DK]  dq, later P = q ⊙ dq − k ⊙ dk
     float* DKs = DQ + C * DK;                    // [C][DK]  dk
-    float* DVs = DKs + C * DK;                   // [C][DV]  dv
-    float* A = DVs + C * DV;                     // [C][C]
-    float* DA = A + C * C;                       // [C][C]
+    float* AL = DKs + C * DK;                    // [C][DK]  α
+    float* DA = AL + C * DK;                     // [C][C]
     float* R = DA + C * C;                       // [DK]     rowsum(dS_[c+1] ⊙ S_[c+1])
     float* W = R + DK;                           // [C]      (chunk_gate_grads)
-    float* AL = W + C;                           // [C][DK]  α
-    float* Apart = reinterpret_cast<float*>(Se); // [NT/C][C][C] (intra_pairs; the state tiles are free by then)
+    float* A = reinterpret_cast<float*>(KHe);    // [C][C]   (intra_pairs; K̂ is spent by then)
     const int warp = threadIdx.x / 32;
     const ChunkAt ch = chunk_at(a);
     const int head = ch.head, i0 = ch.i0, l = ch.l;
@@ -64,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     // The warp's tile of a [C][·] product: rows 16·(warp mod 2), columns (warp / 2) · width.
     const int wr = 16 * (warp & 1), wk = (warp >> 1) * WN_K, wv = (warp >> 1) * WN_V;
 
-    // 1. Tiles of the chunk (zero past row l and past the head dims), the state S_[c], Γ.
+    // 1. Tiles of the chunk (zero past row l and past the head dims), Γ and α.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
         const bool ok = i < l && d < a.dk;
@@ -79,12 +98,11 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
         Ve[i * LDV + e] = ok ? a.v[off] : zero;
         DOe[i * LDV + e] = ok ? a.d_o[off] : zero;
     }
-    stage_state(Se, Sl, S0, a);
     chunk_gamma(a, G, AL, bos, head, i0, l);  // (its barriers publish the tiles)
     const float* GL = G + (l - 1) * DK;
 
     // 2. K̂ = K ⊙ e^{Γ_L − Γ} (for dv⁽ⁱⁿᵗᵉʳ⁾); tensor cores: dA = scale · dO Vᵀ (j ≤ i < l),
-    //    dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ}.
+    //    dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ}; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
         KHe[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
@@ -97,41 +115,31 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     }
     {
         float acc[1][WN_K / 8][4] = {};
-        warp_mma<1, WN_K / 8, false, false, DV>(acc, DOe, LDV, wr, Se, LDV, wk, DV);
-        warp_mma<1, WN_K / 8, false, false, DV>(acc, DOe, LDV, wr, Sl, LDV, wk, DV);
+        state_mma<WN_K / 8, false, DV>(acc, DOe, LDV, wr, S0, wk, a);
         for_acc<WN_K / 8>(acc, wr, wk, [&](int i, int d, float x) {
             DQ[i * DK + d] = i < l ? a.scale * x * gla_exp(G[i * DK + d]) : 0.f;
         });
     }
-    __syncthreads();  // (Se, Sl are rewritten)
-
-    // 3. The state gradient dS_[c+1] into Se + Sl; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate.
-    stage_state(Se, Sl, dS1, a);
     state_rowsum(R, ch, a);
-    __syncthreads();
+    __syncthreads();  // (K̂ is read by every warp)
 
-    // 4. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1].
+    // 3. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1] (kept in registers).
     {
         float acc[1][WN_K / 8][4] = {};
-        warp_mma<1, WN_K / 8, false, false, DV>(acc, Ve, LDV, wr, Se, LDV, wk, DV);
-        warp_mma<1, WN_K / 8, false, false, DV>(acc, Ve, LDV, wr, Sl, LDV, wk, DV);
+        state_mma<WN_K / 8, false, DV>(acc, Ve, LDV, wr, dS1, wk, a);
         for_acc<WN_K / 8>(acc, wr, wk, [&](int j, int d, float x) {
             DKs[j * DK + d] = j < l ? x * gla_exp(GL[d] - G[j * DK + d]) : 0.f;
         });
     }
-    {
-        float acc[1][WN_V / 8][4] = {};
-        warp_mma<1, WN_V / 8, false, true, DK>(acc, KHe, LDK, wr, Se, LDV, wv, DK);
-        warp_mma<1, WN_V / 8, false, true, DK>(acc, KHe, LDK, wr, Sl, LDV, wv, DK);
-        for_acc<WN_V / 8>(acc, wr, wv, [&](int j, int e, float x) { DVs[j * DV + e] = x; });
-    }
-    __syncthreads();  // (the state tiles become Apart)
+    float dv_acc[1][WN_V / 8][4] = {};
+    state_mma<WN_V / 8, true, DK>(dv_acc, KHe, LDK, wr, dS1, wv, a);
+    __syncthreads();  // (the K̂ tile becomes A)
 
-    // 5. The per-pair terms, exact (CUDA cores, running products of α): A, and dq, dk += their intra-chunk sums.
+    // 4. The per-pair terms, exact (CUDA cores, running products of α): A, and dq, dk += their intra-chunk sums.
     intra_pairs<DK>([&](int i, int d) { return to_f32(Qe[i * LDK + d]); }, [&](int j, int d) { return to_f32(Ke[j * LDK + d]); },
-                AL, DA, A, Apart, DQ, DKs, l);
+                AL, DA, A, DQ, DKs, l);
 
-    // 6. The outputs, dv_j += Σ_{i≥j} A_ij dÔ_i, and P = q ⊙ dq − k ⊙ dk for the gate.
+    // 5. The outputs, dv_j = dv⁽ⁱⁿᵗᵉʳ⁾_j + Σ_{i≥j} A_ij dÔ_i, and P = q ⊙ dq − k ⊙ dk for the gate.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
         if (i < l && d < a.dk) {
@@ -144,14 +152,13 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
             DQ[idx] = 0.f;
         }
     }
-    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
-        const int j = idx / DV, e = idx - j * DV;
+    for_acc<WN_V / 8>(dv_acc, wr, wv, [&](int j, int e, float x) {
         if (j < l && e < a.dv) {
             float s = 0.f;
             for (int i = j; i < l; ++i) s = fmaf(A[i * C + j], to_f32(DOe[i * LDV + e]), s);
-            a.dv_out[((bos + i0 + j) * a.h + head) * (i64)a.dv + e] = to_elem(fmaf(a.scale, s, DVs[idx]));
+            a.dv_out[((bos + i0 + j) * a.h + head) * (i64)a.dv + e] = to_elem(fmaf(a.scale, s, x));
         }
-    }
+    });
     __syncthreads();
     chunk_gate_grads(a, DQ, R, W, bos, head, i0, l);
 }

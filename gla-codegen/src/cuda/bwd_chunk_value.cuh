@@ -24,7 +24,6 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
     float* DA = B + C * C;      // [C][C]
     float* R = DA + C * C;      // [DV]  colsum(dS_[c+1] ⊙ S_[c+1])
     float* W = R + DV;          // [C]   (chunk_gate_grads; per-value gates leave it unused)
-    float* Apart = W + C;       // [NT/C][C][C] (intra_pairs)
     const ChunkAt ch = chunk_at(a);
     const int head = ch.head, i0 = ch.i0, l = ch.l;
     const i64 bos = ch.bos;
@@ -68,7 +67,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_chunk(const __grid_cons
 
     // 3. The decayed sums along the value columns (running products of β): dA, ô's intra part, dv's intra part.
     intra_pairs<DV>([&](int i, int e) { return DO[i * LDV1 + e]; }, [&](int j, int e) { return V[j * LDV1 + e]; }, AL,
-                    B, DA, Apart, O, DVs, l);
+                    B, DA, O, DVs, l);
 
     // 4. The state terms (rows fastest: a warp reads one state row), ô and dv completed.
     for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
