@@ -23,8 +23,6 @@ const BWD_CHUNK_VALUE: &str = include_str!("cuda/bwd_chunk_value.cuh");
 
 /// Threads a CTA of every backward kernel.
 pub const BWD_THREADS: u32 = 256;
-/// Value columns a CTA of the two state scans (`gla_bwd_states`, `gla_bwd_dstates`) carries.
-pub const BWD_STATE_COLS: u32 = 32;
 /// The kernels, in launch order.
 pub const BWD_KERNELS: [&str; 3] = ["gla_bwd_states", "gla_bwd_dstates", "gla_bwd_chunk"];
 
@@ -75,9 +73,20 @@ impl BackwardSpec {
             && self.gate.shape() != GateShape::PerValue
     }
 
+    /// Value columns a CTA of the two state scans (`gla_bwd_states`, `gla_bwd_dstates`) carries: 64 on the
+    /// tensor-core scans (one wave of CTAs at 8 × 16 heads; each CTA's gate and decayed-operand work is spread over
+    /// twice the columns of 32), 32 on the f32 ones (their state slice lives in shared memory).
+    pub fn state_cols(&self) -> u32 {
+        if self.tensor_cores() {
+            64
+        } else {
+            32
+        }
+    }
+
     /// Dynamic shared memory of kernel `name` (one of [`BWD_KERNELS`]), bytes.
     pub fn smem_bytes(&self, name: &str) -> u32 {
-        let (c, dk, dv, bv) = (self.chunk(), self.dk, self.dv, BWD_STATE_COLS);
+        let (c, dk, dv, bv) = (self.chunk(), self.dk, self.dv, self.state_cols());
         match name {
             // element tiles Q, K, K̂ (later A [C][C] f32) [C][dk+8], V, dO [C][dv+8]; f32 Γ, dq, dk, α [C][dk],
             // dA [C][C], R [dk], W [C] (the states go from the workspace straight into mma fragments)
@@ -110,13 +119,19 @@ impl BackwardSpec {
     }
 }
 
-/// The launch grids of [`BWD_KERNELS`], in order, for `n_seqs` sequences of `chunks` chunks in all (every
+/// The launch grids of [`BWD_KERNELS`] of `spec`, in order, for `n_seqs` sequences of `chunks` chunks in all (every
 /// sequence's, at [`BackwardSpec::chunk`]), `h` heads and `dv` value columns: the two state scans a CTA per (value
-/// tile of [`BWD_STATE_COLS`], head, sequence), the chunk kernel a CTA per (chunk, head). An axis of 0 means nothing
-/// to launch. Blocks of [`BWD_THREADS`] threads.
-pub fn backward_grids(dv: usize, h: usize, n_seqs: usize, chunks: usize) -> [(u32, u32, u32); 3] {
+/// tile of [`BackwardSpec::state_cols`], head, sequence), the chunk kernel a CTA per (chunk, head). An axis of 0
+/// means nothing to launch. Blocks of [`BWD_THREADS`] threads.
+pub fn backward_grids(
+    spec: &BackwardSpec,
+    dv: usize,
+    h: usize,
+    n_seqs: usize,
+    chunks: usize,
+) -> [(u32, u32, u32); 3] {
     let scan = (
-        dv.div_ceil(BWD_STATE_COLS as usize) as u32,
+        dv.div_ceil(spec.state_cols() as usize) as u32,
         h as u32,
         n_seqs as u32,
     );
@@ -196,10 +211,11 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     write_gate_shape(&mut w, gate.shape());
     let _ = writeln!(
         w,
-        "constexpr int C = {}, DK = {}, DV = {}, NT = {BWD_THREADS}, BVS = {BWD_STATE_COLS};  // chunk, specialised head dims, threads, state-scan value tile",
+        "constexpr int C = {}, DK = {}, DV = {}, NT = {BWD_THREADS}, BVS = {};  // chunk, specialised head dims, threads, state-scan value tile",
         spec.chunk(),
         spec.dk,
-        spec.dv
+        spec.dv,
+        spec.state_cols()
     );
     let _ = writeln!(w, "constexpr int NPARAM = {};", gate.params().len());
     let _ = writeln!(
@@ -286,7 +302,7 @@ mod tests {
             );
             for k in BWD_KERNELS {
                 assert!(
-                    src.contains(&format!("void __launch_bounds__(NT) {k}(")),
+                    src.contains(&format!(" {k}(const __grid_constant__ BwdArgs a)")),
                     "{k}"
                 );
             }

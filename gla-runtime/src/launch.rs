@@ -231,7 +231,7 @@ pub(crate) fn launch_backward_set(
     for ((name, func), grid) in gla_codegen::BWD_KERNELS
         .iter()
         .zip(&funcs)
-        .zip(gla_codegen::backward_grids(dv, h, n, chunks))
+        .zip(gla_codegen::backward_grids(spec, dv, h, n, chunks))
     {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             continue; // nothing to do (no chunk at all)

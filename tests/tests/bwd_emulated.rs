@@ -98,7 +98,7 @@ fn emulate(
         scale: 1.0 / (dk as f32).sqrt(),
         pad: [0; 3],
     };
-    for (name, grid) in BWD_KERNELS.iter().zip(backward_grids(dv, h, n, chunks)) {
+    for (name, grid) in BWD_KERNELS.iter().zip(backward_grids(spec, dv, h, n, chunks)) {
         if grid.0 * grid.1 * grid.2 == 0 {
             continue;
         }

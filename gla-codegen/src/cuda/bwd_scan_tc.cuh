@@ -1,6 +1,7 @@
 // The backward's two state scans on tensor cores (bf16 / f16, key gates, d_k and d_v ≤ 128): a CTA per (value tile
-// of BVS columns, head, sequence) walks the chunks in order and keeps its [DK][BVS] slice of the state in mma.sync
-// accumulators (f32), stored to the workspace at every chunk boundary:
+// of BVS = 64 columns, head, sequence) walks the chunks in order and keeps its [DK][BVS] slice of the state in mma.sync
+// accumulators (f32), stored to the workspace at every chunk boundary; each chunk's inputs are loaded into registers
+// while the previous chunk's products run (scan_fetch), so the walk does not wait on memory a step:
 //   gla_bwd_states:   S ← diag(e^{Γ_L}) S + K̂ᵀ V,          K̂ = K ⊙ e^{Γ_L − Γ}
 //   gla_bwd_dstates:  dS ← diag(e^{Γ_L}) dS + Q̃ᵀ dO,       Q̃ = scale · Q ⊙ e^{Γ}     (dh0 = dS_[0])
 // The decayed operand (K̂ or Q̃, every factor ≤ 1) enters as high + low element tiles (two products), so the state keeps
@@ -11,33 +12,124 @@ constexpr int LDS = DK + 8, LDB = BVS + 8;                     // padded element
 constexpr int SCAN_MT = DK / 16;                               // row tiles of the state slice
 constexpr int SCAN_WM = SCAN_MT >= NT / 32 ? SCAN_MT / (NT / 32) : 1;  // row tiles a warp
 constexpr int SCAN_WN = SCAN_MT >= NT / 32 ? BVS / 8 : BVS / 8 / ((NT / 32) / SCAN_MT);  // column tiles a warp
-static_assert(NT == 256 && BVS == 32 && DK % 64 == 0 && DK <= 128, "the scan's warp map");
+static_assert(NT == 256 && BVS == 64 && DK % 64 == 0 && DK <= 128, "the scan's warp map");
 
 // One lane's accumulator element x of tile (mi, ni) → (row, column) of the warp's [16·MI][8·NI] block at (m0, n0).
 __device__ __forceinline__ int acc_row(int m0, int mi, int x) { return m0 + mi * 16 + ((threadIdx.x & 31) >> 2) + (x >> 1) * 8; }
 __device__ __forceinline__ int acc_col(int n0, int ni, int x) { return n0 + ni * 8 + 2 * (threadIdx.x & 3) + (x & 1); }
 
-// The decayed operand X ⊙ e^{E(i, d)} (E ≤ 0; times `mul`) as high + low element tiles [C][LDS] (zero past row l and
-// column d_k); `src` the input rows of this chunk (d_k elements a token and head).
-template <class Exponent>
-__device__ __forceinline__ void split_operand(elem_t* hi, elem_t* lo, const elem_t* src, const BwdArgs& a, i64 row0, int head,
-                                              int l, float mul, Exponent E) {
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - i * DK;
-        float x = 0.f;
-        if (i < l && d < a.dk) x = mul * to_f32(src[((row0 + i) * a.h + head) * (i64)a.dk + d]) * gla_exp(E(i, d));
-        const elem_t h = to_elem(x);
-        hi[i * LDS + d] = h;
-        lo[i * LDS + d] = to_elem(x - to_f32(h));
+constexpr int NX = C * DK / (2 * NT), NY = C * BVS / (2 * NT);  // a thread's element pairs of a chunk's [C][DK], [C][BVS] tiles
+static_assert(2 * NX * NT == C * DK && 2 * NY * NT == C * BVS && C <= NT, "whole tiles a thread");
+
+// One chunk's inputs, held in registers a chunk ahead so that their loads overlap the current chunk's products:
+// this thread's element pairs (2p, 2p + 1), p = threadIdx.x + u·NT, of the chunk's [C][DK] tiles (the decayed
+// operand's input, k or q, and a per-key gate's logits) and of its [C][BVS] value tile (v or dO), two elements a
+// register; a per-head gate's logit of row threadIdx.x.
+struct ScanIn {
+    unsigned x[NX], y[NY];
+    unsigned g[KEY_GATE == GATE_PER_KEY ? NX : 1];
+};
+__device__ __forceinline__ unsigned pair_bits(elem_t lo, elem_t hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+__device__ __forceinline__ float pair_f32(unsigned w, int half) { return to_f32((elem_t)(half ? w >> 16 : w & 0xffffu)); }
+
+template <bool REVERSE>
+__device__ __forceinline__ void scan_fetch(ScanIn& in, const BwdArgs& a, i64 row0, int head, int l, int e0) {
+    static_assert((2 * NT) % DK == 0 && (2 * NT) % BVS == 0, "a thread keeps its columns from pair to pair");
+    constexpr int RX = 2 * NT / DK, RY = 2 * NT / BVS;  // rows from one of a thread's pairs to the next
+    const elem_t zero = to_elem(0.f);
+    const int ix = 2 * threadIdx.x / DK, d = 2 * threadIdx.x % DK, iy = 2 * threadIdx.x / BVS, e = 2 * threadIdx.x % BVS;
+    const i64 sx = (i64)RX * a.h * a.dk, sy = (i64)RY * a.h * a.dv;  // the pairs' strides (elements)
+    const i64 ox = ((row0 + ix) * a.h + head) * (i64)a.dk + d, oy = ((row0 + iy) * a.h + head) * (i64)a.dv + e0 + e;
+    const elem_t* xs = (REVERSE ? a.q : a.k) + ox;
+    const elem_t* ys = (REVERSE ? a.d_o : a.v) + oy;
+#if KEY_GATE == GATE_PER_KEY
+    const elem_t* gs = a.g + ox;
+#endif
+#pragma unroll
+    for (int u = 0; u < NX; ++u) {
+        const bool ok0 = ix + u * RX < l && d < a.dk, ok1 = ix + u * RX < l && d + 1 < a.dk;
+        in.x[u] = pair_bits(ok0 ? xs[u * sx] : zero, ok1 ? xs[u * sx + 1] : zero);
+#if KEY_GATE == GATE_PER_KEY
+        in.g[u] = pair_bits(ok0 ? gs[u * sx] : zero, ok1 ? gs[u * sx + 1] : zero);
+#endif
+    }
+#if KEY_GATE == GATE_PER_HEAD
+    in.g[0] = (int)threadIdx.x < l ? a.g[(row0 + threadIdx.x) * a.h + head] : zero;
+#endif
+#pragma unroll
+    for (int u = 0; u < NY; ++u) {
+        const bool ok = iy + u * RY < l;
+        in.y[u] = pair_bits(ok && e0 + e < a.dv ? ys[u * sy] : zero, ok && e0 + e + 1 < a.dv ? ys[u * sy + 1] : zero);
     }
 }
 
-// The chunk's columns [e0, e0 + BVS) of a [tokens, H, d_v] input, as an element tile [C][LDB] (zero past l, d_v).
-__device__ __forceinline__ void value_tile(elem_t* dst, const elem_t* src, const BwdArgs& a, i64 row0, int head, int l, int e0) {
-    for (int idx = threadIdx.x; idx < C * BVS; idx += NT) {
-        const int i = idx / BVS, e = idx - i * BVS;
-        dst[i * LDB + e] = (i < l && e0 + e < a.dv) ? src[((row0 + i) * a.h + head) * (i64)a.dv + e0 + e] : to_elem(0.f);
+// Γ of a chunk's row i at key column d (natural log): per key G[i][d]; a scalar gate's row value sits in column 0.
+__device__ __forceinline__ float gam(const float* G, int i, int d) { return KEY_GATE == GATE_PER_KEY ? G[i * DK + d] : G[i * DK]; }
+
+// The chunk's tiles from the registers of scan_fetch: Γ into G (log α of every element, then the running sums down
+// the columns), the decayed operand X ⊙ e^{E} as high + low element tiles [C][LDS] — K̂ = K ⊙ e^{Γ_L − Γ} (states) or
+// Q̃ = scale · Q ⊙ e^{Γ} (their gradients), every exponent ≤ 0 — and the value tile [C][LDB]. Zero past row l and the
+// head dims. Ends on a barrier.
+template <bool REVERSE>
+__device__ __forceinline__ void scan_stage(const ScanIn& in, const BwdArgs& a, float* G, elem_t* Xh, elem_t* Xl, elem_t* Y,
+                                           int head, int l) {
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+#if KEY_GATE == GATE_PER_KEY
+#pragma unroll
+    for (int u = 0; u < NX; ++u)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int idx = 2 * (threadIdx.x + u * NT) + h, i = idx / DK, d = idx - i * DK;
+            G[idx] = (i < l && d < a.dk) ? gate_log_alpha(pair_f32(in.g[u], h), p) : 0.f;
+        }
+    __syncthreads();
+    for (int d = threadIdx.x; d < DK; d += NT) {
+        float acc = 0.f;
+#pragma unroll 8
+        for (int i = 0; i < C; ++i) {
+            acc += G[i * DK + d];
+            G[i * DK + d] = acc;
+        }
     }
+#else
+    if ((int)threadIdx.x < C) {
+        const int i = threadIdx.x;
+#if KEY_GATE == GATE_PER_HEAD
+        G[i * DK] = i < l ? gate_log_alpha(pair_f32(in.g[0], 0), p) : 0.f;
+#else
+        G[i * DK] = i < l ? gate_log_alpha((float)head, p) : 0.f;  // a fixed gate's input is the head index
+#endif
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) {
+            acc += G[i * DK];
+            G[i * DK] = acc;
+        }
+    }
+#endif
+    __syncthreads();
+    const float mul = REVERSE ? a.scale : 1.f;
+#pragma unroll
+    for (int u = 0; u < NX; ++u) {
+        const int idx = 2 * (threadIdx.x + u * NT), i = idx / DK, d = idx - i * DK;
+        float x[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+            x[h] = (i < l && d + h < a.dk)
+                       ? mul * pair_f32(in.x[u], h) * gla_exp(REVERSE ? gam(G, i, d + h) : gam(G, l - 1, d + h) - gam(G, i, d + h))
+                       : 0.f;
+        const elem_t h0 = to_elem(x[0]), h1 = to_elem(x[1]);
+        *reinterpret_cast<unsigned*>(Xh + i * LDS + d) = pair_bits(h0, h1);
+        *reinterpret_cast<unsigned*>(Xl + i * LDS + d) = pair_bits(to_elem(x[0] - to_f32(h0)), to_elem(x[1] - to_f32(h1)));
+    }
+#pragma unroll
+    for (int u = 0; u < NY; ++u) {
+        const int idx = 2 * (threadIdx.x + u * NT), i = idx / BVS, e = idx - i * BVS;
+        *reinterpret_cast<unsigned*>(Y + i * LDB + e) = in.y[u];
+    }
+    __syncthreads();
 }
 
 // S_[c] of every chunk of one (sequence, head, value tile of BVS columns), forward (REVERSE = false), or dS_[c] in
@@ -52,62 +144,76 @@ __device__ __forceinline__ void state_scan(const BwdArgs& a) {
     const int e0 = blockIdx.x * BVS, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot0 = a.chunk_offsets[n] + n;
     const int nc = (int)((len + C - 1) / C);
+    auto rows = [&](int c) { return (int)min((i64)C, len - (i64)c * C); };
     const int m0 = (warp % SCAN_MT) * SCAN_WM * 16, n0 = (warp / SCAN_MT) * SCAN_WN * 8;  // this warp's block
     const i64 sbase = (((i64)n * a.h + head) * a.dk) * a.dv;
     float* const ws = REVERSE ? a.dstates : a.states;
     const float* init = REVERSE ? a.dht : a.h0;
-    float acc[SCAN_WM][SCAN_WN][4];
+    // The warp's block as two halves of SCAN_WN / 2 column tiles (one half's fragments live at a time in warp_mma).
+    constexpr int HN = SCAN_WN / 2;
+    float acc[2][SCAN_WM][HN][4];
 #pragma unroll
-    for (int mi = 0; mi < SCAN_WM; ++mi)
+    for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-        for (int ni = 0; ni < SCAN_WN; ++ni)
+        for (int mi = 0; mi < SCAN_WM; ++mi)
 #pragma unroll
-            for (int x = 0; x < 4; ++x) {
-                const int d = acc_row(m0, mi, x), e = e0 + acc_col(n0, ni, x);
-                acc[mi][ni][x] = (init && d < a.dk && e < a.dv) ? init[sbase + (i64)d * a.dv + e] : 0.f;
-            }
+            for (int ni = 0; ni < HN; ++ni)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    const int d = acc_row(m0, mi, x), e = e0 + acc_col(n0 + hh * HN * 8, ni, x);
+                    acc[hh][mi][ni][x] = (init && d < a.dk && e < a.dv) ? init[sbase + (i64)d * a.dv + e] : 0.f;
+                }
+    ScanIn in;
+    if (nc > 0) {
+        const int c = REVERSE ? nc - 1 : 0;
+        scan_fetch<REVERSE>(in, a, bos + (i64)c * C, head, rows(c), e0);
+    }
     for (int step = 0;; ++step) {
         const int c = REVERSE ? nc - step : step;
         // The state at this chunk boundary (and dh0).
         float* dst = slot_ptr(ws, a, slot0 + c, head);
+        float* dh0 = REVERSE && c == 0 ? a.dh0 : nullptr;
 #pragma unroll
         for (int mi = 0; mi < SCAN_WM; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < SCAN_WN; ++ni)
+            for (int x = 0; x < 4; ++x) {
+                const int d = acc_row(m0, mi, x);
+                float* row = dst + (i64)d * a.dv;
 #pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    const int d = acc_row(m0, mi, x), e = e0 + acc_col(n0, ni, x);
-                    if (d < a.dk && e < a.dv) {
-                        dst[(i64)d * a.dv + e] = acc[mi][ni][x];
-                        if (REVERSE && c == 0 && a.dh0) a.dh0[sbase + (i64)d * a.dv + e] = acc[mi][ni][x];
+                for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                    for (int ni = 0; ni < HN; ++ni) {
+                        const int e = e0 + acc_col(n0 + hh * HN * 8, ni, x);
+                        if (d < a.dk && e < a.dv) {
+                            row[e] = acc[hh][mi][ni][x];
+                            if (dh0) dh0[sbase + (i64)d * a.dv + e] = acc[hh][mi][ni][x];
+                        }
                     }
-                }
+            }
         if (REVERSE ? c == 0 : c == nc) break;
-        const int i0 = (REVERSE ? c - 1 : c) * C, l = (int)min((i64)C, len - i0);
-        chunk_gamma(a, G, nullptr, bos, head, i0, l);
-        const float* GL = G + (l - 1) * DK;
-        if (REVERSE) {
-            split_operand(Xh, Xl, a.q, a, bos + i0, head, l, a.scale, [&](int i, int d) { return G[i * DK + d]; });
-            value_tile(Y, a.d_o, a, bos + i0, head, l, e0);
-        } else {
-            split_operand(Xh, Xl, a.k, a, bos + i0, head, l, 1.f, [&](int i, int d) { return GL[d] - G[i * DK + d]; });
-            value_tile(Y, a.v, a, bos + i0, head, l, e0);
-        }
-        __syncthreads();
+        const int cc = REVERSE ? c - 1 : c, l = rows(cc);  // the chunk this step takes in
+        scan_stage<REVERSE>(in, a, G, Xh, Xl, Y, head, l);
+        const int cn = REVERSE ? cc - 1 : cc + 1;          // the next one: its loads overlap this step's products
+        if (REVERSE ? cn >= 0 : cn < nc) scan_fetch<REVERSE>(in, a, bos + (i64)cn * C, head, rows(cn), e0);
         // state ← diag(e^{Γ_L}) state + Xᵀ Y
 #pragma unroll
         for (int mi = 0; mi < SCAN_WM; ++mi)
 #pragma unroll
             for (int x = 0; x < 4; ++x) {
-                const float f = gla_exp(GL[acc_row(m0, mi, x)]);
+                const float f = gla_exp(gam(G, l - 1, acc_row(m0, mi, x)));
 #pragma unroll
-                for (int ni = 0; ni < SCAN_WN; ++ni) acc[mi][ni][x] *= f;
+                for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+                    for (int ni = 0; ni < HN; ++ni) acc[hh][mi][ni][x] *= f;
             }
-        warp_mma<SCAN_WM, SCAN_WN, true, true, C>(acc, Xh, LDS, m0, Y, LDB, n0, C);
-        warp_mma<SCAN_WM, SCAN_WN, true, true, C>(acc, Xl, LDS, m0, Y, LDB, n0, C);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            warp_mma<SCAN_WM, HN, true, true, C>(acc[hh], Xh, LDS, m0, Y, LDB, n0 + hh * HN * 8, C);
+            warp_mma<SCAN_WM, HN, true, true, C>(acc[hh], Xl, LDS, m0, Y, LDB, n0 + hh * HN * 8, C);
+        }
         __syncthreads();  // (G and the tiles are rewritten by the next chunk)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NT) gla_bwd_states(const __grid_constant__ BwdArgs a) { state_scan<false>(a); }
-extern "C" __global__ void __launch_bounds__(NT) gla_bwd_dstates(const __grid_constant__ BwdArgs a) { state_scan<true>(a); }
+extern "C" __global__ void __launch_bounds__(NT, 2) gla_bwd_states(const __grid_constant__ BwdArgs a) { state_scan<false>(a); }
+extern "C" __global__ void __launch_bounds__(NT, 2) gla_bwd_dstates(const __grid_constant__ BwdArgs a) { state_scan<true>(a); }
