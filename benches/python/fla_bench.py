@@ -8,6 +8,7 @@ Measures (bf16, layout [B, T, H, D]):
   gla_fwd     fla.ops.gla.chunk_gla forward, per-key gate g = logsigmoid(randn)/16, [B,T,H,D]
   simple_fwd  fla.ops.simple_gla.chunk_simple_gla forward, scalar gate g = -softplus(randn), [B,T,H]
   gla_fwdbwd  chunk_gla forward + backward (torch.autograd.grad w.r.t. q, k, v, g)
+  simple_fwdbwd  chunk_simple_gla forward + backward (the scalar gate g = -softplus(randn), grads w.r.t. q, k, v, g)
 
 Timing: the first call (Triton autotuning: 70-250 s per new shape family) is timed by wall clock and stored as
 `first_call_s`; then 3 untimed warm calls; then `--reps` timed calls, each with fresh random inputs (regenerated in
@@ -58,7 +59,7 @@ TINY_FWDBWD_SHAPES = TINY_SHAPES[:2]
 TINY_ACC_SHAPES = [(2, 48, 2, 32), (1, 96, 2, 16)]
 TINY_DUMP_SHAPE = (2, 48, 2, 32)
 
-ALL_CASES = ["copy", "sdpa", "acc", "gla_fwd", "simple_fwd", "gla_fwdbwd"]
+ALL_CASES = ["copy", "sdpa", "acc", "gla_fwd", "simple_fwd", "gla_fwdbwd", "simple_fwdbwd"]
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f16": torch.float16}
 
 
@@ -573,17 +574,22 @@ def main(argv=None):
             return fn, inp.regen, lambda: None
         return make
 
-    def fwdbwd_case(shape):
-        d = shape[3]
-        inp = Inputs(shape, "gla", dtype, gdtype, dev, requires_grad=True, with_do=True)
+    def fwdbwd_case_of(gate, opname):
+        def make(shape):
+            d = shape[3]
+            inp = Inputs(shape, gate, dtype, gdtype, dev, requires_grad=True, with_do=True)
+            op = getattr(ops, opname)
 
-        def fn():
-            with torch.enable_grad():
-                o = ops.gla(inp.q, inp.k, inp.v, inp.g, d ** -0.5)
-                grads = torch.autograd.grad(o, (inp.q, inp.k, inp.v, inp.g), inp.do)
-            return grads
+            def fn():
+                with torch.enable_grad():
+                    o = op(inp.q, inp.k, inp.v, inp.g, d ** -0.5)
+                    grads = torch.autograd.grad(o, (inp.q, inp.k, inp.v, inp.g), inp.do)
+                return grads
 
-        return fn, inp.regen, lambda: None
+            return fn, inp.regen, lambda: None
+        return make
+
+    fwdbwd_case = fwdbwd_case_of("gla", "gla")
 
     def sdpa_case(shape):
         b, t, h, d = shape
@@ -679,6 +685,9 @@ def main(argv=None):
         run_family("simple_fwd", "fla.chunk_simple_gla", "mamba2", "fwd", shapes, fwd_case("mamba2", "simple_gla"))
     if "gla_fwdbwd" in cases:
         run_family("gla_fwdbwd", "fla.chunk_gla", "gla", "fwd_bwd", fwdbwd_shapes, fwdbwd_case)
+    if "simple_fwdbwd" in cases:
+        run_family("simple_fwdbwd", "fla.chunk_simple_gla", "mamba2", "fwd_bwd", fwdbwd_shapes,
+                   fwdbwd_case_of("mamba2", "simple_gla"))
 
     res.data["meta"]["elapsed_s"] = round(time.perf_counter() - t_start, 1)
     res.write()

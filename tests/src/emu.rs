@@ -90,6 +90,7 @@ fn host_form(name: &str, elem: &str) -> Option<&'static str> {
             "inline void cp_async16_full(unsigned dst, const void* src) { std::memcpy((char*)sm + dst, src, 16); }"
         }
         ("cp_async_commit", _) => "inline void cp_async_commit() {}",
+        ("prefetch_l2", _) => "inline void prefetch_l2(const void*) {}",
         // The tensor-core step as a collective of the warp (emu::mma_16816: the fragments gathered, the products
         // exact in f32).
         ("mma_16816", "bf16") => {

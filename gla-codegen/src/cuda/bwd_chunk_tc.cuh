@@ -83,20 +83,52 @@ extern "C" __global__ void __launch_bounds__(NT, 2) gla_bwd_chunk(const __grid_c
     // The warp's tile of a [C][·] product: rows 16·(warp mod 2), columns (warp / 2) · width.
     const int wr = 16 * (warp & 1), wk = (warp >> 1) * WN_K, wv = (warp >> 1) * WN_V;
 
-    // 1. Tiles of the chunk (zero past row l and past the head dims), Γ and α.
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - i * DK;
-        const bool ok = i < l && d < a.dk;
-        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
-        Qe[i * LDK + d] = ok ? a.q[off] : zero;
-        Ke[i * LDK + d] = ok ? a.k[off] : zero;
+    // 0. The three states this chunk reads (S_[c], S_[c+1], dS_[c+1]: 3 · d_k · d_v · 4 bytes) asked into L2 now, so
+    //    that their reads below wait on L2 rather than on memory.
+    {
+        const int lines = (int)(((i64)a.dk * a.dv * 4 + 127) / 128);
+        for (int ln = threadIdx.x; ln < 3 * lines; ln += NT) {
+            const float* base = ln < lines ? ch.S0 : ln < 2 * lines ? ch.S1 : ch.dS1;
+            prefetch_l2(base + (i64)(ln % lines) * 32);
+        }
     }
-    for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
-        const int i = idx / DV, e = idx - i * DV;
-        const bool ok = i < l && e < a.dv;
-        const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dv + e;
-        Ve[i * LDV + e] = ok ? a.v[off] : zero;
-        DOe[i * LDV + e] = ok ? a.d_o[off] : zero;
+
+    // 1. Tiles of the chunk (zero past row l and past the head dims) — 16-byte asynchronous copies where the head dims
+    //    are multiples of 8 and the tensors 16-byte aligned — then Γ and α.
+    const bool vec = a.dk % 8 == 0 && a.dv % 8 == 0 &&
+                     (((unsigned long long)a.q | (unsigned long long)a.k | (unsigned long long)a.v | (unsigned long long)a.d_o) & 15) == 0;
+    if (vec) {
+        for (int idx = threadIdx.x; idx < C * DK / 8; idx += NT) {
+            const int i = idx / (DK / 8), d = (idx - i * (DK / 8)) * 8;
+            const bool ok = i < l && d < a.dk;
+            const i64 off = ok ? ((bos + i0 + i) * a.h + head) * (i64)a.dk + d : 0;
+            cp_async16(Qe + i * LDK + d, a.q + off, ok);
+            cp_async16(Ke + i * LDK + d, a.k + off, ok);
+        }
+        for (int idx = threadIdx.x; idx < C * DV / 8; idx += NT) {
+            const int i = idx / (DV / 8), e = (idx - i * (DV / 8)) * 8;
+            const bool ok = i < l && e < a.dv;
+            const i64 off = ok ? ((bos + i0 + i) * a.h + head) * (i64)a.dv + e : 0;
+            cp_async16(Ve + i * LDV + e, a.v + off, ok);
+            cp_async16(DOe + i * LDV + e, a.d_o + off, ok);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+    } else {
+        for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+            const int i = idx / DK, d = idx - i * DK;
+            const bool ok = i < l && d < a.dk;
+            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
+            Qe[i * LDK + d] = ok ? a.q[off] : zero;
+            Ke[i * LDK + d] = ok ? a.k[off] : zero;
+        }
+        for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
+            const int i = idx / DV, e = idx - i * DV;
+            const bool ok = i < l && e < a.dv;
+            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dv + e;
+            Ve[i * LDV + e] = ok ? a.v[off] : zero;
+            DOe[i * LDV + e] = ok ? a.d_o[off] : zero;
+        }
     }
     chunk_gamma(a, G, AL, bos, head, i0, l);  // (its barriers publish the tiles)
     const float* GL = G + (l - 1) * DK;
