@@ -40,6 +40,9 @@ struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
     int pad0, pad1, pad2;
 };
 
+// A hint: bring the 128-byte line at p into L2 (no register, no wait).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 __device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 slot, int head) {
     return base + (slot * a.h + head) * (i64)a.dk * a.dv;
 }
