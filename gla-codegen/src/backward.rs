@@ -58,18 +58,23 @@ impl BackwardSpec {
         })
     }
 
-    /// Chunk size: 32 rows up to d = 128, 16 at 256, 8 at 512 (one chunk's f32 tiles in shared memory).
+    /// Chunk size: 32 rows on the tensor-core kernels; on the f32 ones 32 up to d = 128, 16 at 256, 8 at 512 (one
+    /// chunk's f32 tiles in shared memory).
     pub fn chunk(&self) -> u32 {
-        backward_chunk(self.dk.max(self.dv))
+        if self.tensor_cores() {
+            32
+        } else {
+            backward_chunk(self.dk.max(self.dv))
+        }
     }
 
     /// Whether the kernels run their decay-free products on tensor cores (`cuda/bwd_scan_tc.cuh`: the state
-    /// scans, `cuda/bwd_chunk_tc.cuh`: the chunk kernel): bf16 and f16 key gates at head dims up to 128 (chunk 32).
-    /// f32, per-value gates and larger head dims take the f32 CUDA-core kernels.
+    /// scans, `cuda/bwd_chunk_tc.cuh`: the chunk kernel): bf16 and f16 key gates at head dims up to 256 (chunk 32;
+    /// one chunk kernel CTA an SM at 256, two at 128). f32, per-value gates and d = 512 take the f32 CUDA-core kernels.
     pub fn tensor_cores(&self) -> bool {
         self.dtype != DType::F32
-            && self.dk <= 128
-            && self.dv <= 128
+            && self.dk <= 256
+            && self.dv <= 256
             && self.gate.shape() != GateShape::PerValue
     }
 
@@ -282,7 +287,8 @@ mod tests {
                 dk: d,
                 dv: d,
             };
-            assert_eq!(s.chunk(), [32, 32, 16, 8][d.trailing_zeros() as usize - 6]);
+            assert_eq!(s.chunk(), [32, 32, 32, 8][d.trailing_zeros() as usize - 6]);
+            assert_eq!(s.tensor_cores(), d <= 256);
             for k in BWD_KERNELS {
                 assert!(
                     s.smem_bytes(k) <= MAX_SMEM_BYTES,

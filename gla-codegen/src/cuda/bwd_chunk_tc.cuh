@@ -1,5 +1,5 @@
-// The backward's chunk kernel on tensor cores (bf16 / f16, d_k and d_v ≤ 128, C = 32): one chunk's gradients,
-// every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps; two CTAs an SM at d = 128). The
+// The backward's chunk kernel on tensor cores (bf16 / f16, d_k and d_v ≤ 256, C = 32): one chunk's gradients,
+// every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps; two CTAs an SM at d = 128, one at 256). The
 // products without a decay inside their sum run as mma.sync tile products on bf16 / f16 operands, f32 accumulators:
 //   dA = dÔ Vᵀ,   dq⁽ⁱⁿᵗᵉʳ⁾ = (dÔ S_[c]ᵀ) ⊙ e^{Γ},   dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ},   dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]
 // (the states read from the workspace straight into mma fragments as high + low element pairs, two products; 8
@@ -59,7 +59,9 @@ __device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NT, 2) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
+constexpr int CHUNK_CTAS = DK <= 128 && DV <= 128 ? 2 : 1;  // CTAs an SM (shared memory: 111 KB at d = 128)
+
+extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
     extern __shared__ __align__(16) float sm[];
     elem_t* Qe = reinterpret_cast<elem_t*>(sm);  // [C][LDK]
     elem_t* Ke = Qe + C * LDK;                   // [C][LDK]

@@ -1,4 +1,4 @@
-// The backward's two state scans on tensor cores (bf16 / f16, key gates, d_k and d_v ≤ 128): a CTA per (value tile
+// The backward's two state scans on tensor cores (bf16 / f16, key gates, d_k and d_v ≤ 256): a CTA per (value tile
 // of BVS = 64 columns, head, sequence) walks the chunks in order and keeps its [DK][BVS] slice of the state in mma.sync
 // accumulators (f32), stored to the workspace at every chunk boundary; each chunk's inputs are loaded into registers
 // while the previous chunk's products run (scan_fetch), so the walk does not wait on memory a step:
@@ -12,7 +12,8 @@ constexpr int LDS = DK + 8, LDB = BVS + 8;                     // padded element
 constexpr int SCAN_MT = DK / 16;                               // row tiles of the state slice
 constexpr int SCAN_WM = SCAN_MT >= NT / 32 ? SCAN_MT / (NT / 32) : 1;  // row tiles a warp
 constexpr int SCAN_WN = SCAN_MT >= NT / 32 ? BVS / 8 : BVS / 8 / ((NT / 32) / SCAN_MT);  // column tiles a warp
-static_assert(NT == 256 && BVS == 64 && DK % 64 == 0 && DK <= 128, "the scan's warp map");
+static_assert(NT == 256 && BVS == 64 && DK % 64 == 0 && DK <= 256, "the scan's warp map");
+constexpr int SCAN_CTAS = DK <= 128 ? 2 : 1;  // CTAs an SM (the accumulators: 32 a thread at d_k = 128, 64 at 256)
 
 // One lane's accumulator element x of tile (mi, ni) → (row, column) of the warp's [16·MI][8·NI] block at (m0, n0).
 __device__ __forceinline__ int acc_row(int m0, int mi, int x) { return m0 + mi * 16 + ((threadIdx.x & 31) >> 2) + (x >> 1) * 8; }
@@ -215,5 +216,5 @@ __device__ __forceinline__ void state_scan(const BwdArgs& a) {
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NT, 2) gla_bwd_states(const __grid_constant__ BwdArgs a) { state_scan<false>(a); }
-extern "C" __global__ void __launch_bounds__(NT, 2) gla_bwd_dstates(const __grid_constant__ BwdArgs a) { state_scan<true>(a); }
+extern "C" __global__ void __launch_bounds__(NT, SCAN_CTAS) gla_bwd_states(const __grid_constant__ BwdArgs a) { state_scan<false>(a); }
+extern "C" __global__ void __launch_bounds__(NT, SCAN_CTAS) gla_bwd_dstates(const __grid_constant__ BwdArgs a) { state_scan<true>(a); }
