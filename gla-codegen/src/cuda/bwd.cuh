@@ -47,6 +47,30 @@ __device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 sl
     return base + (slot * a.h + head) * (i64)a.dk * a.dv;
 }
 
+// Running sums down the columns of a [C][N] f32 tile in shared memory, G[i][d] ← Σ_{m ≤ i} G[m][d]: a thread a
+// column (the order of additions of a sequential scan). column0_sums: the same for column 0 of a [C][DK] tile only
+// (a scalar gate's row values), by one thread. Neither ends on a barrier.
+template <int N>
+__device__ __forceinline__ void column_sums(float* G) {
+    for (int d = threadIdx.x; d < N; d += NT) {
+        float acc = 0.f;
+#pragma unroll 8
+        for (int i = 0; i < C; ++i) {
+            acc += G[i * N + d];
+            G[i * N + d] = acc;
+        }
+    }
+}
+__device__ __forceinline__ void column0_sums(float* G) {
+    if (threadIdx.x == 0) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) {
+            acc += G[i * DK];
+            G[i * DK] = acc;
+        }
+    }
+}
+
 // Γ of chunk rows [i0, i0 + l) of sequence (bos, head): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d (natural log; rows
 // past l repeat the last valid one, columns past d_k are 0); scalar gates fill every column of a row with its Γ.
 // AL (or null) gets the decays themselves, AL[i][d] = α_i,d = e^{log α_i,d} (1 past row l and column d_k): the
@@ -64,14 +88,7 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* A
         if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < DK; d += NT) {
-        float acc = 0.f;
-#pragma unroll 8
-        for (int i = 0; i < C; ++i) {
-            acc += G[i * DK + d];
-            G[i * DK + d] = acc;
-        }
-    }
+    column_sums<DK>(G);
     __syncthreads();
 #else
     // log α a row (column 0), then one thread's running sum, then every column of a row.
@@ -88,13 +105,7 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* A
         if (AL) AL[i * DK] = i < l ? gla_exp(la) : 1.f;
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float acc = 0.f;
-        for (int i = 0; i < C; ++i) {
-            acc += G[i * DK];
-            G[i * DK] = acc;
-        }
-    }
+    column0_sums(G);
     __syncthreads();
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
@@ -121,14 +132,7 @@ __device__ __forceinline__ void value_gamma(const BwdArgs& a, float* G, float* A
         if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < N; e += NT) {
-        float acc = 0.f;
-#pragma unroll 8
-        for (int i = 0; i < C; ++i) {
-            acc += G[i * N + e];
-            G[i * N + e] = acc;
-        }
-    }
+    column_sums<N>(G);
     __syncthreads();
 }
 

@@ -59,6 +59,32 @@ __device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* 
     }
 }
 
+// Two [C][LD] element tiles X, Y of the chunk's rows row0 .. row0 + l of two [tokens, H, w] inputs (w ≤ N): zero
+// past row l and column w; 16-byte asynchronous copies where `vec` (w % 8 = 0, 16-byte aligned inputs; the caller
+// commits and waits), element loads otherwise.
+template <int N, int LD>
+__device__ __forceinline__ void tile_pair(elem_t* X, elem_t* Y, const elem_t* xs, const elem_t* ys, int w, const BwdArgs& a,
+                                          i64 row0, int head, int l, bool vec) {
+    if (vec) {
+        for (int idx = threadIdx.x; idx < C * N / 8; idx += NT) {
+            const int i = idx / (N / 8), d = (idx - i * (N / 8)) * 8;
+            const bool ok = i < l && d < w;
+            const i64 off = ok ? ((row0 + i) * a.h + head) * (i64)w + d : 0;
+            cp_async16(X + i * LD + d, xs + off, ok);
+            cp_async16(Y + i * LD + d, ys + off, ok);
+        }
+    } else {
+        const elem_t zero = to_elem(0.f);
+        for (int idx = threadIdx.x; idx < C * N; idx += NT) {
+            const int i = idx / N, d = idx - i * N;
+            const bool ok = i < l && d < w;
+            const i64 off = ((row0 + i) * a.h + head) * (i64)w + d;
+            X[i * LD + d] = ok ? xs[off] : zero;
+            Y[i * LD + d] = ok ? ys[off] : zero;
+        }
+    }
+}
+
 constexpr int CHUNK_CTAS = DK <= 128 && DV <= 128 ? 2 : 1;  // CTAs an SM (shared memory: 111 KB at d = 128)
 
 extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const __grid_constant__ BwdArgs a) {
@@ -81,7 +107,6 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
     const int head = ch.head, i0 = ch.i0, l = ch.l;
     const i64 bos = ch.bos;
     const float *S0 = ch.S0, *dS1 = ch.dS1;  // S_[c], dS_[c+1]
-    const elem_t zero = to_elem(0.f);
     // The warp's tile of a [C][·] product: rows 16·(warp mod 2), columns (warp / 2) · width.
     const int wr = 16 * (warp & 1), wk = (warp >> 1) * WN_K, wv = (warp >> 1) * WN_V;
 
@@ -99,38 +124,11 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
     //    are multiples of 8 and the tensors 16-byte aligned — then Γ and α.
     const bool vec = a.dk % 8 == 0 && a.dv % 8 == 0 &&
                      (((unsigned long long)a.q | (unsigned long long)a.k | (unsigned long long)a.v | (unsigned long long)a.d_o) & 15) == 0;
+    tile_pair<DK, LDK>(Qe, Ke, a.q, a.k, a.dk, a, bos + i0, head, l, vec);
+    tile_pair<DV, LDV>(Ve, DOe, a.v, a.d_o, a.dv, a, bos + i0, head, l, vec);
     if (vec) {
-        for (int idx = threadIdx.x; idx < C * DK / 8; idx += NT) {
-            const int i = idx / (DK / 8), d = (idx - i * (DK / 8)) * 8;
-            const bool ok = i < l && d < a.dk;
-            const i64 off = ok ? ((bos + i0 + i) * a.h + head) * (i64)a.dk + d : 0;
-            cp_async16(Qe + i * LDK + d, a.q + off, ok);
-            cp_async16(Ke + i * LDK + d, a.k + off, ok);
-        }
-        for (int idx = threadIdx.x; idx < C * DV / 8; idx += NT) {
-            const int i = idx / (DV / 8), e = (idx - i * (DV / 8)) * 8;
-            const bool ok = i < l && e < a.dv;
-            const i64 off = ok ? ((bos + i0 + i) * a.h + head) * (i64)a.dv + e : 0;
-            cp_async16(Ve + i * LDV + e, a.v + off, ok);
-            cp_async16(DOe + i * LDV + e, a.d_o + off, ok);
-        }
         cp_async_commit();
         cp_async_wait<0>();
-    } else {
-        for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-            const int i = idx / DK, d = idx - i * DK;
-            const bool ok = i < l && d < a.dk;
-            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dk + d;
-            Qe[i * LDK + d] = ok ? a.q[off] : zero;
-            Ke[i * LDK + d] = ok ? a.k[off] : zero;
-        }
-        for (int idx = threadIdx.x; idx < C * DV; idx += NT) {
-            const int i = idx / DV, e = idx - i * DV;
-            const bool ok = i < l && e < a.dv;
-            const i64 off = ((bos + i0 + i) * a.h + head) * (i64)a.dv + e;
-            Ve[i * LDV + e] = ok ? a.v[off] : zero;
-            DOe[i * LDV + e] = ok ? a.d_o[off] : zero;
-        }
     }
     chunk_gamma(a, G, AL, bos, head, i0, l);  // (its barriers publish the tiles)
     const float* GL = G + (l - 1) * DK;

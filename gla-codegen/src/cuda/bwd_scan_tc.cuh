@@ -84,14 +84,7 @@ __device__ __forceinline__ void scan_stage(const ScanIn& in, const BwdArgs& a, f
             G[idx] = (i < l && d < a.dk) ? gate_log_alpha(pair_f32(in.g[u], h), p) : 0.f;
         }
     __syncthreads();
-    for (int d = threadIdx.x; d < DK; d += NT) {
-        float acc = 0.f;
-#pragma unroll 8
-        for (int i = 0; i < C; ++i) {
-            acc += G[i * DK + d];
-            G[i * DK + d] = acc;
-        }
-    }
+    column_sums<DK>(G);
 #else
     if ((int)threadIdx.x < C) {
         const int i = threadIdx.x;
@@ -102,13 +95,7 @@ __device__ __forceinline__ void scan_stage(const ScanIn& in, const BwdArgs& a, f
 #endif
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float acc = 0.f;
-        for (int i = 0; i < C; ++i) {
-            acc += G[i * DK];
-            G[i * DK] = acc;
-        }
-    }
+    column0_sums(G);
 #endif
     __syncthreads();
     const float mul = REVERSE ? a.scale : 1.f;
