@@ -43,6 +43,16 @@ struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
 // A hint: bring the 128-byte line at p into L2 (no register, no wait).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
+// Two 16-bit elements as one 32-bit register (lo in the low half: an mma fragment's pair, or a 4-byte store).
+__device__ __forceinline__ unsigned pair_bits(elem_t lo, elem_t hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+// (x, y) as high + low element pairs: hi = the pair rounded, lo = the remainders rounded; hi + lo holds x and y to
+// ~2^-17 relative in bf16, so a product taken as two tensor-core products (hi, lo) keeps f32-like accuracy.
+__device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsigned& lo) {
+    const elem_t hx = to_elem(x), hy = to_elem(y);
+    hi = pair_bits(hx, hy);
+    lo = pair_bits(to_elem(x - to_f32(hx)), to_elem(y - to_f32(hy)));
+}
+
 __device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 slot, int head) {
     return base + (slot * a.h + head) * (i64)a.dk * a.dv;
 }
@@ -141,7 +151,7 @@ __device__ __forceinline__ void value_gamma(const BwdArgs& a, float* G, float* A
 //   A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd},   dq_id += Σ_{j≤i} dA_ij k_jd e^{Γ_id − Γ_jd},
 //   dk_jd += Σ_{m≥j} dA_mj q_md e^{Γ_md − Γ_jd}                                   (j ≤ i < l)
 // Thread (row, group g) of NG = NT / C groups owns the columns d = g + NG·u, u < DG: walking j from i down it
-// carries one running factor a column; A's entry is the sum over the row's NG lanes (a shuffle within the group).
+// carries one running factor a column; A's entry is the sum over the row's NG lanes (a whole-warp shuffle).
 // Q, K: accessors (row, column) → f32; AL from chunk_gamma; DA: dA [C][C] (zero above the diagonal and past l);
 // DQ, DKs: [C][N], added to; A: [C][C], written (zero outside j ≤ i < l). Ends on a barrier. N = DK for key gates;
 // a value gate's decays run along the value columns (N = DV), the same sums with other operands (bwd_chunk_value).

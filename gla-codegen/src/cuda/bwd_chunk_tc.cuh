@@ -25,7 +25,7 @@ __device__ __forceinline__ void for_acc(const float (&acc)[1][NI][4], int r0, in
 // acc[16 × 8·NI] += X[r0 .. r0 + 16][0 .. K) · B on tensor cores, X an element tile in shared memory (ldmatrix), B read
 // straight from an f32 state S [d_k][d_v] in global memory into mma fragments, as high + low element pairs (S − high,
 // rounded: their sum holds S to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy; two products):
-//   STATE_T = false: B[k][n] = S[n][c] with n = d_k row c0 + n, k = d_v column   (dÔ S_[c]ᵀ, V dS_[c+1]ᵀ)
+//   STATE_T = false: B[k][n] = S[n][k] with n = d_k row c0 + n, k = d_v column   (dÔ S_[c]ᵀ, V dS_[c+1]ᵀ)
 //   STATE_T = true:  B[k][n] = S[k][n] with k = d_k row, n = d_v column c0 + n    (K̂ dS_[c+1])
 // Zero past the head dims.
 template <int NI, bool STATE_T, int K>
@@ -37,11 +37,6 @@ __device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* 
         const int d = STATE_T ? k : n, e = STATE_T ? n : k;
         return (d < a.dk && e < a.dv) ? S[(i64)d * a.dv + e] : 0.f;
     };
-    auto split = [](float x, float y, unsigned& hi, unsigned& lo) {
-        const elem_t hx = to_elem(x), hy = to_elem(y);
-        hi = (unsigned)hx | ((unsigned)hy << 16);
-        lo = pack2(x - to_f32(hx), y - to_f32(hy));
-    };
 #pragma unroll 2
     for (int kk = 0; kk < K; kk += 16) {
         unsigned x0, x1, x2, x3;
@@ -51,8 +46,8 @@ __device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* 
         for (int ni = 0; ni < NI; ++ni) {
             const int n = c0 + ni * 8 + g, k = kk + 2 * t;
             unsigned h0, l0, h1, l1;
-            split(b(k, n), b(k + 1, n), h0, l0);
-            split(b(k + 8, n), b(k + 9, n), h1, l1);
+            split_pair(b(k, n), b(k + 1, n), h0, l0);
+            split_pair(b(k + 8, n), b(k + 9, n), h1, l1);
             mma_16816(acc[0][ni], x0, x1, x2, x3, h0, h1);
             mma_16816(acc[0][ni], x0, x1, x2, x3, l0, l1);
         }

@@ -30,7 +30,6 @@ struct ScanIn {
     unsigned x[NX], y[NY];
     unsigned g[KEY_GATE == GATE_PER_KEY ? NX : 1];
 };
-__device__ __forceinline__ unsigned pair_bits(elem_t lo, elem_t hi) { return (unsigned)lo | ((unsigned)hi << 16); }
 __device__ __forceinline__ float pair_f32(unsigned w, int half) { return to_f32((elem_t)(half ? w >> 16 : w & 0xffffu)); }
 
 template <bool REVERSE>
@@ -108,9 +107,7 @@ __device__ __forceinline__ void scan_stage(const ScanIn& in, const BwdArgs& a, f
             x[h] = (i < l && d + h < a.dk)
                        ? mul * pair_f32(in.x[u], h) * gla_exp(REVERSE ? gam(G, i, d + h) : gam(G, l - 1, d + h) - gam(G, i, d + h))
                        : 0.f;
-        const elem_t h0 = to_elem(x[0]), h1 = to_elem(x[1]);
-        *reinterpret_cast<unsigned*>(Xh + i * LDS + d) = pair_bits(h0, h1);
-        *reinterpret_cast<unsigned*>(Xl + i * LDS + d) = pair_bits(to_elem(x[0] - to_f32(h0)), to_elem(x[1] - to_f32(h1)));
+        split_pair(x[0], x[1], *reinterpret_cast<unsigned*>(Xh + i * LDS + d), *reinterpret_cast<unsigned*>(Xl + i * LDS + d));
     }
 #pragma unroll
     for (int u = 0; u < NY; ++u) {
