@@ -7,6 +7,7 @@ Measures (bf16, layout [B, T, H, D]):
   acc         fla's error vs an f64 recurrence on small shapes, and a raw dump of one case's inputs/outputs
   gla_fwd     fla.ops.gla.chunk_gla forward, per-key gate g = logsigmoid(randn)/16, [B,T,H,D]
   simple_fwd  fla.ops.simple_gla.chunk_simple_gla forward, scalar gate g = -softplus(randn), [B,T,H]
+  acc_bwd     fla's gradient error (dq, dk, dv, dg) vs autograd through an f64 recurrence, at the accuracy shapes
   gla_fwdbwd  chunk_gla forward + backward (torch.autograd.grad w.r.t. q, k, v, g)
   simple_fwdbwd  chunk_simple_gla forward + backward (the scalar gate g = -softplus(randn), grads w.r.t. q, k, v, g)
 
@@ -59,7 +60,7 @@ TINY_FWDBWD_SHAPES = TINY_SHAPES[:2]
 TINY_ACC_SHAPES = [(2, 48, 2, 32), (1, 96, 2, 16)]
 TINY_DUMP_SHAPE = (2, 48, 2, 32)
 
-ALL_CASES = ["copy", "sdpa", "acc", "gla_fwd", "simple_fwd", "gla_fwdbwd", "simple_fwdbwd"]
+ALL_CASES = ["copy", "sdpa", "acc", "acc_bwd", "gla_fwd", "simple_fwd", "gla_fwdbwd", "simple_fwdbwd"]
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "f16": torch.float16}
 
 
@@ -312,6 +313,25 @@ def ref_recurrence_f64(q, k, v, g, scale):
         s.add_(kd[:, :, i, :, None] * vd[:, :, i, None, :])
         o[:, :, i] = torch.einsum("bhk,bhkv->bhv", qs[:, :, i], s)
     return o.transpose(1, 2)  # [B,T,H,Dv]
+
+
+def ref_grads_f64(q, k, v, g, do, scale):
+    """(dq, dk, dv, dg) of sum(o * do) through the f64 recurrence of ref_recurrence_f64, by torch autograd
+    (out-of-place, so every S_t is kept: B·H·T·dk·dv·8 bytes)."""
+    leaves = [x.detach().to(torch.float64).transpose(1, 2).requires_grad_(True) for x in (q, k, v, g)]
+    qd, kd, vd, gd = leaves
+    b, h, t, dk = qd.shape
+    per_key = gd.dim() == 4
+    a = gd.exp()
+    s = torch.zeros(b, h, dk, vd.shape[-1], dtype=torch.float64, device=qd.device)
+    outs = []
+    for i in range(t):
+        ai = a[:, :, i]
+        s = s * (ai[..., None] if per_key else ai[..., None, None]) + kd[:, :, i, :, None] * vd[:, :, i, None, :]
+        outs.append(torch.einsum("bhk,bhkv->bhv", qd[:, :, i] * scale, s))
+    o = torch.stack(outs, dim=2)
+    grads = torch.autograd.grad(o, leaves, do.detach().to(torch.float64).transpose(1, 2))
+    return [gr.transpose(1, 2) for gr in grads]
 
 
 def rel_rms(o, ref):
@@ -688,6 +708,47 @@ def main(argv=None):
     if "simple_fwdbwd" in cases:
         run_family("simple_fwdbwd", "fla.chunk_simple_gla", "mamba2", "fwd_bwd", fwdbwd_shapes,
                    fwdbwd_case_of("mamba2", "simple_gla"))
+
+    # ---------------------------------------------------------------- gradient accuracy (after the timed cases:
+    # fla autotunes per head shape on its first call, so the timing runs tune at the benchmark shapes)
+    if "acc_bwd" in cases:
+        for shape in acc_shapes:
+            for gate in ("gla", "mamba2"):
+                impl = "fla.chunk_gla" if gate == "gla" else "fla.chunk_simple_gla"
+                rec = {"impl": impl, "gate": gate, "pass": "bwd", "shape": list(shape), "dtype": args.dtype,
+                       "gate_dtype": "f32", "ref": "torch autograd through an f64 recurrence (on device)",
+                       "metric": "sqrt(sum((x-ref)^2)/sum(ref^2)) per gradient; dg = d(log alpha)",
+                       "distribution": "q, k, v, dO, x ~ N(0,1) (q, k, v, dO rounded to dtype); g = gate(x) f32"}
+                if budget_left() <= 0:
+                    res.data["accuracy"].append({**rec, "status": "skipped_budget"})
+                    res.write()
+                    continue
+                try:
+                    b, t, h, d = shape
+                    scale = d ** -0.5
+                    gen = torch.Generator(device="cpu").manual_seed(args.seed + 7000 + len(res.data["accuracy"]))
+                    mk = lambda *s_: torch.randn(*s_, generator=gen).to(dtype).to(dev)  # noqa: E731
+                    q, k, v, do = mk(b, t, h, d), mk(b, t, h, d), mk(b, t, h, d), mk(b, t, h, d)
+                    x = torch.randn(*gate_shape(shape, gate), generator=gen).to(dev)
+                    g = gate_from_logits(x, gate)
+                    leaves = [y.clone().requires_grad_(True) for y in (q, k, v, g)]
+                    with torch.enable_grad():
+                        op = ops.gla if gate == "gla" else ops.simple_gla
+                        o = op(*leaves, scale)
+                        got = torch.autograd.grad(o, leaves, do)
+                    ref = ref_grads_f64(q, k, v, g, do, scale)
+                    errs = {f"rel_rms_{n}": rel_rms(a_, r_) for n, a_, r_ in zip(("dq", "dk", "dv", "dg"), got, ref)}
+                    res.data["accuracy"].append({**rec, "status": "ok", **errs})
+                    res.write()
+                    log(f"acc_bwd {impl} {gate} {shape}: " + ", ".join(f"{n} {e:.3e}" for n, e in errs.items()))
+                    del q, k, v, do, x, g, leaves, o, got, ref
+                except Exception as e:
+                    res.data["accuracy"].append({**rec, "status": "error", "error": f"{type(e).__name__}: {e}"})
+                    res.write()
+                    log(f"acc_bwd {impl} {gate} {shape}: ERROR {type(e).__name__}: {e}")
+                    traceback.print_exc()
+                _free(dev)
+        save_autotune()
 
     res.data["meta"]["elapsed_s"] = round(time.perf_counter() - t_start, 1)
     res.write()

@@ -15,8 +15,7 @@ pub mod variants;
 pub mod writer;
 
 pub use backward::{
-    backward_grids, generate_backward, BackwardArgs, BackwardSpec, BWD_KERNELS,
-    BWD_THREADS,
+    backward_grids, generate_backward, BackwardArgs, BackwardSpec, BWD_KERNELS, BWD_THREADS,
 };
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
 pub use plan::{

@@ -732,7 +732,7 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     let per_key = gate.shape() == GateShape::PerKey;
     for dtype in DType::ALL {
         if dtype != DType::F32 && gate.shape() != GateShape::PerValue {
-            let groups: &[(u32, u32)] = if per_key { &[(4, 1)] } else { &[(4, 2)] };  // (as for key split 2)
+            let groups: &[(u32, u32)] = if per_key { &[(4, 1)] } else { &[(4, 2)] }; // (as for key split 2)
             for &(producer_warps, producer_groups) in groups {
                 let tiles = Tiles {
                     block_v: 128,

@@ -1,6 +1,22 @@
-//! Print the CUDA source of one forward variant of a built-in gate, by variant id:
-//! `cargo run -p gla --example kernel_source -- gla.fwd.bf16.C64.c16.k128.v128.bv128.w8.fused` (`--list`: every id)
+//! Print the CUDA source of one kernel set of a built-in gate, by id: a forward variant
+//! (`cargo run -p gla --example kernel_source -- gla.fwd.bf16.C64.c16.k128.v128.bv128.w8.fused`) or a backward set
+//! (`… -- gla.bwd.bf16.k128.v128`). `--list`: every id.
+use gla_codegen::backward::{generate_backward, BackwardSpec};
 use gla_codegen::{all_variants, generate};
+use gla_core::DType;
+
+/// Every backward kernel set of the registered gates: dtype × square head dims.
+fn backward_specs() -> Vec<BackwardSpec> {
+    let mut out = Vec::new();
+    for gate in gla_core::registered_gates() {
+        for dtype in DType::ALL {
+            for d in [64usize, 128, 256, 512] {
+                out.extend(BackwardSpec::for_problem(gate, dtype, d, d).ok());
+            }
+        }
+    }
+    out
+}
 
 fn main() {
     let id = std::env::args()
@@ -12,6 +28,14 @@ fn main() {
             .into_iter()
             .flat_map(all_variants)
             .for_each(|s| println!("{}", s.id()));
+        backward_specs().iter().for_each(|s| println!("{}", s.id()));
+        return;
+    }
+    if let Some(spec) = backward_specs().into_iter().find(|s| s.id() == id) {
+        match generate_backward(&spec) {
+            Ok(src) => print!("{src}"),
+            Err(e) => eprintln!("{e}"),
+        }
         return;
     }
     let found = gla_core::registered_gates()

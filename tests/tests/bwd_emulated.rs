@@ -63,6 +63,7 @@ fn emulate(
     let mut dh0 = vec![f32::NAN; n * h * dk * dv];
     let slots = (chunks + n) * h * dk * dv;
     let (mut states, mut dstates) = (vec![f32::NAN; slots], vec![f32::NAN; slots]);
+    let mut rowsums = vec![f32::NAN; spec.rowsum_elems(chunks + n, h, dk, dv)];
     let fixed = gate.shape() == GateShape::Fixed;
     let p = |v: &mut Vec<f32>| {
         if v.is_empty() {
@@ -88,6 +89,7 @@ fn emulate(
         dh0: dh0.as_mut_ptr() as u64,
         states: states.as_mut_ptr() as u64,
         dstates: dstates.as_mut_ptr() as u64,
+        rowsums: p(&mut rowsums),
         cu_seqlens: cu.as_mut_ptr() as u64,
         chunk_offsets: co.as_mut_ptr() as u64,
         chunk_index: ci.as_mut_ptr() as u64,
@@ -98,7 +100,10 @@ fn emulate(
         scale: 1.0 / (dk as f32).sqrt(),
         pad: [0; 3],
     };
-    for (name, grid) in BWD_KERNELS.iter().zip(backward_grids(spec, dv, h, n, chunks)) {
+    for (name, grid) in BWD_KERNELS
+        .iter()
+        .zip(backward_grids(spec, dv, h, n, chunks))
+    {
         if grid.0 * grid.1 * grid.2 == 0 {
             continue;
         }
@@ -147,6 +152,9 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
         ),
         (Dims::new(1, 70, 1, 100, 72), None, 12.0, 128, &all),
         (Dims::new(1, 40, 1, 8, 8), None, 12.0, 256, &all[..2]),
+        // strong decays in f16 at d = 256 (scale 1/16): the gradients' scan keeps its decayed operand out of f16's
+        // subnormals (dh0 was 0.1 off on the H100 before)
+        (Dims::new(1, 40, 1, 8, 8), None, -12.0, 256, &all[2..]),
         (
             Dims::new(1, 21, 1, 8, 4),
             Some(vec![0, 13, 21]),

@@ -169,7 +169,13 @@ impl Shift {
     fn at(self, t: usize) -> f32 {
         match self {
             By(x) => x,
-            Alternating => if (t / 32) % 3 == 2 { -12.0 } else { 12.0 },
+            Alternating => {
+                if (t / 32) % 3 == 2 {
+                    -12.0
+                } else {
+                    12.0
+                }
+            }
         }
     }
 }
@@ -315,8 +321,22 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
         ("rwkv6", DType::BF16, d128, None, By(1.0), None),
         ("rwkv6", DType::F16, d64, None, By(0.0), None),
         // (T = 170: the last chunk is mild, so the final state is not ~0)
-        ("rwkv6", DType::BF16, Dims::new(1, 170, 2, 128, 128), None, Alternating, None),
-        ("rwkv6", DType::F16, Dims::new(1, 170, 1, 64, 64), None, Alternating, None),
+        (
+            "rwkv6",
+            DType::BF16,
+            Dims::new(1, 170, 2, 128, 128),
+            None,
+            Alternating,
+            None,
+        ),
+        (
+            "rwkv6",
+            DType::F16,
+            Dims::new(1, 170, 1, 64, 64),
+            None,
+            Alternating,
+            None,
+        ),
     ];
     // (gate, dtype, dims, shift, tiling as above, segments a sequence): the two-level scan of segmented plans
     let long = Dims::new(1, 300, 1, 64, 64);
@@ -344,8 +364,20 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
     // adds (d_k = 512: the default, 4 slices; d_k = 256: 2 slices without the cluster the default uses)
     let key_splits: Vec<(&str, DType, Dims, Shift, u32)> = vec![
         ("gla", DType::BF16, Dims::new(1, 40, 1, 512, 64), By(0.0), 0),
-        ("gla", DType::BF16, Dims::new(1, 45, 2, 256, 128), By(-12.0), 2),
-        ("mamba2", DType::BF16, Dims::new(1, 45, 2, 256, 128), By(0.0), 2),
+        (
+            "gla",
+            DType::BF16,
+            Dims::new(1, 45, 2, 256, 128),
+            By(-12.0),
+            2,
+        ),
+        (
+            "mamba2",
+            DType::BF16,
+            Dims::new(1, 45, 2, 256, 128),
+            By(0.0),
+            2,
+        ),
     ];
     let cases: Vec<_> = cases
         .into_iter()

@@ -32,6 +32,8 @@ struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
     float* dh0;                // [N, H, dk, dv], or null
     float* states;             // [chunks + N, H, dk, dv] S_[c] of every sequence
     float* dstates;            // [chunks + N, H, dk, dv] dS_[c]
+    float* rowsums;            // tensor-core kernels: [chunks + N, H, NB, dk] rowsum(dS_[c] ⊙ S_[c]) over each of the
+                               // NB = ⌈d_v / BVS⌉ value tiles (gla_bwd_dstates); null on the f32 kernels
     const i64* cu_seqlens;     // [N+1] token offsets
     const i64* chunk_offsets;  // [N+1] chunk offsets
     const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs
@@ -227,7 +229,7 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
 // sequence, first row and valid rows, and the states around it — S_[c], S_[c+1] and dS_[c+1] in the workspaces.
 struct ChunkAt {
     int head, i0, l;
-    i64 bos;
+    i64 bos, slot1;  // slot1: the slot of S_[c+1], dS_[c+1]
     const float *S0, *S1, *dS1;
 };
 __device__ __forceinline__ ChunkAt chunk_at(const BwdArgs& a) {
@@ -235,7 +237,7 @@ __device__ __forceinline__ ChunkAt chunk_at(const BwdArgs& a) {
     const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
     const int i0 = c * C;
-    return ChunkAt{head, i0, (int)min((i64)C, len - i0), bos, slot_ptr(a.states, a, slot, head),
+    return ChunkAt{head, i0, (int)min((i64)C, len - i0), bos, slot + 1, slot_ptr(a.states, a, slot, head),
                    slot_ptr(a.states, a, slot + 1, head), slot_ptr(a.dstates, a, slot + 1, head)};
 }
 

@@ -5,7 +5,8 @@
 // (the states read from the workspace straight into mma fragments as high + low element pairs, two products; 8
 // warps as 2 × 4 tiles of 16 rows × d / 4 columns). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any
 // gate strength) stay exact on CUDA cores in f32, as running products of the decays α (`intra_pairs`): A_ij,
-// Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}; then Σ_i A_ij dÔ_i.
+// Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}; then Σ_i A_ij dÔ_i. The gate's state term
+// rowsum(dS_[c+1] ⊙ S_[c+1]) comes summed by the gradients' scan (a.rowsums), so S_[c+1] is not read here.
 
 constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
 constexpr int WN_K = DK / 4, WN_V = DV / 4; // columns a warp owns of a [C][DK] / [C][DV] product
@@ -37,6 +38,12 @@ __device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* 
         const int d = STATE_T ? k : n, e = STATE_T ? n : k;
         return (d < a.dk && e < a.dv) ? S[(i64)d * a.dv + e] : 0.f;
     };
+    // (S[n][k], S[n][k + 1]) for k even: one 8-byte load where d_v is even (then k < d_v implies k + 1 < d_v).
+    const bool pairs = !STATE_T && a.dv % 2 == 0;
+    auto b2 = [&](int k, int n) -> float2 {
+        if (pairs) return (n < a.dk && k < a.dv) ? *reinterpret_cast<const float2*>(S + (i64)n * a.dv + k) : make_float2(0.f, 0.f);
+        return make_float2(b(k, n), b(k + 1, n));
+    };
 #pragma unroll 2
     for (int kk = 0; kk < K; kk += 16) {
         unsigned x0, x1, x2, x3;
@@ -46,8 +53,9 @@ __device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* 
         for (int ni = 0; ni < NI; ++ni) {
             const int n = c0 + ni * 8 + g, k = kk + 2 * t;
             unsigned h0, l0, h1, l1;
-            split_pair(b(k, n), b(k + 1, n), h0, l0);
-            split_pair(b(k + 8, n), b(k + 9, n), h1, l1);
+            const float2 p0 = b2(k, n), p1 = b2(k + 8, n);
+            split_pair(p0.x, p0.y, h0, l0);
+            split_pair(p1.x, p1.y, h1, l1);
             mma_16816(acc[0][ni], x0, x1, x2, x3, h0, h1);
             mma_16816(acc[0][ni], x0, x1, x2, x3, l0, l1);
         }
@@ -105,14 +113,11 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
     // The warp's tile of a [C][·] product: rows 16·(warp mod 2), columns (warp / 2) · width.
     const int wr = 16 * (warp & 1), wk = (warp >> 1) * WN_K, wv = (warp >> 1) * WN_V;
 
-    // 0. The three states this chunk reads (S_[c], S_[c+1], dS_[c+1]: 3 · d_k · d_v · 4 bytes) asked into L2 now, so
-    //    that their reads below wait on L2 rather than on memory.
+    // 0. The two states this chunk reads (S_[c], dS_[c+1]: 2 · d_k · d_v · 4 bytes) asked into L2 now, so that their
+    //    reads below wait on L2 rather than on memory. (The gate's state term comes as rowsums from gla_bwd_dstates.)
     {
         const int lines = (int)(((i64)a.dk * a.dv * 4 + 127) / 128);
-        for (int ln = threadIdx.x; ln < 3 * lines; ln += NT) {
-            const float* base = ln < lines ? ch.S0 : ln < 2 * lines ? ch.S1 : ch.dS1;
-            prefetch_l2(base + (i64)(ln % lines) * 32);
-        }
+        for (int ln = threadIdx.x; ln < 2 * lines; ln += NT) prefetch_l2((ln < lines ? ch.S0 : ch.dS1) + (i64)(ln % lines) * 32);
     }
 
     // 1. Tiles of the chunk (zero past row l and past the head dims) — 16-byte asynchronous copies where the head dims
@@ -129,7 +134,8 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
     const float* GL = G + (l - 1) * DK;
 
     // 2. K̂ = K ⊙ e^{Γ_L − Γ} (for dv⁽ⁱⁿᵗᵉʳ⁾); tensor cores: dA = scale · dO Vᵀ (j ≤ i < l),
-    //    dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ}; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate.
+    //    dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ}; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate (the sum of the
+    //    value tiles' rowsums of gla_bwd_dstates, in tile order).
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
         KHe[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
@@ -147,7 +153,16 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
             DQ[i * DK + d] = i < l ? a.scale * x * gla_exp(G[i * DK + d]) : 0.f;
         });
     }
-    state_rowsum(R, ch, a);
+    {
+        const int nb = (a.dv + BVS - 1) / BVS;
+        const float* rs = a.rowsums + ch.slot1 * a.h * (i64)nb * a.dk + (i64)head * nb * a.dk;
+        for (int d = threadIdx.x; d < DK; d += NT) {
+            float r = 0.f;
+            if (d < a.dk)
+                for (int b = 0; b < nb; ++b) r += rs[(i64)b * a.dk + d];
+            R[d] = r;
+        }
+    }
     __syncthreads();  // (K̂ is read by every warp)
 
     // 3. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1] (kept in registers).
