@@ -599,6 +599,23 @@ def main(argv=None):
             d = shape[3]
             inp = Inputs(shape, gate, dtype, gdtype, dev, requires_grad=True, with_do=True)
             op = getattr(ops, opname)
+            if dev == "cuda":
+                # Activation memory: what the forward keeps for the backward (the autograd graph's saved tensors),
+                # beyond its inputs and its output o.
+                torch.cuda.synchronize()
+                before = torch.cuda.memory_allocated()
+                with torch.enable_grad():
+                    o_ = op(inp.q, inp.k, inp.v, inp.g, d ** -0.5)
+                torch.cuda.synchronize()
+                kept = torch.cuda.memory_allocated() - before - o_.numel() * o_.element_size()
+                res.data.setdefault("activation_memory", []).append(
+                    {"impl": f"fla.{'chunk_gla' if opname == 'gla' else 'chunk_simple_gla'}", "gate": gate,
+                     "shape": list(shape), "dtype": args.dtype, "bytes_kept": kept,
+                     "note": "torch.cuda.memory_allocated() after the forward with grad enabled, minus before, "
+                             "minus o"})
+                res.write()
+                log(f"{opname} {shape}: forward keeps {kept / 2**20:.1f} MiB for the backward (beyond inputs and o)")
+                del o_
 
             def fn():
                 with torch.enable_grad():

@@ -89,18 +89,6 @@ impl BackwardSpec {
         }
     }
 
-    /// f32 elements of the state-rowsum workspace ([`BackwardArgs::rowsums`]) for `slots` = chunks + sequences,
-    /// `h` heads and head dims `dk` × `dv`: rowsum(dS_[c] ⊙ S_[c]) a slot, head and value tile of
-    /// [`Self::state_cols`] columns, written by `gla_bwd_dstates` and summed by `gla_bwd_chunk` (the gate's state
-    /// term, so that the chunk kernel does not read S_[c+1]). 0 on the f32 kernels (their chunk kernel reads S_[c+1]).
-    pub fn rowsum_elems(&self, slots: usize, h: usize, dk: usize, dv: usize) -> usize {
-        if self.tensor_cores() {
-            slots * h * dv.div_ceil(self.state_cols() as usize) * dk
-        } else {
-            0
-        }
-    }
-
     /// Dynamic shared memory of kernel `name` (one of [`BWD_KERNELS`]), bytes.
     pub fn smem_bytes(&self, name: &str) -> u32 {
         let (c, dk, dv, bv) = (self.chunk(), self.dk, self.dv, self.state_cols());
@@ -115,12 +103,10 @@ impl BackwardSpec {
             "gla_bwd_chunk" if self.gate.shape() == GateShape::PerValue => {
                 4 * (2 * c * dk + 2 * c * (dv + 1) + 4 * c * dv + 2 * c * c + dv + c)
             }
-            "gla_bwd_chunk" => 4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c),
-            // Γ [C][dk] f32, the decayed operand (high, low) [C][dk+8] and this tile's V / dO [C][bv+8] elements;
-            // the gradients' scan also S_[c]'s slice [dk][bv] and the rowsum partials [2][dk], f32
-            "gla_bwd_dstates" if self.tensor_cores() => {
-                4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8)) + 4 * (dk * bv + 2 * dk)
+            "gla_bwd_chunk" => {
+                4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c)
             }
+            // Γ [C][dk] f32, the decayed operand (high, low) [C][dk+8] and this tile's V / dO [C][bv+8] elements
             _ if self.tensor_cores() => 4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8)),
             _ => 4 * (dk * bv + 2 * c * dk + c * bv),
         }
@@ -162,7 +148,7 @@ pub fn backward_chunk(d: u32) -> u32 {
     (4096 / d.max(1)).clamp(8, 32)
 }
 
-/// The C mirror of `struct BwdArgs` in `cuda/bwd.cuh`: 20 device pointers (0 = absent), then 8 four-byte fields.
+/// The C mirror of `struct BwdArgs` in `cuda/bwd.cuh`: 19 device pointers (0 = absent), then 8 four-byte fields.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BackwardArgs {
@@ -188,9 +174,6 @@ pub struct BackwardArgs {
     pub states: u64,
     /// Alike: dS_[c].
     pub dstates: u64,
-    /// Tensor-core kernels: f32 `[chunks + N, H, ⌈d_v / state_cols⌉, d_k]`, the state rowsums
-    /// ([`BackwardSpec::rowsum_elems`]); 0 on the f32 kernels.
-    pub rowsums: u64,
     pub cu_seqlens: u64,
     pub chunk_offsets: u64,
     pub chunk_index: u64,
@@ -291,7 +274,7 @@ mod tests {
 
     #[test]
     fn the_args_mirror_is_packed() {
-        assert_eq!(std::mem::size_of::<BackwardArgs>(), 20 * 8 + 8 * 4);
+        assert_eq!(std::mem::size_of::<BackwardArgs>(), 19 * 8 + 8 * 4);
         assert_eq!(std::mem::align_of::<BackwardArgs>(), 8);
     }
 

@@ -71,9 +71,9 @@ unsafe fn launch(
 #[repr(transparent)]
 struct BwdArgsRepr(BackwardArgs);
 
-// The C struct `BwdArgs` is 20 pointers and 8 four-byte fields: 192 bytes, 8-byte aligned, no implicit padding.
+// The C struct `BwdArgs` is 19 pointers and 8 four-byte fields: 184 bytes, 8-byte aligned, no implicit padding.
 const _: () = assert!(
-    std::mem::size_of::<BackwardArgs>() == 192 && std::mem::align_of::<BackwardArgs>() == 8
+    std::mem::size_of::<BackwardArgs>() == 184 && std::mem::align_of::<BackwardArgs>() == 8
 );
 
 // SAFETY: `BackwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
@@ -126,8 +126,6 @@ pub(crate) struct BwdBuffers<'a> {
     pub dh0: Option<&'a DeviceTensor>,
     pub states: &'a CudaSlice<u8>,
     pub dstates: &'a CudaSlice<u8>,
-    /// The state rowsums, [`gla_codegen::BackwardSpec::rowsum_elems`] f32 (any non-empty buffer where that is 0).
-    pub rowsums: &'a CudaSlice<u8>,
 }
 
 /// Launch the three backward kernels of `spec` (compiled from `generate_backward(spec)` with `options` through the
@@ -194,16 +192,6 @@ pub(crate) fn launch_backward_set(
             ));
         }
     }
-    let rowsum_bytes = spec.rowsum_elems(chunks + n, h, dk, dv) * 4;
-    if b.rowsums.len() < rowsum_bytes {
-        return Err(GlaError::invalid(
-            "backward state rowsums",
-            format!(
-                "{} B, the backward kernels need {rowsum_bytes} B",
-                b.rowsums.len()
-            ),
-        ));
-    }
     // The kernels (compiled once a process: the module cache is keyed by the source).
     let source = gla_codegen::generate_backward(spec)?;
     let module = gpu.load_source(gla_codegen::BWD_KERNELS[2], &source, options)?;
@@ -230,11 +218,6 @@ pub(crate) fn launch_backward_set(
         dh0: opt("d_initial_state", b.dh0, st, DType::F32)?,
         states: b.states.device_ptr(stream).0,
         dstates: b.dstates.device_ptr(stream).0,
-        rowsums: if rowsum_bytes > 0 {
-            b.rowsums.device_ptr(stream).0
-        } else {
-            0
-        },
         cu_seqlens: cu,
         chunk_offsets: co,
         chunk_index: ci,

@@ -63,7 +63,6 @@ fn emulate(
     let mut dh0 = vec![f32::NAN; n * h * dk * dv];
     let slots = (chunks + n) * h * dk * dv;
     let (mut states, mut dstates) = (vec![f32::NAN; slots], vec![f32::NAN; slots]);
-    let mut rowsums = vec![f32::NAN; spec.rowsum_elems(chunks + n, h, dk, dv)];
     let fixed = gate.shape() == GateShape::Fixed;
     let p = |v: &mut Vec<f32>| {
         if v.is_empty() {
@@ -89,7 +88,6 @@ fn emulate(
         dh0: dh0.as_mut_ptr() as u64,
         states: states.as_mut_ptr() as u64,
         dstates: dstates.as_mut_ptr() as u64,
-        rowsums: p(&mut rowsums),
         cu_seqlens: cu.as_mut_ptr() as u64,
         chunk_offsets: co.as_mut_ptr() as u64,
         chunk_index: ci.as_mut_ptr() as u64,

@@ -32,8 +32,6 @@ struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
     float* dh0;                // [N, H, dk, dv], or null
     float* states;             // [chunks + N, H, dk, dv] S_[c] of every sequence
     float* dstates;            // [chunks + N, H, dk, dv] dS_[c]
-    float* rowsums;            // tensor-core kernels: [chunks + N, H, NB, dk] rowsum(dS_[c] ⊙ S_[c]) over each of the
-                               // NB = ⌈d_v / BVS⌉ value tiles (gla_bwd_dstates); null on the f32 kernels
     const i64* cu_seqlens;     // [N+1] token offsets
     const i64* chunk_offsets;  // [N+1] chunk offsets
     const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs
@@ -92,12 +90,23 @@ __device__ __forceinline__ void column0_sums(float* G) {
 __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - i * DK;
-        const bool ok = i < l && d < a.dk;
-        const float la = ok ? gate_log_alpha(to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d]), p) : 0.f;
-        G[idx] = la;
-        if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
+    // (Every logit of this thread loaded first, then the gate: one memory round trip, not one an element.)
+    constexpr int PER = (C * DK + NT - 1) / NT;
+    elem_t x[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = threadIdx.x + u * NT, i = idx / DK, d = idx - i * DK;
+        x[u] = idx < C * DK && i < l && d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d] : to_elem(0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = threadIdx.x + u * NT, i = idx / DK, d = idx - i * DK;
+        if (idx < C * DK) {
+            const bool ok = i < l && d < a.dk;
+            const float la = ok ? gate_log_alpha(to_f32(x[u]), p) : 0.f;
+            G[idx] = la;
+            if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
+        }
     }
     __syncthreads();
     column_sums<DK>(G);
@@ -229,7 +238,7 @@ __device__ __forceinline__ void intra_pairs(QF Q, KF K, const float* AL, const f
 // sequence, first row and valid rows, and the states around it — S_[c], S_[c+1] and dS_[c+1] in the workspaces.
 struct ChunkAt {
     int head, i0, l;
-    i64 bos, slot1;  // slot1: the slot of S_[c+1], dS_[c+1]
+    i64 bos;
     const float *S0, *S1, *dS1;
 };
 __device__ __forceinline__ ChunkAt chunk_at(const BwdArgs& a) {
@@ -237,7 +246,7 @@ __device__ __forceinline__ ChunkAt chunk_at(const BwdArgs& a) {
     const int n = a.chunk_index[2 * gc], c = a.chunk_index[2 * gc + 1];
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot = a.chunk_offsets[n] + n + c;
     const int i0 = c * C;
-    return ChunkAt{head, i0, (int)min((i64)C, len - i0), bos, slot + 1, slot_ptr(a.states, a, slot, head),
+    return ChunkAt{head, i0, (int)min((i64)C, len - i0), bos, slot_ptr(a.states, a, slot, head),
                    slot_ptr(a.states, a, slot + 1, head), slot_ptr(a.dstates, a, slot + 1, head)};
 }
 
@@ -259,7 +268,7 @@ __device__ __forceinline__ void state_rowsum(float* R, const ChunkAt& ch, const 
 // ([GCOLS]); a per-head gate sums both over d_k, the fixed gate over the chunk's tokens too; a per-value gate takes
 // P = ô ⊙ dÔ − v ⊙ dv and R_e = colsum(dS_[c+1] ⊙ S_[c+1]) over the value columns. Then d logits = d log α · ∂log α/∂x
 // and d params[h] += d log α · ∂log α/∂p (a warp's sum, one atomic f32 add a warp). The logits are read again from
-// global memory, every (row, column) at once. W: [C] f32 scratch.
+// global memory, all of a thread's at once (before the running sums, so the loads overlap them). W: [C] f32 scratch.
 __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, const float* R, float* W, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
     float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
@@ -267,6 +276,15 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, con
 #if KEY_GATE == GATE_PER_KEY || KEY_GATE == GATE_PER_VALUE
     (void)W;
     const int width = KEY_GATE == GATE_PER_VALUE ? a.dv : a.dk;  // logits a token and head
+    // (This thread's logits loaded before any store: a store to dg could alias them for the compiler, which would
+    // then wait on each load in turn.)
+    constexpr int PER = (C * GCOLS + NT - 1) / NT;
+    elem_t xs[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = threadIdx.x + u * NT, i = idx / GCOLS, d = idx - i * GCOLS;
+        xs[u] = idx < C * GCOLS && i < l && d < width ? a.g[((bos + i0 + i) * a.h + head) * (i64)width + d] : to_elem(0.f);
+    }
     // d log α, the reverse running sum down each column (shared memory only).
     for (int d = threadIdx.x; d < width; d += NT) {
         float r = R[d];
@@ -276,16 +294,17 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, con
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < C * GCOLS; idx += NT) {
-        const int i = idx / GCOLS, d = idx - i * GCOLS;
-        if (i < l && d < width) {
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = threadIdx.x + u * NT, i = idx / GCOLS, d = idx - i * GCOLS;
+        if (idx < C * GCOLS && i < l && d < width) {
             const float r = P[idx];
             const i64 off = ((bos + i0 + i) * a.h + head) * (i64)width + d;
-            const float x = to_f32(a.g[off]);
+            const float x = to_f32(xs[u]);
             a.dg[off] = to_elem(r * gate_dx(x, p));
             if (NPARAM > 0) {
                 gate_dp(x, p, t);
-                for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
+                for (int k = 0; k < NPARAM; ++k) dp[k] = fmaf(r, t[k], dp[k]);
             }
         }
     }

@@ -2,35 +2,37 @@
 // every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps; two CTAs an SM at d = 128, one at 256). The
 // products without a decay inside their sum run as mma.sync tile products on bf16 / f16 operands, f32 accumulators:
 //   dA = dÔ Vᵀ,   dq⁽ⁱⁿᵗᵉʳ⁾ = (dÔ S_[c]ᵀ) ⊙ e^{Γ},   dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ},   dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]
-// (the states read from the workspace straight into mma fragments as high + low element pairs, two products; 8
-// warps as 2 × 4 tiles of 16 rows × d / 4 columns). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any
+// (the states read from the workspace straight into mma fragments as high + low element pairs, two products; each
+// of the 8 warps owns all 32 rows × d / 8 columns, so that a state fragment it loads serves both row tiles). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any
 // gate strength) stay exact on CUDA cores in f32, as running products of the decays α (`intra_pairs`): A_ij,
-// Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}; then Σ_i A_ij dÔ_i. The gate's state term
-// rowsum(dS_[c+1] ⊙ S_[c+1]) comes summed by the gradients' scan (a.rowsums), so S_[c+1] is not read here.
+// Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}; then Σ_i A_ij dÔ_i.
 
 constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
-constexpr int WN_K = DK / 4, WN_V = DV / 4; // columns a warp owns of a [C][DK] / [C][DV] product
-static_assert(C == 32 && NT == 256 && DK % 32 == 0 && DV % 32 == 0, "the tile map: 2 x 4 warps over 32 rows");
+constexpr int WN_K = DK / 8, WN_V = DV / 8; // columns a warp owns of a [C][DK] / [C][DV] state product (all C rows)
+static_assert(C == 32 && NT == 256 && DK % 64 == 0 && DV % 64 == 0, "the tile map: 8 warps of 32 rows x d / 8 columns");
 static_assert(C * C * 4 <= C * LDK * (int)sizeof(elem_t), "A [C][C] f32 fits in the K̂ tile it replaces");
 
-// Accumulator tile (rows r0 + g, r0 + g + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
-template <int NI, class F>
-__device__ __forceinline__ void for_acc(const float (&acc)[1][NI][4], int r0, int c0, F f) {
+// Accumulator tiles (rows r0 + 16 mi + g, + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
+template <int MI, int NI, class F>
+__device__ __forceinline__ void for_acc(const float (&acc)[MI][NI][4], int r0, int c0, F f) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int x = 0; x < 4; ++x) f(r0 + g + (x >> 1) * 8, c0 + ni * 8 + 2 * t + (x & 1), acc[0][ni][x]);
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) f(r0 + 16 * mi + g + (x >> 1) * 8, c0 + ni * 8 + 2 * t + (x & 1), acc[mi][ni][x]);
 }
 
-// acc[16 × 8·NI] += X[r0 .. r0 + 16][0 .. K) · B on tensor cores, X an element tile in shared memory (ldmatrix), B read
-// straight from an f32 state S [d_k][d_v] in global memory into mma fragments, as high + low element pairs (S − high,
-// rounded: their sum holds S to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy; two products):
+// acc[16·MI × 8·NI] += X[r0 .. r0 + 16·MI][0 .. K) · B on tensor cores, X an element tile in shared memory
+// (ldmatrix), B read straight from an f32 state S [d_k][d_v] in global memory into mma fragments, as high + low element
+// pairs (S − high, rounded: their sum holds S to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy;
+// two products), each fragment serving the MI row tiles; four k-steps' loads in flight at a time:
 //   STATE_T = false: B[k][n] = S[n][k] with n = d_k row c0 + n, k = d_v column   (dÔ S_[c]ᵀ, V dS_[c+1]ᵀ)
 //   STATE_T = true:  B[k][n] = S[k][n] with k = d_k row, n = d_v column c0 + n    (K̂ dS_[c+1])
 // Zero past the head dims.
-template <int NI, bool STATE_T, int K>
-__device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* X, int ldx, int r0, const float* S, int c0,
+template <int MI, int NI, bool STATE_T, int K>
+__device__ __forceinline__ void state_mma(float (&acc)[MI][NI][4], const elem_t* X, int ldx, int r0, const float* S, int c0,
                                           const BwdArgs& a) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const unsigned x_addr = smem_u32(X + (r0 + (lane & 15)) * ldx + (lane >> 4) * 8);
@@ -38,26 +40,25 @@ __device__ __forceinline__ void state_mma(float (&acc)[1][NI][4], const elem_t* 
         const int d = STATE_T ? k : n, e = STATE_T ? n : k;
         return (d < a.dk && e < a.dv) ? S[(i64)d * a.dv + e] : 0.f;
     };
-    // (S[n][k], S[n][k + 1]) for k even: one 8-byte load where d_v is even (then k < d_v implies k + 1 < d_v).
-    const bool pairs = !STATE_T && a.dv % 2 == 0;
-    auto b2 = [&](int k, int n) -> float2 {
-        if (pairs) return (n < a.dk && k < a.dv) ? *reinterpret_cast<const float2*>(S + (i64)n * a.dv + k) : make_float2(0.f, 0.f);
-        return make_float2(b(k, n), b(k + 1, n));
-    };
-#pragma unroll 2
+#pragma unroll 4
     for (int kk = 0; kk < K; kk += 16) {
-        unsigned x0, x1, x2, x3;
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3) : "r"(x_addr + kk * (int)sizeof(elem_t)));
+        unsigned xf[MI][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(xf[mi][0]), "=r"(xf[mi][1]), "=r"(xf[mi][2]), "=r"(xf[mi][3])
+                         : "r"(x_addr + (mi * 16 * ldx + kk) * (int)sizeof(elem_t)));
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
             const int n = c0 + ni * 8 + g, k = kk + 2 * t;
             unsigned h0, l0, h1, l1;
-            const float2 p0 = b2(k, n), p1 = b2(k + 8, n);
-            split_pair(p0.x, p0.y, h0, l0);
-            split_pair(p1.x, p1.y, h1, l1);
-            mma_16816(acc[0][ni], x0, x1, x2, x3, h0, h1);
-            mma_16816(acc[0][ni], x0, x1, x2, x3, l0, l1);
+            split_pair(b(k, n), b(k + 1, n), h0, l0);
+            split_pair(b(k + 8, n), b(k + 9, n), h1, l1);
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                mma_16816(acc[mi][ni], xf[mi][0], xf[mi][1], xf[mi][2], xf[mi][3], h0, h1);
+                mma_16816(acc[mi][ni], xf[mi][0], xf[mi][1], xf[mi][2], xf[mi][3], l0, l1);
+            }
         }
     }
 }
@@ -110,14 +111,17 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
     const int head = ch.head, i0 = ch.i0, l = ch.l;
     const i64 bos = ch.bos;
     const float *S0 = ch.S0, *dS1 = ch.dS1;  // S_[c], dS_[c+1]
-    // The warp's tile of a [C][·] product: rows 16·(warp mod 2), columns (warp / 2) · width.
-    const int wr = 16 * (warp & 1), wk = (warp >> 1) * WN_K, wv = (warp >> 1) * WN_V;
+    // The warp's block of a [C][·] state product: every row, columns warp · width.
+    const int wk = warp * WN_K, wv = warp * WN_V;
 
-    // 0. The two states this chunk reads (S_[c], dS_[c+1]: 2 · d_k · d_v · 4 bytes) asked into L2 now, so that their
-    //    reads below wait on L2 rather than on memory. (The gate's state term comes as rowsums from gla_bwd_dstates.)
+    // 0. The three states this chunk reads (S_[c], S_[c+1], dS_[c+1]: 3 · d_k · d_v · 4 bytes) asked into L2 now, so
+    //    that their reads below wait on L2 rather than on memory.
     {
         const int lines = (int)(((i64)a.dk * a.dv * 4 + 127) / 128);
-        for (int ln = threadIdx.x; ln < 2 * lines; ln += NT) prefetch_l2((ln < lines ? ch.S0 : ch.dS1) + (i64)(ln % lines) * 32);
+        for (int ln = threadIdx.x; ln < 3 * lines; ln += NT) {
+            const float* base = ln < lines ? ch.S0 : ln < 2 * lines ? ch.S1 : ch.dS1;
+            prefetch_l2(base + (i64)(ln % lines) * 32);
+        }
     }
 
     // 1. Tiles of the chunk (zero past row l and past the head dims) — 16-byte asynchronous copies where the head dims
@@ -134,8 +138,7 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
     const float* GL = G + (l - 1) * DK;
 
     // 2. K̂ = K ⊙ e^{Γ_L − Γ} (for dv⁽ⁱⁿᵗᵉʳ⁾); tensor cores: dA = scale · dO Vᵀ (j ≤ i < l),
-    //    dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ}; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate (the sum of the
-    //    value tiles' rowsums of gla_bwd_dstates, in tile order).
+    //    dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ}; R = rowsum(dS_[c+1] ⊙ S_[c+1]) for the gate.
     for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
         const int i = idx / DK, d = idx - i * DK;
         KHe[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
@@ -144,37 +147,28 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
         float acc[1][1][4] = {};
         const int r0 = 16 * (warp >> 2), c0 = 8 * (warp & 3);  // 2 x 4 tiles of 16 x 8
         warp_mma<1, 1, false, false, DV>(acc, DOe, LDV, r0, Ve, LDV, c0, DV);
-        for_acc<1>(acc, r0, c0, [&](int i, int j, float x) { DA[i * C + j] = (j <= i && i < l) ? a.scale * x : 0.f; });
+        for_acc<1, 1>(acc, r0, c0, [&](int i, int j, float x) { DA[i * C + j] = (j <= i && i < l) ? a.scale * x : 0.f; });
     }
     {
-        float acc[1][WN_K / 8][4] = {};
-        state_mma<WN_K / 8, false, DV>(acc, DOe, LDV, wr, S0, wk, a);
-        for_acc<WN_K / 8>(acc, wr, wk, [&](int i, int d, float x) {
+        float acc[2][WN_K / 8][4] = {};
+        state_mma<2, WN_K / 8, false, DV>(acc, DOe, LDV, 0, S0, wk, a);
+        for_acc<2, WN_K / 8>(acc, 0, wk, [&](int i, int d, float x) {
             DQ[i * DK + d] = i < l ? a.scale * x * gla_exp(G[i * DK + d]) : 0.f;
         });
     }
-    {
-        const int nb = (a.dv + BVS - 1) / BVS;
-        const float* rs = a.rowsums + ch.slot1 * a.h * (i64)nb * a.dk + (i64)head * nb * a.dk;
-        for (int d = threadIdx.x; d < DK; d += NT) {
-            float r = 0.f;
-            if (d < a.dk)
-                for (int b = 0; b < nb; ++b) r += rs[(i64)b * a.dk + d];
-            R[d] = r;
-        }
-    }
+    state_rowsum(R, ch, a);
     __syncthreads();  // (K̂ is read by every warp)
 
     // 3. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1] (kept in registers).
     {
-        float acc[1][WN_K / 8][4] = {};
-        state_mma<WN_K / 8, false, DV>(acc, Ve, LDV, wr, dS1, wk, a);
-        for_acc<WN_K / 8>(acc, wr, wk, [&](int j, int d, float x) {
+        float acc[2][WN_K / 8][4] = {};
+        state_mma<2, WN_K / 8, false, DV>(acc, Ve, LDV, 0, dS1, wk, a);
+        for_acc<2, WN_K / 8>(acc, 0, wk, [&](int j, int d, float x) {
             DKs[j * DK + d] = j < l ? x * gla_exp(GL[d] - G[j * DK + d]) : 0.f;
         });
     }
-    float dv_acc[1][WN_V / 8][4] = {};
-    state_mma<WN_V / 8, true, DK>(dv_acc, KHe, LDK, wr, dS1, wv, a);
+    float dv_acc[2][WN_V / 8][4] = {};
+    state_mma<2, WN_V / 8, true, DK>(dv_acc, KHe, LDK, 0, dS1, wv, a);
     __syncthreads();  // (the K̂ tile becomes A)
 
     // 4. The per-pair terms, exact (CUDA cores, running products of α): A, and dq, dk += their intra-chunk sums.
@@ -194,7 +188,7 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
             DQ[idx] = 0.f;
         }
     }
-    for_acc<WN_V / 8>(dv_acc, wr, wv, [&](int j, int e, float x) {
+    for_acc<2, WN_V / 8>(dv_acc, 0, wv, [&](int j, int e, float x) {
         if (j < l && e < a.dv) {
             float s = 0.f;
             for (int i = j; i < l; ++i) s = fmaf(A[i * C + j], to_f32(DOe[i * LDV + e]), s);

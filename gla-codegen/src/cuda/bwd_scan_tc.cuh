@@ -5,8 +5,6 @@
 //   gla_bwd_states:   S ← diag(e^{Γ_L}) S + K̂ᵀ V,          K̂ = K ⊙ e^{Γ_L − Γ}
 //   gla_bwd_dstates:  dS ← diag(e^{Γ_L}) dS + Q̃ᵀ dO,       Q̃ = scale · Q ⊙ e^{Γ}     (dh0 = dS_[0]),
 //                     as dS ← diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS + Q̂ᵀ dO), Q̂ = scale · Q ⊙ e^{Γ − Γ_0}
-//                     and at every boundary the gate's state term rowsum(dS_[c] ⊙ S_[c]) over the tile's columns
-//                     (S_[c] a step ahead into shared memory), so that the chunk kernel need not read S_[c+1]
 // The decayed operand (K̂ or Q̃, every factor ≤ 1) enters as high + low element tiles (two products), so the state keeps
 // f32-like accuracy; V and dO are the inputs themselves. Warps: the DK/16 row tiles of 16, each warp MI of them and
 // NI column tiles of 8 (two warps a row tile where DK = 64).
@@ -123,25 +121,6 @@ __device__ __forceinline__ void scan_stage(const ScanIn& in, const BwdArgs& a, f
     __syncthreads();
 }
 
-// S_[slot]'s [DK][BVS] slice of value columns e0 .. e0 + BVS into Sx (zero past d_k, d_v), asynchronously where
-// d_v % 4 = 0 (16-byte copies, committed; the caller waits), by plain loads otherwise.
-__device__ __forceinline__ void state_slice(float* Sx, const BwdArgs& a, i64 slot, int head, int e0) {
-    const float* S = slot_ptr(a.states, a, slot, head);
-    if (a.dv % 4 == 0) {
-        for (int idx = threadIdx.x; idx < DK * BVS / 4; idx += NT) {
-            const int d = idx / (BVS / 4), e = (idx - d * (BVS / 4)) * 4;
-            const bool ok = d < a.dk && e0 + e < a.dv;
-            cp_async16(Sx + d * BVS + e, ok ? S + (i64)d * a.dv + e0 + e : S, ok);
-        }
-        cp_async_commit();
-    } else {
-        for (int idx = threadIdx.x; idx < DK * BVS; idx += NT) {
-            const int d = idx / BVS, e = idx - d * BVS;
-            Sx[idx] = d < a.dk && e0 + e < a.dv ? S[(i64)d * a.dv + e0 + e] : 0.f;
-        }
-    }
-}
-
 // S_[c] of every chunk of one (sequence, head, value tile of BVS columns), forward (REVERSE = false), or dS_[c] in
 // reverse (REVERSE = true; dh0 = dS_[0]).
 template <bool REVERSE>
@@ -151,8 +130,6 @@ __device__ __forceinline__ void state_scan(const BwdArgs& a) {
     elem_t* Xh = reinterpret_cast<elem_t*>(G + C * DK); // [C][LDS] K̂ (or Q̃), high part
     elem_t* Xl = Xh + C * LDS;                         // [C][LDS] low part
     elem_t* Y = Xl + C * LDS;                          // [C][LDB] V (or dO), this tile's columns
-    float* Sx = reinterpret_cast<float*>(Y + C * LDB);  // REVERSE: [DK][BVS] S_[c] of this tile (the gate's state term)
-    float* Rw = Sx + DK * BVS;                         // REVERSE: [2][DK] rowsum partials of the warps' column halves
     const int e0 = blockIdx.x * BVS, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot0 = a.chunk_offsets[n] + n;
     const int nc = (int)((len + C - 1) / C);
@@ -179,20 +156,12 @@ __device__ __forceinline__ void state_scan(const BwdArgs& a) {
     if (nc > 0) {
         const int c = REVERSE ? nc - 1 : 0;
         scan_fetch<REVERSE>(in, a, bos + (i64)c * C, head, rows(c), e0);
-        if (REVERSE) state_slice(Sx, a, slot0 + nc, head, e0);
     }
     for (int step = 0;; ++step) {
         const int c = REVERSE ? nc - step : step;
-        // The state at this chunk boundary (and dh0); REVERSE: with rowsum(dS_[c] ⊙ S_[c]) over the tile's columns
-        // (c ≥ 1: the chunk kernel of chunk c − 1 reads it for the gate), from S_[c] in Sx.
+        // The state at this chunk boundary (and dh0).
         float* dst = slot_ptr(ws, a, slot0 + c, head);
         float* dh0 = REVERSE && c == 0 ? a.dh0 : nullptr;
-        const bool rsum = REVERSE && c >= 1;
-        if (rsum) {
-            cp_async_wait<0>();
-            __syncthreads();
-        }
-        float rpart[SCAN_WM][2] = {};
 #pragma unroll
         for (int mi = 0; mi < SCAN_WM; ++mi)
 #pragma unroll
@@ -204,33 +173,15 @@ __device__ __forceinline__ void state_scan(const BwdArgs& a) {
 #pragma unroll
                     for (int ni = 0; ni < HN; ++ni) {
                         const int e = e0 + acc_col(n0 + hh * HN * 8, ni, x);
-                        if (rsum) rpart[mi][x >> 1] = fmaf(acc[hh][mi][ni][x], Sx[d * BVS + (e - e0)], rpart[mi][x >> 1]);
                         if (d < a.dk && e < a.dv) {
                             row[e] = acc[hh][mi][ni][x];
                             if (dh0) dh0[sbase + (i64)d * a.dv + e] = acc[hh][mi][ni][x];
                         }
                     }
             }
-        if (rsum) {
-            // The 4 lanes of a row (t) by shuffles, then the warps of a row's column halves (DK = 64: two) in order.
-#pragma unroll
-            for (int mi = 0; mi < SCAN_WM; ++mi)
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float x = rpart[mi][r];
-                    x += __shfl_xor_sync(0xffffffffu, x, 1);
-                    x += __shfl_xor_sync(0xffffffffu, x, 2);
-                    if ((threadIdx.x & 3) == 0) Rw[(warp / SCAN_MT) * DK + acc_row(m0, mi, 2 * r)] = x;
-                }
-            __syncthreads();
-            constexpr int HALVES = (NT / 32) / SCAN_MT > 1 ? 2 : 1;
-            float* rs = a.rowsums + (((slot0 + c) * a.h + head) * (i64)gridDim.x + blockIdx.x) * a.dk;
-            for (int d = threadIdx.x; d < a.dk; d += NT) rs[d] = HALVES == 2 ? Rw[d] + Rw[DK + d] : Rw[d];
-        }
         if (REVERSE ? c == 0 : c == nc) break;
         const int cc = REVERSE ? c - 1 : c, l = rows(cc);  // the chunk this step takes in
-        scan_stage<REVERSE>(in, a, G, Xh, Xl, Y, head, l);  // (its barriers end every read of Sx and Rw above)
-        if (REVERSE && cc >= 1) state_slice(Sx, a, slot0 + cc, head, e0);  // S_[c−1], waited on next step
+        scan_stage<REVERSE>(in, a, G, Xh, Xl, Y, head, l);
         const int cn = REVERSE ? cc - 1 : cc + 1;          // the next one: its loads overlap this step's products
         if (REVERSE ? cn >= 0 : cn < nc) scan_fetch<REVERSE>(in, a, bos + (i64)cn * C, head, rows(cn), e0);
         // state ← diag(e^{Γ_L}) state + Xᵀ Y;  gradients: dS ← diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS + Q̂ᵀ dÔ)

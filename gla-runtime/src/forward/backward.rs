@@ -113,8 +113,6 @@ impl Gla {
         })?;
         let states = launch::alloc_workspace(gpu, slot_bytes)?;
         let dstates = launch::alloc_workspace(gpu, slot_bytes)?;
-        let rowsums =
-            launch::alloc_workspace(gpu, (spec.rowsum_elems(chunks + n, h, dk, dv) * 4).max(8))?;
         let buffers = launch::BwdBuffers {
             q,
             k,
@@ -132,7 +130,6 @@ impl Gla {
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
-            rowsums: &rowsums,
         };
         let _serial = lock(&self.inner.workspace); // (as the forward: one call's launches at a time per Gla)
         launch::launch_backward_set(
