@@ -281,7 +281,8 @@ fn strength_rows(
 }
 
 /// `--backward`: the forward (default variant) + [`Gla::backward`] and the backward alone, at one benchmark shape,
-/// q, k, v, dO ~ N(0, 1) bf16, logits ~ N(0, 1). Rows `{"pass": "fwd_bwd" | "bwd", ...}` (fla_bench.py's name); the backward's time includes
+/// q, k, v, dO ~ N(0, 1) bf16, logits ~ N(0, 1) (the gates of `--gates`, then the per-key gate of each strength of
+/// `--strengths`). Rows `{"pass": "fwd_bwd" | "bwd", ...}` (fla_bench.py's name); the backward's time includes
 /// its allocations (outputs and the two state workspaces, stream-ordered).
 fn backward_rows(
     gla: &Gla,
@@ -289,6 +290,7 @@ fn backward_rows(
     reps: usize,
     (b, t, h, d): (usize, usize, usize, usize),
     gname: &str,
+    strength: &str,
     gate: &'static dyn Gate,
 ) -> Vec<serde_json::Value> {
     let case = Case::random(gate, Dims::new(b, t, h, d, d), DType::BF16, 44, false, None);
@@ -323,11 +325,11 @@ fn backward_rows(
             Ok(st) => {
                 let ms = st.median_ms as f64;
                 println!(
-                    "{b:>2},{t:>5},{h:>2},{d:>3} {gname:<7} {pass:<8} {} + {bwd_id} {ms:8.3} ms",
+                    "{b:>2},{t:>5},{h:>2},{d:>3} {strength:<10} {pass:<8} {} + {bwd_id} {ms:8.3} ms",
                     spec.id()
                 );
                 rows.push(json!({
-                    "impl": "ours", "pass": pass, "gate": gname, "strength": if gname == "gla" { "gla/16" } else { gname },
+                    "impl": "ours", "pass": pass, "gate": gname, "strength": strength,
                     "B": b, "T": t, "H": h, "D": d, "shape": [b, t, h, d], "ms": ms, "reps": reps,
                     "variant": format!("{} + {bwd_id}", spec.id()), "distribution": "q, k, v, dO, x ~ N(0, 1), bf16"
                 }));
@@ -602,7 +604,27 @@ fn main() {
     if args.iter().any(|a| a == "--backward") {
         for &shape in &strength_shapes {
             for &(gname, gate) in &gates {
-                records.extend(backward_rows(&gla, &mut flush, reps, shape, gname, gate));
+                let strength = if gname == "gla" { "gla/16" } else { gname };
+                records.extend(backward_rows(
+                    &gla, &mut flush, reps, shape, gname, strength, gate,
+                ));
+                std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
+            }
+            // The per-key gate at every strength of --strengths (the forward's cost depends on the decays; the
+            // backward's does not, but fwd + bwd is what training runs).
+            for st in strengths
+                .iter()
+                .filter(|st| !(st.label == "gla/16" && gates.iter().any(|g| g.0 == "gla")))
+            {
+                records.extend(backward_rows(
+                    &gla,
+                    &mut flush,
+                    reps,
+                    shape,
+                    st.gate.name(),
+                    st.label,
+                    st.gate,
+                ));
                 std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
             }
         }

@@ -103,9 +103,7 @@ impl BackwardSpec {
             "gla_bwd_chunk" if self.gate.shape() == GateShape::PerValue => {
                 4 * (2 * c * dk + 2 * c * (dv + 1) + 4 * c * dv + 2 * c * c + dv + c)
             }
-            "gla_bwd_chunk" => {
-                4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c)
-            }
+            "gla_bwd_chunk" => 4 * (7 * c * dk + 2 * c * (dv + 1) + 2 * c * c + dk + c),
             // Γ [C][dk] f32, the decayed operand (high, low) [C][dk+8] and this tile's V / dO [C][bv+8] elements
             _ if self.tensor_cores() => 4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8)),
             _ => 4 * (dk * bv + 2 * c * dk + c * bv),

@@ -90,7 +90,8 @@ __device__ __forceinline__ void column0_sums(float* G) {
 __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    // (Every logit of this thread loaded first, then the gate: one memory round trip, not one an element.)
+    // Every logit of this thread loaded at once (one memory round trip, not one an element) into G, then the gate on
+    // each in place (one copy of the gate's code: unrolled 16 times it overflowed the instruction cache).
     constexpr int PER = (C * DK + NT - 1) / NT;
     elem_t x[PER];
 #pragma unroll
@@ -99,14 +100,15 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* A
         x[u] = idx < C * DK && i < l && d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d] : to_elem(0.f);
     }
 #pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int idx = threadIdx.x + u * NT, i = idx / DK, d = idx - i * DK;
-        if (idx < C * DK) {
-            const bool ok = i < l && d < a.dk;
-            const float la = ok ? gate_log_alpha(to_f32(x[u]), p) : 0.f;
-            G[idx] = la;
-            if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
-        }
+    for (int u = 0; u < PER; ++u)
+        if (threadIdx.x + u * NT < C * DK) G[threadIdx.x + u * NT] = to_f32(x[u]);
+#pragma unroll 1
+    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // (this thread's own elements: no barrier needed)
+        const int i = idx / DK, d = idx - i * DK;
+        const bool ok = i < l && d < a.dk;
+        const float la = ok ? gate_log_alpha(G[idx], p) : 0.f;
+        G[idx] = la;
+        if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
     }
     __syncthreads();
     column_sums<DK>(G);
@@ -276,8 +278,8 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, con
 #if KEY_GATE == GATE_PER_KEY || KEY_GATE == GATE_PER_VALUE
     (void)W;
     const int width = KEY_GATE == GATE_PER_VALUE ? a.dv : a.dk;  // logits a token and head
-    // (This thread's logits loaded before any store: a store to dg could alias them for the compiler, which would
-    // then wait on each load in turn.)
+    // (This thread's logits loaded before any store — a store to dg could alias them for the compiler, which would
+    // then wait on each load in turn — and used in a loop that is not unrolled: one copy of the gate's derivative.)
     constexpr int PER = (C * GCOLS + NT - 1) / NT;
     elem_t xs[PER];
 #pragma unroll
@@ -294,7 +296,7 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, con
         }
     }
     __syncthreads();
-#pragma unroll
+#pragma unroll 1
     for (int u = 0; u < PER; ++u) {
         const int idx = threadIdx.x + u * NT, i = idx / GCOLS, d = idx - i * GCOLS;
         if (idx < C * GCOLS && i < l && d < width) {
