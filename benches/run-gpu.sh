@@ -6,7 +6,9 @@
 # copies the run's four JSON files):
 #   python3 benches/python/report.py --run OUT --out-dir benches/results/
 # Usage: bash benches/run-gpu.sh OUT [bench options, e.g. --variants fused; --backward adds ours fwd+bwd rows, and
-# FLA_CASES=copy,sdpa,gla_fwd,simple_fwd,gla_fwdbwd fla's, for report.py's forward + backward table]
+# FLA_CASES=copy,sdpa,gla_fwd,simple_fwd,gla_fwdbwd,simple_fwdbwd,acc_bwd fla's; then
+#   python3 benches/python/backward_report.py --ours OUT/ours.json --fla OUT/fla.json --out-dir benches/results/
+# writes backward.json / backward.md]
 # In one run: fla 0.6.0 and torch SDPA with the copy bandwidth (fla_bench.py -> OUT/fla.json), fla's error vs an f64
 # recurrence and a dump of one accuracy case (-> OUT/fla_acc.json, OUT/fla_dump/); every bf16 forward variant of ours at the issue's
 # shapes (bench -> OUT/ours.json; the best per shape is what the autotuner would pick) and, for ours and fla alike, the

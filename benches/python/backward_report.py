@@ -108,10 +108,15 @@ def main(argv=None):
                        a.get("status", "—") + (f": {a['error'][:80]}" if a.get("error") else "")]
                       for a in accuracy]), ""]
     if memory:
-        md += ["## Activation memory kept between the passes", "",
-               table(["impl", "gate", "B,T,H,D", "MiB kept"],
-                     [[m["impl"], m["gate"], ",".join(map(str, m["shape"])), f"{m['bytes_kept'] / 2**20:.1f}"]
-                      for m in memory] + [["ours", "any", "any", "0 (recomputed in the backward)"]]), ""]
+        # Ours keeps nothing between the passes (the backward recomputes the chunk states from q, k, v, logits); the
+        # backward's own workspace, two f32 state slots a chunk of 32 and a sequence: 2·(B·T/32 + B)·H·d_k·d_v·4 B.
+        shapes = sorted({(r["B"], r["T"], r["H"], r["D"]) for r in ours})
+        ws = [["ours", "any", f"{b},{t},{h},{d}", "0",
+               f"{2 * (b * t // 32 + b) * h * d * d * 4 / 2**20:.0f}"] for (b, t, h, d) in shapes]
+        md += ["## Memory: kept between the passes, and the backward's own workspace", "",
+               table(["impl", "gate", "B,T,H,D", "MiB kept (beyond inputs and o)", "MiB workspace in the backward"],
+                     [[m["impl"], m["gate"], ",".join(map(str, m["shape"])), f"{m['bytes_kept'] / 2**20:.1f}", "—"]
+                      for m in memory] + ws), ""]
     with open(os.path.join(args.out_dir, "backward.md"), "w") as f:
         f.write("\n".join(md))
     print(f"wrote {len(rows)} rows to {os.path.join(args.out_dir, 'backward.json')} and backward.md")

@@ -68,3 +68,27 @@ fn report_builds_the_strength_axis() {
         script.display()
     );
 }
+
+/// backward_report.py on fixture records (test_backward_report.py): backward.json's rows and backward.md's tables.
+/// Needs python3 (no torch); skipped with a message where there is none.
+#[test]
+fn backward_report_builds_its_tables() {
+    let script = python_dir().join("test_backward_report.py");
+    let out = match Command::new("python3").arg(&script).output() {
+        Ok(o) => o,
+        Err(e) => {
+            println!("SKIPPED backward_report_builds_its_tables: no python3 ({e})");
+            return;
+        }
+    };
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("test_backward_report: all ok"),
+        "{}:\n{text}",
+        script.display()
+    );
+}
