@@ -8,6 +8,8 @@
 //! * [`recurrent_backward`] — gradients of the recurrence with respect to every input, in **f64**.
 //! * [`chunkwise_backward`] — the same gradients by the chunkwise decomposition the backward kernels are to take
 //!   (issue 28), in **f32**, every `exp` ≤ 0, for every gate shape.
+//! * [`walks_backward`] — the same gradients (key gates) as three forward walks that keep no chunk state, in f64:
+//!   the plan for state-free backward kernels.
 //!
 //! # Layout
 //! fla's layout, row-major, last dimension fastest: `q, k: [B,T,H,d_k]`, `v, o: [B,T,H,d_v]`, per-key gate
@@ -99,6 +101,7 @@ mod chunkwise;
 mod chunkwise_bwd;
 mod levels;
 mod recurrent;
+mod walks;
 
 use crate::error::Result;
 use crate::Dims;
@@ -256,6 +259,20 @@ pub fn chunkwise_backward(
     d_final_state: Option<&[f64]>,
 ) -> Result<(Grads, ExpStats)> {
     chunkwise_bwd::backward(p, cfg, d_o, d_final_state)
+}
+
+/// The backward as three forward walks that keep no chunk state, in f64 (key gates): dq, dk, dv as forward
+/// recurrences on swapped operands (dk, dv in reverse with the decays shifted by a token), the gate's gradient by a
+/// chunk recurrence (chunks of `chunk` tokens) of the pairs crossing each chunk boundary — the plan for the
+/// state-free backward kernels (`walks.rs` has the equations). Same gradients and layouts as [`recurrent_backward`];
+/// a value gate is [`GlaError::Unsupported`](crate::GlaError::Unsupported).
+pub fn walks_backward(
+    p: &Problem,
+    chunk: usize,
+    d_o: &[f64],
+    d_final_state: Option<&[f64]>,
+) -> Result<Grads> {
+    walks::backward(p, chunk, d_o, d_final_state)
 }
 
 /// The recurrence, token by token, in f64 (the ground truth).
