@@ -45,15 +45,14 @@ fn fla_bench_times_the_same_gate_strengths() {
     );
 }
 
-/// report.py on a fixture run folder (test_report.py): forward.json rows, the strength table. Needs python3 (no
-/// torch, no matplotlib); skipped with a message where there is none.
-#[test]
-fn report_builds_the_strength_axis() {
-    let script = python_dir().join("test_report.py");
-    let out = match Command::new("python3").arg(&script).output() {
+/// Runs a Python self-test script of `benches/python/` and asserts that it printed `<script stem>: all ok`; skipped
+/// with a message where there is no python3 (the scripts need no torch or matplotlib).
+fn python_self_test(test: &str, script: &str) {
+    let path = python_dir().join(script);
+    let out = match Command::new("python3").arg(&path).output() {
         Ok(o) => o,
         Err(e) => {
-            println!("SKIPPED report_builds_the_strength_axis: no python3 ({e})");
+            println!("SKIPPED {test}: no python3 ({e})");
             return;
         }
     };
@@ -62,33 +61,25 @@ fn report_builds_the_strength_axis() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let marker = format!("{}: all ok", script.trim_end_matches(".py"));
     assert!(
-        out.status.success() && text.contains("test_report: all ok"),
+        out.status.success() && text.contains(&marker),
         "{}:\n{text}",
-        script.display()
+        path.display()
     );
 }
 
+/// report.py on a fixture run folder (test_report.py): forward.json rows, the strength table.
+#[test]
+fn report_builds_the_strength_axis() {
+    python_self_test("report_builds_the_strength_axis", "test_report.py");
+}
+
 /// backward_report.py on fixture records (test_backward_report.py): backward.json's rows and backward.md's tables.
-/// Needs python3 (no torch); skipped with a message where there is none.
 #[test]
 fn backward_report_builds_its_tables() {
-    let script = python_dir().join("test_backward_report.py");
-    let out = match Command::new("python3").arg(&script).output() {
-        Ok(o) => o,
-        Err(e) => {
-            println!("SKIPPED backward_report_builds_its_tables: no python3 ({e})");
-            return;
-        }
-    };
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.contains("test_backward_report: all ok"),
-        "{}:\n{text}",
-        script.display()
+    python_self_test(
+        "backward_report_builds_its_tables",
+        "test_backward_report.py",
     );
 }

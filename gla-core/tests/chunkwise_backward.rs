@@ -20,30 +20,6 @@ const TOL: f64 = 2e-5;
 /// of the gradient and its terms (for mild and long-memory decays that is the gradient itself).
 const TOL_GATE: f64 = TOL;
 
-/// ‖got − want‖ / max(‖want‖, ‖terms‖), the terms |q ⊙ dq| + |k ⊙ dk| summed into the gate's shape.
-fn gate_error(got: &[f64], want: &[f64], o: &Owned, g: &gla_core::reference::Grads) -> f64 {
-    let (dk, n) = (o.dims.dk, o.q.len() / o.dims.dk);
-    let per_elem: Vec<f64> = (0..n * dk)
-        .map(|x| (o.q[x] * g.dq[x]).abs() + (o.k[x] * g.dk[x]).abs())
-        .collect();
-    let terms: Vec<f64> = match o.kind {
-        Kind::PerKey => per_elem,
-        Kind::PerHead => per_elem.chunks_exact(dk).map(|r| r.iter().sum()).collect(),
-        Kind::Fixed => {
-            let h = o.dims.h;
-            let mut t = vec![0.0; h];
-            for (row, r) in per_elem.chunks_exact(dk).enumerate() {
-                t[row % h] += r.iter().sum::<f64>();
-            }
-            t
-        }
-        Kind::None => return 0.0,
-    };
-    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let diff: Vec<f64> = got.iter().zip(want).map(|(a, b)| a - b).collect();
-    norm(&diff) / norm(want).max(norm(&terms))
-}
-
 /// The value side's analogue: terms |o ⊙ dO| + |v ⊙ dv|.
 fn value_gate_error(
     got: &[f64],

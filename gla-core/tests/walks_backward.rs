@@ -6,37 +6,13 @@
 mod common;
 
 use common::*;
-use gla_core::reference::{recurrent_backward, rel_rms, walks_backward, Grads};
+use gla_core::reference::{recurrent_backward, rel_rms, walks_backward};
 use gla_core::GlaError;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 /// f64 against f64 in another order.
 const TOL: f64 = 1e-10;
-
-/// The gate's gradient relative to the larger of it and its terms |q ⊙ dq| + |k ⊙ dk| (strong decays: the true value
-/// is tiny next to the terms that cancel in it).
-fn gate_error(got: &[f64], want: &[f64], o: &Owned, g: &Grads) -> f64 {
-    let (dk, h) = (o.dims.dk, o.dims.h);
-    let per: Vec<f64> = (0..o.q.len())
-        .map(|x| (o.q[x] * g.dq[x]).abs() + (o.k[x] * g.dk[x]).abs())
-        .collect();
-    let terms: Vec<f64> = match o.kind {
-        Kind::PerKey => per,
-        Kind::PerHead => per.chunks_exact(dk).map(|r| r.iter().sum()).collect(),
-        Kind::Fixed => {
-            let mut t = vec![0.0; h];
-            for (row, r) in per.chunks_exact(dk).enumerate() {
-                t[row % h] += r.iter().sum::<f64>();
-            }
-            t
-        }
-        Kind::None => return 0.0,
-    };
-    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let diff: Vec<f64> = got.iter().zip(want).map(|(a, b)| a - b).collect();
-    norm(&diff) / norm(want).max(norm(&terms))
-}
 
 #[test]
 fn the_three_walks_give_the_recurrences_gradients() {
