@@ -2,14 +2,21 @@
 // every chunk of every sequence at once (grid x = chunks, y = heads; 8 warps; two CTAs an SM at d = 128, one at 256). The
 // products without a decay inside their sum run as mma.sync tile products on bf16 / f16 operands, f32 accumulators:
 //   dA = dÔ Vᵀ,   dq⁽ⁱⁿᵗᵉʳ⁾ = (dÔ S_[c]ᵀ) ⊙ e^{Γ},   dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ},   dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]
-// (the states read from the workspace straight into mma fragments as high + low element pairs, two products; each
-// of the 8 warps owns all 32 rows × d / 8 columns, so that a state fragment it loads serves both row tiles). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any
+// (the states read from the workspace straight into mma fragments as high + low element pairs, two products; at
+// d ≥ 128 each of the 8 warps owns all 32 rows × d / 8 columns, so that a state fragment serves both row tiles). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any
 // gate strength) stay exact on CUDA cores in f32, as running products of the decays α (`intra_pairs`): A_ij,
 // Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}; then Σ_i A_ij dÔ_i.
 
 constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
-constexpr int WN_K = DK / 8, WN_V = DV / 8; // columns a warp owns of a [C][DK] / [C][DV] state product (all C rows)
-static_assert(C == 32 && NT == 256 && DK % 64 == 0 && DV % 64 == 0, "the tile map: 8 warps of 32 rows x d / 8 columns");
+// The state products' warp map: at d ≥ 128 each of the 8 warps owns all 32 rows (SMI = 2 row tiles) × d / 8 columns,
+// so a state fragment serves both row tiles; at d = 64 (one column tile a warp that way) 2 × 4 warps of 16 rows ×
+// d / 4 columns as before (the build with 32-row blocks everywhere was 5 % slower at d = 64 on the H100, session v;
+// not profiled, and this split not yet timed).
+constexpr int SMI = DK >= 128 && DV >= 128 ? 2 : 1;
+constexpr int SRG = 2 / SMI, SCG = 8 / SRG;        // row groups, column groups of warps
+constexpr int WN_K = DK / SCG, WN_V = DV / SCG;    // columns a warp owns of a [C][DK] / [C][DV] state product
+constexpr int SUNROLL = SMI == 2 ? 4 : 2;          // k-steps of state loads in flight
+static_assert(C == 32 && NT == 256 && DK % 64 == 0 && DV % 64 == 0, "the tile map: 8 warps over 32 rows");
 static_assert(C * C * 4 <= C * LDK * (int)sizeof(elem_t), "A [C][C] f32 fits in the K̂ tile it replaces");
 
 // Accumulator tiles (rows r0 + 16 mi + g, + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
@@ -27,7 +34,7 @@ __device__ __forceinline__ void for_acc(const float (&acc)[MI][NI][4], int r0, i
 // acc[16·MI × 8·NI] += X[r0 .. r0 + 16·MI][0 .. K) · B on tensor cores, X an element tile in shared memory
 // (ldmatrix), B read straight from an f32 state S [d_k][d_v] in global memory into mma fragments, as high + low element
 // pairs (S − high, rounded: their sum holds S to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy;
-// two products), each fragment serving the MI row tiles; four k-steps' loads in flight at a time:
+// two products), each fragment serving the MI row tiles; SUNROLL k-steps' loads in flight at a time:
 //   STATE_T = false: B[k][n] = S[n][k] with n = d_k row c0 + n, k = d_v column   (dÔ S_[c]ᵀ, V dS_[c+1]ᵀ)
 //   STATE_T = true:  B[k][n] = S[k][n] with k = d_k row, n = d_v column c0 + n    (K̂ dS_[c+1])
 // Zero past the head dims.
@@ -40,7 +47,7 @@ __device__ __forceinline__ void state_mma(float (&acc)[MI][NI][4], const elem_t*
         const int d = STATE_T ? k : n, e = STATE_T ? n : k;
         return (d < a.dk && e < a.dv) ? S[(i64)d * a.dv + e] : 0.f;
     };
-#pragma unroll 4
+#pragma unroll SUNROLL
     for (int kk = 0; kk < K; kk += 16) {
         unsigned xf[MI][4];
 #pragma unroll
@@ -111,8 +118,8 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
     const int head = ch.head, i0 = ch.i0, l = ch.l;
     const i64 bos = ch.bos;
     const float *S0 = ch.S0, *dS1 = ch.dS1;  // S_[c], dS_[c+1]
-    // The warp's block of a [C][·] state product: every row, columns warp · width.
-    const int wk = warp * WN_K, wv = warp * WN_V;
+    // The warp's block of a [C][·] state product: rows wr .. wr + 16·SMI, columns from wk / wv.
+    const int wr = 16 * (warp % SRG), wk = (warp / SRG) * WN_K, wv = (warp / SRG) * WN_V;
 
     // 0. The three states this chunk reads (S_[c], S_[c+1], dS_[c+1]: 3 · d_k · d_v · 4 bytes) asked into L2 now, so
     //    that their reads below wait on L2 rather than on memory.
@@ -150,9 +157,9 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
         for_acc<1, 1>(acc, r0, c0, [&](int i, int j, float x) { DA[i * C + j] = (j <= i && i < l) ? a.scale * x : 0.f; });
     }
     {
-        float acc[2][WN_K / 8][4] = {};
-        state_mma<2, WN_K / 8, false, DV>(acc, DOe, LDV, 0, S0, wk, a);
-        for_acc<2, WN_K / 8>(acc, 0, wk, [&](int i, int d, float x) {
+        float acc[SMI][WN_K / 8][4] = {};
+        state_mma<SMI, WN_K / 8, false, DV>(acc, DOe, LDV, wr, S0, wk, a);
+        for_acc<SMI, WN_K / 8>(acc, wr, wk, [&](int i, int d, float x) {
             DQ[i * DK + d] = i < l ? a.scale * x * gla_exp(G[i * DK + d]) : 0.f;
         });
     }
@@ -161,14 +168,14 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
 
     // 3. Tensor cores: dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}, dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1] (kept in registers).
     {
-        float acc[2][WN_K / 8][4] = {};
-        state_mma<2, WN_K / 8, false, DV>(acc, Ve, LDV, 0, dS1, wk, a);
-        for_acc<2, WN_K / 8>(acc, 0, wk, [&](int j, int d, float x) {
+        float acc[SMI][WN_K / 8][4] = {};
+        state_mma<SMI, WN_K / 8, false, DV>(acc, Ve, LDV, wr, dS1, wk, a);
+        for_acc<SMI, WN_K / 8>(acc, wr, wk, [&](int j, int d, float x) {
             DKs[j * DK + d] = j < l ? x * gla_exp(GL[d] - G[j * DK + d]) : 0.f;
         });
     }
-    float dv_acc[2][WN_V / 8][4] = {};
-    state_mma<2, WN_V / 8, true, DK>(dv_acc, KHe, LDK, 0, dS1, wv, a);
+    float dv_acc[SMI][WN_V / 8][4] = {};
+    state_mma<SMI, WN_V / 8, true, DK>(dv_acc, KHe, LDK, wr, dS1, wv, a);
     __syncthreads();  // (the K̂ tile becomes A)
 
     // 4. The per-pair terms, exact (CUDA cores, running products of α): A, and dq, dk += their intra-chunk sums.
@@ -188,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(NT, CHUNK_CTAS) gla_bwd_chunk(const
             DQ[idx] = 0.f;
         }
     }
-    for_acc<2, WN_V / 8>(dv_acc, 0, wv, [&](int j, int e, float x) {
+    for_acc<SMI, WN_V / 8>(dv_acc, wr, wv, [&](int j, int e, float x) {
         if (j < l && e < a.dv) {
             float s = 0.f;
             for (int i = j; i < l; ++i) s = fmaf(A[i * C + j], to_f32(DOe[i * LDV + e]), s);
