@@ -3,9 +3,10 @@
 // products without a decay inside their sum run as mma.sync tile products on bf16 / f16 operands, f32 accumulators:
 //   dA = dÔ Vᵀ,   dq⁽ⁱⁿᵗᵉʳ⁾ = (dÔ S_[c]ᵀ) ⊙ e^{Γ},   dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ},   dv⁽ⁱⁿᵗᵉʳ⁾ = K̂ dS_[c+1]
 // (the states read from the workspace straight into mma fragments as high + low element pairs, two products; at
-// d ≥ 128 each of the 8 warps owns all 32 rows × d / 8 columns, so that a state fragment serves both row tiles). The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any
-// gate strength) stay exact on CUDA cores in f32, as running products of the decays α (`intra_pairs`): A_ij,
-// Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j}; then Σ_i A_ij dÔ_i.
+// d ≥ 128 each of the 8 warps owns all 32 rows × d / 8 columns, so that a state fragment serves both row tiles).
+// The terms with a per-pair decay e^{Γ_i − Γ_j} (j ≤ i: ≤ 1 at any gate strength) stay exact on CUDA cores in f32,
+// as running products of the decays α (`intra_pairs`): A_ij, Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j};
+// then Σ_i A_ij dÔ_i.
 
 constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
 // The state products' warp map: at d ≥ 128 each of the 8 warps owns all 32 rows (SMI = 2 row tiles) × d / 8 columns,
