@@ -6,8 +6,12 @@
 //! [`BackwardSpec::tensor_cores`]), else in f32 on CUDA cores (`bwd_scan_f32.cuh`, `bwd_chunk_f32.cuh`,
 //! `bwd_chunk_value.cuh` for per-value gates).
 //!
-//! What a backward kernel set is: the gate, the dtype and the specialised head dims ([`specialised_dim`]); its chunk
-//! size follows from them so that one chunk's tiles fit in shared memory ([`backward_chunk`]).
+//! The walk form ([`BackwardForm::Walks`], `cuda/bwd_walk_tc.cuh`) keeps no chunk state in HBM: dq, dk and dv are
+//! three walks over the chunks with their state slices on chip (the decomposition of
+//! `gla_core::reference::walks_backward`), the gate's gradients by a reverse sum (bf16 / f16 key gates, d ≤ 256).
+//!
+//! What a backward kernel set is: the gate, the dtype, the specialised head dims ([`specialised_dim`]) and the form;
+//! its chunk size follows from them so that one chunk's tiles fit in shared memory ([`backward_chunk`]).
 
 use crate::spec::{specialised_dim, MAX_SMEM_BYTES};
 use crate::writer::{elem_section, gate_math_section, write_gate_shape, PRELUDE};
@@ -20,13 +24,36 @@ const BWD_SCAN_TC: &str = include_str!("cuda/bwd_scan_tc.cuh");
 const BWD_CHUNK_F32: &str = include_str!("cuda/bwd_chunk_f32.cuh");
 const BWD_CHUNK_TC: &str = include_str!("cuda/bwd_chunk_tc.cuh");
 const BWD_CHUNK_VALUE: &str = include_str!("cuda/bwd_chunk_value.cuh");
+const BWD_WALK_TC: &str = include_str!("cuda/bwd_walk_tc.cuh");
 
 /// Threads a CTA of every backward kernel.
 pub const BWD_THREADS: u32 = 256;
-/// The kernels, in launch order.
+/// The chunk form's kernels, in launch order.
 pub const BWD_KERNELS: [&str; 3] = ["gla_bwd_states", "gla_bwd_dstates", "gla_bwd_chunk"];
+/// The walk form's kernels, in launch order (`gla_bwd_gate` has an empty grid for per-key gates).
+pub const BWD_WALK_KERNELS: [&str; 4] = [
+    "gla_bwd_walk_dq",
+    "gla_bwd_walk_dk",
+    "gla_bwd_walk_dv",
+    "gla_bwd_gate",
+];
+/// Columns of a state slice a walk CTA carries (`WT` of `cuda/bwd_walk_tc.cuh`).
+const WALK_TILE: usize = 64;
 
-/// One backward kernel set: for `gate` in `dtype` at head dims up to `dk` × `dv` (specialised).
+/// How a backward kernel set computes the gradients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BackwardForm {
+    /// Every chunk's state S_[c] and state gradient dS_[c] through HBM (two state scans, then every chunk at
+    /// once): 2 · (chunks + N) · H · d_k · d_v f32 of workspace. Every gate shape, dtype and head dim.
+    #[default]
+    Chunks,
+    /// No chunk state in HBM: dq, dk and dv as three walks over the chunks with their state slices in registers,
+    /// the gate's gradient as a reverse sum; q ⊙ dq (f32, tokens · H · d_k) is the one large workspace. bf16 / f16
+    /// key gates at d_k, d_v ≤ 256 ([`BackwardSpec::tensor_cores`]).
+    Walks,
+}
+
+/// One backward kernel set: for `gate` in `dtype` at head dims up to `dk` × `dv` (specialised), in `form`.
 #[derive(Clone, Copy, Debug)]
 pub struct BackwardSpec {
     pub gate: &'static dyn Gate,
@@ -35,6 +62,7 @@ pub struct BackwardSpec {
     pub dk: u32,
     /// Specialised d_v.
     pub dv: u32,
+    pub form: BackwardForm,
 }
 
 impl BackwardSpec {
@@ -55,7 +83,63 @@ impl BackwardSpec {
             dtype,
             dk: spec(dk, "d_k")?,
             dv: spec(dv, "d_v")?,
+            form: BackwardForm::Chunks,
         })
+    }
+
+    /// The same set in `form`. Errors: the walk form where it has no kernels (f32, per-value gates, d over 256).
+    pub fn with_form(self, form: BackwardForm) -> Result<Self, GlaError> {
+        if form == BackwardForm::Walks && !self.tensor_cores() {
+            return Err(GlaError::invalid(
+                "backward form",
+                format!(
+                    "{}: the walk form runs bf16 / f16 per-key, per-head and fixed gates at d_k, d_v <= 256; \
+                     use the chunk form",
+                    self.id()
+                ),
+            ));
+        }
+        Ok(BackwardSpec { form, ..self })
+    }
+
+    /// The kernels of this set, in launch order.
+    pub fn kernels(&self) -> &'static [&'static str] {
+        match self.form {
+            BackwardForm::Chunks => &BWD_KERNELS,
+            BackwardForm::Walks => &BWD_WALK_KERNELS,
+        }
+    }
+
+    /// The two f32 workspaces (elements) of a call with `tokens` tokens in `n_seqs` sequences of `chunks` chunks
+    /// in all, `h` heads, head dims `dk` × `dv`: the chunk form's S_[c] and dS_[c] ((chunks + N) · H · d_k · d_v
+    /// each); the walk form's q ⊙ dq (tokens · H · d_k) and Z_N (N · H · d_k) with a scalar gate's row sums
+    /// (⌈d_k / 64⌉ · tokens · H). None where the sizes overflow.
+    pub fn workspace_elems(
+        &self,
+        tokens: usize,
+        n_seqs: usize,
+        chunks: usize,
+        h: usize,
+        dk: usize,
+        dv: usize,
+    ) -> Option<[usize; 2]> {
+        match self.form {
+            BackwardForm::Chunks => {
+                let s = (chunks.checked_add(n_seqs)?)
+                    .checked_mul(h)?
+                    .checked_mul(dk)?
+                    .checked_mul(dv)?;
+                Some([s, s])
+            }
+            BackwardForm::Walks => {
+                let pq = tokens.checked_mul(h)?.checked_mul(dk)?;
+                let rows = dk.div_ceil(WALK_TILE).checked_mul(tokens)?.checked_mul(h)?;
+                Some([
+                    pq,
+                    n_seqs.checked_mul(h)?.checked_mul(dk)?.checked_add(rows)?,
+                ])
+            }
+        }
     }
 
     /// Chunk size: 32 rows on the tensor-core kernels; on the f32 ones 32 up to d = 128, 16 at 256, 8 at 512 (one
@@ -89,10 +173,30 @@ impl BackwardSpec {
         }
     }
 
-    /// Dynamic shared memory of kernel `name` (one of [`BWD_KERNELS`]), bytes.
+    /// Dynamic shared memory of kernel `name` (one of [`BackwardSpec::kernels`]), bytes.
     pub fn smem_bytes(&self, name: &str) -> u32 {
         let (c, dk, dv, bv) = (self.chunk(), self.dk, self.dv, self.state_cols());
+        let t = WALK_TILE as u32;
         match name {
+            // f32 Γ, α, dq [C][WT], dA [C][C], Z_N's halves [2][WT]; elements dO, V [C][DV+8], q, k, K̂ low
+            // [C][WT+8], S high + low [WT][DV+8]
+            "gla_bwd_walk_dq" => {
+                4 * (3 * c * t + c * c + 2 * t)
+                    + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
+            }
+            // the same with the running Z [WT] and the group sums [4][WT] in place of Z_N's halves
+            "gla_bwd_walk_dk" => {
+                4 * (3 * c * t + c * c + 5 * t)
+                    + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
+            }
+            // f32 Γ, α [C][DK]; elements q, Q̂ low, k [C][DK+8], dO [C][WT+8], A high + low [C][C+8], dS high +
+            // low [DK][WT+8]
+            "gla_bwd_walk_dv" => {
+                4 * (2 * c * dk)
+                    + 2 * (3 * c * (dk + 8) + c * (t + 8) + 2 * c * (c + 8) + 2 * dk * (t + 8))
+            }
+            // the threads' runs' totals [NT]
+            "gla_bwd_gate" => 4 * BWD_THREADS,
             // element tiles Q, K, K̂ (later A [C][C] f32) [C][dk+8], V, dO [C][dv+8]; f32 Γ, dq, dk, α [C][dk],
             // dA [C][C], R [dk], W [C] (the states go from the workspace straight into mma fragments)
             "gla_bwd_chunk" if self.tensor_cores() => {
@@ -110,35 +214,53 @@ impl BackwardSpec {
         }
     }
 
-    /// A name for logs: `gla.bwd.bf16.k128.v128`.
+    /// A name for logs: `gla.bwd.bf16.k128.v128` (the chunk form), `gla.bwd.bf16.k128.v128.walk`.
     pub fn id(&self) -> String {
         format!(
-            "{}.bwd.{}.k{}.v{}",
+            "{}.bwd.{}.k{}.v{}{}",
             self.gate.name(),
             self.dtype,
             self.dk,
-            self.dv
+            self.dv,
+            if self.form == BackwardForm::Walks {
+                ".walk"
+            } else {
+                ""
+            }
         )
     }
 }
 
-/// The launch grids of [`BWD_KERNELS`] of `spec`, in order, for `n_seqs` sequences of `chunks` chunks in all (every
-/// sequence's, at [`BackwardSpec::chunk`]), `h` heads and `dv` value columns: the two state scans a CTA per (value
-/// tile of [`BackwardSpec::state_cols`], head, sequence), the chunk kernel a CTA per (chunk, head). An axis of 0
-/// means nothing to launch. Blocks of [`BWD_THREADS`] threads.
+/// The launch grids of [`BackwardSpec::kernels`], in order, for `n_seqs` sequences of `chunks` chunks in all (every
+/// sequence's, at [`BackwardSpec::chunk`]), `h` heads and head dims `dk` × `dv`. The chunk form: the two state scans a
+/// CTA per (value tile of [`BackwardSpec::state_cols`], head, sequence), the chunk kernel a CTA per (chunk, head).
+/// The walk form: the dq and dk walks a CTA per (64 key columns, head, sequence), the dv walk per (64 value
+/// columns, head, sequence), the gate a CTA per (head, sequence) for scalar gates (none for per-key ones). An axis
+/// of 0 means nothing to launch. Blocks of [`BWD_THREADS`] threads.
 pub fn backward_grids(
     spec: &BackwardSpec,
+    dk: usize,
     dv: usize,
     h: usize,
     n_seqs: usize,
     chunks: usize,
-) -> [(u32, u32, u32); 3] {
-    let scan = (
-        dv.div_ceil(spec.state_cols() as usize) as u32,
-        h as u32,
-        n_seqs as u32,
-    );
-    [scan, scan, (chunks as u32, h as u32, 1)]
+) -> Vec<(u32, u32, u32)> {
+    let (h32, n32) = (h as u32, n_seqs as u32);
+    match spec.form {
+        BackwardForm::Chunks => {
+            let scan = (dv.div_ceil(spec.state_cols() as usize) as u32, h32, n32);
+            vec![scan, scan, (chunks as u32, h32, 1)]
+        }
+        BackwardForm::Walks => {
+            let keys = (dk.div_ceil(WALK_TILE) as u32, h32, n32);
+            let gate = if spec.gate.shape() == GateShape::PerKey {
+                (0, 0, 0)
+            } else {
+                (h32, n32, 1)
+            };
+            vec![keys, keys, (dv.div_ceil(WALK_TILE) as u32, h32, n32), gate]
+        }
+    }
 }
 
 /// The backward's chunk size for a specialised head dim `d`.
@@ -185,7 +307,13 @@ pub struct BackwardArgs {
 
 /// The CUDA source of `spec`'s three kernels (self-contained, no `#include`).
 pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
-    for name in BWD_KERNELS {
+    if spec.form == BackwardForm::Walks && !spec.tensor_cores() {
+        return Err(GlaError::invalid(
+            "backward form",
+            format!("{}: the walk form has no kernels here", spec.id()),
+        ));
+    }
+    for &name in spec.kernels() {
         if spec.smem_bytes(name) > MAX_SMEM_BYTES {
             return Err(GlaError::invalid(
                 "head dims",
@@ -201,9 +329,11 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     let mut w = String::new();
     let _ = writeln!(
         w,
-        "// {}: generated by gla-codegen (backward, exact decays; chunk kernel: {})",
+        "// {}: generated by gla-codegen (backward, exact decays; {})",
         spec.id(),
-        if spec.tensor_cores() {
+        if spec.form == BackwardForm::Walks {
+            "walks: no chunk state in HBM"
+        } else if spec.tensor_cores() {
             "decay-free products on tensor cores"
         } else {
             "f32 CUDA cores"
@@ -250,6 +380,10 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return {id}_dx(x, p); }}");
     let _ = writeln!(w, "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); }}");
     w.push_str(BWD);
+    if spec.form == BackwardForm::Walks {
+        w.push_str(BWD_WALK_TC);
+        return Ok(w);
+    }
     w.push_str(if spec.tensor_cores() {
         BWD_SCAN_TC
     } else {
@@ -284,6 +418,7 @@ mod tests {
                 dtype: DType::BF16,
                 dk: d,
                 dv: d,
+                form: BackwardForm::Chunks,
             };
             assert_eq!(s.chunk(), [32, 32, 32, 8][d.trailing_zeros() as usize - 6]);
             assert_eq!(s.tensor_cores(), d <= 256);
@@ -333,5 +468,76 @@ mod tests {
         assert!(generate_backward(&f)
             .unwrap()
             .contains("#define KEY_GATE GATE_FIXED"));
+    }
+
+    #[test]
+    fn the_walk_form_fits_where_it_runs_and_refuses_elsewhere() {
+        for gate in [&PER_KEY as &'static dyn Gate, &PER_HEAD, &FIXED] {
+            for dt in [DType::BF16, DType::F16] {
+                for (dk, dv) in [(64, 64), (128, 128), (256, 256), (64, 256), (256, 64)] {
+                    let s = BackwardSpec::for_problem(gate, dt, dk, dv)
+                        .unwrap()
+                        .with_form(BackwardForm::Walks)
+                        .unwrap();
+                    assert!(s.id().ends_with(".walk"));
+                    let src = generate_backward(&s).unwrap();
+                    for &k in s.kernels() {
+                        assert!(s.smem_bytes(k) <= MAX_SMEM_BYTES, "{} {k}", s.id());
+                        assert!(src.contains(&format!(" {k}(const __grid_constant__ BwdArgs a)")));
+                    }
+                    assert!(!src.contains("gla_bwd_chunk("), "one form a module");
+                }
+            }
+        }
+        // Two CTAs an SM at d = 128 (the launch bounds ask for it): 2 · (bytes + 1 KiB reserved) ≤ 228 KiB.
+        let s = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 128, 128)
+            .unwrap()
+            .with_form(BackwardForm::Walks)
+            .unwrap();
+        for k in ["gla_bwd_walk_dq", "gla_bwd_walk_dk", "gla_bwd_walk_dv"] {
+            assert!(
+                2 * (s.smem_bytes(k) + 1024) <= 228 * 1024,
+                "{k}: {}",
+                s.smem_bytes(k)
+            );
+        }
+        for (gate, dt, d) in [
+            (&PER_KEY as &'static dyn Gate, DType::F32, 128),
+            (&PER_VALUE, DType::BF16, 128),
+            (&PER_KEY, DType::BF16, 512),
+        ] {
+            let e = BackwardSpec::for_problem(gate, dt, d, d)
+                .unwrap()
+                .with_form(BackwardForm::Walks)
+                .unwrap_err();
+            assert!(e.to_string().contains("chunk form"), "{e}");
+        }
+    }
+
+    #[test]
+    fn walk_grids_and_workspaces() {
+        let key = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 100, 130)
+            .unwrap()
+            .with_form(BackwardForm::Walks)
+            .unwrap();
+        assert_eq!(
+            backward_grids(&key, 100, 130, 3, 2, 9),
+            vec![(2, 3, 2), (2, 3, 2), (3, 3, 2), (0, 0, 0)]
+        );
+        assert_eq!(
+            key.workspace_elems(50, 2, 9, 3, 100, 130),
+            Some([50 * 3 * 100, 2 * 3 * 100 + 2 * 50 * 3])
+        );
+        let head = BackwardSpec {
+            gate: &PER_HEAD,
+            ..key
+        };
+        assert_eq!(backward_grids(&head, 100, 130, 3, 2, 9)[3], (3, 2, 1));
+        let chunks = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 100, 130).unwrap();
+        assert_eq!(
+            chunks.workspace_elems(50, 2, 9, 3, 100, 130),
+            Some([11 * 3 * 100 * 130; 2])
+        );
+        assert_eq!(key.workspace_elems(usize::MAX, 1, 1, 3, 64, 64), None);
     }
 }

@@ -88,7 +88,7 @@ unsafe impl DeviceRepr for BwdArgsRepr {}
 ///    `extern "C" __global__ void f(const __grid_constant__ BwdArgs a)`, where `BwdArgs` mirrors [`BackwardArgs`].
 /// 2. Every non-zero pointer in `args` is a live device allocation of `stream`'s context, at least as large as the
 ///    extents the kernel derives from `args` (shapes from `n_seqs`, `h`, `d_k`, `d_v`, the contents of
-///    `cu_seqlens` / `chunk_offsets` / `chunk_index`: the states workspaces hold `chunks + n_seqs` slots) and from
+///    `cu_seqlens` / `chunk_offsets` / `chunk_index`: the two workspaces hold `BackwardSpec::workspace_elems`) and from
 ///    `cfg.grid_dim`; q, k, v, d_o, dq, dk, dv, states, dstates and the sequence arrays are non-zero, g and dg are
 ///    non-zero unless the gate is fixed, params iff the gate has parameters.
 /// 3. The allocations stay alive until the kernel has finished (freed only stream-ordered on `stream`).
@@ -128,7 +128,7 @@ pub(crate) struct BwdBuffers<'a> {
     pub dstates: &'a CudaSlice<u8>,
 }
 
-/// Launch the three backward kernels of `spec` (compiled from `generate_backward(spec)` with `options` through the
+/// Launch the backward kernels of `spec` (`spec.kernels()`) (compiled from `generate_backward(spec)` with `options` through the
 /// GPU's module cache, so once a process) for a validated problem: `dims`, the
 /// sequences of `meta` (built for `spec.chunk()` with the chunk index), `gate_params` parameters a head. Every
 /// buffer's size is checked against the extents the kernels derive from these first (point 2 of
@@ -180,22 +180,30 @@ pub(crate) fn launch_backward_set(
             "the gate's parameters and their gradient go together",
         ));
     }
-    let slots = (chunks + n) * h * dk * dv;
-    for (what, ws) in [
-        ("backward states", b.states),
-        ("backward state gradients", b.dstates),
+    let [w0, w1] = spec
+        .workspace_elems(tokens, n, chunks, h, dk, dv)
+        .ok_or_else(|| GlaError::invalid("problem size", "the backward's workspaces overflow"))?;
+    for (what, ws, elems) in [
+        ("backward workspace 0", b.states, w0),
+        ("backward workspace 1", b.dstates, w1),
     ] {
-        if ws.len() < slots * 4 {
+        if ws.len() < elems * 4 {
             return Err(GlaError::invalid(
                 what,
-                format!("{} B, the backward kernels need {} B", ws.len(), slots * 4),
+                format!(
+                    "{} B, the backward kernels of {} need {} B",
+                    ws.len(),
+                    spec.id(),
+                    elems * 4
+                ),
             ));
         }
     }
     // The kernels (compiled once a process: the module cache is keyed by the source).
     let source = gla_codegen::generate_backward(spec)?;
-    let module = gpu.load_source(gla_codegen::BWD_KERNELS[2], &source, options)?;
-    let funcs = gla_codegen::BWD_KERNELS
+    let kernels = spec.kernels();
+    let module = gpu.load_source(kernels[kernels.len() - 1], &source, options)?;
+    let funcs = kernels
         .iter()
         .map(|name| gpu.function(&module, name, spec.smem_bytes(name)))
         .collect::<Result<Vec<_>>>()?;
@@ -228,10 +236,10 @@ pub(crate) fn launch_backward_set(
         scale,
         pad: [0; 3],
     };
-    for ((name, func), grid) in gla_codegen::BWD_KERNELS
+    for ((name, func), grid) in kernels
         .iter()
         .zip(&funcs)
-        .zip(gla_codegen::backward_grids(spec, dv, h, n, chunks))
+        .zip(gla_codegen::backward_grids(spec, dk, dv, h, n, chunks))
     {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             continue; // nothing to do (no chunk at all)

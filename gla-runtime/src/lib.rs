@@ -43,6 +43,7 @@ pub use forward::{
     validate_forward, BackwardOptions, ForwardOptions, ForwardOutput, ForwardRequest, Gla,
     Gradients, ResolvedProblem, TensorDesc,
 };
+pub use gla_codegen::BackwardForm;
 pub use launch::Variant;
 pub use nvrtc::{CompileOptions, Compiled, KernelResources};
 pub use tensor::DeviceTensor;

@@ -54,8 +54,8 @@ pub use gla_macros::gated_linear_attention;
 pub use gla_codegen::{self as codegen, all_variants, KernelSpec};
 pub use gla_runtime::forward::logits_shape;
 pub use gla_runtime::{
-    self as runtime, cache::TuningCache, tuned::TuningStats, BackwardOptions, CompileOptions,
-    DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu, Gradients,
+    self as runtime, cache::TuningCache, tuned::TuningStats, BackwardForm, BackwardOptions,
+    CompileOptions, DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu, Gradients,
 };
 
 pub mod gates;
@@ -70,8 +70,8 @@ pub mod prelude {
     pub use crate::gated_linear_attention;
     pub use crate::math::*;
     pub use crate::{
-        BackwardOptions, DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput, Gate, GateShape,
-        Gla, GlaError, Gradients, HostTensor,
+        BackwardForm, BackwardOptions, DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput,
+        Gate, GateShape, Gla, GlaError, Gradients, HostTensor,
     };
 }
 

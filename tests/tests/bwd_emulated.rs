@@ -11,7 +11,7 @@
 //! parameters) against the size of their closed form's terms (`tests::gate_grad_errors`). Skips, saying so, where
 //! the host has no C++ compiler (`$CXX` or g++), unless `GLA_REQUIRE_EMU=1`.
 use gla_codegen::{
-    backward_grids, generate_backward, BackwardArgs, BackwardSpec, BWD_KERNELS, BWD_THREADS,
+    backward_grids, generate_backward, BackwardArgs, BackwardForm, BackwardSpec, BWD_THREADS,
 };
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::launch::seq_arrays;
@@ -61,8 +61,8 @@ fn emulate(
     let np = gate.params().len();
     let mut dparams = vec![0f32; h * np];
     let mut dh0 = vec![f32::NAN; n * h * dk * dv];
-    let slots = (chunks + n) * h * dk * dv;
-    let (mut states, mut dstates) = (vec![f32::NAN; slots], vec![f32::NAN; slots]);
+    let [w0, w1] = spec.workspace_elems(tokens, n, chunks, h, dk, dv).unwrap();
+    let (mut states, mut dstates) = (vec![f32::NAN; w0], vec![f32::NAN; w1]);
     let fixed = gate.shape() == GateShape::Fixed;
     let p = |v: &mut Vec<f32>| {
         if v.is_empty() {
@@ -98,15 +98,16 @@ fn emulate(
         scale: 1.0 / (dk as f32).sqrt(),
         pad: [0; 3],
     };
-    for (name, grid) in BWD_KERNELS
+    for (name, grid) in spec
+        .kernels()
         .iter()
-        .zip(backward_grids(spec, dv, h, n, chunks))
+        .zip(backward_grids(spec, dk, dv, h, n, chunks))
     {
         if grid.0 * grid.1 * grid.2 == 0 {
             continue;
         }
         // SAFETY: every address in `args` is a live host buffer above of the extent the runtime's launch checks
-        // (`launch_backward_set`'s `need`): the same element counts, the workspaces of (chunks + N) slots.
+        // (`launch_backward_set`'s `need`): the same element counts, the workspaces of `workspace_elems`.
         #[allow(unsafe_code)]
         unsafe { kernels.launch(name, grid, BWD_THREADS, spec.smem_bytes(name), &args) }.unwrap();
     }
@@ -136,6 +137,19 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
         .filter(|g| gla::gates::BUILT_IN.contains(&g.name()) || g.name() == "value_gla")
         .collect();
     assert!(gates.len() >= 8, "the built-in gates and the value gate");
+    // (`GLA_TEST_GATES=a,b` / `GLA_TEST_FORMS=walks` narrow, printed.)
+    let only = |var: &str, name: &str| {
+        std::env::var(var).map_or(true, |l| l.split(',').any(|n| n.eq_ignore_ascii_case(name)))
+    };
+    for var in ["GLA_TEST_GATES", "GLA_TEST_FORMS"] {
+        if let Ok(l) = std::env::var(var) {
+            println!("{var}={l}: testing only these");
+        }
+    }
+    let gates: Vec<&'static dyn Gate> = gates
+        .into_iter()
+        .filter(|g| only("GLA_TEST_GATES", g.name()))
+        .collect();
     // (dims, cu_seqlens, logit shift, specialised head dim → chunk 32 / 32 / 32 (16 in f32) / 8, dtypes); bf16 / f16
     // at d ≤ 256 run the tensor-core kernels, f32 and d = 512 the f32 CUDA-core ones.
     let all = [DType::F32, DType::BF16, DType::F16];
@@ -161,24 +175,44 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             &all[..1],
         ),
     ];
+    // Every case in the chunk form, and in the walk form where it has kernels.
     let jobs: Vec<_> = gates
         .iter()
         .flat_map(|&gate| {
-            cases
-                .iter()
-                .enumerate()
-                .flat_map(move |(i, c)| c.4.iter().map(move |&dt| (gate, i, dt)))
+            cases.iter().enumerate().flat_map(move |(i, c)| {
+                c.4.iter().flat_map(move |&dt| {
+                    [BackwardForm::Chunks, BackwardForm::Walks]
+                        .into_iter()
+                        .filter(move |&f| {
+                            only(
+                                "GLA_TEST_FORMS",
+                                if f == BackwardForm::Walks {
+                                    "walks"
+                                } else {
+                                    "chunks"
+                                },
+                            ) && BackwardSpec::for_problem(gate, dt, c.3, c.3)
+                                .unwrap()
+                                .with_form(f)
+                                .is_ok()
+                        })
+                        .map(move |f| (gate, i, dt, f))
+                })
+            })
         })
         .collect();
     // One library a job (nothing shared between them), run side by side.
     use rayon::prelude::*;
     let results: Vec<Result<(String, Vec<String>), String>> = jobs
         .par_iter()
-        .map(|&(gate, i, dtype)| {
+        .map(|&(gate, i, dtype, form)| {
             let (dims, cu, shift, dkv, _) = &cases[i];
-            let spec = BackwardSpec::for_problem(gate, dtype, *dkv, *dkv).unwrap();
+            let spec = BackwardSpec::for_problem(gate, dtype, *dkv, *dkv)
+                .unwrap()
+                .with_form(form)
+                .unwrap();
             let source = generate_backward(&spec).unwrap();
-            let kernels = match Emulated::compile(&source, &BWD_KERNELS) {
+            let kernels = match Emulated::compile(&source, spec.kernels()) {
                 Ok(k) => k,
                 Err(EmuError::NoCompiler(m)) if std::env::var("GLA_REQUIRE_EMU").is_err() => {
                     return Err(m)

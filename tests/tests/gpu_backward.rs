@@ -1,4 +1,4 @@
-//! The backward kernels (issue 28, first form: f32 CUDA cores, exact decays) vs the f64 reference gradients
+//! The backward kernels (issue 28: the chunk form, and the walk form where it has kernels) vs the f64 reference gradients
 //! (`gla_core::gate_ref::gate_backward`: the recurrence's gradients carried to the raw logits and the parameters).
 //!
 //! Without NVRTC the compile test prints `SKIPPED`; without a GPU the GPU test does (with `GLA_REQUIRE_GPU=1` it
@@ -7,7 +7,7 @@
 //! of the terms their closed form sums (`tests::gate_grad_errors`): under strong decays the true gradient is tiny and
 //! any f32 evaluation of the closed form leaves a residue of the terms' size (the reference module's docs).
 //! `bwd_emulated.rs` runs the same kernels' source on the CPU (the host emulator, `tests::emu`).
-use gla_codegen::{generate_backward, BackwardSpec, BWD_KERNELS};
+use gla_codegen::{generate_backward, BackwardForm, BackwardSpec};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::testing::{gpu_or_skip, nvrtc_or_skip};
 use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor};
@@ -44,7 +44,7 @@ fn gates() -> Vec<&'static dyn Gate> {
 const SPILL_BOUND: u32 = 64;
 
 /// Every backward kernel set compiles for sm_90a within [`SPILL_BOUND`]: every gate above × dtype at d = 128, and
-/// the per-key GLA gate at d = 64, 256, 512 and d_k ≠ d_v.
+/// the per-key GLA gate at d = 64, 256, 512 and d_k ≠ d_v — in both forms where the walk form has kernels.
 #[test]
 fn backward_kernels_compile_within_the_spill_bound() {
     if !nvrtc_or_skip("backward_kernels_compile_within_the_spill_bound") {
@@ -59,13 +59,19 @@ fn backward_kernels_compile_within_the_spill_bound() {
     for (dk, dv) in [(64, 64), (256, 256), (512, 512), (64, 256)] {
         specs.push(BackwardSpec::for_problem(&gla::gates::Gla, DType::BF16, dk, dv).unwrap());
     }
+    let walks: Vec<BackwardSpec> = specs
+        .iter()
+        .filter_map(|s| s.with_form(BackwardForm::Walks).ok())
+        .collect();
+    specs.extend(walks);
     let problems: Vec<String> = specs
         .par_iter()
         .flat_map(|s| {
             let src = generate_backward(s).unwrap();
-            match nvrtc::compile_with(&src, BWD_KERNELS[2], &CompileOptions::default()) {
+            match nvrtc::compile_with(&src, s.kernels()[0], &CompileOptions::default()) {
                 Err(e) => vec![format!("{}: {e}", s.id())],
-                Ok(c) => BWD_KERNELS
+                Ok(c) => s
+                    .kernels()
                     .iter()
                     .filter_map(|k| match c.resources_of(k) {
                         None => Some(format!("{}: no resource report for {k}", s.id())),
@@ -156,93 +162,111 @@ fn backward_matches_the_f64_reference() {
         },
     ];
     let mut failures = Vec::new();
-    println!("| gate | dtype | shape | dq | dk | dv | d logits | d params | d h0 |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| gate | dtype | form | shape | dq | dk | dv | d logits | d params | d h0 |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let forms = |gate: &'static dyn Gate, dt: DType, sh: &Shape| -> Vec<BackwardForm> {
+        [BackwardForm::Chunks, BackwardForm::Walks]
+            .into_iter()
+            .filter(|&f| {
+                BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
+                    .and_then(|s| s.with_form(f))
+                    .is_ok()
+            })
+            .collect()
+    };
     for gate in gates() {
         for dt in DType::ALL {
             let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };
             for (i, sh) in shapes.iter().enumerate() {
-                let seed = 7700 + 10 * i as u64;
-                let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
-                case.logits
-                    .iter_mut()
-                    .for_each(|x| *x = dt.round(*x + sh.shift));
-                let d = case.dims;
-                let n = case.n_seqs();
-                let mut rng = SmallRng::seed_from_u64(seed + 1);
-                let d_o = randn(&mut rng, d.b * d.t * d.h * d.dv, dt);
-                let d_final: Option<Vec<f32>> = sh
-                    .state
-                    .then(|| randn(&mut rng, n * d.h * d.dk * d.dv, DType::F32));
-                let want = case.reference_backward(gate, &d_o, d_final.as_deref());
+                for form in forms(gate, dt, sh) {
+                    let seed = 7700 + 10 * i as u64;
+                    let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
+                    case.logits
+                        .iter_mut()
+                        .for_each(|x| *x = dt.round(*x + sh.shift));
+                    let d = case.dims;
+                    let n = case.n_seqs();
+                    let mut rng = SmallRng::seed_from_u64(seed + 1);
+                    let d_o = randn(&mut rng, d.b * d.t * d.h * d.dv, dt);
+                    let d_final: Option<Vec<f32>> = sh
+                        .state
+                        .then(|| randn(&mut rng, n * d.h * d.dk * d.dv, DType::F32));
+                    let want = case.reference_backward(gate, &d_o, d_final.as_deref());
 
-                let up = |x: &[f32], shape: &[usize]| gla.upload(&case.host(x, shape, dt)).unwrap();
-                let (q, k, v) = (
-                    up(&case.q, &d.q_shape()),
-                    up(&case.k, &d.q_shape()),
-                    up(&case.v, &d.v_shape()),
-                );
-                let lshape = gla_runtime::forward::logits_shape(gate.shape(), &d);
-                let logits = (gate.shape() != GateShape::Fixed).then(|| up(&case.logits, &lshape));
-                let np = gate.params().len();
-                let params = (np > 0)
-                    .then(|| DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &case.params).unwrap());
-                let sshape = [n, d.h, d.dk, d.dv];
-                let h0 = case
-                    .initial_state
-                    .as_ref()
-                    .map(|s| DeviceTensor::from_f32(gla.gpu(), &sshape, s).unwrap());
-                let dht = d_final
-                    .as_ref()
-                    .map(|s| DeviceTensor::from_f32(gla.gpu(), &sshape, s).unwrap());
-                let dot = up(&d_o, &d.v_shape());
-                let opts = BackwardOptions {
-                    scale: None,
-                    initial_state: h0.as_ref(),
-                    d_final_state: dht.as_ref(),
-                    cu_seqlens: case.cu_seqlens.as_deref(),
-                };
-                let g = gla
-                    .backward(
-                        gate,
-                        &q,
-                        &k,
-                        &v,
-                        logits.as_ref(),
-                        params.as_ref(),
-                        &dot,
-                        &opts,
-                    )
-                    .unwrap_or_else(|e| panic!("{} {dt} {}: {e}", gate.name(), sh.name));
-                let get = |t: &DeviceTensor| {
-                    t.to_f32()
-                        .unwrap()
-                        .into_iter()
-                        .map(f64::from)
-                        .collect::<Vec<f64>>()
-                };
-                let e_dq = rel_rms(&get(&g.dq), &want.dq);
-                let e_dk = rel_rms(&get(&g.dk), &want.dk);
-                let e_dv = rel_rms(&get(&g.dv), &want.dv);
-                // The gate's gradients against the size of their closed form's terms (module docs).
-                let got_dl = g.d_logits.as_ref().map(get).unwrap_or_default();
-                let got_dp = g.d_params.as_ref().map(get).unwrap_or_default();
-                let (e_dl, e_dp) = gate_grad_errors(gate, &case, &want, (&got_dl, &got_dp));
-                let e_h0 = match (&g.d_initial_state, &want.d_initial_state) {
-                    (Some(t), Some(w)) => rel_rms(&get(t), w),
-                    (None, None) => 0.0,
-                    _ => f64::INFINITY,
-                };
-                println!("| {} | {dt} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), sh.name);
-                let worst =
-                    [e_dq, e_dk, e_dv, e_dl, e_dp, e_h0]
-                        .into_iter()
-                        .fold(
-                            0.0f64,
-                            |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
-                        );
-                if !(worst <= tol) {
-                    failures.push(format!("{} {dt} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), sh.name));
+                    let up =
+                        |x: &[f32], shape: &[usize]| gla.upload(&case.host(x, shape, dt)).unwrap();
+                    let (q, k, v) = (
+                        up(&case.q, &d.q_shape()),
+                        up(&case.k, &d.q_shape()),
+                        up(&case.v, &d.v_shape()),
+                    );
+                    let lshape = gla_runtime::forward::logits_shape(gate.shape(), &d);
+                    let logits =
+                        (gate.shape() != GateShape::Fixed).then(|| up(&case.logits, &lshape));
+                    let np = gate.params().len();
+                    let params = (np > 0).then(|| {
+                        DeviceTensor::from_f32(gla.gpu(), &[d.h, np], &case.params).unwrap()
+                    });
+                    let sshape = [n, d.h, d.dk, d.dv];
+                    let h0 = case
+                        .initial_state
+                        .as_ref()
+                        .map(|s| DeviceTensor::from_f32(gla.gpu(), &sshape, s).unwrap());
+                    let dht = d_final
+                        .as_ref()
+                        .map(|s| DeviceTensor::from_f32(gla.gpu(), &sshape, s).unwrap());
+                    let dot = up(&d_o, &d.v_shape());
+                    let opts = BackwardOptions {
+                        scale: None,
+                        initial_state: h0.as_ref(),
+                        d_final_state: dht.as_ref(),
+                        cu_seqlens: case.cu_seqlens.as_deref(),
+                        form: Some(form),
+                    };
+                    let g = gla
+                        .backward(
+                            gate,
+                            &q,
+                            &k,
+                            &v,
+                            logits.as_ref(),
+                            params.as_ref(),
+                            &dot,
+                            &opts,
+                        )
+                        .unwrap_or_else(|e| {
+                            panic!("{} {dt} {form:?} {}: {e}", gate.name(), sh.name)
+                        });
+                    let get = |t: &DeviceTensor| {
+                        t.to_f32()
+                            .unwrap()
+                            .into_iter()
+                            .map(f64::from)
+                            .collect::<Vec<f64>>()
+                    };
+                    let e_dq = rel_rms(&get(&g.dq), &want.dq);
+                    let e_dk = rel_rms(&get(&g.dk), &want.dk);
+                    let e_dv = rel_rms(&get(&g.dv), &want.dv);
+                    // The gate's gradients against the size of their closed form's terms (module docs).
+                    let got_dl = g.d_logits.as_ref().map(get).unwrap_or_default();
+                    let got_dp = g.d_params.as_ref().map(get).unwrap_or_default();
+                    let (e_dl, e_dp) = gate_grad_errors(gate, &case, &want, (&got_dl, &got_dp));
+                    let e_h0 = match (&g.d_initial_state, &want.d_initial_state) {
+                        (Some(t), Some(w)) => rel_rms(&get(t), w),
+                        (None, None) => 0.0,
+                        _ => f64::INFINITY,
+                    };
+                    println!("| {} | {dt} | {form:?} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), sh.name);
+                    let worst =
+                        [e_dq, e_dk, e_dv, e_dl, e_dp, e_h0]
+                            .into_iter()
+                            .fold(
+                                0.0f64,
+                                |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
+                            );
+                    if !(worst <= tol) {
+                        failures.push(format!("{} {dt} {form:?} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), sh.name));
+                    }
                 }
             }
         }
@@ -299,4 +323,14 @@ fn backward_bad_input_is_a_typed_error() {
         )
         .unwrap_err();
     assert!(err.to_string().contains("params"), "{err}"); // value_gla has a parameter per head
+                                                          // The walk form where it has no kernels (a per-value gate) names the form that has.
+    let walks = BackwardOptions {
+        form: Some(BackwardForm::Walks),
+        ..BackwardOptions::default()
+    };
+    let pv = DeviceTensor::from_f32(gla.gpu(), &[2, 1], &[0.5, 0.5]).unwrap();
+    let err = gla
+        .backward(vg, &q, &k, &v, Some(&lg), Some(&pv), &v, &walks)
+        .unwrap_err();
+    assert!(err.to_string().contains("chunk form"), "{err}");
 }

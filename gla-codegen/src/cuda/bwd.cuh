@@ -53,6 +53,21 @@ __device__ __forceinline__ void split_pair(float x, float y, unsigned& hi, unsig
     lo = pair_bits(to_elem(x - to_f32(hx)), to_elem(y - to_f32(hy)));
 }
 
+// One lane's accumulator element x of tile (mi, ni) → (row, column) of the warp's [16·MI][8·NI] block at (m0, n0).
+__device__ __forceinline__ int acc_row(int m0, int mi, int x) { return m0 + mi * 16 + ((threadIdx.x & 31) >> 2) + (x >> 1) * 8; }
+__device__ __forceinline__ int acc_col(int n0, int ni, int x) { return n0 + ni * 8 + 2 * (threadIdx.x & 3) + (x & 1); }
+// Accumulator tiles (rows r0 + 16 mi + g, + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
+template <int MI, int NI, class F>
+__device__ __forceinline__ void for_acc(const float (&acc)[MI][NI][4], int r0, int c0, F f) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) f(r0 + 16 * mi + g + (x >> 1) * 8, c0 + ni * 8 + 2 * t + (x & 1), acc[mi][ni][x]);
+}
+
 __device__ __forceinline__ float* slot_ptr(float* base, const BwdArgs& a, i64 slot, int head) {
     return base + (slot * a.h + head) * (i64)a.dk * a.dv;
 }

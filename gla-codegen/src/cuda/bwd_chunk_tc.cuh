@@ -20,18 +20,6 @@ constexpr int SUNROLL = SMI == 2 ? 4 : 2;          // k-steps of state loads in 
 static_assert(C == 32 && NT == 256 && DK % 64 == 0 && DV % 64 == 0, "the tile map: 8 warps over 32 rows");
 static_assert(C * C * 4 <= C * LDK * (int)sizeof(elem_t), "A [C][C] f32 fits in the K̂ tile it replaces");
 
-// Accumulator tiles (rows r0 + 16 mi + g, + 8; columns c0 + 8 ni + 2t, + 1) of this lane, handed to f(row, col, value).
-template <int MI, int NI, class F>
-__device__ __forceinline__ void for_acc(const float (&acc)[MI][NI][4], int r0, int c0, F f) {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-            for (int x = 0; x < 4; ++x) f(r0 + 16 * mi + g + (x >> 1) * 8, c0 + ni * 8 + 2 * t + (x & 1), acc[mi][ni][x]);
-}
-
 // acc[16·MI × 8·NI] += X[r0 .. r0 + 16·MI][0 .. K) · B on tensor cores, X an element tile in shared memory
 // (ldmatrix), B read straight from an f32 state S [d_k][d_v] in global memory into mma fragments, as high + low element
 // pairs (S − high, rounded: their sum holds S to ~2^-17 relative in bf16, so the state terms keep f32-like accuracy;

@@ -16,10 +16,6 @@ constexpr int SCAN_WN = SCAN_MT >= NT / 32 ? BVS / 8 : BVS / 8 / ((NT / 32) / SC
 static_assert(NT == 256 && BVS == 64 && DK % 64 == 0 && DK <= 256, "the scan's warp map");
 constexpr int SCAN_CTAS = DK <= 128 ? 2 : 1;  // CTAs an SM (the accumulators: 32 a thread at d_k = 128, 64 at 256)
 
-// One lane's accumulator element x of tile (mi, ni) → (row, column) of the warp's [16·MI][8·NI] block at (m0, n0).
-__device__ __forceinline__ int acc_row(int m0, int mi, int x) { return m0 + mi * 16 + ((threadIdx.x & 31) >> 2) + (x >> 1) * 8; }
-__device__ __forceinline__ int acc_col(int n0, int ni, int x) { return n0 + ni * 8 + 2 * (threadIdx.x & 3) + (x & 1); }
-
 constexpr int NX = C * DK / (2 * NT), NY = C * BVS / (2 * NT);  // a thread's element pairs of a chunk's [C][DK], [C][BVS] tiles
 static_assert(2 * NX * NT == C * DK && 2 * NY * NT == C * BVS && C <= NT, "whole tiles a thread");
 

@@ -6,7 +6,7 @@
 use super::{lock, validate_forward, ForwardRequest, Gla, TensorDesc};
 use crate::launch;
 use crate::tensor::{check_tensor, DeviceTensor};
-use gla_codegen::BackwardSpec;
+use gla_codegen::{BackwardForm, BackwardSpec};
 use gla_core::error::Result;
 use gla_core::{DType, Gate, GlaError};
 
@@ -21,6 +21,9 @@ pub struct BackwardOptions<'a> {
     pub d_final_state: Option<&'a DeviceTensor>,
     /// The forward's sequence boundaries (B = 1), as in [`super::ForwardOptions::cu_seqlens`].
     pub cu_seqlens: Option<&'a [usize]>,
+    /// The kernels' form (default [`BackwardForm::Chunks`]); [`BackwardForm::Walks`] keeps no chunk state in
+    /// memory (bf16 / f16 key gates at d ≤ 256, else a typed error).
+    pub form: Option<BackwardForm>,
 }
 
 /// What [`Gla::backward`] returns.
@@ -74,7 +77,8 @@ impl Gla {
                 segments: None,
             },
         )?;
-        let spec = BackwardSpec::for_problem(gate, p.dtype, p.dims.dk, p.dims.dv)?;
+        let spec = BackwardSpec::for_problem(gate, p.dtype, p.dims.dk, p.dims.dv)?
+            .with_form(opts.form.unwrap_or_default())?;
         check_tensor("d_o", d_o.shape(), d_o.dtype(), &p.o_shape(), p.dtype)?;
         if let Some(t) = opts.d_final_state {
             check_tensor(
@@ -91,7 +95,7 @@ impl Gla {
         let meta = self.seq_meta(&p.seqs, chunk, true)?;
         let chunks = meta.total_chunks();
 
-        // Outputs and the two state workspaces (every slot is written before it is read).
+        // Outputs and the two workspaces (every element is written before it is read).
         let dq = DeviceTensor::empty(gpu, p.dtype, q.shape())?;
         let dkt = DeviceTensor::empty(gpu, p.dtype, k.shape())?;
         let dvt = DeviceTensor::empty(gpu, p.dtype, v.shape())?;
@@ -105,14 +109,15 @@ impl Gla {
             .initial_state
             .map(|_| DeviceTensor::empty(gpu, DType::F32, &p.state_shape()))
             .transpose()?;
-        let slot_bytes = [h, dk, dv, 4]
-            .iter()
-            .try_fold(chunks + n, |a, &d| a.checked_mul(d));
-        let slot_bytes = slot_bytes.ok_or_else(|| {
-            GlaError::invalid("problem size", "the backward's state workspace overflows")
-        })?;
-        let states = launch::alloc_workspace(gpu, slot_bytes)?;
-        let dstates = launch::alloc_workspace(gpu, slot_bytes)?;
+        let tokens = p.seqs.last().map_or(0, |&(s, l)| s + l);
+        let [w0, w1] = spec
+            .workspace_elems(tokens, n, chunks, h, dk, dv)
+            .and_then(|w| Some([w[0].checked_mul(4)?, w[1].checked_mul(4)?]))
+            .ok_or_else(|| {
+                GlaError::invalid("problem size", "the backward's workspaces overflow")
+            })?;
+        let states = launch::alloc_workspace(gpu, w0)?;
+        let dstates = launch::alloc_workspace(gpu, w1)?;
         let buffers = launch::BwdBuffers {
             q,
             k,

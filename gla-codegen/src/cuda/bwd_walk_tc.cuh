@@ -1,0 +1,657 @@
+// The backward's walk form (issue 28): no chunk state in HBM. Each gradient is a walk over the chunks of one
+// (sequence, head), like the forward's fused kernel, with its slice of a state in mma.sync accumulators (f32) — the
+// decomposition of gla_core::reference::walks_backward. Chunk-local Γ (natural log; rows past l repeat the last valid
+// one), dÔ = scale · dO, every decay factor e^{x} with x ≤ 0:
+//   gla_bwd_walk_dq  forward, a CTA per (64 key columns J, head, sequence), S = S[J, :] from h0:
+//       dq_i = (dÔ_i S_[c]ᵀ) ⊙ e^{Γ_i} + Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j},      dA = dÔ Vᵀ
+//       S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V,                                    K̂ = K ⊙ e^{Γ_L − Γ}
+//     and, for the gate, q ⊙ dq (f32) and Z_N = rowsum(dht ⊙ S_T).
+//   gla_bwd_walk_dk  reverse, a CTA per (64 key columns J, head, sequence), dS = dS[J, :] from dht:
+//       dk_j = (v_j dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ_j} + Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j}
+//       dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO),          Q̂ = scale · Q ⊙ e^{Γ − Γ_0}
+//       (dh0 = dS_[0]), and the gate (paper, appendix): d log α_t = Z_N + Σ_{s≥t} (q_s ⊙ dq_s − k_s ⊙ dk_s) — the
+//       per-key gate's d logits and d params here; a scalar gate's row sums go to gla_bwd_gate.
+//   gla_bwd_walk_dv  reverse, a CTA per (64 value columns E, head, sequence), dS = dS[:, E] from dht:
+//       dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i,                                 A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd}
+//   gla_bwd_gate     scalar gates, a CTA per (head, sequence): the reverse cumulative sum of the row sums over the
+//       sequence, d logits, d params.
+// The per-pair decays stay exact on CUDA cores in f32 (running products of α, every partial product ≤ 1); every other
+// product runs on tensor cores, the states and decayed operands as high + low element pairs (f32-like accuracy).
+// Workspaces: a.states = q ⊙ dq, f32 [tokens, H, d_k]; a.dstates = Z_N, f32 [N, H, d_k], then a scalar gate's row sums
+// of q ⊙ dq − k ⊙ dk, f32 [DK / 64][tokens, H].
+
+constexpr int WT = 64;                                               // a walk CTA's columns: key tile J or value tile E
+constexpr int LDT = WT + 8, LDK = DK + 8, LDV = DV + 8, LDA = C + 8;  // padded element rows (16-byte rows for ldmatrix)
+static_assert(C == 32 && NT == 256 && DK % WT == 0 && DV % WT == 0 && DK <= 256 && DV <= 256, "the walks' tile maps");
+// Warp maps. A key tile's state [WT][DV]: 4 row tiles of 16, two warps each (DV / 2 columns).
+constexpr int KS_NI = DV / 16;
+// A value tile's state [DK][WT]: DK / 16 row tiles over the 8 warps (VS_MI a warp, or VS_WPG warps a row tile).
+constexpr int VS_RT = DK / 16, VS_MI = VS_RT >= 8 ? VS_RT / 8 : 1, VS_WPG = VS_RT >= 8 ? 1 : 8 / VS_RT, VS_NI = 8 / VS_WPG;
+constexpr int WALK_CTAS_K = DV <= 128 ? 2 : 1, WALK_CTAS_V = DK <= 128 ? 2 : 1;  // CTAs an SM (shared memory)
+
+// Columns [c0, c0 + N) of chunk rows row0 .. row0 + l of a [tokens, H, w] input as an element tile X [C][ld]: zero past
+// row l and column w; 16-byte asynchronous copies where `vec` (w % 8 = 0, 16-byte aligned; the caller commits and
+// waits), element loads otherwise.
+template <int N>
+__device__ __forceinline__ void walk_tile(elem_t* X, int ld, const elem_t* src, int w, int c0, const BwdArgs& a, i64 row0,
+                                          int head, int l, bool vec) {
+    if (vec) {
+        for (int idx = threadIdx.x; idx < C * N / 8; idx += NT) {
+            const int i = idx / (N / 8), d = (idx - i * (N / 8)) * 8;
+            const bool ok = i < l && c0 + d < w;
+            cp_async16(X + i * ld + d, ok ? src + ((row0 + i) * a.h + head) * (i64)w + c0 + d : src, ok);
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < C * N; idx += NT) {
+            const int i = idx / N, d = idx - i * N;
+            const bool ok = i < l && c0 + d < w;
+            X[i * ld + d] = ok ? src[((row0 + i) * a.h + head) * (i64)w + c0 + d] : to_elem(0.f);
+        }
+    }
+}
+
+// Γ of chunk rows [i0, i0 + l) over key columns [d0, d0 + N): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d0+d and
+// AL[i][d] = α_i,d0+d (1 past row l and column d_k; a scalar gate's row values in every column). Every logit of a
+// thread loaded at once, then one copy of the gate's code over them (as chunk_gamma). Ends on a barrier.
+template <int N>
+__device__ __forceinline__ void walk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l, int d0) {
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+#if KEY_GATE == GATE_PER_KEY
+    constexpr int PER = C * N / NT;
+    static_assert(PER * NT == C * N, "whole tiles a thread");
+    elem_t x[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = threadIdx.x + u * NT, i = idx / N, d = idx - i * N;
+        x[u] = i < l && d0 + d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d0 + d] : to_elem(0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < PER; ++u) G[threadIdx.x + u * NT] = to_f32(x[u]);
+#pragma unroll 1
+    for (int idx = threadIdx.x; idx < C * N; idx += NT) {  // (this thread's own elements: no barrier needed)
+        const int i = idx / N, d = idx - i * N;
+        const bool ok = i < l && d0 + d < a.dk;
+        const float la = ok ? gate_log_alpha(G[idx], p) : 0.f;
+        G[idx] = la;
+        AL[idx] = ok ? gla_exp(la) : 1.f;
+    }
+    __syncthreads();
+    column_sums<N>(G);
+    __syncthreads();
+#else
+    if ((int)threadIdx.x < C) {
+        const int i = threadIdx.x;
+        float la = 0.f;
+        if (i < l) {
+#if KEY_GATE == GATE_PER_HEAD
+            la = gate_log_alpha(to_f32(a.g[(bos + i0 + i) * a.h + head]), p);
+#else
+            la = gate_log_alpha((float)head, p);  // a fixed gate's input is the head index
+#endif
+        }
+        G[i * N] = la;
+        AL[i * N] = i < l ? gla_exp(la) : 1.f;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) {
+            acc += G[i * N];
+            G[i * N] = acc;
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < C * N; idx += NT) {
+        const int i = idx / N, d = idx - i * N;
+        if (d > 0) {
+            G[idx] = d0 + d < a.dk ? G[i * N] : 0.f;
+            AL[idx] = d0 + d < a.dk ? AL[i * N] : 1.f;
+        }
+    }
+    __syncthreads();
+#endif
+}
+
+// A warp's accumulator block (MI × NI tiles of 16 × 8 at (r0, c0)) into shared memory as high + low element tiles
+// Xh, Xl [·][ld]: the state as a tensor-core operand.
+template <int MI, int NI>
+__device__ __forceinline__ void publish_split(const float (&acc)[MI][NI][4], int r0, int c0, elem_t* Xh, elem_t* Xl, int ld) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = acc_row(r0, mi, 2 * h), c = acc_col(c0, ni, 0);
+                split_pair(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1], *reinterpret_cast<unsigned*>(Xh + r * ld + c),
+                           *reinterpret_cast<unsigned*>(Xl + r * ld + c));
+            }
+}
+
+// Rows of a warp's accumulator block scaled by f(row).
+template <int MI, int NI, class F>
+__device__ __forceinline__ void scale_rows(float (&acc)[MI][NI][4], int r0, F f) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float s = f(acc_row(r0, mi, 2 * h));
+#pragma unroll
+            for (int ni = 0; ni < NI; ++ni) {
+                acc[mi][ni][2 * h] *= s;
+                acc[mi][ni][2 * h + 1] *= s;
+            }
+        }
+}
+
+// A warp's block of a state slice from (or to) f32 [d_k][d_v] at `base`, rows from d0, columns from e0 (0 past the
+// head dims; a null source gives zeros).
+template <int MI, int NI>
+__device__ __forceinline__ void state_load(float (&acc)[MI][NI][4], const float* base, const BwdArgs& a, int r0, int c0, int d0, int e0) {
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const int d = d0 + acc_row(r0, mi, x), e = e0 + acc_col(c0, ni, x);
+                acc[mi][ni][x] = (base && d < a.dk && e < a.dv) ? base[(i64)d * a.dv + e] : 0.f;
+            }
+}
+template <int MI, int NI>
+__device__ __forceinline__ void state_store(const float (&acc)[MI][NI][4], float* base, const BwdArgs& a, int r0, int c0, int d0, int e0) {
+    for_acc<MI, NI>(acc, r0, c0, [&](int r, int c, float x) {
+        if (d0 + r < a.dk && e0 + c < a.dv) base[(i64)(d0 + r) * a.dv + e0 + c] = x;
+    });
+}
+
+// dA = scale · dO Vᵀ on tensor cores, kept where j ≤ i < l (0 elsewhere): DA [C][C] f32, a 16 × 8 tile a warp.
+__device__ __forceinline__ void chunk_dA(float* DA, const elem_t* DOe, const elem_t* Ve, float scale, int l) {
+    const int warp = threadIdx.x / 32, r0 = 16 * (warp >> 2), c0 = 8 * (warp & 3);
+    float acc[1][1][4] = {};
+    warp_mma<1, 1, false, false, DV>(acc, DOe, LDV, r0, Ve, LDV, c0, DV);
+    for_acc<1, 1>(acc, r0, c0, [&](int i, int j, float x) { DA[i * C + j] = (j <= i && i < l) ? scale * x : 0.f; });
+}
+
+// The exact intra-chunk terms of the key walks over the tile's WT columns, on CUDA cores. Thread (row, lane group g of
+// NG = 8) owns columns g + 8u and carries a running factor a column, f = e^{Γ_i − Γ_j} (a product of α's, each ≤ 1):
+//   pairs_down (dq walk): OUT[i][d] += Σ_{j ≤ i} DA[i][j] X_j,d e^{Γ_i,d − Γ_j,d}   (j from i down: f times α_j)
+//   pairs_up   (dk walk): OUT[j][d] += Σ_{j ≤ i < l} DA[i][j] X_i,d e^{Γ_i,d − Γ_j,d}   (i from j up: f times α_{i+1})
+// No barrier inside (threads of rows past l return at once).
+constexpr int PNG = NT / C, PDG = WT / PNG;
+static_assert(PNG * C == NT && PDG * PNG == WT, "whole rows of lane groups");
+template <class XF>
+__device__ __forceinline__ void pairs_down(XF X, const float* AL, const float* DA, float* OUT, int l) {
+    const int i = threadIdx.x / PNG, g = threadIdx.x % PNG;
+    if (i >= l) return;
+    float f[PDG], acc[PDG];
+#pragma unroll
+    for (int u = 0; u < PDG; ++u) f[u] = 1.f, acc[u] = 0.f;
+    for (int j = i; j >= 0; --j) {
+        const float da = DA[i * C + j];
+#pragma unroll
+        for (int u = 0; u < PDG; ++u) {
+            const int d = g + PNG * u;
+            acc[u] = fmaf(da, X(j, d) * f[u], acc[u]);
+            f[u] *= AL[j * WT + d];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < PDG; ++u) OUT[i * WT + g + PNG * u] += acc[u];
+}
+template <class XF>
+__device__ __forceinline__ void pairs_up(XF X, const float* AL, const float* DA, float* OUT, int l) {
+    const int j = threadIdx.x / PNG, g = threadIdx.x % PNG;
+    if (j >= l) return;
+    float f[PDG], acc[PDG];
+#pragma unroll
+    for (int u = 0; u < PDG; ++u) f[u] = 1.f, acc[u] = 0.f;
+    for (int i = j; i < l; ++i) {
+        const float da = DA[i * C + j];
+        const float* al = AL + min(i + 1, C - 1) * WT;  // (α_{i+1}; unused after the last row)
+#pragma unroll
+        for (int u = 0; u < PDG; ++u) {
+            const int d = g + PNG * u;
+            acc[u] = fmaf(da, X(i, d) * f[u], acc[u]);
+            f[u] *= al[d];
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < PDG; ++u) OUT[j * WT + g + PNG * u] += acc[u];
+}
+
+// The dv walk's scores A'_ij = scale · Σ_d q_id k_jd e^{Γ_id − Γ_jd} for j ≤ i < l (0 elsewhere) over every key
+// column, exact on CUDA cores, as high + low element tiles Ah, Al [C][LDA]: thread (row i, lane group g of 8) owns
+// columns g + 8u and walks j from its warp's last row down (the row's sum: a shuffle over its 8 lanes), carrying
+// f = e^{Γ_i − Γ_j}. No barrier inside.
+__device__ __forceinline__ void pair_scores(const elem_t* Qe, const elem_t* Ke, const float* AL, elem_t* Ah, elem_t* Al,
+                                            float scale, int l) {
+    constexpr int DG = DK / PNG;
+    const int i = threadIdx.x / PNG, g = threadIdx.x % PNG;
+    for (int j = g; j < C; j += PNG) {
+        Ah[i * LDA + j] = to_elem(0.f);
+        Al[i * LDA + j] = to_elem(0.f);
+    }
+    __syncwarp();  // (a row's entries are zeroed by its lanes before lane 0 writes them)
+    float f[DG], qv[DG];
+#pragma unroll
+    for (int u = 0; u < DG; ++u) f[u] = 1.f, qv[u] = i < l ? to_f32(Qe[i * LDK + g + PNG * u]) : 0.f;
+    const int jtop = min(l - 1, (int)((threadIdx.x | 31u) / PNG));  // the warp's last row
+    for (int j = jtop; j >= 0; --j) {
+        const bool on = j <= i && i < l;
+        float s = 0.f;
+        if (on) {
+#pragma unroll
+            for (int u = 0; u < DG; ++u) {
+                const int d = g + PNG * u;
+                s = fmaf(qv[u], to_f32(Ke[j * LDK + d]) * f[u], s);
+                f[u] *= AL[j * DK + d];
+            }
+        }
+#pragma unroll
+        for (int o = PNG / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (on && g == 0) {
+            const float x = scale * s;
+            const elem_t hx = to_elem(x);
+            Ah[i * LDA + j] = hx;
+            Al[i * LDA + j] = to_elem(x - to_f32(hx));
+        }
+    }
+}
+
+__device__ __forceinline__ bool walk_vec(const BwdArgs& a) {
+    return a.dk % 8 == 0 && a.dv % 8 == 0 &&
+           (((unsigned long long)a.q | (unsigned long long)a.k | (unsigned long long)a.v | (unsigned long long)a.d_o) & 15) == 0;
+}
+
+// ---- gla_bwd_walk_dq: dq, q ⊙ dq and Z_N (forward over the chunks) ----
+extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(const __grid_constant__ BwdArgs a) {
+    extern __shared__ __align__(16) float sm[];
+    float* G = sm;                                         // [C][WT]  Γ
+    float* AL = G + C * WT;                                // [C][WT]  α
+    float* DQ = AL + C * WT;                               // [C][WT]  dq
+    float* DA = DQ + C * WT;                               // [C][C]   dA
+    float* ZS = DA + C * C;                                // [2][WT]  Z_N's two column halves
+    elem_t* DOe = reinterpret_cast<elem_t*>(ZS + 2 * WT);  // [C][LDV] dO
+    elem_t* Ve = DOe + C * LDV;                            // [C][LDV] V
+    elem_t* Qe = Ve + C * LDV;                             // [C][LDT] q (the tile's columns)
+    elem_t* Ke = Qe + C * LDT;                             // [C][LDT] k, then K̂'s high part
+    elem_t* Kl = Ke + C * LDT;                             // [C][LDT] K̂'s low part
+    elem_t* Sh = Kl + C * LDT;                             // [WT][LDV] S_[c], high part
+    elem_t* Sl = Sh + WT * LDV;                            // [WT][LDV] low part
+    const int d0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
+    const int nc = (int)((len + C - 1) / C);
+    const i64 sbase = ((i64)n * a.h + head) * (i64)a.dk * a.dv;
+    const int sm0 = 16 * (warp % 4), sn0 = (warp / 4) * (DV / 2);  // this warp's block of S [WT][DV]
+    const int r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);          // and of a chunk product [C][WT]
+    const bool vec = walk_vec(a);
+    float S[1][KS_NI][4];
+    state_load<1, KS_NI>(S, a.h0 ? a.h0 + sbase : nullptr, a, sm0, sn0, d0, 0);
+
+#pragma unroll 1
+    for (int c = 0; c < nc; ++c) {
+        const int i0 = c * C, l = (int)min((i64)C, len - i0);
+        const i64 row0 = bos + i0;
+        // 1. The chunk's tiles (dO, V whole; q, k the tile's columns), S_[c] as high + low elements, Γ and α.
+        walk_tile<DV>(DOe, LDV, a.d_o, a.dv, 0, a, row0, head, l, vec);
+        walk_tile<DV>(Ve, LDV, a.v, a.dv, 0, a, row0, head, l, vec);
+        walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
+        walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
+        if (vec) cp_async_commit();
+        publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
+        if (vec) cp_async_wait<0>();
+        walk_gamma<WT>(a, G, AL, bos, head, i0, l, d0);  // (its barriers publish the tiles and S_[c])
+        const float* GL = G + (l - 1) * WT;
+
+        // 2. Tensor cores: dA = scale · dO Vᵀ; dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ} (S high + low: two products).
+        chunk_dA(DA, DOe, Ve, a.scale, l);
+        {
+            float acc[1][2][4] = {};
+            warp_mma<1, 2, false, false, DV>(acc, DOe, LDV, r0, Sh, LDV, c0, DV);
+            warp_mma<1, 2, false, false, DV>(acc, DOe, LDV, r0, Sl, LDV, c0, DV);
+            for_acc<1, 2>(acc, r0, c0, [&](int i, int d, float x) {
+                DQ[i * WT + d] = i < l ? a.scale * x * gla_exp(G[i * WT + d]) : 0.f;
+            });
+        }
+        __syncthreads();
+
+        // 3. dq += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j} (exact, CUDA cores).
+        pairs_down([&](int j, int d) { return to_f32(Ke[j * LDT + d]); }, AL, DA, DQ, l);
+        __syncthreads();
+
+        // 4. K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements; the outputs dq and q ⊙ dq (f32, for the gate).
+        for (int idx = threadIdx.x; idx < C * WT / 2; idx += NT) {
+            const int i = idx / (WT / 2), d = 2 * (idx - i * (WT / 2));
+            const float x0 = to_f32(Ke[i * LDT + d]) * gla_exp(GL[d] - G[i * WT + d]);
+            const float x1 = to_f32(Ke[i * LDT + d + 1]) * gla_exp(GL[d + 1] - G[i * WT + d + 1]);
+            split_pair(x0, x1, *reinterpret_cast<unsigned*>(Ke + i * LDT + d), *reinterpret_cast<unsigned*>(Kl + i * LDT + d));
+        }
+        for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
+            const int i = idx / WT, d = idx - i * WT;
+            if (i < l && d0 + d < a.dk) {
+                const i64 off = ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d;
+                const float dq = DQ[idx];
+                a.dq_out[off] = to_elem(dq);
+                a.states[off] = to_f32(Qe[i * LDT + d]) * dq;
+            }
+        }
+        __syncthreads();
+
+        // 5. S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V (K̂ high + low: two products).
+        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(GL[r]); });
+        warp_mma<1, KS_NI, true, true, C>(S, Ke, LDT, sm0, Ve, LDV, sn0, C);
+        warp_mma<1, KS_NI, true, true, C>(S, Kl, LDT, sm0, Ve, LDV, sn0, C);
+        __syncthreads();  // (the tiles are rewritten by the next chunk)
+    }
+
+    // Z_N = rowsum(dht ⊙ S_T) over the tile's rows: the gate's boundary term, read by the dk walk (and gla_bwd_gate).
+    float z[2] = {0.f, 0.f};
+    if (a.dht)
+        for_acc<1, KS_NI>(S, sm0, sn0, [&](int r, int e, float x) {
+            if (d0 + r < a.dk && e < a.dv) z[((r - sm0) >> 3) & 1] += a.dht[sbase + (i64)(d0 + r) * a.dv + e] * x;
+        });
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        z[h] += __shfl_xor_sync(0xffffffffu, z[h], 1);
+        z[h] += __shfl_xor_sync(0xffffffffu, z[h], 2);
+        if ((threadIdx.x & 3) == 0) ZS[(warp / 4) * WT + acc_row(sm0, 0, 2 * h)] = z[h];
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < WT; d += NT)
+        if (d0 + d < a.dk) a.dstates[((i64)n * a.h + head) * a.dk + d0 + d] = ZS[d] + ZS[WT + d];
+}
+
+// ---- gla_bwd_walk_dk: dk, dh0 and the gate's gradients (reverse over the chunks) ----
+extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(const __grid_constant__ BwdArgs a) {
+    extern __shared__ __align__(16) float sm[];
+    float* G = sm;                                         // [C][WT]  Γ (later the logits)
+    float* AL = G + C * WT;                                // [C][WT]  α
+    float* DKs = AL + C * WT;                              // [C][WT]  dk, then P = q ⊙ dq − k ⊙ dk, then d log α
+    float* DA = DKs + C * WT;                              // [C][C]   dA
+    float* ZR = DA + C * C;                                // [WT]     Z_N + Σ of P over the later chunks
+    float* TS = ZR + WT;                                   // [4][WT]  P's sums over 8-row groups
+    elem_t* DOe = reinterpret_cast<elem_t*>(TS + 4 * WT);  // [C][LDV] dO
+    elem_t* Ve = DOe + C * LDV;                            // [C][LDV] V
+    elem_t* Qe = Ve + C * LDV;                             // [C][LDT] q, then Q̂'s high part
+    elem_t* Ql = Qe + C * LDT;                             // [C][LDT] Q̂'s low part
+    elem_t* Ke = Ql + C * LDT;                             // [C][LDT] k
+    elem_t* Sh = Ke + C * LDT;                             // [WT][LDV] dS_[c+1], high part
+    elem_t* Sl = Sh + WT * LDV;                            // [WT][LDV] low part
+    const int d0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, tokens = a.cu_seqlens[a.n_seqs];
+    const int nc = (int)((len + C - 1) / C);
+    const i64 sbase = ((i64)n * a.h + head) * (i64)a.dk * a.dv;
+    const int sm0 = 16 * (warp % 4), sn0 = (warp / 4) * (DV / 2);
+    const int r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);
+    const bool vec = walk_vec(a);
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+    float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
+    for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
+    float S[1][KS_NI][4];
+    state_load<1, KS_NI>(S, a.dht ? a.dht + sbase : nullptr, a, sm0, sn0, d0, 0);
+    for (int d = threadIdx.x; d < WT; d += NT) ZR[d] = d0 + d < a.dk ? a.dstates[((i64)n * a.h + head) * a.dk + d0 + d] : 0.f;
+
+#pragma unroll 1
+    for (int c = nc - 1; c >= 0; --c) {
+        const int i0 = c * C, l = (int)min((i64)C, len - i0);
+        const i64 row0 = bos + i0;
+        // 1. Tiles, dS_[c+1] as high + low elements, Γ and α.
+        walk_tile<DV>(DOe, LDV, a.d_o, a.dv, 0, a, row0, head, l, vec);
+        walk_tile<DV>(Ve, LDV, a.v, a.dv, 0, a, row0, head, l, vec);
+        walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
+        walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
+        if (vec) cp_async_commit();
+        publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
+        if (vec) cp_async_wait<0>();
+        walk_gamma<WT>(a, G, AL, bos, head, i0, l, d0);
+        const float *GL = G + (l - 1) * WT, *G0 = G;
+
+        // 2. Tensor cores: dA = scale · dO Vᵀ; dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}.
+        chunk_dA(DA, DOe, Ve, a.scale, l);
+        {
+            float acc[1][2][4] = {};
+            warp_mma<1, 2, false, false, DV>(acc, Ve, LDV, r0, Sh, LDV, c0, DV);
+            warp_mma<1, 2, false, false, DV>(acc, Ve, LDV, r0, Sl, LDV, c0, DV);
+            for_acc<1, 2>(acc, r0, c0, [&](int j, int d, float x) {
+                DKs[j * WT + d] = j < l ? x * gla_exp(GL[d] - G[j * WT + d]) : 0.f;
+            });
+        }
+        __syncthreads();
+
+        // 3. dk += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j} (exact, CUDA cores).
+        pairs_up([&](int i, int d) { return to_f32(Qe[i * LDT + d]); }, AL, DA, DKs, l);
+        __syncthreads();
+
+        // 4. Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low; the output dk and P = q ⊙ dq − k ⊙ dk.
+        for (int idx = threadIdx.x; idx < C * WT / 2; idx += NT) {
+            const int i = idx / (WT / 2), d = 2 * (idx - i * (WT / 2));
+            const float x0 = a.scale * to_f32(Qe[i * LDT + d]) * gla_exp(G[i * WT + d] - G0[d]);
+            const float x1 = a.scale * to_f32(Qe[i * LDT + d + 1]) * gla_exp(G[i * WT + d + 1] - G0[d + 1]);
+            split_pair(x0, x1, *reinterpret_cast<unsigned*>(Qe + i * LDT + d), *reinterpret_cast<unsigned*>(Ql + i * LDT + d));
+        }
+        for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
+            const int i = idx / WT, d = idx - i * WT;
+            float pv = 0.f;
+            if (i < l && d0 + d < a.dk) {
+                const i64 off = ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d;
+                const float dk = DKs[idx];
+                a.dk_out[off] = to_elem(dk);
+                pv = a.states[off] - to_f32(Ke[i * LDT + d]) * dk;
+            }
+            DKs[idx] = pv;
+        }
+        __syncthreads();
+
+        // 5. dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO) (Q̂ high + low: two products).
+        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(GL[r] - G0[r]); });
+        warp_mma<1, KS_NI, true, true, C>(S, Qe, LDT, sm0, DOe, LDV, sn0, C);
+        warp_mma<1, KS_NI, true, true, C>(S, Ql, LDT, sm0, DOe, LDV, sn0, C);
+        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(G0[r]); });
+
+        // 6. The gate: d log α_t = Z_N + Σ_{s ≥ t} P_s.
+#if KEY_GATE == GATE_PER_KEY
+        {
+            // Suffix sums of P down each column: 4 groups of 8 rows a column, then the groups' totals.
+            const int d = threadIdx.x % WT, grp = threadIdx.x / WT;
+            float r = 0.f;
+            for (int i = 8 * grp + 7; i >= 8 * grp; --i) {
+                r += DKs[i * WT + d];
+                DKs[i * WT + d] = r;
+            }
+            TS[grp * WT + d] = r;
+            __syncthreads();  // (every thread reaches it: NT = 4 · WT)
+            float later = ZR[d];
+            for (int g2 = grp + 1; g2 < 4; ++g2) later += TS[g2 * WT + d];
+            for (int i = 8 * grp; i < 8 * grp + 8; ++i) DKs[i * WT + d] += later;
+            // The logits of the chunk into G (Γ and α are spent): all of a thread's at once, then the derivative.
+            constexpr int PER = C * WT / NT;
+            elem_t xs[PER];
+#pragma unroll
+            for (int u = 0; u < PER; ++u) {
+                const int idx = threadIdx.x + u * NT, i = idx / WT, dd = idx - i * WT;
+                xs[u] = i < l && d0 + dd < a.dk ? a.g[((row0 + i) * a.h + head) * (i64)a.dk + d0 + dd] : to_elem(0.f);
+            }
+            __syncthreads();  // (ZR read by every group; G's last reads done)
+            if (grp == 0) ZR[d] += TS[d] + TS[WT + d] + TS[2 * WT + d] + TS[3 * WT + d];
+#pragma unroll
+            for (int u = 0; u < PER; ++u) G[threadIdx.x + u * NT] = to_f32(xs[u]);
+#pragma unroll 1
+            for (int idx = threadIdx.x; idx < C * WT; idx += NT) {  // (this thread's own elements)
+                const int i = idx / WT, dd = idx - i * WT;
+                if (i < l && d0 + dd < a.dk) {
+                    const float r2 = DKs[idx], x = G[idx];
+                    a.dg[((row0 + i) * a.h + head) * (i64)a.dk + d0 + dd] = to_elem(r2 * gate_dx(x, p));
+                    if (NPARAM > 0) {
+                        gate_dp(x, p, t);
+                        for (int k = 0; k < NPARAM; ++k) dp[k] = fmaf(r2, t[k], dp[k]);
+                    }
+                }
+            }
+        }
+#else
+        // A scalar gate: the row sums of P over the tile's columns (a warp 4 rows), for gla_bwd_gate.
+        for (int i = warp * 4; i < warp * 4 + 4; ++i) {
+            float s = DKs[i * WT + (threadIdx.x & 31)] + DKs[i * WT + 32 + (threadIdx.x & 31)];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if ((threadIdx.x & 31) == 0 && i < l)
+                a.dstates[(i64)a.n_seqs * a.h * a.dk + ((i64)blockIdx.x * tokens + row0 + i) * a.h + head] = s;
+        }
+        (void)ZR, (void)TS, (void)p, (void)t;
+#endif
+        __syncthreads();  // (the tiles are rewritten by the next chunk)
+    }
+    if (a.dh0) state_store<1, KS_NI>(S, a.dh0 + sbase, a, sm0, sn0, d0, 0);  // dh0 = dS_[0]
+#if KEY_GATE == GATE_PER_KEY
+    if (NPARAM > 0 && a.dparams)
+        for (int u = 0; u < NPARAM; ++u) {
+            float s = dp[u];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
+        }
+#endif
+    (void)tokens, (void)dp;
+}
+
+// ---- gla_bwd_walk_dv: dv (reverse over the chunks) ----
+extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(const __grid_constant__ BwdArgs a) {
+    extern __shared__ __align__(16) float sm[];
+    float* G = sm;                                         // [C][DK]  Γ
+    float* AL = G + C * DK;                                // [C][DK]  α
+    elem_t* Qe = reinterpret_cast<elem_t*>(AL + C * DK);   // [C][LDK] q, then Q̂'s high part
+    elem_t* Ql = Qe + C * LDK;                             // [C][LDK] Q̂'s low part
+    elem_t* Ke = Ql + C * LDK;                             // [C][LDK] k, then K̂
+    elem_t* DOe = Ke + C * LDK;                            // [C][LDT] dO (the tile's columns)
+    elem_t* Ah = DOe + C * LDT;                            // [C][LDA] scale · A, high part
+    elem_t* Al = Ah + C * LDA;                             // [C][LDA] low part
+    elem_t* Sh = Al + C * LDA;                             // [DK][LDT] dS_[c+1], high part
+    elem_t* Sl = Sh + DK * LDT;                            // [DK][LDT] low part
+    const int e0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
+    const int nc = (int)((len + C - 1) / C);
+    const i64 sbase = ((i64)n * a.h + head) * (i64)a.dk * a.dv;
+    const int sm0 = (warp / VS_WPG) * 16 * VS_MI, sn0 = (warp % VS_WPG) * VS_NI * 8;  // this warp's block of dS [DK][WT]
+    const int r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);                            // and of dv [C][WT]
+    const bool vec = walk_vec(a);
+    float S[VS_MI][VS_NI][4];
+    state_load<VS_MI, VS_NI>(S, a.dht ? a.dht + sbase : nullptr, a, sm0, sn0, 0, e0);
+
+#pragma unroll 1
+    for (int c = nc - 1; c >= 0; --c) {
+        const int i0 = c * C, l = (int)min((i64)C, len - i0);
+        const i64 row0 = bos + i0;
+        // 1. Tiles (q, k whole; dO the tile's columns), dS_[c+1] as high + low elements, Γ and α.
+        walk_tile<DK>(Qe, LDK, a.q, a.dk, 0, a, row0, head, l, vec);
+        walk_tile<DK>(Ke, LDK, a.k, a.dk, 0, a, row0, head, l, vec);
+        walk_tile<WT>(DOe, LDT, a.d_o, a.dv, e0, a, row0, head, l, vec);
+        if (vec) cp_async_commit();
+        publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
+        if (vec) cp_async_wait<0>();
+        walk_gamma<DK>(a, G, AL, bos, head, i0, l, 0);
+        const float *GL = G + (l - 1) * DK, *G0 = G;
+
+        // 2. The exact scores scale · A (CUDA cores).
+        pair_scores(Qe, Ke, AL, Ah, Al, a.scale, l);
+        __syncthreads();
+
+        // 3. K̂ = K ⊙ e^{Γ_L − Γ} (over K) and Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low.
+        for (int idx = threadIdx.x; idx < C * DK / 2; idx += NT) {
+            const int i = idx / (DK / 2), d = 2 * (idx - i * (DK / 2));
+            const float g0 = G[i * DK + d], g1 = G[i * DK + d + 1];
+            Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - g0));
+            Ke[i * LDK + d + 1] = to_elem(to_f32(Ke[i * LDK + d + 1]) * gla_exp(GL[d + 1] - g1));
+            const float x0 = a.scale * to_f32(Qe[i * LDK + d]) * gla_exp(g0 - G0[d]);
+            const float x1 = a.scale * to_f32(Qe[i * LDK + d + 1]) * gla_exp(g1 - G0[d + 1]);
+            split_pair(x0, x1, *reinterpret_cast<unsigned*>(Qe + i * LDK + d), *reinterpret_cast<unsigned*>(Ql + i * LDK + d));
+        }
+        __syncthreads();
+
+        // 4. Tensor cores: dv = K̂ dS_[c+1] (dS high + low) + (scale · A)ᵀ dO (A high + low).
+        {
+            float acc[1][2][4] = {};
+            warp_mma<1, 2, false, true, DK>(acc, Ke, LDK, r0, Sh, LDT, c0, DK);
+            warp_mma<1, 2, false, true, DK>(acc, Ke, LDK, r0, Sl, LDT, c0, DK);
+            warp_mma<1, 2, true, true, C>(acc, Ah, LDA, r0, DOe, LDT, c0, C);
+            warp_mma<1, 2, true, true, C>(acc, Al, LDA, r0, DOe, LDT, c0, C);
+            for_acc<1, 2>(acc, r0, c0, [&](int j, int e, float x) {
+                if (j < l && e0 + e < a.dv) a.dv_out[((row0 + j) * a.h + head) * (i64)a.dv + e0 + e] = to_elem(x);
+            });
+        }
+
+        // 5. dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO) (Q̂ high + low: two products).
+        scale_rows<VS_MI, VS_NI>(S, sm0, [&](int r) { return gla_exp(GL[r] - G0[r]); });
+        warp_mma<VS_MI, VS_NI, true, true, C>(S, Qe, LDK, sm0, DOe, LDT, sn0, C);
+        warp_mma<VS_MI, VS_NI, true, true, C>(S, Ql, LDK, sm0, DOe, LDT, sn0, C);
+        scale_rows<VS_MI, VS_NI>(S, sm0, [&](int r) { return gla_exp(G0[r]); });
+        __syncthreads();  // (the tiles are rewritten by the next chunk)
+    }
+}
+
+// ---- gla_bwd_gate: a scalar gate's d logits and d params ----
+// d log α_t = Z + Σ_{s ≥ t} w_s over the sequence, w_s the dk walk's row sums over its tiles, Z = Σ_d Z_N. A CTA per
+// (head, sequence); each thread a run of tokens (its total, a suffix scan of the totals, then its run in reverse).
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_constant__ BwdArgs a) {
+#if KEY_GATE == GATE_PER_KEY
+    (void)a;  // (a per-key gate finishes in gla_bwd_walk_dk: this grid is empty)
+#else
+    extern __shared__ __align__(16) float sm[];
+    float* T = sm;  // [NT] the runs' totals
+    const int head = blockIdx.x, n = blockIdx.y, tiles = (a.dk + WT - 1) / WT;
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, tokens = a.cu_seqlens[a.n_seqs];
+    const float* W = a.dstates + (i64)a.n_seqs * a.h * a.dk;
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+    auto w = [&](i64 s) {
+        float x = 0.f;
+        for (int u = 0; u < tiles; ++u) x += W[((i64)u * tokens + bos + s) * a.h + head];
+        return x;
+    };
+    const i64 per = (len + NT - 1) / NT, s0 = min(len, (i64)threadIdx.x * per), s1 = min(len, s0 + per);
+    float tot = 0.f;
+    for (i64 s = s0; s < s1; ++s) tot += w(s);
+    T[threadIdx.x] = tot;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float z = 0.f;
+        for (int d = 0; d < a.dk; ++d) z += a.dstates[((i64)n * a.h + head) * a.dk + d];
+        for (int u = NT - 1; u >= 0; --u) {  // T[u] ← Z + the totals of the later runs
+            const float x = T[u];
+            T[u] = z;
+            z += x;
+        }
+    }
+    __syncthreads();
+    float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
+    for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
+    float r = T[threadIdx.x], sum = 0.f;
+    for (i64 s = s1 - 1; s >= s0; --s) {
+        r += w(s);
+        sum += r;
+#if KEY_GATE == GATE_PER_HEAD
+        const i64 off = (bos + s) * a.h + head;
+        const float x = to_f32(a.g[off]);
+        a.dg[off] = to_elem(r * gate_dx(x, p));
+        if (NPARAM > 0) {
+            gate_dp(x, p, t);
+            for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
+        }
+#endif
+    }
+#if KEY_GATE == GATE_FIXED
+    if (NPARAM > 0) {
+        gate_dp((float)head, p, t);  // a fixed gate's input is the head index
+        for (int u = 0; u < NPARAM; ++u) dp[u] = sum * t[u];
+    }
+#endif
+    (void)sum;
+    if (NPARAM > 0 && a.dparams)
+        for (int u = 0; u < NPARAM; ++u) {
+            float s = dp[u];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
+        }
+    (void)t;
+#endif
+}
