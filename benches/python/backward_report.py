@@ -4,12 +4,13 @@
 usage: backward_report.py --ours OURS.json [--fla FLA.json ...] [--out-dir benches/results/] [--note TEXT]
 
 OURS.json: `bench --backward ... --out OURS.json` (rows {"impl": "ours", "pass": "fwd_bwd" | "bwd", "gate",
-"strength", "B", "T", "H", "D", "ms", "variant", "distribution"}; forward rows are ignored). FLA.json:
+"strength", "form": "chunks" | "walks", "B", "T", "H", "D", "ms", "variant", "distribution"}; forward rows are
+ignored; a row without "form" is the chunk form). FLA.json:
 `fla_bench.py --cases gla_fwdbwd,simple_fwdbwd,acc_bwd` (records with "pass": "fwd_bwd", "accuracy" entries with
 "pass": "bwd", "activation_memory"). Both runs belong on the same machine in the same call.
 
 backward.json: {"schema": "gla_backward/1", "device": ..., "rows": [{"impl": "ours" | "fla.chunk_gla" | ...,
-"pass": "fwd+bwd" | "bwd", "gate", "strength", "B", "T", "H", "D", "ms", "variant"?, "distribution"}],
+"pass": "fwd+bwd" | "bwd", "gate", "strength", "form"?, "B", "T", "H", "D", "ms", "variant"?, "distribution"}],
 "accuracy": [fla's gradient errors vs f64 autograd], "activation_memory": [...]}.
 """
 import argparse
@@ -28,7 +29,7 @@ def ours_rows(ours):
         if r.get("impl") != "ours" or r.get("pass") not in ("fwd_bwd", "bwd") or not r.get("ms"):
             continue
         out.append({"impl": "ours", "pass": "fwd+bwd" if r["pass"] == "fwd_bwd" else "bwd", "gate": r["gate"],
-                    "strength": r.get("strength", r["gate"]), "B": r["B"], "T": r["T"], "H": r["H"], "D": r["D"],
+                    "strength": r.get("strength", r["gate"]), "form": r.get("form", "chunks"), "B": r["B"], "T": r["T"], "H": r["H"], "D": r["D"],
                     "ms": r["ms"], "variant": r.get("variant"), "distribution": r.get("distribution")})
     return out
 
@@ -86,15 +87,15 @@ def main(argv=None):
                "timings with an L2 flush before each call", ""]
     fla_by = {(r["gate"], shp(r)): r["ms"] for r in rows if r["impl"] != "ours" and r["pass"] == "fwd+bwd"}
     body = []
-    for r in sorted((r for r in ours if r["pass"] == "fwd+bwd"), key=lambda r: (shp(r), r["strength"])):
+    for r in sorted((r for r in ours if r["pass"] == "fwd+bwd"), key=lambda r: (shp(r), r["strength"], r["form"])):
         bwd = next((o["ms"] for o in ours if o["pass"] == "bwd" and shp(o) == shp(r)
-                    and o["strength"] == r["strength"]), None)
+                    and o["strength"] == r["strength"] and o["form"] == r["form"]), None)
         f = fla_by.get((r["gate"], shp(r))) if r["strength"] in ("gla/16", "mamba2") else None
-        body.append([shp(r), r["gate"], r["strength"], f"{r['ms']:.3f}", f"{bwd:.3f}" if bwd else "—",
+        body.append([shp(r), r["gate"], r["strength"], r["form"], f"{r['ms']:.3f}", f"{bwd:.3f}" if bwd else "—",
                      f"{f:.3f}" if f else "—", f"{f / r['ms']:.2f}×" if f else "—"])
     md += ["## Forward + backward (ms)", "",
-           table(["B,T,H,D", "gate", "strength", "ours fwd+bwd", "ours bwd alone", "fla fwd+bwd", "fla ÷ ours"],
-                 body), ""]
+           table(["B,T,H,D", "gate", "strength", "form", "ours fwd+bwd", "ours bwd alone", "fla fwd+bwd",
+                  "fla ÷ ours"], body), ""]
     fails = [r for f in flas for r in fla_failures(f)]
     if fails:
         md += ["fla could not run: " + "; ".join(f"{r['impl']} {tuple(r['shape'])}: {r.get('error', '?')[:160]}"
@@ -108,11 +109,17 @@ def main(argv=None):
                        a.get("status", "—") + (f": {a['error'][:80]}" if a.get("error") else "")]
                       for a in accuracy]), ""]
     if memory:
-        # Ours keeps nothing between the passes (the backward recomputes the chunk states from q, k, v, logits); the
-        # backward's own workspace, two f32 state slots a chunk of 32 and a sequence: 2·(B·T/32 + B)·H·d_k·d_v·4 B.
-        shapes = sorted({(r["B"], r["T"], r["H"], r["D"]) for r in ours})
-        ws = [["ours", "any", f"{b},{t},{h},{d}", "0",
-               f"{2 * (b * t // 32 + b) * h * d * d * 4 / 2**20:.0f}"] for (b, t, h, d) in shapes]
+        # Ours keeps nothing between the passes (the backward recomputes what it needs from q, k, v, logits). The
+        # backward's own workspace (BackwardSpec::workspace_elems): the chunk form two f32 state slots a chunk of 32
+        # and a sequence, 2·(B·T/32 + B)·H·d_k·d_v·4 B; the walk form q ⊙ dq, Z_N and a scalar gate's row sums,
+        # (B·T·H·d_k + B·H·d_k + ⌈d_k/64⌉·B·T·H)·4 B.
+        def workspace(form, b, t, h, d):
+            if form == "walks":
+                return (b * t * h * d + b * h * d + -(-d // 64) * b * t * h) * 4
+            return 2 * (b * t // 32 + b) * h * d * d * 4
+        shapes = sorted({(r["form"], r["B"], r["T"], r["H"], r["D"]) for r in ours})
+        ws = [[f"ours ({form})", "any", f"{b},{t},{h},{d}", "0", f"{workspace(form, b, t, h, d) / 2**20:.0f}"]
+              for (form, b, t, h, d) in shapes]
         md += ["## Memory: kept between the passes, and the backward's own workspace", "",
                table(["impl", "gate", "B,T,H,D", "MiB kept (beyond inputs and o)", "MiB workspace in the backward"],
                      [[m["impl"], m["gate"], ",".join(map(str, m["shape"])), f"{m['bytes_kept'] / 2**20:.1f}", "—"]

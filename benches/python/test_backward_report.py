@@ -28,6 +28,8 @@ def main():
             for pss, ms in (("fwd_bwd", base + 0.5), ("bwd", base)):
                 ours.append({"impl": "ours", "pass": pss, "gate": gate, "strength": strength, "B": b, "T": t, "H": h,
                              "D": d, "shape": [b, t, h, d], "ms": ms, "variant": f"{gate}.x", "distribution": "N(0,1)"})
+                if d == 128:  # the walk form beside the chunk form (the chunk form's rows carry no "form": old runs)
+                    ours.append({**ours[-1], "form": "walks", "ms": ms / 4})
     ours.append({"impl": "ours", "pass": "fwd", "gate": "gla", "B": 8, "T": 4096, "H": 16, "D": 128, "ms": 0.25})
     fla = {"meta": {"device": "TEST GPU"},
            "records": [{"impl": "fla.chunk_gla", "gate": "gla", "pass": "fwd_bwd", "shape": [8, 4096, 16, 128],
@@ -49,16 +51,21 @@ def main():
         md = open(os.path.join(tmp, "backward.md")).read()
     rows = out["rows"]
     check(out["schema"] == "gla_backward/1" and out["device"] == "TEST GPU", "schema and device")
-    check(sum(r["impl"] == "ours" for r in rows) == 8, "ours: 8 rows (the forward row is left out)")
+    check(sum(r["impl"] == "ours" for r in rows) == 12, "ours: 12 rows (the forward row is left out)")
+    check(sum(r.get("form") == "walks" for r in rows) == 4, "the walk form's rows keep their form")
     check({r["pass"] for r in rows} == {"fwd+bwd", "bwd"}, "pass names fwd+bwd / bwd")
     check(any(r["impl"] == "fla.chunk_gla" and r["pass"] == "fwd+bwd" and r["ms"] == 5.0 for r in rows),
           "fla's timed fwd_bwd record becomes a fwd+bwd row; the failed one does not")
     check(len(out["accuracy"]) == 1 and out["accuracy"][0]["rel_rms_dg"] == 4e-3, "only the gradient accuracy")
-    check("| 8,4096,16,128 | gla | gla/16 | 2.500 | 2.000 | 5.000 | 2.00× |" in md, "speed row with fla's ratio")
-    check("| 8,4096,8,256 | mamba2 | mamba2 | 4.500 | 4.000 | — | — |" in md, "a row without fla")
+    check("| 8,4096,16,128 | gla | gla/16 | chunks | 2.500 | 2.000 | 5.000 | 2.00× |" in md,
+          "speed row with fla's ratio")
+    check("| 8,4096,16,128 | gla | gla/16 | walks | 0.625 | 0.500 | 5.000 | 8.00× |" in md,
+          "the walk form's row, its own bwd alone")
+    check("| 8,4096,8,256 | mamba2 | mamba2 | chunks | 4.500 | 4.000 | — | — |" in md, "a row without fla")
     check("fla could not run: fla.chunk_simple_gla" in md, "fla's failure is said")
     check("| fla.chunk_gla | gla | 8,4096,16,128 | 128.0 | — |" in md, "fla's activation memory")
-    check("| ours | any | 8,4096,16,128 | 0 | 2064 |" in md, "ours: nothing kept, the backward's workspace")
+    check("| ours (chunks) | any | 8,4096,16,128 | 0 | 2064 |" in md, "ours: nothing kept, the chunk form's workspace")
+    check("| ours (walks) | any | 8,4096,16,128 | 0 | 260 |" in md, "the walk form's workspace")
     print("test_backward_report: all ok")
 
 

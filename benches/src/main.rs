@@ -6,8 +6,8 @@
 //!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
 //!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h200)
-//!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, rows with
-//!   `"pass": "fwd_bwd"` / `"bwd"`)
+//!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
+//!   form (chunks, walks), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!
 //! Two kinds of rows, all `{"impl": "ours", "pass": "fwd", "gate", "strength", "B", "T", "H", "D", "ms", ...}`:
@@ -29,7 +29,7 @@
 use gla_codegen::{all_variants, KernelSpec};
 use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::timing::{bench, copy_bandwidth, L2Flush};
-use gla_runtime::{BackwardOptions, DeviceTensor, ForwardOptions, Gla};
+use gla_runtime::{BackwardForm, BackwardOptions, DeviceTensor, ForwardOptions, Gla};
 use serde_json::json;
 use tests::strengths::Strength;
 use tests::{rel_rms, Case};
@@ -282,8 +282,9 @@ fn strength_rows(
 
 /// `--backward`: the forward (default variant) + [`Gla::backward`] and the backward alone, at one benchmark shape,
 /// q, k, v, dO ~ N(0, 1) bf16, logits ~ N(0, 1) (the gates of `--gates`, then the per-key gate of each strength of
-/// `--strengths`). Rows `{"pass": "fwd_bwd" | "bwd", ...}` (fla_bench.py's name); the backward's time includes
-/// its allocations (outputs and the two state workspaces, stream-ordered).
+/// `--strengths`), in each form the backward has for it (`"form": "chunks" | "walks"`). Rows `{"pass": "fwd_bwd" |
+/// "bwd", ...}` (fla_bench.py's name); the backward's time includes its allocations (outputs and the two workspaces,
+/// stream-ordered).
 fn backward_rows(
     gla: &Gla,
     flush: &mut L2Flush,
@@ -299,42 +300,51 @@ fn backward_rows(
         .upload(&case.host(&case.v, &case.dims.v_shape(), DType::BF16))
         .unwrap();
     let spec = KernelSpec::default_for(gate, DType::BF16, d, d).unwrap();
-    let bwd_id = gla_codegen::BackwardSpec::for_problem(gate, DType::BF16, d, d)
-        .map(|s| s.id())
-        .unwrap_or_default();
-    let opts = BackwardOptions::default();
     let mut rows = Vec::new();
-    for pass in ["fwd_bwd", "bwd"] {
-        let st = bench(gla.gpu(), 2, reps, Some(&mut *flush), || {
-            if pass == "fwd_bwd" {
-                run(gla, gate, &mut x, spec)?;
+    // Each form the backward has for this problem, side by side in one run.
+    for form in [BackwardForm::Chunks, BackwardForm::Walks] {
+        let Ok(bspec) = gla_codegen::BackwardSpec::for_problem(gate, DType::BF16, d, d)
+            .and_then(|s| s.with_form(form))
+        else {
+            continue;
+        };
+        let (bwd_id, fname) = (bspec.id(), format!("{form:?}").to_lowercase());
+        let opts = BackwardOptions {
+            form: Some(form),
+            ..BackwardOptions::default()
+        };
+        for pass in ["fwd_bwd", "bwd"] {
+            let st = bench(gla.gpu(), 2, reps, Some(&mut *flush), || {
+                if pass == "fwd_bwd" {
+                    run(gla, gate, &mut x, spec)?;
+                }
+                gla.backward(
+                    gate,
+                    &x.q,
+                    &x.k,
+                    &x.v,
+                    x.logits.as_ref(),
+                    x.params.as_ref(),
+                    &d_o,
+                    &opts,
+                )
+                .map(|_| ())
+            });
+            match st {
+                Ok(st) => {
+                    let ms = st.median_ms as f64;
+                    println!(
+                        "{b:>2},{t:>5},{h:>2},{d:>3} {strength:<10} {pass:<8} {} + {bwd_id} {ms:8.3} ms",
+                        spec.id()
+                    );
+                    rows.push(json!({
+                        "impl": "ours", "pass": pass, "gate": gname, "strength": strength, "form": fname,
+                        "B": b, "T": t, "H": h, "D": d, "shape": [b, t, h, d], "ms": ms, "reps": reps,
+                        "variant": format!("{} + {bwd_id}", spec.id()), "distribution": "q, k, v, dO, x ~ N(0, 1), bf16"
+                    }));
+                }
+                Err(e) => println!("{b},{t},{h},{d} {gname} {pass} {fname}: failed: {e}"),
             }
-            gla.backward(
-                gate,
-                &x.q,
-                &x.k,
-                &x.v,
-                x.logits.as_ref(),
-                x.params.as_ref(),
-                &d_o,
-                &opts,
-            )
-            .map(|_| ())
-        });
-        match st {
-            Ok(st) => {
-                let ms = st.median_ms as f64;
-                println!(
-                    "{b:>2},{t:>5},{h:>2},{d:>3} {strength:<10} {pass:<8} {} + {bwd_id} {ms:8.3} ms",
-                    spec.id()
-                );
-                rows.push(json!({
-                    "impl": "ours", "pass": pass, "gate": gname, "strength": strength,
-                    "B": b, "T": t, "H": h, "D": d, "shape": [b, t, h, d], "ms": ms, "reps": reps,
-                    "variant": format!("{} + {bwd_id}", spec.id()), "distribution": "q, k, v, dO, x ~ N(0, 1), bf16"
-                }));
-            }
-            Err(e) => println!("{b},{t},{h},{d} {gname} {pass}: failed: {e}"),
         }
     }
     rows
