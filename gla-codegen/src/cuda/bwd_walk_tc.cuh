@@ -50,6 +50,44 @@ __device__ __forceinline__ void walk_tile(elem_t* X, int ld, const elem_t* src, 
     }
 }
 
+// The same rows and columns of a [tokens, H, w] input of T asked into L2 (a hint, no register, no wait): issued for
+// the next chunk while this one computes, so that its copies wait on L2 rather than on memory.
+template <int N, class T>
+__device__ __forceinline__ void walk_prefetch(const T* src, int w, int c0, const BwdArgs& a, i64 row0, int head, int l) {
+    constexpr int LINE = 128 / (int)sizeof(T), PER_ROW = (N + LINE - 1) / LINE;  // elements a line, lines a row
+    for (int idx = threadIdx.x; idx < l * PER_ROW; idx += NT) {
+        const int i = idx / PER_ROW, d = (idx - i * PER_ROW) * LINE;
+        if (c0 + d < w) prefetch_l2(src + ((row0 + i) * a.h + head) * (i64)w + c0 + d);
+    }
+}
+
+// Running sums down the columns of a [C][N] f32 tile, G[i][d] ← Σ_{m ≤ i} G[m][d], with P = NT / N threads a column:
+// each sums its C / P rows in turn, then the parts' totals are chained by a scan over the column's P lanes (shuffles)
+// — C / P dependent steps where column_sums takes C. Does not end on a barrier.
+template <int N>
+__device__ __forceinline__ void column_sums_par(float* G) {
+    constexpr int P = NT / N, R = C / P;
+    static_assert(P * N == NT && R * P == C && 32 % P == 0, "whole columns a warp");
+    const int d = threadIdx.x / P, part = threadIdx.x % P;
+    float* g = G + part * R * N + d;
+    float acc = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        acc += g[r * N];
+        g[r * N] = acc;
+    }
+    float incl = acc;  // Σ of the totals of parts 0 ..= part
+#pragma unroll
+    for (int o = 1; o < P; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, incl, o, P);
+        if (part >= o) incl += y;
+    }
+    const float before = __shfl_up_sync(0xffffffffu, incl, 1, P);  // (the parts above this one; unused by part 0)
+    if (part > 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r) g[r * N] += before;
+}
+
 // Γ of chunk rows [i0, i0 + l) over key columns [d0, d0 + N): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d0+d and
 // AL[i][d] = α_i,d0+d (1 past row l and column d_k; a scalar gate's row values in every column). Every logit of a
 // thread loaded at once, then one copy of the gate's code over them (as chunk_gamma). Ends on a barrier.
@@ -76,7 +114,7 @@ __device__ __forceinline__ void walk_gamma(const BwdArgs& a, float* G, float* AL
         AL[idx] = ok ? gla_exp(la) : 1.f;
     }
     __syncthreads();
-    column_sums<N>(G);
+    column_sums_par<N>(G);
     __syncthreads();
 #else
     if ((int)threadIdx.x < C) {
@@ -299,6 +337,15 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
         walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
         if (vec) cp_async_commit();
+        if (c + 1 < nc) {  // the next chunk's inputs into L2
+            const i64 r1 = row0 + C;
+            const int l1 = (int)min((i64)C, len - i0 - C);
+            walk_prefetch<DV>(a.d_o, a.dv, 0, a, r1, head, l1);
+            walk_prefetch<DV>(a.v, a.dv, 0, a, r1, head, l1);
+            walk_prefetch<WT>(a.q, a.dk, d0, a, r1, head, l1);
+            walk_prefetch<WT>(a.k, a.dk, d0, a, r1, head, l1);
+            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<WT>(a.g, a.dk, d0, a, r1, head, l1);
+        }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
         walk_gamma<WT>(a, G, AL, bos, head, i0, l, d0);  // (its barriers publish the tiles and S_[c])
@@ -402,6 +449,15 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
         walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
         if (vec) cp_async_commit();
+        if (c > 0) {  // the next chunk's (c − 1, a whole one) inputs into L2
+            const i64 r1 = row0 - C;
+            walk_prefetch<DV>(a.d_o, a.dv, 0, a, r1, head, C);
+            walk_prefetch<DV>(a.v, a.dv, 0, a, r1, head, C);
+            walk_prefetch<WT>(a.q, a.dk, d0, a, r1, head, C);
+            walk_prefetch<WT>(a.k, a.dk, d0, a, r1, head, C);
+            walk_prefetch<WT>(a.states, a.dk, d0, a, r1, head, C);
+            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<WT>(a.g, a.dk, d0, a, r1, head, C);
+        }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
         walk_gamma<WT>(a, G, AL, bos, head, i0, l, d0);
@@ -547,6 +603,13 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         walk_tile<DK>(Ke, LDK, a.k, a.dk, 0, a, row0, head, l, vec);
         walk_tile<WT>(DOe, LDT, a.d_o, a.dv, e0, a, row0, head, l, vec);
         if (vec) cp_async_commit();
+        if (c > 0) {  // the next chunk's (c − 1) inputs into L2
+            const i64 r1 = row0 - C;
+            walk_prefetch<DK>(a.q, a.dk, 0, a, r1, head, C);
+            walk_prefetch<DK>(a.k, a.dk, 0, a, r1, head, C);
+            walk_prefetch<WT>(a.d_o, a.dv, e0, a, r1, head, C);
+            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<DK>(a.g, a.dk, 0, a, r1, head, C);
+        }
         publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
         if (vec) cp_async_wait<0>();
         walk_gamma<DK>(a, G, AL, bos, head, i0, l, 0);
