@@ -179,15 +179,18 @@ impl BackwardSpec {
         let t = WALK_TILE as u32;
         match name {
             // f32 Γ, α, dq [C][WT], dA [C][C], Z_N's halves [2][WT]; elements dO, V [C][DV+8], q, k, K̂ low
-            // [C][WT+8], S high + low [WT][DV+8]
+            // [C][WT+8], S high + low [WT][DV+8], the off-diagonal block's K̃ high + low [C/2][WT+8] and dA high +
+            // low [C/2][C/2+8]
             "gla_bwd_walk_dq" => {
                 4 * (3 * c * t + c * c + 2 * t)
                     + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
+                    + 2 * (c * (t + 8) + c * (c / 2 + 8))
             }
-            // the same with the running Z [WT] and the group sums [4][WT] in place of Z_N's halves
+            // the same with the running Z [WT] and the group sums [4][WT] in place of Z_N's halves (Q̃ for K̃)
             "gla_bwd_walk_dk" => {
                 4 * (3 * c * t + c * c + 5 * t)
                     + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
+                    + 2 * (c * (t + 8) + c * (c / 2 + 8))
             }
             // f32 Γ, α [C][DK]; elements q, Q̂ low, k [C][DK+8], dO [C][WT+8], A high + low [C][C+8], dS high +
             // low [DK][WT+8]

@@ -211,11 +211,15 @@ __device__ __forceinline__ void chunk_dA(float* DA, const elem_t* DOe, const ele
     for_acc<1, 1>(acc, r0, c0, [&](int i, int j, float x) { DA[i * C + j] = (j <= i && i < l) ? scale * x : 0.f; });
 }
 
-// The exact intra-chunk terms of the key walks over the tile's WT columns, on CUDA cores. Thread (row, lane group g of
-// NG = 8) owns columns g + 8u and carries a running factor a column, f = e^{Γ_i − Γ_j} (a product of α's, each ≤ 1):
-//   pairs_down (dq walk): OUT[i][d] += Σ_{j ≤ i} DA[i][j] X_j,d e^{Γ_i,d − Γ_j,d}   (j from i down: f times α_j)
-//   pairs_up   (dk walk): OUT[j][d] += Σ_{j ≤ i < l} DA[i][j] X_i,d e^{Γ_i,d − Γ_j,d}   (i from j up: f times α_{i+1})
+// The intra-chunk terms split at HB = C / 2 (§4.3's secondary chunking, one level): pairs inside a diagonal block
+// (both rows in [0, HB) or both in [HB, C)) exactly on CUDA cores here; the off-diagonal block (i ≥ HB > j) on tensor
+// cores through the reference row at the split (offdiag_*), every factor e^{x} with x ≤ 0 there too.
+// The key walks' diagonal blocks over the tile's WT columns: thread (row, lane group g of NG = 8) owns columns g + 8u
+// and carries a running factor a column, f = e^{Γ_i − Γ_j} (a product of α's, each ≤ 1):
+//   pairs_down (dq walk): OUT[i][d] += Σ_{j ≤ i, same block} DA[i][j] X_j,d e^{Γ_i,d − Γ_j,d}   (j down: f times α_j)
+//   pairs_up   (dk walk): OUT[j][d] += Σ_{j ≤ i < l, same block} DA[i][j] X_i,d e^{Γ_i,d − Γ_j,d}  (i up: f times α_{i+1})
 // No barrier inside (threads of rows past l return at once).
+constexpr int HB = C / 2, LDH = HB + 8;  // the split row; padded rows of the off-diagonal block's [HB][HB] tiles
 constexpr int PNG = NT / C, PDG = WT / PNG;
 static_assert(PNG * C == NT && PDG * PNG == WT, "whole rows of lane groups");
 template <class XF>
@@ -225,7 +229,7 @@ __device__ __forceinline__ void pairs_down(XF X, const float* AL, const float* D
     float f[PDG], acc[PDG];
 #pragma unroll
     for (int u = 0; u < PDG; ++u) f[u] = 1.f, acc[u] = 0.f;
-    for (int j = i; j >= 0; --j) {
+    for (int j = i; j >= (i & ~(HB - 1)); --j) {
         const float da = DA[i * C + j];
 #pragma unroll
         for (int u = 0; u < PDG; ++u) {
@@ -244,7 +248,7 @@ __device__ __forceinline__ void pairs_up(XF X, const float* AL, const float* DA,
     float f[PDG], acc[PDG];
 #pragma unroll
     for (int u = 0; u < PDG; ++u) f[u] = 1.f, acc[u] = 0.f;
-    for (int i = j; i < l; ++i) {
+    for (int i = j, iend = min(l, (j | (HB - 1)) + 1); i < iend; ++i) {
         const float da = DA[i * C + j];
         const float* al = AL + min(i + 1, C - 1) * WT;  // (α_{i+1}; unused after the last row)
 #pragma unroll
@@ -258,10 +262,11 @@ __device__ __forceinline__ void pairs_up(XF X, const float* AL, const float* DA,
     for (int u = 0; u < PDG; ++u) OUT[j * WT + g + PNG * u] += acc[u];
 }
 
-// The dv walk's scores A'_ij = scale · Σ_d q_id k_jd e^{Γ_id − Γ_jd} for j ≤ i < l (0 elsewhere) over every key
-// column, exact on CUDA cores, as high + low element tiles Ah, Al [C][LDA]: thread (row i, lane group g of 8) owns
-// columns g + 8u and walks j from its warp's last row down (the row's sum: a shuffle over its 8 lanes), carrying
-// f = e^{Γ_i − Γ_j}. No barrier inside.
+// The dv walk's scores A'_ij = scale · Σ_d q_id k_jd e^{Γ_id − Γ_jd} of the diagonal blocks (j ≤ i < l, same block;
+// every other entry 0: the off-diagonal block is offdiag_scores') over every key column, exact on CUDA cores, as high
+// + low element tiles Ah, Al [C][LDA]: thread (row i, lane group g of 8) owns columns g + 8u and walks j from its
+// warp's last row down to its block's first (the row's sum: a shuffle over its 8 lanes), carrying f = e^{Γ_i − Γ_j}.
+// No barrier inside.
 __device__ __forceinline__ void pair_scores(const elem_t* Qe, const elem_t* Ke, const float* AL, elem_t* Ah, elem_t* Al,
                                             float scale, int l) {
     constexpr int DG = DK / PNG;
@@ -274,8 +279,9 @@ __device__ __forceinline__ void pair_scores(const elem_t* Qe, const elem_t* Ke, 
     float f[DG], qv[DG];
 #pragma unroll
     for (int u = 0; u < DG; ++u) f[u] = 1.f, qv[u] = i < l ? to_f32(Qe[i * LDK + g + PNG * u]) : 0.f;
-    const int jtop = min(l - 1, (int)((threadIdx.x | 31u) / PNG));  // the warp's last row
-    for (int j = jtop; j >= 0; --j) {
+    const int wlast = (int)((threadIdx.x | 31u) / PNG), jtop = min(l - 1, wlast);  // the warp's last row (one block's)
+    static_assert(32 / PNG <= HB, "a warp's rows in one block");
+    for (int j = jtop; j >= (wlast & ~(HB - 1)); --j) {
         const bool on = j <= i && i < l;
         float s = 0.f;
         if (on) {
@@ -294,6 +300,35 @@ __device__ __forceinline__ void pair_scores(const elem_t* Qe, const elem_t* Ke, 
             Ah[i * LDA + j] = hx;
             Al[i * LDA + j] = to_elem(x - to_f32(hx));
         }
+    }
+}
+
+// The off-diagonal block's operands, every factor ≤ 1 through the reference row r = HB − 1:
+//   dA_ij for i ∈ [HB, C), j < HB as high + low element tiles Dh, Dl [HB][LDH] (row i − HB, column j);
+//   X̃ = mul · X ⊙ e^{Γ_r − Γ} (`BELOW`: rows j < HB) or mul · X ⊙ e^{Γ − Γ_r} (rows i ≥ HB) of an element tile
+//   X [C][ldx] over N columns (G: Γ [C][N]), as high + low element tiles Xh, Xl [HB][ldo] (row j, or i − HB).
+// No barrier inside.
+__device__ __forceinline__ void offdiag_dA(const float* DA, elem_t* Dh, elem_t* Dl) {
+    for (int idx = threadIdx.x; idx < HB * HB / 2; idx += NT) {
+        const int r = idx / (HB / 2), j = 2 * (idx - r * (HB / 2));
+        split_pair(DA[(HB + r) * C + j], DA[(HB + r) * C + j + 1], *reinterpret_cast<unsigned*>(Dh + r * LDH + j),
+                   *reinterpret_cast<unsigned*>(Dl + r * LDH + j));
+    }
+}
+template <int N, bool BELOW>
+__device__ __forceinline__ void offdiag_operand(const elem_t* X, int ldx, const float* G, elem_t* Xh, elem_t* Xl, int ldo,
+                                                float mul) {
+    constexpr int R = HB - 1;  // the reference row
+    const int x0 = BELOW ? 0 : HB;
+    for (int idx = threadIdx.x; idx < HB * N / 2; idx += NT) {
+        const int r = idx / (N / 2), d = 2 * (idx - r * (N / 2)), i = x0 + r;
+        float x[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float e = BELOW ? G[R * N + d + h] - G[i * N + d + h] : G[i * N + d + h] - G[R * N + d + h];
+            x[h] = mul * to_f32(X[i * ldx + d + h]) * gla_exp(e);
+        }
+        split_pair(x[0], x[1], *reinterpret_cast<unsigned*>(Xh + r * ldo + d), *reinterpret_cast<unsigned*>(Xl + r * ldo + d));
     }
 }
 
@@ -317,6 +352,10 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
     elem_t* Kl = Ke + C * LDT;                             // [C][LDT] K̂'s low part
     elem_t* Sh = Kl + C * LDT;                             // [WT][LDV] S_[c], high part
     elem_t* Sl = Sh + WT * LDV;                            // [WT][LDV] low part
+    elem_t* Xh = Sl + WT * LDV;                            // [HB][LDT] K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB), high part
+    elem_t* Xl = Xh + HB * LDT;                            // [HB][LDT] low part
+    elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block, high part
+    elem_t* Dl = Dh + HB * LDH;                            // [HB][LDH] low part
     const int d0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
     const int nc = (int)((len + C - 1) / C);
@@ -363,17 +402,34 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         }
         __syncthreads();
 
-        // 3. dq += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j} (exact, CUDA cores).
+        // 3. dq += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the off-diagonal
+        //    block's operands dA and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
         pairs_down([&](int j, int d) { return to_f32(Ke[j * LDT + d]); }, AL, DA, DQ, l);
+        offdiag_dA(DA, Dh, Dl);
+        offdiag_operand<WT, true>(Ke, LDT, G, Xh, Xl, LDT, 1.f);
         __syncthreads();
 
-        // 4. K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements; the outputs dq and q ⊙ dq (f32, for the gate).
+        // 4. Tensor cores: dq_i += e^{Γ_i − Γ_HB−1} ⊙ Σ_{j<HB} dA_ij K̃_j for i ≥ HB (a warp an 8-column tile);
+        //    K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements.
+        {
+            float acc[1][1][4] = {};
+            warp_mma<1, 1, false, true, HB>(acc, Dh, LDH, 0, Xh, LDT, 8 * warp, HB);
+            warp_mma<1, 1, false, true, HB>(acc, Dl, LDH, 0, Xh, LDT, 8 * warp, HB);
+            warp_mma<1, 1, false, true, HB>(acc, Dh, LDH, 0, Xl, LDT, 8 * warp, HB);
+            for_acc<1, 1>(acc, 0, 8 * warp, [&](int r, int d, float x) {
+                const int i = HB + r;
+                if (i < l) DQ[i * WT + d] += x * gla_exp(G[i * WT + d] - G[(HB - 1) * WT + d]);
+            });
+        }
         for (int idx = threadIdx.x; idx < C * WT / 2; idx += NT) {
             const int i = idx / (WT / 2), d = 2 * (idx - i * (WT / 2));
             const float x0 = to_f32(Ke[i * LDT + d]) * gla_exp(GL[d] - G[i * WT + d]);
             const float x1 = to_f32(Ke[i * LDT + d + 1]) * gla_exp(GL[d + 1] - G[i * WT + d + 1]);
             split_pair(x0, x1, *reinterpret_cast<unsigned*>(Ke + i * LDT + d), *reinterpret_cast<unsigned*>(Kl + i * LDT + d));
         }
+        __syncthreads();
+
+        // 5. The outputs dq and q ⊙ dq (f32, for the gate); S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V (K̂ high + low).
         for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
             const int i = idx / WT, d = idx - i * WT;
             if (i < l && d0 + d < a.dk) {
@@ -383,9 +439,6 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
                 a.states[off] = to_f32(Qe[i * LDT + d]) * dq;
             }
         }
-        __syncthreads();
-
-        // 5. S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V (K̂ high + low: two products).
         scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(GL[r]); });
         warp_mma<1, KS_NI, true, true, C>(S, Ke, LDT, sm0, Ve, LDV, sn0, C);
         warp_mma<1, KS_NI, true, true, C>(S, Kl, LDT, sm0, Ve, LDV, sn0, C);
@@ -425,6 +478,10 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     elem_t* Ke = Ql + C * LDT;                             // [C][LDT] k
     elem_t* Sh = Ke + C * LDT;                             // [WT][LDV] dS_[c+1], high part
     elem_t* Sl = Sh + WT * LDV;                            // [WT][LDV] low part
+    elem_t* Xh = Sl + WT * LDV;                            // [HB][LDT] Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB), high part
+    elem_t* Xl = Xh + HB * LDT;                            // [HB][LDT] low part
+    elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block, high part
+    elem_t* Dl = Dh + HB * LDH;                            // [HB][LDH] low part
     const int d0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, tokens = a.cu_seqlens[a.n_seqs];
     const int nc = (int)((len + C - 1) / C);
@@ -475,17 +532,34 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         }
         __syncthreads();
 
-        // 3. dk += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j} (exact, CUDA cores).
+        // 3. dk += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the off-diagonal
+        //    block's operands dA and Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) as high + low elements.
         pairs_up([&](int i, int d) { return to_f32(Qe[i * LDT + d]); }, AL, DA, DKs, l);
+        offdiag_dA(DA, Dh, Dl);
+        offdiag_operand<WT, false>(Qe, LDT, G, Xh, Xl, LDT, 1.f);
         __syncthreads();
 
-        // 4. Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low; the output dk and P = q ⊙ dq − k ⊙ dk.
+        // 4. Tensor cores: dk_j += e^{Γ_HB−1 − Γ_j} ⊙ Σ_{i≥HB} dA_ij Q̃_i for j < HB (a warp an 8-column tile);
+        //    Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements.
+        {
+            float acc[1][1][4] = {};
+            warp_mma<1, 1, true, true, HB>(acc, Dh, LDH, 0, Xh, LDT, 8 * warp, HB);
+            warp_mma<1, 1, true, true, HB>(acc, Dl, LDH, 0, Xh, LDT, 8 * warp, HB);
+            warp_mma<1, 1, true, true, HB>(acc, Dh, LDH, 0, Xl, LDT, 8 * warp, HB);
+            for_acc<1, 1>(acc, 0, 8 * warp, [&](int j, int d, float x) {
+                if (j < l) DKs[j * WT + d] += x * gla_exp(G[(HB - 1) * WT + d] - G[j * WT + d]);
+            });
+        }
         for (int idx = threadIdx.x; idx < C * WT / 2; idx += NT) {
             const int i = idx / (WT / 2), d = 2 * (idx - i * (WT / 2));
             const float x0 = a.scale * to_f32(Qe[i * LDT + d]) * gla_exp(G[i * WT + d] - G0[d]);
             const float x1 = a.scale * to_f32(Qe[i * LDT + d + 1]) * gla_exp(G[i * WT + d + 1] - G0[d + 1]);
             split_pair(x0, x1, *reinterpret_cast<unsigned*>(Qe + i * LDT + d), *reinterpret_cast<unsigned*>(Ql + i * LDT + d));
         }
+        __syncthreads();
+
+        // 5. The output dk and P = q ⊙ dq − k ⊙ dk; dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO)
+        //    (Q̂ high + low: two products).
         for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
             const int i = idx / WT, d = idx - i * WT;
             float pv = 0.f;
@@ -497,13 +571,11 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             }
             DKs[idx] = pv;
         }
-        __syncthreads();
-
-        // 5. dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO) (Q̂ high + low: two products).
         scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(GL[r] - G0[r]); });
         warp_mma<1, KS_NI, true, true, C>(S, Qe, LDT, sm0, DOe, LDV, sn0, C);
         warp_mma<1, KS_NI, true, true, C>(S, Ql, LDT, sm0, DOe, LDV, sn0, C);
         scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(G0[r]); });
+        __syncthreads();  // (P complete)
 
         // 6. The gate: d log α_t = Z_N + Σ_{s ≥ t} P_s.
 #if KEY_GATE == GATE_PER_KEY
@@ -582,8 +654,13 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
     elem_t* DOe = Ke + C * LDK;                            // [C][LDT] dO (the tile's columns)
     elem_t* Ah = DOe + C * LDT;                            // [C][LDA] scale · A, high part
     elem_t* Al = Ah + C * LDA;                             // [C][LDA] low part
-    elem_t* Sh = Al + C * LDA;                             // [DK][LDT] dS_[c+1], high part
+    elem_t* Sh = Al + C * LDA;                             // [DK][LDT] dS_[c+1], high part (first, scratch: Q̃, K̃)
     elem_t* Sl = Sh + DK * LDT;                            // [DK][LDT] low part
+    // Scratch before dS_[c+1] is published: the off-diagonal block's operands, high + low [HB][LDK] each, and its
+    // products' four k-quarter partials [4][HB][HB] f32 over α (spent by then).
+    elem_t *Xqh = Sh, *Xql = Xqh + HB * LDK, *Xkh = Xql + HB * LDK, *Xkl = Xkh + HB * LDK;
+    float* PA = AL;
+    static_assert(4 * HB * LDK <= 2 * DK * LDT && 4 * HB * HB <= C * DK, "the scratch fits");
     const int e0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
     const int nc = (int)((len + C - 1) / C);
@@ -598,7 +675,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
     for (int c = nc - 1; c >= 0; --c) {
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
-        // 1. Tiles (q, k whole; dO the tile's columns), dS_[c+1] as high + low elements, Γ and α.
+        // 1. Tiles (q, k whole; dO the tile's columns), Γ and α.
         walk_tile<DK>(Qe, LDK, a.q, a.dk, 0, a, row0, head, l, vec);
         walk_tile<DK>(Ke, LDK, a.k, a.dk, 0, a, row0, head, l, vec);
         walk_tile<WT>(DOe, LDT, a.d_o, a.dv, e0, a, row0, head, l, vec);
@@ -610,16 +687,29 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             walk_prefetch<WT>(a.d_o, a.dv, e0, a, r1, head, C);
             if (KEY_GATE == GATE_PER_KEY) walk_prefetch<DK>(a.g, a.dk, 0, a, r1, head, C);
         }
-        publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
         if (vec) cp_async_wait<0>();
         walk_gamma<DK>(a, G, AL, bos, head, i0, l, 0);
         const float *GL = G + (l - 1) * DK, *G0 = G;
 
-        // 2. The exact scores scale · A (CUDA cores).
+        // 2. The exact scores scale · A of the diagonal blocks (CUDA cores); the off-diagonal block's operands
+        //    Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
         pair_scores(Qe, Ke, AL, Ah, Al, a.scale, l);
+        offdiag_operand<DK, false>(Qe, LDK, G, Xqh, Xql, LDK, 1.f);
+        offdiag_operand<DK, true>(Ke, LDK, G, Xkh, Xkl, LDK, 1.f);
         __syncthreads();
 
-        // 3. K̂ = K ⊙ e^{Γ_L − Γ} (over K) and Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low.
+        // 3. Tensor cores: A_ij = Σ_d Q̃_id K̃_jd for i ≥ HB > j, a warp an 8-column tile × a quarter of d_k (three
+        //    products: high · high, low · high, high · low); K̂ = K ⊙ e^{Γ_L − Γ} (over K) and
+        //    Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements.
+        {
+            constexpr int KQ = DK / 4;
+            const int nt = warp & 1, kq = (warp >> 1) * KQ;
+            float acc[1][1][4] = {};
+            warp_mma<1, 1, false, false, KQ>(acc, Xqh + kq, LDK, 0, Xkh + kq, LDK, 8 * nt, KQ);
+            warp_mma<1, 1, false, false, KQ>(acc, Xql + kq, LDK, 0, Xkh + kq, LDK, 8 * nt, KQ);
+            warp_mma<1, 1, false, false, KQ>(acc, Xqh + kq, LDK, 0, Xkl + kq, LDK, 8 * nt, KQ);
+            for_acc<1, 1>(acc, 0, 8 * nt, [&](int r, int jj, float x) { PA[((warp >> 1) * HB + r) * HB + jj] = x; });
+        }
         for (int idx = threadIdx.x; idx < C * DK / 2; idx += NT) {
             const int i = idx / (DK / 2), d = 2 * (idx - i * (DK / 2));
             const float g0 = G[i * DK + d], g1 = G[i * DK + d + 1];
@@ -628,6 +718,17 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             const float x0 = a.scale * to_f32(Qe[i * LDK + d]) * gla_exp(g0 - G0[d]);
             const float x1 = a.scale * to_f32(Qe[i * LDK + d + 1]) * gla_exp(g1 - G0[d + 1]);
             split_pair(x0, x1, *reinterpret_cast<unsigned*>(Qe + i * LDK + d), *reinterpret_cast<unsigned*>(Ql + i * LDK + d));
+        }
+        __syncthreads();
+
+        // 4. dS_[c+1] as high + low elements (over the scratch); the off-diagonal block of scale · A from the partials.
+        publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
+        for (int idx = threadIdx.x; idx < HB * HB; idx += NT) {
+            const int r = idx / HB, jj = idx - r * HB;
+            const float x = a.scale * (PA[idx] + PA[HB * HB + idx] + PA[2 * HB * HB + idx] + PA[3 * HB * HB + idx]);
+            const elem_t hx = to_elem(x);
+            Ah[(HB + r) * LDA + jj] = hx;
+            Al[(HB + r) * LDA + jj] = to_elem(x - to_f32(hx));
         }
         __syncthreads();
 
