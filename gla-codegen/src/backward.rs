@@ -30,8 +30,12 @@ const BWD_WALK_TC: &str = include_str!("cuda/bwd_walk_tc.cuh");
 pub const BWD_THREADS: u32 = 256;
 /// The chunk form's kernels, in launch order.
 pub const BWD_KERNELS: [&str; 3] = ["gla_bwd_states", "gla_bwd_dstates", "gla_bwd_chunk"];
-/// The walk form's kernels, in launch order (`gla_bwd_gate` has an empty grid for per-key gates).
-pub const BWD_WALK_KERNELS: [&str; 4] = [
+/// The walk form's kernels, in launch order (the three segment kernels have empty grids where every sequence is
+/// one segment, `gla_bwd_gate` for per-key gates).
+pub const BWD_WALK_KERNELS: [&str; 7] = [
+    "gla_bwd_seg_states",
+    "gla_bwd_seg_dstates",
+    "gla_bwd_seg_combine",
     "gla_bwd_walk_dq",
     "gla_bwd_walk_dk",
     "gla_bwd_walk_dv",
@@ -102,6 +106,51 @@ impl BackwardSpec {
         Ok(BackwardSpec { form, ..self })
     }
 
+    /// The segments' workspaces (elements) of the walk form: ΔS and ΔdS (`segments` · H · d_k · d_v each) and Σ log α
+    /// (`segments` · H · d_k) where some sequence is several segments (`segments` > `n_seqs`), else none. None
+    /// where the sizes overflow.
+    pub fn segment_elems(
+        &self,
+        n_seqs: usize,
+        segments: usize,
+        h: usize,
+        dk: usize,
+        dv: usize,
+    ) -> Option<[usize; 3]> {
+        if self.form != BackwardForm::Walks || segments <= n_seqs {
+            return Some([0; 3]);
+        }
+        let g = segments.checked_mul(h)?.checked_mul(dk)?;
+        let s = g.checked_mul(dv)?;
+        Some([s, s, g])
+    }
+
+    /// Chunks a walk segment should take for sequences of `max_chunks` chunks at most, `n_seqs` of them, `h` heads,
+    /// d_k `dk`, on a GPU of `sms` multiprocessors: 0 (every sequence one segment) where the walks' CTAs — ⌈d_k /
+    /// 64⌉ · H · N — already give each multiprocessor two; else the fewest chunks (at least 16) a segment that do.
+    /// (A heuristic: the tuner is to time it.)
+    pub fn walk_segment_chunks(
+        &self,
+        max_chunks: usize,
+        n_seqs: usize,
+        h: usize,
+        dk: usize,
+        sms: u32,
+    ) -> u32 {
+        let ctas = dk.div_ceil(WALK_TILE) * h * n_seqs;
+        let want = 2 * sms as usize;
+        if self.form != BackwardForm::Walks || ctas == 0 || ctas >= want {
+            return 0;
+        }
+        let per_seq = want.div_ceil(ctas);
+        let k = max_chunks.div_ceil(per_seq).max(16);
+        if k >= max_chunks {
+            0
+        } else {
+            k as u32
+        }
+    }
+
     /// The kernels of this set, in launch order.
     pub fn kernels(&self) -> &'static [&'static str] {
         match self.form {
@@ -111,14 +160,17 @@ impl BackwardSpec {
     }
 
     /// The two f32 workspaces (elements) of a call with `tokens` tokens in `n_seqs` sequences of `chunks` chunks
-    /// in all, `h` heads, head dims `dk` × `dv`: the chunk form's S_[c] and dS_[c] ((chunks + N) · H · d_k · d_v
-    /// each); the walk form's q ⊙ dq (tokens · H · d_k) and Z_N (N · H · d_k) with a scalar gate's row sums
-    /// (⌈d_k / 64⌉ · tokens · H). None where the sizes overflow.
+    /// in all (`segments` walk segments, [`walk_segments`]), `h` heads, head dims `dk` × `dv`: the chunk form's S_[c]
+    /// and dS_[c] ((chunks + N) · H · d_k · d_v each); the walk form's q ⊙ dq (tokens · H · d_k) and Z (segments · H
+    /// · d_k) with a scalar gate's row sums (⌈d_k / 64⌉ · tokens · H). The segments' own three are
+    /// [`BackwardSpec::segment_elems`]. None where the sizes overflow.
+    #[allow(clippy::too_many_arguments)]
     pub fn workspace_elems(
         &self,
         tokens: usize,
         n_seqs: usize,
         chunks: usize,
+        segments: usize,
         h: usize,
         dk: usize,
         dv: usize,
@@ -136,7 +188,10 @@ impl BackwardSpec {
                 let rows = dk.div_ceil(WALK_TILE).checked_mul(tokens)?.checked_mul(h)?;
                 Some([
                     pq,
-                    n_seqs.checked_mul(h)?.checked_mul(dk)?.checked_add(rows)?,
+                    segments
+                        .checked_mul(h)?
+                        .checked_mul(dk)?
+                        .checked_add(rows)?,
                 ])
             }
         }
@@ -200,6 +255,11 @@ impl BackwardSpec {
             }
             // the threads' runs' totals [NT]
             "gla_bwd_gate" => 4 * BWD_THREADS,
+            // the chunk form's tensor-core state scans' (bwd_scan_tc.cuh) in segment mode; the combine none
+            "gla_bwd_seg_states" | "gla_bwd_seg_dstates" => {
+                4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8))
+            }
+            "gla_bwd_seg_combine" => 0,
             // element tiles Q, K, K̂ (later A [C][C] f32) [C][dk+8], V, dO [C][dv+8]; f32 Γ, dq, dk, α [C][dk],
             // dA [C][C], R [dk], W [C] (the states go from the workspace straight into mma fragments)
             "gla_bwd_chunk" if self.tensor_cores() => {
@@ -237,9 +297,11 @@ impl BackwardSpec {
 /// The launch grids of [`BackwardSpec::kernels`], in order, for `n_seqs` sequences of `chunks` chunks in all (every
 /// sequence's, at [`BackwardSpec::chunk`]), `h` heads and head dims `dk` × `dv`. The chunk form: the two state scans a
 /// CTA per (value tile of [`BackwardSpec::state_cols`], head, sequence), the chunk kernel a CTA per (chunk, head).
-/// The walk form: the dq and dk walks a CTA per (64 key columns, head, sequence), the dv walk per (64 value
-/// columns, head, sequence), the gate a CTA per (head, sequence) for scalar gates (none for per-key ones). An axis
-/// of 0 means nothing to launch. Blocks of [`BWD_THREADS`] threads.
+/// The walk form (`segments` in all, [`walk_segments`]): where some sequence is several segments, their first pass a
+/// CTA per (64 value columns, head, segment) twice and the combine a CTA per (256 state elements, head, sequence);
+/// the dq and dk walks a CTA per (64 key columns, head, segment), the dv walk per (64 value columns, head, segment),
+/// the gate a CTA per (head, sequence) for scalar gates (none for per-key ones). An axis of 0 means nothing to
+/// launch. Blocks of [`BWD_THREADS`] threads.
 pub fn backward_grids(
     spec: &BackwardSpec,
     dk: usize,
@@ -247,6 +309,7 @@ pub fn backward_grids(
     h: usize,
     n_seqs: usize,
     chunks: usize,
+    segments: usize,
 ) -> Vec<(u32, u32, u32)> {
     let (h32, n32) = (h as u32, n_seqs as u32);
     match spec.form {
@@ -255,15 +318,50 @@ pub fn backward_grids(
             vec![scan, scan, (chunks as u32, h32, 1)]
         }
         BackwardForm::Walks => {
-            let keys = (dk.div_ceil(WALK_TILE) as u32, h32, n32);
+            let segs = segments as u32;
+            let keys = (dk.div_ceil(WALK_TILE) as u32, h32, segs);
+            let values = (dv.div_ceil(WALK_TILE) as u32, h32, segs);
             let gate = if spec.gate.shape() == GateShape::PerKey {
                 (0, 0, 0)
             } else {
                 (h32, n32, 1)
             };
-            vec![keys, keys, (dv.div_ceil(WALK_TILE) as u32, h32, n32), gate]
+            // The segments' first pass and combine only where some sequence is more than one segment.
+            let (first, combine) = if segments > n_seqs {
+                (
+                    values,
+                    ((dk * dv).div_ceil(BWD_THREADS as usize) as u32, h32, n32),
+                )
+            } else {
+                ((0, 0, 0), (0, 0, 0))
+            };
+            vec![first, first, combine, keys, keys, values, gate]
         }
     }
+}
+
+/// The walk form's segment arrays for sequences of `chunks[n]` chunks, `seg_chunks` chunks a segment (0: a sequence
+/// is one segment): the sequences' first segments (`[N + 1]`, i64) and the (sequence, segment) pairs (i32, two a
+/// segment). Every sequence has at least one segment (an empty one walks nothing but still passes its states on).
+pub fn walk_segments(chunks: &[usize], seg_chunks: u32) -> (Vec<i64>, Vec<i32>) {
+    let mut offsets = Vec::with_capacity(chunks.len() + 1);
+    let mut index = Vec::new();
+    let mut total = 0i64;
+    for (n, &c) in chunks.iter().enumerate() {
+        offsets.push(total);
+        let segs = if seg_chunks == 0 {
+            1
+        } else {
+            c.div_ceil(seg_chunks as usize).max(1)
+        };
+        for s in 0..segs {
+            index.push(n as i32);
+            index.push(s as i32);
+        }
+        total += segs as i64;
+    }
+    offsets.push(total);
+    (offsets, index)
 }
 
 /// The backward's chunk size for a specialised head dim `d`.
@@ -271,7 +369,7 @@ pub fn backward_chunk(d: u32) -> u32 {
     (4096 / d.max(1)).clamp(8, 32)
 }
 
-/// The C mirror of `struct BwdArgs` in `cuda/bwd.cuh`: 19 device pointers (0 = absent), then 8 four-byte fields.
+/// The C mirror of `struct BwdArgs` in `cuda/bwd.cuh`: 24 device pointers (0 = absent), then 8 four-byte fields.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BackwardArgs {
@@ -300,12 +398,25 @@ pub struct BackwardArgs {
     pub cu_seqlens: u64,
     pub chunk_offsets: u64,
     pub chunk_index: u64,
+    /// The walk form's segments (0 where every sequence is one): f32 `[segments, H, d_k, d_v]` ΔS, then S at each
+    /// segment's end.
+    pub seg_states: u64,
+    /// Alike: ΔdS, then dS at each segment's start.
+    pub seg_dstates: u64,
+    /// f32 `[segments, H, d_k]`: Σ log α over each segment.
+    pub seg_gamma: u64,
+    /// i64 `[N + 1]`: the sequences' first segments ([`walk_segments`]).
+    pub seg_offsets: u64,
+    /// i32 `[2 · segments]`: (sequence, segment) pairs.
+    pub seg_index: u64,
     pub n_seqs: i32,
     pub h: i32,
     pub d_k: i32,
     pub d_v: i32,
     pub scale: f32,
-    pub pad: [i32; 3],
+    /// Chunks a segment (walk form; 0: every sequence is one segment).
+    pub seg_chunks: i32,
+    pub pad: [i32; 2],
 }
 
 /// The CUDA source of `spec`'s three kernels (self-contained, no `#include`).
@@ -384,6 +495,7 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     let _ = writeln!(w, "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); }}");
     w.push_str(BWD);
     if spec.form == BackwardForm::Walks {
+        w.push_str(BWD_SCAN_TC); // (its scans in segment mode: the segments' first pass)
         w.push_str(BWD_WALK_TC);
         return Ok(w);
     }
@@ -409,7 +521,7 @@ mod tests {
 
     #[test]
     fn the_args_mirror_is_packed() {
-        assert_eq!(std::mem::size_of::<BackwardArgs>(), 19 * 8 + 8 * 4);
+        assert_eq!(std::mem::size_of::<BackwardArgs>(), 24 * 8 + 8 * 4);
         assert_eq!(std::mem::align_of::<BackwardArgs>(), 8);
     }
 
@@ -523,24 +635,68 @@ mod tests {
             .unwrap()
             .with_form(BackwardForm::Walks)
             .unwrap();
+        let none = (0, 0, 0);
         assert_eq!(
-            backward_grids(&key, 100, 130, 3, 2, 9),
-            vec![(2, 3, 2), (2, 3, 2), (3, 3, 2), (0, 0, 0)]
+            backward_grids(&key, 100, 130, 3, 2, 9, 2),
+            vec![none, none, none, (2, 3, 2), (2, 3, 2), (3, 3, 2), none]
+        );
+        // Five segments for two sequences: the first pass and the combine run; the walks a CTA per segment.
+        assert_eq!(
+            backward_grids(&key, 100, 130, 3, 2, 9, 5),
+            vec![
+                (3, 3, 5),
+                (3, 3, 5),
+                (51, 3, 2),
+                (2, 3, 5),
+                (2, 3, 5),
+                (3, 3, 5),
+                none
+            ]
         );
         assert_eq!(
-            key.workspace_elems(50, 2, 9, 3, 100, 130),
-            Some([50 * 3 * 100, 2 * 3 * 100 + 2 * 50 * 3])
+            key.workspace_elems(50, 2, 9, 5, 3, 100, 130),
+            Some([50 * 3 * 100, 5 * 3 * 100 + 2 * 50 * 3])
+        );
+        assert_eq!(key.segment_elems(2, 2, 3, 100, 130), Some([0; 3]));
+        assert_eq!(
+            key.segment_elems(2, 5, 3, 100, 130),
+            Some([5 * 3 * 100 * 130, 5 * 3 * 100 * 130, 5 * 3 * 100])
         );
         let head = BackwardSpec {
             gate: &PER_HEAD,
             ..key
         };
-        assert_eq!(backward_grids(&head, 100, 130, 3, 2, 9)[3], (3, 2, 1));
+        assert_eq!(backward_grids(&head, 100, 130, 3, 2, 9, 2)[6], (3, 2, 1));
         let chunks = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 100, 130).unwrap();
         assert_eq!(
-            chunks.workspace_elems(50, 2, 9, 3, 100, 130),
+            chunks.workspace_elems(50, 2, 9, 2, 3, 100, 130),
             Some([11 * 3 * 100 * 130; 2])
         );
-        assert_eq!(key.workspace_elems(usize::MAX, 1, 1, 3, 64, 64), None);
+        assert_eq!(key.workspace_elems(usize::MAX, 1, 1, 1, 3, 64, 64), None);
+    }
+
+    #[test]
+    fn walk_segments_split_long_sequences_only_where_the_gpu_would_idle() {
+        let key = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 128, 128)
+            .unwrap()
+            .with_form(BackwardForm::Walks)
+            .unwrap();
+        // 8 × 16 heads × 2 key tiles = 256 CTAs ≥ 2 · 128: one segment a sequence.
+        assert_eq!(key.walk_segment_chunks(128, 8, 16, 128, 128), 0);
+        // 2 × 16 × 2 = 64 CTAs on 132 SMs: 5 segments of 103 chunks for 512-chunk sequences.
+        assert_eq!(key.walk_segment_chunks(512, 2, 16, 128, 132), 103);
+        // Short sequences are never cut below 16 chunks, nor into one piece.
+        assert_eq!(key.walk_segment_chunks(20, 1, 1, 64, 132), 16);
+        assert_eq!(key.walk_segment_chunks(16, 1, 1, 64, 132), 0);
+        let chunk_form = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 128, 128).unwrap();
+        assert_eq!(chunk_form.walk_segment_chunks(512, 2, 16, 128, 132), 0);
+        assert_eq!(
+            walk_segments(&[3, 0, 7], 0),
+            (vec![0, 1, 2, 3], vec![0, 0, 1, 0, 2, 0])
+        );
+        assert_eq!(
+            walk_segments(&[3, 0, 7], 3),
+            (vec![0, 1, 2, 5], vec![0, 0, 1, 0, 2, 0, 2, 1, 2, 2])
+        );
     }
 }

@@ -15,8 +15,8 @@ pub mod variants;
 pub mod writer;
 
 pub use backward::{
-    backward_grids, generate_backward, BackwardArgs, BackwardForm, BackwardSpec, BWD_KERNELS,
-    BWD_THREADS, BWD_WALK_KERNELS,
+    backward_grids, generate_backward, walk_segments, BackwardArgs, BackwardForm, BackwardSpec,
+    BWD_KERNELS, BWD_THREADS, BWD_WALK_KERNELS,
 };
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
 pub use plan::{

@@ -71,9 +71,9 @@ unsafe fn launch(
 #[repr(transparent)]
 struct BwdArgsRepr(BackwardArgs);
 
-// The C struct `BwdArgs` is 19 pointers and 8 four-byte fields: 184 bytes, 8-byte aligned, no implicit padding.
+// The C struct `BwdArgs` is 24 pointers and 8 four-byte fields: 224 bytes, 8-byte aligned, no implicit padding.
 const _: () = assert!(
-    std::mem::size_of::<BackwardArgs>() == 184 && std::mem::align_of::<BackwardArgs>() == 8
+    std::mem::size_of::<BackwardArgs>() == 224 && std::mem::align_of::<BackwardArgs>() == 8
 );
 
 // SAFETY: `BackwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
@@ -126,6 +126,10 @@ pub(crate) struct BwdBuffers<'a> {
     pub dh0: Option<&'a DeviceTensor>,
     pub states: &'a CudaSlice<u8>,
     pub dstates: &'a CudaSlice<u8>,
+    /// The walk form's segments ([`gla_codegen::walk_segments`]) and chunks a segment (0: a sequence is one).
+    pub seg_offsets: &'a [i64],
+    pub seg_index: &'a [i32],
+    pub seg_chunks: u32,
 }
 
 /// Launch the backward kernels of `spec` (`spec.kernels()`) (compiled from `generate_backward(spec)` with `options` through the
@@ -180,9 +184,31 @@ pub(crate) fn launch_backward_set(
             "the gate's parameters and their gradient go together",
         ));
     }
+    let segments = b.seg_index.len() / 2;
+    let seg_ok = b.seg_offsets.len() == n + 1
+        && b.seg_offsets.last() == Some(&(segments as i64))
+        && (spec.form == gla_codegen::BackwardForm::Walks || segments == n)
+        && b.seg_offsets.windows(2).all(|w| w[1] > w[0])
+        && b.seg_index.chunks(2).enumerate().all(|(g, p)| {
+            let n_of = p[0] as usize;
+            n_of < n
+                && b.seg_offsets[n_of] + p[1] as i64 == g as i64
+                && (b.seg_chunks as usize * p[1] as usize)
+                    < meta.seqs()[n_of].1.div_ceil(spec.chunk() as usize).max(1)
+        })
+        && (b.seg_chunks > 0 || segments == n);
+    if !seg_ok || segments > 65535 {
+        return Err(GlaError::invalid(
+            "backward segments",
+            "segment arrays that do not cover the sequences (gla_codegen::walk_segments builds them)",
+        ));
+    }
     let [w0, w1] = spec
-        .workspace_elems(tokens, n, chunks, h, dk, dv)
+        .workspace_elems(tokens, n, chunks, segments, h, dk, dv)
         .ok_or_else(|| GlaError::invalid("problem size", "the backward's workspaces overflow"))?;
+    let [s0, s1, s2] = spec.segment_elems(n, segments, h, dk, dv).ok_or_else(|| {
+        GlaError::invalid("problem size", "the backward's segment workspaces overflow")
+    })?;
     for (what, ws, elems) in [
         ("backward workspace 0", b.states, w0),
         ("backward workspace 1", b.dstates, w1),
@@ -209,6 +235,18 @@ pub(crate) fn launch_backward_set(
         .collect::<Result<Vec<_>>>()?;
     let stream = gpu.stream();
     let (cu, co, ci) = meta.ptrs(stream);
+    // The segments' arrays and workspaces (every element written by the first pass before it is read).
+    let le = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let seg_offsets = upload_bytes(gpu, le(b.seg_offsets))?;
+    let seg_index = upload_bytes(
+        gpu,
+        b.seg_index.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    )?;
+    let seg_ws = [s0, s1, s2]
+        .iter()
+        .map(|&e| (e > 0).then(|| alloc_workspace(gpu, e * 4)).transpose())
+        .collect::<Result<Vec<_>>>()?;
+    let ptr = |w: &Option<CudaSlice<u8>>| w.as_ref().map_or(0, |w| w.device_ptr(stream).0);
     let args = BackwardArgs {
         q: need("q", b.q, gpu, qk, dt)?,
         k: need("k", b.k, gpu, qk, dt)?,
@@ -229,18 +267,22 @@ pub(crate) fn launch_backward_set(
         cu_seqlens: cu,
         chunk_offsets: co,
         chunk_index: ci,
+        seg_states: ptr(&seg_ws[0]),
+        seg_dstates: ptr(&seg_ws[1]),
+        seg_gamma: ptr(&seg_ws[2]),
+        seg_offsets: seg_offsets.device_ptr(stream).0,
+        seg_index: seg_index.device_ptr(stream).0,
         n_seqs: n as i32,
         h: h as i32,
         d_k: dk as i32,
         d_v: dv as i32,
         scale,
-        pad: [0; 3],
+        seg_chunks: b.seg_chunks as i32,
+        pad: [0; 2],
     };
-    for ((name, func), grid) in kernels
-        .iter()
-        .zip(&funcs)
-        .zip(gla_codegen::backward_grids(spec, dk, dv, h, n, chunks))
-    {
+    for ((name, func), grid) in kernels.iter().zip(&funcs).zip(gla_codegen::backward_grids(
+        spec, dk, dv, h, n, chunks, segments,
+    )) {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             continue; // nothing to do (no chunk at all)
         }

@@ -11,7 +11,8 @@
 //! parameters) against the size of their closed form's terms (`tests::gate_grad_errors`). Skips, saying so, where
 //! the host has no C++ compiler (`$CXX` or g++), unless `GLA_REQUIRE_EMU=1`.
 use gla_codegen::{
-    backward_grids, generate_backward, BackwardArgs, BackwardForm, BackwardSpec, BWD_THREADS,
+    backward_grids, generate_backward, walk_segments, BackwardArgs, BackwardForm, BackwardSpec,
+    BWD_THREADS,
 };
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::launch::seq_arrays;
@@ -37,12 +38,22 @@ fn emulate(
     case: &Case,
     d_o: &[f32],
     dht: &[f32],
+    seg_chunks: u32,
 ) -> Grads {
     let (d, dt) = (case.dims, case.dtype);
     let (h, dk, dv) = (d.h, d.dk, d.dv);
     let seqs = d.sequences(case.cu_seqlens.as_deref()).unwrap();
     let (mut cu, mut co, mut ci) = seq_arrays(&seqs, spec.chunk());
     let (n, chunks) = (seqs.len(), ci.len() / 2);
+    let per_seq: Vec<usize> = seqs
+        .iter()
+        .map(|&(_, l)| l.div_ceil(spec.chunk() as usize))
+        .collect();
+    let (mut so, mut si) = walk_segments(&per_seq, seg_chunks);
+    let segments = si.len() / 2;
+    let [s0, s1, s2] = spec.segment_elems(n, segments, h, dk, dv).unwrap();
+    let (mut seg_s, mut seg_ds, mut seg_g) =
+        (vec![f32::NAN; s0], vec![f32::NAN; s1], vec![f32::NAN; s2]);
     let tokens = d.b * d.t;
     let mut q = Elems::of(&case.q, dt);
     let mut k = Elems::of(&case.k, dt);
@@ -61,7 +72,9 @@ fn emulate(
     let np = gate.params().len();
     let mut dparams = vec![0f32; h * np];
     let mut dh0 = vec![f32::NAN; n * h * dk * dv];
-    let [w0, w1] = spec.workspace_elems(tokens, n, chunks, h, dk, dv).unwrap();
+    let [w0, w1] = spec
+        .workspace_elems(tokens, n, chunks, segments, h, dk, dv)
+        .unwrap();
     let (mut states, mut dstates) = (vec![f32::NAN; w0], vec![f32::NAN; w1]);
     let fixed = gate.shape() == GateShape::Fixed;
     let p = |v: &mut Vec<f32>| {
@@ -91,17 +104,23 @@ fn emulate(
         cu_seqlens: cu.as_mut_ptr() as u64,
         chunk_offsets: co.as_mut_ptr() as u64,
         chunk_index: ci.as_mut_ptr() as u64,
+        seg_states: p(&mut seg_s),
+        seg_dstates: p(&mut seg_ds),
+        seg_gamma: p(&mut seg_g),
+        seg_offsets: so.as_mut_ptr() as u64,
+        seg_index: si.as_mut_ptr() as u64,
         n_seqs: n as i32,
         h: h as i32,
         d_k: dk as i32,
         d_v: dv as i32,
         scale: 1.0 / (dk as f32).sqrt(),
-        pad: [0; 3],
+        seg_chunks: seg_chunks as i32,
+        pad: [0; 2],
     };
     for (name, grid) in spec
         .kernels()
         .iter()
-        .zip(backward_grids(spec, dk, dv, h, n, chunks))
+        .zip(backward_grids(spec, dk, dv, h, n, chunks, segments))
     {
         if grid.0 * grid.1 * grid.2 == 0 {
             continue;
@@ -175,7 +194,8 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             &all[..1],
         ),
     ];
-    // Every case in the chunk form, and in the walk form where it has kernels.
+    // Every case in the chunk form, and in the walk form where it has kernels — each sequence walked whole, and
+    // (bf16) cut into segments of one chunk, which the segments' first pass and combine then chain.
     let jobs: Vec<_> = gates
         .iter()
         .flat_map(|&gate| {
@@ -196,7 +216,13 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
                                 .with_form(f)
                                 .is_ok()
                         })
-                        .map(move |f| (gate, i, dt, f))
+                        .flat_map(move |f| {
+                            let cuts: &[u32] = match (f, dt) {
+                                (BackwardForm::Walks, DType::BF16) => &[0, 1],
+                                _ => &[0],
+                            };
+                            cuts.iter().map(move |&k| (gate, i, dt, f, k))
+                        })
                 })
             })
         })
@@ -205,7 +231,7 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
     use rayon::prelude::*;
     let results: Vec<Result<(String, Vec<String>), String>> = jobs
         .par_iter()
-        .map(|&(gate, i, dtype, form)| {
+        .map(|&(gate, i, dtype, form, seg_chunks)| {
             let (dims, cu, shift, dkv, _) = &cases[i];
             let spec = BackwardSpec::for_problem(gate, dtype, *dkv, *dkv)
                 .unwrap()
@@ -233,7 +259,7 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             let d_o = rn(dims.b * dims.t * dims.h * dims.dv);
             let dht = rn(case.n_seqs() * dims.h * dims.dk * dims.dv);
             let want = case.reference_backward(gate, &d_o, Some(&dht));
-            let got = emulate(&kernels, &spec, gate, &case, &d_o, &dht);
+            let got = emulate(&kernels, &spec, gate, &case, &d_o, &dht, seg_chunks);
             let mut errs = vec![
                 ("dq", rel_rms(&got.dq, &want.dq)),
                 ("dk", rel_rms(&got.dk, &want.dk)),
@@ -246,8 +272,13 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             let (e_dl, e_dp) = gate_grad_errors(gate, &case, &want, (&got.dg, &got.dparams));
             errs.push(("dlogits", e_dl));
             errs.push(("dparams", e_dp));
+            let cut = if seg_chunks > 0 {
+                format!(" segments of {seg_chunks}")
+            } else {
+                String::new()
+            };
             let line = format!(
-                "{} shift {shift:+}: {}",
+                "{}{cut} shift {shift:+}: {}",
                 spec.id(),
                 errs.iter()
                     .map(|(w, e)| format!("{w} {e:.2e}"))
@@ -257,7 +288,12 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             let failed = errs
                 .iter()
                 .filter(|(_, e)| !(*e <= tolerance(dtype)))
-                .map(|(what, e)| format!("{} case {i} (shift {shift}): {what} {e:.2e}", spec.id()))
+                .map(|(what, e)| {
+                    format!(
+                        "{}{cut} case {i} (shift {shift}): {what} {e:.2e}",
+                        spec.id()
+                    )
+                })
                 .collect();
             Ok((line, failed))
         })

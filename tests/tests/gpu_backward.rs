@@ -164,21 +164,28 @@ fn backward_matches_the_f64_reference() {
     let mut failures = Vec::new();
     println!("| gate | dtype | form | shape | dq | dk | dv | d logits | d params | d h0 |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    let forms = |gate: &'static dyn Gate, dt: DType, sh: &Shape| -> Vec<BackwardForm> {
-        [BackwardForm::Chunks, BackwardForm::Walks]
+    // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16).
+    let forms =
+        |gate: &'static dyn Gate, dt: DType, sh: &Shape| -> Vec<(BackwardForm, Option<u32>)> {
+            [
+                (BackwardForm::Chunks, None),
+                (BackwardForm::Walks, None),
+                (BackwardForm::Walks, Some(1)),
+            ]
             .into_iter()
-            .filter(|&f| {
-                BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
-                    .and_then(|s| s.with_form(f))
-                    .is_ok()
+            .filter(|&(f, cut)| {
+                (cut.is_none() || dt == DType::BF16)
+                    && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
+                        .and_then(|s| s.with_form(f))
+                        .is_ok()
             })
             .collect()
-    };
+        };
     for gate in gates() {
         for dt in DType::ALL {
             let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };
             for (i, sh) in shapes.iter().enumerate() {
-                for form in forms(gate, dt, sh) {
+                for (form, cut) in forms(gate, dt, sh) {
                     let seed = 7700 + 10 * i as u64;
                     let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
                     case.logits
@@ -222,6 +229,7 @@ fn backward_matches_the_f64_reference() {
                         d_final_state: dht.as_ref(),
                         cu_seqlens: case.cu_seqlens.as_deref(),
                         form: Some(form),
+                        walk_segment_chunks: cut,
                     };
                     let g = gla
                         .backward(
@@ -235,7 +243,12 @@ fn backward_matches_the_f64_reference() {
                             &opts,
                         )
                         .unwrap_or_else(|e| {
-                            panic!("{} {dt} {form:?} {}: {e}", gate.name(), sh.name)
+                            panic!(
+                                "{} {dt} {form:?}{} {}: {e}",
+                                gate.name(),
+                                cut.map_or(String::new(), |k| format!(" cut {k}")),
+                                sh.name
+                            )
                         });
                     let get = |t: &DeviceTensor| {
                         t.to_f32()
@@ -256,7 +269,7 @@ fn backward_matches_the_f64_reference() {
                         (None, None) => 0.0,
                         _ => f64::INFINITY,
                     };
-                    println!("| {} | {dt} | {form:?} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), sh.name);
+                    println!("| {} | {dt} | {form:?}{} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")), sh.name);
                     let worst =
                         [e_dq, e_dk, e_dv, e_dl, e_dp, e_h0]
                             .into_iter()
@@ -265,7 +278,7 @@ fn backward_matches_the_f64_reference() {
                                 |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
                             );
                     if !(worst <= tol) {
-                        failures.push(format!("{} {dt} {form:?} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), sh.name));
+                        failures.push(format!("{} {dt} {form:?}{} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")), sh.name));
                     }
                 }
             }

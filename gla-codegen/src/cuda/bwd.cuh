@@ -35,9 +35,15 @@ struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
     const i64* cu_seqlens;     // [N+1] token offsets
     const i64* chunk_offsets;  // [N+1] chunk offsets
     const int* chunk_index;    // [2*chunks] (sequence, chunk) pairs
+    float* seg_states;         // walk form, segmented: [segments, H, dk, dv] ΔS_σ, then S at the segment's end
+    float* seg_dstates;        // [segments, H, dk, dv] ΔdS_σ, then dS at the segment's start
+    float* seg_gamma;          // [segments, H, dk] Σ log α over the segment
+    const i64* seg_offsets;    // [N+1] the sequences' first segments (walk form)
+    const int* seg_index;      // [2*segments] (sequence, segment) pairs (walk form)
     int n_seqs, h, dk, dv;
     float scale;
-    int pad0, pad1, pad2;
+    int seg_chunks;            // chunks a segment (walk form; 0: a sequence is one segment)
+    int pad1, pad2;
 };
 
 // A hint: bring the 128-byte line at p into L2 (no register, no wait).

@@ -8,6 +8,10 @@
 // as running products of the decays α (`intra_pairs`): A_ij, Σ_j dA_ij k_j ⊙ e^{Γ_i − Γ_j}, Σ_i dA_ij q_i ⊙ e^{Γ_i − Γ_j};
 // then Σ_i A_ij dÔ_i.
 
+// The chunk form's two state scans (bwd_scan_tc.cuh): every chunk boundary's state of each sequence.
+extern "C" __global__ void __launch_bounds__(NT, SCAN_CTAS) gla_bwd_states(const __grid_constant__ BwdArgs a) { state_scan<false, false>(a); }
+extern "C" __global__ void __launch_bounds__(NT, SCAN_CTAS) gla_bwd_dstates(const __grid_constant__ BwdArgs a) { state_scan<true, false>(a); }
+
 constexpr int LDK = DK + 8, LDV = DV + 8;  // padded rows of the element tiles (16-byte rows for ldmatrix)
 // The state products' warp map: at d ≥ 128 each of the 8 warps owns all 32 rows (SMI = 2 row tiles) × d / 8 columns,
 // so a state fragment serves both row tiles; at d = 64 (one column tile a warp that way) 2 × 4 warps of 16 rows ×

@@ -118,22 +118,30 @@ __device__ __forceinline__ void scan_stage(const ScanIn& in, const BwdArgs& a, f
 }
 
 // S_[c] of every chunk of one (sequence, head, value tile of BVS columns), forward (REVERSE = false), or dS_[c] in
-// reverse (REVERSE = true; dh0 = dS_[0]).
-template <bool REVERSE>
+// reverse (REVERSE = true; dh0 = dS_[0]): the chunk form's scans (grid z = sequence; each boundary's state stored).
+// SEGMENT (the walk form's first pass; grid z = segment): the chunks of one segment of a.seg_chunks chunks from a zero
+// state, only the last one stored — ΔS_σ (forward) or ΔdS_σ (reverse, at the segment's start) into slot σ of
+// a.seg_states / a.seg_dstates — and, by the forward scan's first value tile, the segment's Σ log α a key column
+// (a.seg_gamma), for gla_bwd_seg_combine.
+template <bool REVERSE, bool SEGMENT>
 __device__ __forceinline__ void state_scan(const BwdArgs& a) {
     extern __shared__ __align__(16) float sm[];
     float* G = sm;                                     // [C][DK] Γ
     elem_t* Xh = reinterpret_cast<elem_t*>(G + C * DK); // [C][LDS] K̂ (or Q̃), high part
     elem_t* Xl = Xh + C * LDS;                         // [C][LDS] low part
     elem_t* Y = Xl + C * LDS;                          // [C][LDB] V (or dO), this tile's columns
-    const int e0 = blockIdx.x * BVS, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
+    const int e0 = blockIdx.x * BVS, head = blockIdx.y, warp = threadIdx.x / 32;
+    const int n = SEGMENT ? a.seg_index[2 * blockIdx.z] : (int)blockIdx.z;
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, slot0 = a.chunk_offsets[n] + n;
     const int nc = (int)((len + C - 1) / C);
+    const int cb = SEGMENT ? a.seg_index[2 * blockIdx.z + 1] * a.seg_chunks : 0;  // this scan's chunks [cb, ce)
+    const int ce = SEGMENT ? min(nc, cb + a.seg_chunks) : nc;
     auto rows = [&](int c) { return (int)min((i64)C, len - (i64)c * C); };
     const int m0 = (warp % SCAN_MT) * SCAN_WM * 16, n0 = (warp / SCAN_MT) * SCAN_WN * 8;  // this warp's block
     const i64 sbase = (((i64)n * a.h + head) * a.dk) * a.dv;
     float* const ws = REVERSE ? a.dstates : a.states;
-    const float* init = REVERSE ? a.dht : a.h0;
+    const float* init = SEGMENT ? nullptr : REVERSE ? a.dht : a.h0;
+    float gseg = 0.f;  // (SEGMENT, forward: Σ_c Γ_L of key column threadIdx.x)
     // The warp's block as two halves of SCAN_WN / 2 column tiles (one half's fragments live at a time in warp_mma).
     constexpr int HN = SCAN_WN / 2;
     float acc[2][SCAN_WM][HN][4];
@@ -149,37 +157,42 @@ __device__ __forceinline__ void state_scan(const BwdArgs& a) {
                     acc[hh][mi][ni][x] = (init && d < a.dk && e < a.dv) ? init[sbase + (i64)d * a.dv + e] : 0.f;
                 }
     ScanIn in;
-    if (nc > 0) {
-        const int c = REVERSE ? nc - 1 : 0;
+    if (ce > cb) {
+        const int c = REVERSE ? ce - 1 : cb;
         scan_fetch<REVERSE>(in, a, bos + (i64)c * C, head, rows(c), e0);
     }
     for (int step = 0;; ++step) {
-        const int c = REVERSE ? nc - step : step;
-        // The state at this chunk boundary (and dh0).
-        float* dst = slot_ptr(ws, a, slot0 + c, head);
-        float* dh0 = REVERSE && c == 0 ? a.dh0 : nullptr;
+        const int c = REVERSE ? ce - step : cb + step;
+        const bool last = REVERSE ? c <= cb : c >= ce;
+        // The state at this chunk boundary (and dh0); a segment's only at its end.
+        if (!SEGMENT || last) {
+            float* dst = SEGMENT ? (REVERSE ? a.seg_dstates : a.seg_states) + ((i64)blockIdx.z * a.h + head) * a.dk * (i64)a.dv
+                                 : slot_ptr(ws, a, slot0 + c, head);
+            float* dh0 = !SEGMENT && REVERSE && c == 0 ? a.dh0 : nullptr;
 #pragma unroll
-        for (int mi = 0; mi < SCAN_WM; ++mi)
+            for (int mi = 0; mi < SCAN_WM; ++mi)
 #pragma unroll
-            for (int x = 0; x < 4; ++x) {
-                const int d = acc_row(m0, mi, x);
-                float* row = dst + (i64)d * a.dv;
+                for (int x = 0; x < 4; ++x) {
+                    const int d = acc_row(m0, mi, x);
+                    float* row = dst + (i64)d * a.dv;
 #pragma unroll
-                for (int hh = 0; hh < 2; ++hh)
+                    for (int hh = 0; hh < 2; ++hh)
 #pragma unroll
-                    for (int ni = 0; ni < HN; ++ni) {
-                        const int e = e0 + acc_col(n0 + hh * HN * 8, ni, x);
-                        if (d < a.dk && e < a.dv) {
-                            row[e] = acc[hh][mi][ni][x];
-                            if (dh0) dh0[sbase + (i64)d * a.dv + e] = acc[hh][mi][ni][x];
+                        for (int ni = 0; ni < HN; ++ni) {
+                            const int e = e0 + acc_col(n0 + hh * HN * 8, ni, x);
+                            if (d < a.dk && e < a.dv) {
+                                row[e] = acc[hh][mi][ni][x];
+                                if (dh0) dh0[sbase + (i64)d * a.dv + e] = acc[hh][mi][ni][x];
+                            }
                         }
-                    }
-            }
-        if (REVERSE ? c == 0 : c == nc) break;
+                }
+        }
+        if (last) break;
         const int cc = REVERSE ? c - 1 : c, l = rows(cc);  // the chunk this step takes in
         scan_stage<REVERSE>(in, a, G, Xh, Xl, Y, head, l);
+        if (SEGMENT && !REVERSE && blockIdx.x == 0 && (int)threadIdx.x < DK) gseg += gam(G, l - 1, threadIdx.x);
         const int cn = REVERSE ? cc - 1 : cc + 1;          // the next one: its loads overlap this step's products
-        if (REVERSE ? cn >= 0 : cn < nc) scan_fetch<REVERSE>(in, a, bos + (i64)cn * C, head, rows(cn), e0);
+        if (REVERSE ? cn >= cb : cn < ce) scan_fetch<REVERSE>(in, a, bos + (i64)cn * C, head, rows(cn), e0);
         // state ← diag(e^{Γ_L}) state + Xᵀ Y;  gradients: dS ← diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS + Q̂ᵀ dÔ)
 #pragma unroll
         for (int mi = 0; mi < SCAN_WM; ++mi)
@@ -211,7 +224,7 @@ __device__ __forceinline__ void state_scan(const BwdArgs& a) {
         }
         __syncthreads();  // (G and the tiles are rewritten by the next chunk)
     }
+    if (SEGMENT && !REVERSE && blockIdx.x == 0 && (int)threadIdx.x < a.dk)
+        a.seg_gamma[((i64)blockIdx.z * a.h + head) * a.dk + threadIdx.x] = gseg;
 }
 
-extern "C" __global__ void __launch_bounds__(NT, SCAN_CTAS) gla_bwd_states(const __grid_constant__ BwdArgs a) { state_scan<false>(a); }
-extern "C" __global__ void __launch_bounds__(NT, SCAN_CTAS) gla_bwd_dstates(const __grid_constant__ BwdArgs a) { state_scan<true>(a); }

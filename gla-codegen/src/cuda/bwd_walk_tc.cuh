@@ -1,24 +1,26 @@
-// The backward's walk form (issue 28): no chunk state in HBM. Each gradient is a walk over the chunks of one
-// (sequence, head), like the forward's fused kernel, with its slice of a state in mma.sync accumulators (f32) — the
-// decomposition of gla_core::reference::walks_backward. Chunk-local Γ (natural log; rows past l repeat the last valid
-// one), dÔ = scale · dO, every decay factor e^{x} with x ≤ 0:
-//   gla_bwd_walk_dq  forward, a CTA per (64 key columns J, head, sequence), S = S[J, :] from h0:
+// The backward's walk form (issue 28): no chunk state in HBM. Each gradient is a walk over the chunks of one segment
+// of a (sequence, head) — the whole sequence, or a piece of it where the walks alone would leave the GPU idle —
+// like the forward's fused kernel, with its slice of a state in mma.sync accumulators (f32): the decomposition of
+// gla_core::reference::walks_backward. Chunk-local Γ (natural log; rows past l repeat the last valid one),
+// dÔ = scale · dO, every decay factor e^{x} with x ≤ 0:
+//   gla_bwd_walk_dq  forward, a CTA per (64 key columns J, head, segment), S = S[J, :] from h0 (or the segment's start):
 //       dq_i = (dÔ_i S_[c]ᵀ) ⊙ e^{Γ_i} + Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j},      dA = dÔ Vᵀ
 //       S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V,                                    K̂ = K ⊙ e^{Γ_L − Γ}
-//     and, for the gate, q ⊙ dq (f32) and Z_N = rowsum(dht ⊙ S_T).
-//   gla_bwd_walk_dk  reverse, a CTA per (64 key columns J, head, sequence), dS = dS[J, :] from dht:
+//     and, for the gate, q ⊙ dq (f32) and Z = rowsum(dS ⊙ S) at the segment's end (Z_N = rowsum(dht ⊙ S_T)).
+//   gla_bwd_walk_dk  reverse, a CTA per (64 key columns J, head, segment), dS = dS[J, :] from dht (or the segment's end):
 //       dk_j = (v_j dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ_j} + Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j}
 //       dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO),          Q̂ = scale · Q ⊙ e^{Γ − Γ_0}
-//       (dh0 = dS_[0]), and the gate (paper, appendix): d log α_t = Z_N + Σ_{s≥t} (q_s ⊙ dq_s − k_s ⊙ dk_s) — the
-//       per-key gate's d logits and d params here; a scalar gate's row sums go to gla_bwd_gate.
-//   gla_bwd_walk_dv  reverse, a CTA per (64 value columns E, head, sequence), dS = dS[:, E] from dht:
+//       (dh0 = dS_[0]), and the gate (paper, appendix): d log α_t = Z + Σ_{s≥t in the segment} (q_s ⊙ dq_s − k_s ⊙
+//       dk_s) — the per-key gate's d logits and d params here; a scalar gate's row sums go to gla_bwd_gate.
+//   gla_bwd_walk_dv  reverse, a CTA per (64 value columns E, head, segment), dS = dS[:, E] likewise:
 //       dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i,                                 A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd}
 //   gla_bwd_gate     scalar gates, a CTA per (head, sequence): the reverse cumulative sum of the row sums over the
 //       sequence, d logits, d params.
-// The per-pair decays stay exact on CUDA cores in f32 (running products of α, every partial product ≤ 1); every other
-// product runs on tensor cores, the states and decayed operands as high + low element pairs (f32-like accuracy).
-// Workspaces: a.states = q ⊙ dq, f32 [tokens, H, d_k]; a.dstates = Z_N, f32 [N, H, d_k], then a scalar gate's row sums
-// of q ⊙ dq − k ⊙ dk, f32 [DK / 64][tokens, H].
+// The per-pair decays inside a diagonal block of C/2 rows stay exact on CUDA cores in f32 (running products of α,
+// every partial product ≤ 1); every other product runs on tensor cores, the states and decayed operands as high + low
+// element pairs (f32-like accuracy). Segments (their kernels below) start from the states that the first pass and
+// gla_bwd_seg_combine leave at their ends. Workspaces: a.states = q ⊙ dq, f32 [tokens, H, d_k]; a.dstates = Z, f32
+// [segments, H, d_k], then a scalar gate's row sums of q ⊙ dq − k ⊙ dk, f32 [DK / 64][tokens, H].
 
 constexpr int WT = 64;                                               // a walk CTA's columns: key tile J or value tile E
 constexpr int LDT = WT + 8, LDK = DK + 8, LDV = DV + 8, LDA = C + 8;  // padded element rows (16-byte rows for ldmatrix)
@@ -332,12 +334,62 @@ __device__ __forceinline__ void offdiag_operand(const elem_t* X, int ldx, const 
     }
 }
 
+// Where a walk CTA's segment lies (grid z = segment g; a.seg_index gives its sequence n and its place σ in it; a
+// sequence is one segment where a.seg_chunks = 0): its chunks [cb, ce), and the states at its two ends in [d_k][d_v]
+// layout (null: zero) — S0, the forward state at its start (h0, or the previous segment's end from
+// gla_bwd_seg_combine), dS1, the state gradient at its end (dht, or the next segment's start).
+struct WalkAt {
+    int n, g, cb, ce;
+    i64 bos, len, sbase;
+    const float *S0, *dS1;
+};
+__device__ __forceinline__ WalkAt walk_at(const BwdArgs& a) {
+    const int g = blockIdx.z, head = blockIdx.y, n = a.seg_index[2 * g], sg = a.seg_index[2 * g + 1];
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, st = (i64)a.dk * a.dv;
+    const int nc = (int)((len + C - 1) / C);
+    const int cb = a.seg_chunks > 0 ? sg * a.seg_chunks : 0, ce = a.seg_chunks > 0 ? min(nc, cb + a.seg_chunks) : nc;
+    const i64 sbase = ((i64)n * a.h + head) * st;
+    const bool last = g + 1 == a.seg_offsets[n + 1];
+    const float* S0 = sg == 0 ? (a.h0 ? a.h0 + sbase : nullptr) : a.seg_states + ((i64)(g - 1) * a.h + head) * st;
+    const float* dS1 = last ? (a.dht ? a.dht + sbase : nullptr) : a.seg_dstates + ((i64)(g + 1) * a.h + head) * st;
+    return WalkAt{n, g, cb, ce, bos, len, sbase, S0, dS1};
+}
+
 __device__ __forceinline__ bool walk_vec(const BwdArgs& a) {
     return a.dk % 8 == 0 && a.dv % 8 == 0 &&
            (((unsigned long long)a.q | (unsigned long long)a.k | (unsigned long long)a.v | (unsigned long long)a.d_o) & 15) == 0;
 }
 
-// ---- gla_bwd_walk_dq: dq, q ⊙ dq and Z_N (forward over the chunks) ----
+// ---- The segments (a sequence split where its walks alone would leave the GPU idle; empty grids otherwise) ----
+// First pass, every segment at once: ΔS_σ and ΔdS_σ, its states from zero (bwd_scan_tc.cuh's scans in segment mode),
+// and Σ log α over it. Then gla_bwd_seg_combine chains them along each sequence, an element (d, e) a thread:
+//   S_end(σ) = diag(e^{Σ_σ log α}) S_end(σ − 1) + ΔS_σ        (S_end(−1) = h0)
+//   dS_start(σ) = diag(e^{Σ_σ log α}) dS_start(σ + 1) + ΔdS_σ  (dS_start(last + 1) = dht)
+// in place, so that a walk of segment σ starts from slot σ − 1 (forward) or σ + 1 (reverse): walk_at.
+// (One CTA an SM asked of the compiler: the pass runs only where there are few sequences and heads, and two spilled.)
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_bwd_seg_states(const __grid_constant__ BwdArgs a) { state_scan<false, true>(a); }
+extern "C" __global__ void __launch_bounds__(NT, 1) gla_bwd_seg_dstates(const __grid_constant__ BwdArgs a) { state_scan<true, true>(a); }
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_seg_combine(const __grid_constant__ BwdArgs a) {
+    const int head = blockIdx.y, n = blockIdx.z;
+    const i64 st = (i64)a.dk * a.dv, idx = (i64)blockIdx.x * NT + threadIdx.x;
+    if (idx >= st) return;
+    const int d = (int)(idx / a.dv);
+    const i64 s0 = a.seg_offsets[n], s1 = a.seg_offsets[n + 1], sbase = ((i64)n * a.h + head) * st + idx;
+    auto at = [&](i64 g) { return (g * a.h + head) * st + idx; };
+    auto decay = [&](i64 g) { return gla_exp(a.seg_gamma[(g * a.h + head) * a.dk + d]); };
+    float x = a.h0 ? a.h0[sbase] : 0.f;
+    for (i64 g = s0; g < s1; ++g) {
+        x = fmaf(decay(g), x, a.seg_states[at(g)]);
+        a.seg_states[at(g)] = x;
+    }
+    x = a.dht ? a.dht[sbase] : 0.f;
+    for (i64 g = s1 - 1; g >= s0; --g) {
+        x = fmaf(decay(g), x, a.seg_dstates[at(g)]);
+        a.seg_dstates[at(g)] = x;
+    }
+}
+
+// ---- gla_bwd_walk_dq: dq, q ⊙ dq and Z (forward over a segment's chunks) ----
 extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(const __grid_constant__ BwdArgs a) {
     extern __shared__ __align__(16) float sm[];
     float* G = sm;                                         // [C][WT]  Γ
@@ -356,18 +408,17 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
     elem_t* Xl = Xh + HB * LDT;                            // [HB][LDT] low part
     elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block, high part
     elem_t* Dl = Dh + HB * LDH;                            // [HB][LDH] low part
-    const int d0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
-    const int nc = (int)((len + C - 1) / C);
-    const i64 sbase = ((i64)n * a.h + head) * (i64)a.dk * a.dv;
+    const int d0 = blockIdx.x * WT, head = blockIdx.y, warp = threadIdx.x / 32;
+    const WalkAt w = walk_at(a);
+    const i64 bos = w.bos, len = w.len;
     const int sm0 = 16 * (warp % 4), sn0 = (warp / 4) * (DV / 2);  // this warp's block of S [WT][DV]
     const int r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);          // and of a chunk product [C][WT]
     const bool vec = walk_vec(a);
     float S[1][KS_NI][4];
-    state_load<1, KS_NI>(S, a.h0 ? a.h0 + sbase : nullptr, a, sm0, sn0, d0, 0);
+    state_load<1, KS_NI>(S, w.S0, a, sm0, sn0, d0, 0);
 
 #pragma unroll 1
-    for (int c = 0; c < nc; ++c) {
+    for (int c = w.cb; c < w.ce; ++c) {
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
         // 1. The chunk's tiles (dO, V whole; q, k the tile's columns), S_[c] as high + low elements, Γ and α.
@@ -376,7 +427,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
         walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
         if (vec) cp_async_commit();
-        if (c + 1 < nc) {  // the next chunk's inputs into L2
+        if (c + 1 < w.ce) {  // the next chunk's inputs into L2
             const i64 r1 = row0 + C;
             const int l1 = (int)min((i64)C, len - i0 - C);
             walk_prefetch<DV>(a.d_o, a.dv, 0, a, r1, head, l1);
@@ -445,11 +496,12 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         __syncthreads();  // (the tiles are rewritten by the next chunk)
     }
 
-    // Z_N = rowsum(dht ⊙ S_T) over the tile's rows: the gate's boundary term, read by the dk walk (and gla_bwd_gate).
+    // Z_g = rowsum(dS ⊙ S) at the segment's end over the tile's rows (Z_N = rowsum(dht ⊙ S_T) for a sequence's last):
+    // the gate's boundary term, read by the dk walk (and gla_bwd_gate).
     float z[2] = {0.f, 0.f};
-    if (a.dht)
+    if (w.dS1)
         for_acc<1, KS_NI>(S, sm0, sn0, [&](int r, int e, float x) {
-            if (d0 + r < a.dk && e < a.dv) z[((r - sm0) >> 3) & 1] += a.dht[sbase + (i64)(d0 + r) * a.dv + e] * x;
+            if (d0 + r < a.dk && e < a.dv) z[((r - sm0) >> 3) & 1] += w.dS1[(i64)(d0 + r) * a.dv + e] * x;
         });
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -459,7 +511,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
     }
     __syncthreads();
     for (int d = threadIdx.x; d < WT; d += NT)
-        if (d0 + d < a.dk) a.dstates[((i64)n * a.h + head) * a.dk + d0 + d] = ZS[d] + ZS[WT + d];
+        if (d0 + d < a.dk) a.dstates[((i64)w.g * a.h + head) * a.dk + d0 + d] = ZS[d] + ZS[WT + d];
 }
 
 // ---- gla_bwd_walk_dk: dk, dh0 and the gate's gradients (reverse over the chunks) ----
@@ -482,10 +534,9 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     elem_t* Xl = Xh + HB * LDT;                            // [HB][LDT] low part
     elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block, high part
     elem_t* Dl = Dh + HB * LDH;                            // [HB][LDH] low part
-    const int d0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, tokens = a.cu_seqlens[a.n_seqs];
-    const int nc = (int)((len + C - 1) / C);
-    const i64 sbase = ((i64)n * a.h + head) * (i64)a.dk * a.dv;
+    const int d0 = blockIdx.x * WT, head = blockIdx.y, warp = threadIdx.x / 32;
+    const WalkAt w = walk_at(a);
+    const i64 bos = w.bos, len = w.len;
     const int sm0 = 16 * (warp % 4), sn0 = (warp / 4) * (DV / 2);
     const int r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);
     const bool vec = walk_vec(a);
@@ -493,11 +544,11 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
     for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
     float S[1][KS_NI][4];
-    state_load<1, KS_NI>(S, a.dht ? a.dht + sbase : nullptr, a, sm0, sn0, d0, 0);
-    for (int d = threadIdx.x; d < WT; d += NT) ZR[d] = d0 + d < a.dk ? a.dstates[((i64)n * a.h + head) * a.dk + d0 + d] : 0.f;
+    state_load<1, KS_NI>(S, w.dS1, a, sm0, sn0, d0, 0);
+    for (int d = threadIdx.x; d < WT; d += NT) ZR[d] = d0 + d < a.dk ? a.dstates[((i64)w.g * a.h + head) * a.dk + d0 + d] : 0.f;
 
 #pragma unroll 1
-    for (int c = nc - 1; c >= 0; --c) {
+    for (int c = w.ce - 1; c >= w.cb; --c) {
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
         // 1. Tiles, dS_[c+1] as high + low elements, Γ and α.
@@ -506,7 +557,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
         walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
         if (vec) cp_async_commit();
-        if (c > 0) {  // the next chunk's (c − 1, a whole one) inputs into L2
+        if (c > w.cb) {  // the next chunk's (c − 1, a whole one) inputs into L2
             const i64 r1 = row0 - C;
             walk_prefetch<DV>(a.d_o, a.dv, 0, a, r1, head, C);
             walk_prefetch<DV>(a.v, a.dv, 0, a, r1, head, C);
@@ -623,14 +674,19 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             float s = DKs[i * WT + (threadIdx.x & 31)] + DKs[i * WT + 32 + (threadIdx.x & 31)];
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if ((threadIdx.x & 31) == 0 && i < l)
-                a.dstates[(i64)a.n_seqs * a.h * a.dk + ((i64)blockIdx.x * tokens + row0 + i) * a.h + head] = s;
+            if ((threadIdx.x & 31) == 0 && i < l) {
+                const i64 tokens = a.cu_seqlens[a.n_seqs];  // (read here, not held through the loop)
+                a.dstates[a.seg_offsets[a.n_seqs] * a.h * a.dk + ((i64)blockIdx.x * tokens + row0 + i) * a.h + head] = s;
+            }
         }
         (void)ZR, (void)TS, (void)p, (void)t;
 #endif
         __syncthreads();  // (the tiles are rewritten by the next chunk)
     }
-    if (a.dh0) state_store<1, KS_NI>(S, a.dh0 + sbase, a, sm0, sn0, d0, 0);  // dh0 = dS_[0]
+    if (a.dh0) {  // dh0 = dS_[0], by a sequence's first segment (where it is found again: fewer registers live above)
+        const WalkAt w0 = walk_at(a);
+        if (w0.cb == 0) state_store<1, KS_NI>(S, a.dh0 + w0.sbase, a, sm0, sn0, d0, 0);
+    }
 #if KEY_GATE == GATE_PER_KEY
     if (NPARAM > 0 && a.dparams)
         for (int u = 0; u < NPARAM; ++u) {
@@ -640,7 +696,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
         }
 #endif
-    (void)tokens, (void)dp;
+    (void)dp;
 }
 
 // ---- gla_bwd_walk_dv: dv (reverse over the chunks) ----
@@ -661,18 +717,17 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
     elem_t *Xqh = Sh, *Xql = Xqh + HB * LDK, *Xkh = Xql + HB * LDK, *Xkl = Xkh + HB * LDK;
     float* PA = AL;
     static_assert(4 * HB * LDK <= 2 * DK * LDT && 4 * HB * HB <= C * DK, "the scratch fits");
-    const int e0 = blockIdx.x * WT, head = blockIdx.y, n = blockIdx.z, warp = threadIdx.x / 32;
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
-    const int nc = (int)((len + C - 1) / C);
-    const i64 sbase = ((i64)n * a.h + head) * (i64)a.dk * a.dv;
+    const int e0 = blockIdx.x * WT, head = blockIdx.y, warp = threadIdx.x / 32;
+    const WalkAt w = walk_at(a);
+    const i64 bos = w.bos, len = w.len;
     const int sm0 = (warp / VS_WPG) * 16 * VS_MI, sn0 = (warp % VS_WPG) * VS_NI * 8;  // this warp's block of dS [DK][WT]
     const int r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);                            // and of dv [C][WT]
     const bool vec = walk_vec(a);
     float S[VS_MI][VS_NI][4];
-    state_load<VS_MI, VS_NI>(S, a.dht ? a.dht + sbase : nullptr, a, sm0, sn0, 0, e0);
+    state_load<VS_MI, VS_NI>(S, w.dS1, a, sm0, sn0, 0, e0);
 
 #pragma unroll 1
-    for (int c = nc - 1; c >= 0; --c) {
+    for (int c = w.ce - 1; c >= w.cb; --c) {
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
         // 1. Tiles (q, k whole; dO the tile's columns), Γ and α.
@@ -680,7 +735,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         walk_tile<DK>(Ke, LDK, a.k, a.dk, 0, a, row0, head, l, vec);
         walk_tile<WT>(DOe, LDT, a.d_o, a.dv, e0, a, row0, head, l, vec);
         if (vec) cp_async_commit();
-        if (c > 0) {  // the next chunk's (c − 1) inputs into L2
+        if (c > w.cb) {  // the next chunk's (c − 1) inputs into L2
             const i64 r1 = row0 - C;
             walk_prefetch<DK>(a.q, a.dk, 0, a, r1, head, C);
             walk_prefetch<DK>(a.k, a.dk, 0, a, r1, head, C);
@@ -764,7 +819,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_const
     float* T = sm;  // [NT] the runs' totals
     const int head = blockIdx.x, n = blockIdx.y, tiles = (a.dk + WT - 1) / WT;
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, tokens = a.cu_seqlens[a.n_seqs];
-    const float* W = a.dstates + (i64)a.n_seqs * a.h * a.dk;
+    const float* W = a.dstates + a.seg_offsets[a.n_seqs] * a.h * a.dk;
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
     auto w = [&](i64 s) {
         float x = 0.f;
@@ -778,7 +833,8 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_const
     __syncthreads();
     if (threadIdx.x == 0) {
         float z = 0.f;
-        for (int d = 0; d < a.dk; ++d) z += a.dstates[((i64)n * a.h + head) * a.dk + d];
+        const i64 g = a.seg_offsets[n + 1] - 1;  // the sequence's last segment: its Z is Z_N
+        for (int d = 0; d < a.dk; ++d) z += a.dstates[(g * a.h + head) * a.dk + d];
         for (int u = NT - 1; u >= 0; --u) {  // T[u] ← Z + the totals of the later runs
             const float x = T[u];
             T[u] = z;

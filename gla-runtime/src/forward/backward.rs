@@ -1,7 +1,8 @@
 //! [`Gla::backward`]: the gradients of [`Gla::forward`] with respect to q, k, v, the raw gate logits, the gate
 //! parameters and the initial state, given dO and (optionally) the final state's gradient — the backward kernels of
-//! `gla_codegen::backward` (first form: f32 CUDA cores, exact decays; the chunk states are recomputed here, not
-//! kept from the forward). Validated like the forward; no launch happens before every check has passed.
+//! `gla_codegen::backward` in one of its two forms (`BackwardOptions::form`: every chunk's state through HBM, or the
+//! walks that keep none; exact decays either way; nothing is kept from the forward). Validated like the forward; no
+//! launch happens before every check has passed.
 
 use super::{lock, validate_forward, ForwardRequest, Gla, TensorDesc};
 use crate::launch;
@@ -24,6 +25,10 @@ pub struct BackwardOptions<'a> {
     /// The kernels' form (default [`BackwardForm::Chunks`]); [`BackwardForm::Walks`] keeps no chunk state in
     /// memory (bf16 / f16 key gates at d ≤ 256, else a typed error).
     pub form: Option<BackwardForm>,
+    /// The walk form's chunks a segment: `Some(0)` walks every sequence whole, `Some(k)` cuts sequences into
+    /// segments of k chunks (of 32 tokens) that walk in parallel; default: whole where the walks fill the GPU, else
+    /// as `BackwardSpec::walk_segment_chunks` says. Ignored by the chunk form.
+    pub walk_segment_chunks: Option<u32>,
 }
 
 /// What [`Gla::backward`] returns.
@@ -110,8 +115,25 @@ impl Gla {
             .map(|_| DeviceTensor::empty(gpu, DType::F32, &p.state_shape()))
             .transpose()?;
         let tokens = p.seqs.last().map_or(0, |&(s, l)| s + l);
+        let per_seq: Vec<usize> = p
+            .seqs
+            .iter()
+            .map(|&(_, l)| l.div_ceil(chunk as usize))
+            .collect();
+        let seg_chunks = match (spec.form, opts.walk_segment_chunks) {
+            (BackwardForm::Chunks, _) => 0,
+            (_, Some(k)) => k,
+            (_, None) => spec.walk_segment_chunks(
+                per_seq.iter().copied().max().unwrap_or(0),
+                n,
+                h,
+                dk,
+                gpu.info().sm_count,
+            ),
+        };
+        let (seg_offsets, seg_index) = gla_codegen::walk_segments(&per_seq, seg_chunks);
         let [w0, w1] = spec
-            .workspace_elems(tokens, n, chunks, h, dk, dv)
+            .workspace_elems(tokens, n, chunks, seg_index.len() / 2, h, dk, dv)
             .and_then(|w| Some([w[0].checked_mul(4)?, w[1].checked_mul(4)?]))
             .ok_or_else(|| {
                 GlaError::invalid("problem size", "the backward's workspaces overflow")
@@ -135,6 +157,9 @@ impl Gla {
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
+            seg_offsets: &seg_offsets,
+            seg_index: &seg_index,
+            seg_chunks,
         };
         let _serial = lock(&self.inner.workspace); // (as the forward: one call's launches at a time per Gla)
         launch::launch_backward_set(
