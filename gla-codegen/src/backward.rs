@@ -45,7 +45,10 @@ pub const BWD_WALK_KERNELS: [&str; 7] = [
 const WALK_TILE: usize = 64;
 
 /// How a backward kernel set computes the gradients.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum BackwardForm {
     /// Every chunk's state S_[c] and state gradient dS_[c] through HBM (two state scans, then every chunk at
     /// once): 2 · (chunks + N) · H · d_k · d_v f32 of workspace. Every gate shape, dtype and head dim.
@@ -89,6 +92,17 @@ impl BackwardSpec {
             dv: spec(dv, "d_v")?,
             form: BackwardForm::Chunks,
         })
+    }
+
+    /// The set the runtime runs for a problem when neither the call nor a tuning cache names one: the chunk form
+    /// (the walk form becomes the default once a GPU run has timed it). Errors as [`BackwardSpec::for_problem`].
+    pub fn default_for(
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+    ) -> Result<Self, GlaError> {
+        BackwardSpec::for_problem(gate, dtype, dk, dv)
     }
 
     /// The same set in `form`. Errors: the walk form where it has no kernels (f32, per-value gates, d over 256).

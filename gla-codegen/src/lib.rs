@@ -24,7 +24,7 @@ pub use plan::{
     spills_acceptable, total_segments, ForwardArgs, GridAxis, KernelLaunch, LaunchPlan, TmaMap,
     LEAD_AHEAD_PER_KEY_PERMILLE, LEAD_AHEAD_SCALAR_PERMILLE, LEAD_PERMILLE, WAVE_CTAS,
 };
-pub use record::SpecRecord;
+pub use record::{BackwardRecord, SpecRecord};
 pub use spec::{
     specialised_dim, KernelSpec, Pass, Tiles, MAX_HEAD_DIM, MAX_SMEM_BYTES, SMEM_PER_SM,
     SMEM_RESERVED_PER_CTA,

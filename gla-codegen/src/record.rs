@@ -1,7 +1,9 @@
 //! [`SpecRecord`]: a [`KernelSpec`] as plain serialisable data (the gate and dtype left out), for the tuning cache's
-//! index. [`SpecRecord::spec`] turns it back into a validated spec for a gate and dtype.
+//! index. [`SpecRecord::spec`] turns it back into a validated spec for a gate and dtype. [`BackwardRecord`]: the same
+//! for a backward kernel set ([`BackwardSpec`]) and its walk segments.
 
-use crate::spec::{KernelSpec, Pass, Tiles};
+use crate::backward::{BackwardForm, BackwardSpec};
+use crate::spec::{specialised_dim, KernelSpec, Pass, Tiles};
 use gla_core::{DType, Gate, GlaError};
 use serde::{Deserialize, Serialize};
 
@@ -93,6 +95,55 @@ impl SpecRecord {
     }
 }
 
+/// A backward kernel set's choices as plain data (the gate and dtype left out, as in [`SpecRecord`]): its form, its
+/// specialised head dims and, for the walk form, the chunks a segment it was chosen with (`None`: the runtime's
+/// [`BackwardSpec::walk_segment_chunks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BackwardRecord {
+    pub form: BackwardForm,
+    /// [`BackwardSpec::dk`].
+    pub dk: u32,
+    /// [`BackwardSpec::dv`].
+    pub dv: u32,
+    /// Chunks a walk segment (`Some(0)`: sequences walk whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seg_chunks: Option<u32>,
+}
+
+impl BackwardRecord {
+    /// The record of `s` with walk segments of `seg_chunks`.
+    pub fn of(s: &BackwardSpec, seg_chunks: Option<u32>) -> BackwardRecord {
+        BackwardRecord {
+            form: s.form,
+            dk: s.dk,
+            dv: s.dv,
+            seg_chunks,
+        }
+    }
+
+    /// The kernel set for `gate` and `dtype`: [`BackwardSpec::for_problem`] at the record's head dims (which must be
+    /// specialised ones), then [`BackwardSpec::with_form`]. A record that is none (hand-edited, or from another
+    /// codegen) is an error naming the bad field.
+    pub fn spec(&self, gate: &'static dyn Gate, dtype: DType) -> Result<BackwardSpec, GlaError> {
+        for (what, d) in [("d_k", self.dk), ("d_v", self.dv)] {
+            if specialised_dim(d as usize) != Some(d) {
+                return Err(GlaError::invalid(
+                    "backward record",
+                    format!("{what} = {d} is not a specialised head dim (64, 128, 256, 512)"),
+                ));
+            }
+        }
+        if self.form == BackwardForm::Chunks && self.seg_chunks.is_some_and(|k| k > 0) {
+            return Err(GlaError::invalid(
+                "backward record",
+                "walk segments on the chunk form",
+            ));
+        }
+        BackwardSpec::for_problem(gate, dtype, self.dk as usize, self.dv as usize)?
+            .with_form(self.form)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +188,43 @@ mod tests {
         .is_err());
         // Warp specialisation is not an f32 variant.
         assert!(r.spec(&PER_KEY, DType::F32).is_err());
+    }
+
+    #[test]
+    fn backward_records_round_trip_and_refuse_what_is_none() {
+        for form in [BackwardForm::Chunks, BackwardForm::Walks] {
+            for d in [64usize, 128, 256] {
+                let s = BackwardSpec::for_problem(&PER_KEY, DType::BF16, d, d)
+                    .unwrap()
+                    .with_form(form)
+                    .unwrap();
+                let r = BackwardRecord::of(&s, (form == BackwardForm::Walks).then_some(16));
+                let back = r.spec(&PER_KEY, DType::BF16).unwrap();
+                assert_eq!(back.id(), s.id());
+                let json = serde_json::to_string(&r).unwrap();
+                assert_eq!(serde_json::from_str::<BackwardRecord>(&json).unwrap(), r);
+            }
+        }
+        let r = BackwardRecord {
+            form: BackwardForm::Walks,
+            dk: 128,
+            dv: 128,
+            seg_chunks: None,
+        };
+        assert!(BackwardRecord { dk: 100, ..r }
+            .spec(&PER_KEY, DType::BF16)
+            .is_err());
+        assert!(r.spec(&PER_KEY, DType::F32).is_err(), "no walk form in f32");
+        assert!(
+            r.spec(&PER_VALUE, DType::BF16).is_err(),
+            "nor for per-value gates"
+        );
+        assert!(BackwardRecord {
+            form: BackwardForm::Chunks,
+            seg_chunks: Some(4),
+            ..r
+        }
+        .spec(&PER_KEY, DType::BF16)
+        .is_err());
     }
 }

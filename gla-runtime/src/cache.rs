@@ -25,7 +25,7 @@
 //! Host-only: nothing here needs a GPU or NVRTC.
 
 use crate::device::DeviceInfo;
-use gla_codegen::SpecRecord;
+use gla_codegen::{BackwardRecord, SpecRecord};
 use gla_core::error::Result;
 use gla_core::{DType, Gate, GlaError};
 use serde::{Deserialize, Serialize};
@@ -114,7 +114,7 @@ pub struct CacheKey {
     pub gate: String,
     /// `format!("{:016x}", gate.content_hash())`: a gate whose definition changed gets another key.
     pub gate_hash: String,
-    /// The pass: `"fwd"`.
+    /// The pass: `"fwd"` or `"bwd"`.
     pub pass: String,
     /// The dtype as [`DType`]'s `Display` writes it: `"bf16"`, `"f16"` or `"f32"`.
     pub dtype: String,
@@ -134,6 +134,16 @@ impl CacheKey {
             dtype: dtype.to_string(),
             dk: dk as u32,
             dv: dv as u32,
+        }
+    }
+}
+
+impl CacheKey {
+    /// The backward pass's key (pass `"bwd"`) of `gate`, `dtype` and head dims `dk`, `dv`.
+    pub fn backward(gate: &dyn Gate, dtype: DType, dk: usize, dv: usize) -> CacheKey {
+        CacheKey {
+            pass: "bwd".to_string(),
+            ..CacheKey::new(gate, dtype, dk, dv)
         }
     }
 }
@@ -210,8 +220,14 @@ pub struct Entry {
     pub bucket: Bucket,
     /// The variant's [`gla_codegen::KernelSpec::id`].
     pub variant: String,
-    /// The variant's spec ([`SpecRecord::spec`] rebuilds it with the key's gate and dtype).
-    pub spec: SpecRecord,
+    /// A forward entry's variant ([`SpecRecord::spec`] rebuilds it with the key's gate and dtype); absent from a
+    /// backward entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SpecRecord>,
+    /// A backward entry's kernel set and walk segments (key pass `"bwd"`, [`CacheKey::backward`];
+    /// [`BackwardRecord::spec`] rebuilds it); absent from a forward entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backward: Option<BackwardRecord>,
     /// The cubin's file name under `cubins/`: [`cubin_file_name`] of its SHA-256 (set by [`TuningCache::insert`]).
     pub cubin: String,
     /// The cubin's SHA-256 ([`sha256_hex`]), checked on every read (set by [`TuningCache::insert`]).

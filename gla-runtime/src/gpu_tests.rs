@@ -625,7 +625,8 @@ fn a_tuning_cache_entry_runs_from_its_cubin() {
         key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
         bucket: Bucket::of(2 * 3, 200),
         variant: spec.id(),
-        spec: gla_codegen::SpecRecord::of(&spec),
+        spec: Some(gla_codegen::SpecRecord::of(&spec)),
+        backward: None,
         cubin: String::new(),
         cubin_sha256: String::new(),
         validators: Validators {

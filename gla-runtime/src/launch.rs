@@ -133,7 +133,7 @@ pub(crate) struct BwdBuffers<'a> {
 }
 
 /// Launch the backward kernels of `spec` (`spec.kernels()`) (compiled from `generate_backward(spec)` with `options` through the
-/// GPU's module cache, so once a process) for a validated problem: `dims`, the
+/// GPU's module cache, so once a process, or loaded from `prebuilt`, a tuning cache's cubin of that source) for a validated problem: `dims`, the
 /// sequences of `meta` (built for `spec.chunk()` with the chunk index), `gate_params` parameters a head. Every
 /// buffer's size is checked against the extents the kernels derive from these first (point 2 of
 /// [`launch_backward`]); the launches are stream-ordered on `gpu`'s stream.
@@ -147,6 +147,7 @@ pub(crate) fn launch_backward_set(
     gate_params: usize,
     scale: f32,
     b: &BwdBuffers,
+    prebuilt: Option<&[u8]>,
 ) -> Result<()> {
     let (n, h, dk, dv) = (meta.seqs().len(), dims.h, dims.dk, dims.dv);
     let tokens = meta.seqs().last().map_or(0, |&(s, l)| s + l);
@@ -228,7 +229,10 @@ pub(crate) fn launch_backward_set(
     // The kernels (compiled once a process: the module cache is keyed by the source).
     let source = gla_codegen::generate_backward(spec)?;
     let kernels = spec.kernels();
-    let module = gpu.load_source(kernels[kernels.len() - 1], &source, options)?;
+    let module = match prebuilt {
+        Some(cubin) => gpu.load_prebuilt(&source, cubin)?,
+        None => gpu.load_source(kernels[kernels.len() - 1], &source, options)?,
+    };
     let funcs = kernels
         .iter()
         .map(|name| gpu.function(&module, name, spec.smem_bytes(name)))

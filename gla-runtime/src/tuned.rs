@@ -1,5 +1,6 @@
-//! Run-time dispatch from tuning caches ([`crate::cache`]): which variant a forward call runs when it names none,
-//! and that variant's cubin — with no NVRTC and no tuning.
+//! Run-time dispatch from tuning caches ([`crate::cache`]): which variant a forward call runs when it names none —
+//! and which backward kernel set (form and walk segments, key pass `"bwd"`: [`Tuned::pick_backward`]) a backward
+//! call runs when it names no form — and the cubin, with no NVRTC and no tuning.
 //!
 //! A [`Gla`](crate::Gla) consults, in order, the caches added with [`Gla::add_tuning_cache`](crate::Gla::add_tuning_cache),
 //! the directories in `GLA_TUNING_CACHE` (separated by `:`), and the caches shipped in the repository
@@ -12,7 +13,7 @@
 //! Decisions are memoised per (gate, dtype, d_k, d_v, bucket), so a call pays one hash-map lookup after the first.
 
 use crate::cache::{self, Bucket, CacheKey, Entry, Environment, GpuFacts, TuningCache};
-use gla_codegen::KernelSpec;
+use gla_codegen::{BackwardSpec, KernelSpec};
 use gla_core::error::Result;
 use gla_core::{DType, Gate};
 use std::collections::{HashMap, HashSet};
@@ -25,6 +26,20 @@ pub struct Pick {
     pub spec: KernelSpec,
     pub cubin: Arc<Vec<u8>>,
     /// Whether the entry was timed on a GPU like this one (false: compiled ahead of time, the default variant).
+    pub timed: bool,
+    /// The cache directory it came from.
+    pub cache: PathBuf,
+    pub bucket: Bucket,
+}
+
+/// A backward kernel set chosen from a tuning cache (key pass `"bwd"`), with its walk segments and its cubin.
+#[derive(Clone, Debug)]
+pub struct BackwardPick {
+    pub spec: BackwardSpec,
+    /// The walk form's chunks a segment it was chosen with (`None`: the runtime's heuristic).
+    pub seg_chunks: Option<u32>,
+    pub cubin: Arc<Vec<u8>>,
+    /// Whether the entry was timed on a GPU like this one.
     pub timed: bool,
     /// The cache directory it came from.
     pub cache: PathBuf,
@@ -49,6 +64,7 @@ pub struct Tuned {
     caches: RwLock<Vec<TuningCache>>,
     env: Environment,
     decisions: Mutex<HashMap<DecisionKey, Option<Pick>>>,
+    bwd_decisions: Mutex<HashMap<DecisionKey, Option<BackwardPick>>>,
     /// SHA-256 of the source the current codegen emits for (variant id, gate hash).
     sources: Mutex<HashMap<(String, u64), Option<String>>>,
     warned: Mutex<HashSet<String>>,
@@ -88,6 +104,7 @@ impl Tuned {
                 gpu,
             },
             decisions: Mutex::default(),
+            bwd_decisions: Mutex::default(),
             sources: Mutex::default(),
             warned: Mutex::default(),
             stats: Mutex::default(),
@@ -124,6 +141,7 @@ impl Tuned {
             .unwrap_or_else(|p| p.into_inner())
             .push(c);
         lock(&self.decisions).clear();
+        lock(&self.bwd_decisions).clear();
         Ok(n)
     }
 
@@ -147,42 +165,41 @@ impl Tuned {
         }
     }
 
-    /// SHA-256 of the source the current codegen emits for `spec` (None if it no longer generates).
-    fn source_sha(&self, spec: &KernelSpec) -> Option<String> {
-        let key = (spec.id(), spec.gate.content_hash());
+    /// SHA-256 of the source the current codegen emits for kernel id `id` of `gate` (`generate`; None if it no
+    /// longer generates), memoised.
+    fn source_sha(
+        &self,
+        id: String,
+        gate: &dyn Gate,
+        generate: impl FnOnce() -> Option<String>,
+    ) -> Option<String> {
+        let key = (id, gate.content_hash());
         if let Some(s) = lock(&self.sources).get(&key) {
             return s.clone();
         }
-        let sha = gla_codegen::generate(spec)
-            .ok()
-            .map(|g| cache::sha256_hex(g.source.as_bytes()));
+        let sha = generate().map(|src| cache::sha256_hex(src.as_bytes()));
         lock(&self.sources).insert(key, sha.clone());
         sha
     }
 
-    /// Whether `e` may run here for `gate`: its spec rebuilds, names the same variant, and passes
-    /// [`cache::check`] against this GPU and the current generated source.
-    fn usable(
+    /// Whether `e` may run here for `gate`: its record rebuilds (`rebuild`: the kernel, its id and its current
+    /// source's SHA-256), names the entry's variant, and passes [`cache::check`] against this GPU and that source.
+    fn usable_with<T>(
         &self,
-        gate: &'static dyn Gate,
-        dtype: DType,
         dir: &Path,
         e: &Entry,
-    ) -> Option<KernelSpec> {
-        let reason = match e.spec.spec(gate, dtype) {
-            Err(err) => Err(format!("its variant no longer validates: {err}")),
-            Ok(spec) if spec.id() != e.variant => Err(format!(
-                "its record builds {}, not {}",
-                spec.id(),
-                e.variant
-            )),
-            Ok(spec) => match self.source_sha(&spec) {
-                None => Err("the current codegen does not generate it".to_string()),
-                Some(sha) => cache::check(e, &self.env, &sha).map(|()| spec),
-            },
+        rebuild: impl FnOnce() -> std::result::Result<(T, String, Option<String>), String>,
+    ) -> Option<T> {
+        let reason = match rebuild() {
+            Err(why) => Err(why),
+            Ok((_, id, _)) if id != e.variant => {
+                Err(format!("its record builds {id}, not {}", e.variant))
+            }
+            Ok((_, _, None)) => Err("the current codegen does not generate it".to_string()),
+            Ok((k, _, Some(sha))) => cache::check(e, &self.env, &sha).map(|()| k),
         };
         match reason {
-            Ok(spec) => Some(spec),
+            Ok(k) => Some(k),
             Err(why) => {
                 let msg = format!(
                     "{}: entry {} ({:?}) is stale: {why}",
@@ -197,6 +214,131 @@ impl Tuned {
                 None
             }
         }
+    }
+
+    /// A forward entry's variant, if usable here ([`Tuned::usable_with`]).
+    fn usable(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dir: &Path,
+        e: &Entry,
+    ) -> Option<KernelSpec> {
+        self.usable_with(dir, e, || {
+            let rec = e.spec.ok_or("a forward entry without a variant record")?;
+            let spec = rec
+                .spec(gate, dtype)
+                .map_err(|err| format!("its variant no longer validates: {err}"))?;
+            let sha = self.source_sha(spec.id(), gate, || {
+                gla_codegen::generate(&spec).ok().map(|g| g.source)
+            });
+            Ok((spec, spec.id(), sha))
+        })
+    }
+
+    /// A backward entry's kernel set and walk segments, if usable here ([`Tuned::usable_with`]).
+    fn usable_backward(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dir: &Path,
+        e: &Entry,
+    ) -> Option<(BackwardSpec, Option<u32>)> {
+        self.usable_with(dir, e, || {
+            let rec = e
+                .backward
+                .ok_or("a backward entry without a kernel-set record")?;
+            let spec = rec
+                .spec(gate, dtype)
+                .map_err(|err| format!("its kernel set no longer validates: {err}"))?;
+            let sha = self.source_sha(spec.id(), gate, || {
+                gla_codegen::generate_backward(&spec).ok()
+            });
+            Ok(((spec, rec.seg_chunks), spec.id(), sha))
+        })
+    }
+
+    /// The nearest usable entry of `key` over every cache (each cache's nearest, then the nearest of those: timed
+    /// first at equal distance, earlier caches first after that), with its cubin; `usable` rebuilds an entry's
+    /// kernel or says it is stale.
+    fn decide_with<T>(
+        &self,
+        key: &CacheKey,
+        bucket: &Bucket,
+        usable: impl Fn(&Path, &Entry) -> Option<T>,
+    ) -> Option<(T, Arc<Vec<u8>>, bool, PathBuf, Bucket)> {
+        let caches = self.caches.read().unwrap_or_else(|p| p.into_inner());
+        let mut best: Option<(u32, bool, usize, &Entry, T)> = None;
+        for (i, c) in caches.iter().enumerate() {
+            // (`usable` memoises the source hash, so asking again for the winner is cheap.)
+            let found = c.lookup(key, bucket, |e| usable(c.dir(), e).is_some());
+            if let Some((e, k)) = found.and_then(|e| Some((e, usable(c.dir(), e)?))) {
+                let rank = (e.bucket.distance(bucket), e.timing.is_none(), i);
+                if best.as_ref().is_none_or(|b| rank < (b.0, b.1, b.2)) {
+                    best = Some((rank.0, rank.1, rank.2, e, k));
+                }
+            }
+        }
+        let (_, untimed, i, e, k) = best?;
+        match caches[i].cubin(e) {
+            Ok(bytes) => Some((
+                k,
+                Arc::new(bytes),
+                !untimed,
+                caches[i].dir().to_path_buf(),
+                e.bucket,
+            )),
+            Err(err) => {
+                self.warn_once(
+                    &format!("cubin:{err}"),
+                    &format!("gla: tuning cache entry {} skipped: {err}", e.variant),
+                );
+                None
+            }
+        }
+    }
+
+    /// The cached backward kernel set for a call of `gate` (`rows` = sequences × heads, `tokens` = the longest
+    /// sequence), or None (the caller runs the default form, compiled). Memoised like [`Tuned::pick`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn pick_backward(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+        rows: usize,
+        tokens: usize,
+    ) -> Option<BackwardPick> {
+        let key = CacheKey::backward(gate, dtype, dk, dv);
+        let bucket = Bucket::of(rows, tokens);
+        let dkey = (key.clone(), bucket);
+        if let Some(p) = lock(&self.bwd_decisions).get(&dkey) {
+            return p.clone();
+        }
+        let pick = self
+            .decide_with(&key, &bucket, |dir, e| {
+                self.usable_backward(gate, dtype, dir, e)
+            })
+            .map(
+                |((spec, seg_chunks), cubin, timed, cache, bucket)| BackwardPick {
+                    spec,
+                    seg_chunks,
+                    cubin,
+                    timed,
+                    cache,
+                    bucket,
+                },
+            );
+        {
+            let mut st = lock(&self.stats);
+            match &pick {
+                Some(_) => st.hits += 1,
+                None => st.misses.push((key.clone(), bucket)),
+            }
+        }
+        lock(&self.bwd_decisions).insert(dkey, pick.clone());
+        pick
     }
 
     /// The cached variant for a call of `gate` (`rows` = sequences × heads, `tokens` = the longest sequence), or
@@ -235,41 +377,14 @@ impl Tuned {
         key: &CacheKey,
         bucket: &Bucket,
     ) -> Option<Pick> {
-        let caches = self.caches.read().unwrap_or_else(|p| p.into_inner());
-        // Each cache's nearest usable entry; then the nearest of those (timed first at equal distance, earlier
-        // caches first after that).
-        let mut best: Option<(u32, bool, usize, &Entry, KernelSpec)> = None;
-        for (i, c) in caches.iter().enumerate() {
-            // `usable` rebuilds the entry's spec; its source hash is memoised, so asking again for the winner is cheap.
-            let found = c.lookup(key, bucket, |e| {
-                self.usable(gate, dtype, c.dir(), e).is_some()
-            });
-            if let Some((e, spec)) =
-                found.and_then(|e| Some((e, self.usable(gate, dtype, c.dir(), e)?)))
-            {
-                let rank = (e.bucket.distance(bucket), e.timing.is_none(), i);
-                if best.as_ref().is_none_or(|b| rank < (b.0, b.1, b.2)) {
-                    best = Some((rank.0, rank.1, rank.2, e, spec));
-                }
-            }
-        }
-        let (_, untimed, i, e, spec) = best?;
-        match caches[i].cubin(e) {
-            Ok(bytes) => Some(Pick {
+        self.decide_with(key, bucket, |dir, e| self.usable(gate, dtype, dir, e))
+            .map(|(spec, cubin, timed, cache, bucket)| Pick {
                 spec,
-                cubin: Arc::new(bytes),
-                timed: !untimed,
-                cache: caches[i].dir().to_path_buf(),
-                bucket: e.bucket,
-            }),
-            Err(err) => {
-                self.warn_once(
-                    &format!("cubin:{err}"),
-                    &format!("gla: tuning cache entry {} skipped: {err}", e.variant),
-                );
-                None
-            }
-        }
+                cubin,
+                timed,
+                cache,
+                bucket,
+            })
     }
 }
 
@@ -345,7 +460,8 @@ mod tests {
             key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
             bucket,
             variant: s.id(),
-            spec: SpecRecord::of(s),
+            spec: Some(SpecRecord::of(s)),
+            backward: None,
             cubin: String::new(),
             cubin_sha256: String::new(),
             validators: Validators {
@@ -481,5 +597,99 @@ mod tests {
         );
         assert_eq!(call_shape(&[1, 100, 4], None), None);
         assert_eq!(call_shape(&[1, 100, 4, 64], Some(&[0])), None);
+    }
+
+    fn bwd_entry(
+        s: &BackwardSpec,
+        seg: Option<u32>,
+        bucket: Bucket,
+        gpu: Option<GpuFacts>,
+        sha: Option<String>,
+    ) -> Entry {
+        let sha = sha.unwrap_or_else(|| {
+            cache::sha256_hex(gla_codegen::generate_backward(s).unwrap().as_bytes())
+        });
+        Entry {
+            key: CacheKey::backward(&PER_KEY, DType::BF16, 128, 128),
+            bucket,
+            variant: s.id(),
+            spec: None,
+            backward: Some(gla_codegen::BackwardRecord::of(s, seg)),
+            cubin: String::new(),
+            cubin_sha256: String::new(),
+            validators: Validators {
+                arch: "sm_90a".into(),
+                nvrtc_version: (13, 0),
+                source_sha256: sha,
+                gpu: gpu.clone(),
+            },
+            timing: gpu.map(|_| Timing {
+                median_ms: 1.2,
+                default_ms: Some(8.3),
+                candidates: 2,
+                strengths: vec![],
+            }),
+        }
+    }
+
+    #[test]
+    fn backward_entries_are_their_own_key_and_carry_form_and_segments() {
+        use gla_codegen::BackwardForm;
+        let d = dir("backward");
+        let chunks = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 128, 128).unwrap();
+        let walks = chunks.with_form(BackwardForm::Walks).unwrap();
+        save(
+            &d,
+            vec![
+                entry(&spec(64, 8), Bucket::of(1, 1), None, None),
+                bwd_entry(&chunks, None, Bucket::of(1, 1), None, None),
+                bwd_entry(&walks, Some(16), Bucket::of(32, 16384), Some(h200()), None),
+                // a timed entry whose source changed since: stale, skipped
+                bwd_entry(
+                    &walks,
+                    Some(8),
+                    Bucket::of(128, 4096),
+                    Some(h200()),
+                    Some("0".repeat(64)),
+                ),
+            ],
+        );
+        let t = Tuned::new(Some(h200()));
+        assert_eq!(t.add(&d).unwrap(), 4);
+        // The forward key does not see the backward entries, and the reverse.
+        assert_eq!(
+            t.pick(&PER_KEY, DType::BF16, 128, 128, 32, 16384)
+                .unwrap()
+                .spec
+                .id(),
+            spec(64, 8).id()
+        );
+        let p = t
+            .pick_backward(&PER_KEY, DType::BF16, 128, 128, 32, 16384)
+            .unwrap();
+        assert_eq!(
+            (p.spec.id(), p.seg_chunks, p.timed),
+            (walks.id(), Some(16), true)
+        );
+        // Nearest usable bucket for 128 rows × 4096 tokens: the timed walk entry (distance 4) beats the untimed
+        // chunk entry (distance 19) once the stale one at distance 0 is skipped.
+        let p = t
+            .pick_backward(&PER_KEY, DType::BF16, 128, 128, 128, 4096)
+            .unwrap();
+        assert_eq!(p.spec.id(), walks.id());
+        assert_eq!(t.stats().stale.len(), 1, "{:?}", t.stats().stale);
+        // f16 has no backward entry: a miss.
+        assert!(t
+            .pick_backward(&PER_KEY, DType::F16, 128, 128, 128, 4096)
+            .is_none());
+        // The index: a backward entry writes `backward`, not `spec`; a forward one the reverse.
+        let json = std::fs::read_to_string(d.join(cache::INDEX_FILE)).unwrap();
+        assert!(json.contains("\"pass\": \"bwd\"") && json.contains("\"form\": \"walks\""));
+        let idx: serde_json::Value = serde_json::from_str(&json).unwrap();
+        for e in idx["entries"].as_array().unwrap() {
+            let bwd = e["key"]["pass"] == "bwd";
+            assert_eq!(e.get("backward").is_some(), bwd);
+            assert_eq!(e.get("spec").is_some(), !bwd);
+        }
     }
 }

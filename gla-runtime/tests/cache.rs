@@ -80,7 +80,8 @@ fn entry(gate: &'static dyn Gate, bucket: Bucket, gpu: Option<GpuFacts>) -> Entr
         key: key(gate),
         bucket,
         variant: spec.id(),
-        spec: SpecRecord::of(&spec),
+        spec: Some(SpecRecord::of(&spec)),
+        backward: None,
         cubin: String::new(),
         cubin_sha256: String::new(),
         validators: Validators {
@@ -259,7 +260,7 @@ fn round_trip() {
     assert!(got2.timing.is_none() && got2.validators.gpu.is_none());
     // The spec record turns back into the variant.
     assert_eq!(
-        got.spec.spec(&PER_KEY, DType::BF16).unwrap().id(),
+        got.spec.unwrap().spec(&PER_KEY, DType::BF16).unwrap().id(),
         got.variant
     );
     // The index is human-readable JSON of an `Index`.

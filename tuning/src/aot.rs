@@ -1,6 +1,6 @@
-//! No GPU: compile ahead of time the variant the runtime would use (`KernelSpec::default_for`) for every selected
-//! (gate, dtype, d), in parallel, into the cache at `--out` as UNTIMED entries (bucket `Bucket::of(1, 1)`,
-//! `validators.gpu = None`). A GPU run refines the cache later; the runtime uses an untimed entry when no timed one
+//! No GPU: compile ahead of time the kernels the runtime would use — the forward variant (`KernelSpec::default_for`)
+//! and the backward kernel set (`BackwardSpec::default_for`, key pass `"bwd"`) — for every selected (gate, dtype, d),
+//! in parallel, into the cache at `--out` as UNTIMED entries (bucket `Bucket::of(1, 1)`, `validators.gpu = None`). A GPU run refines the cache later; the runtime uses an untimed entry when no timed one
 //! is usable, so a deployment with this cache needs no NVRTC for the default variants.
 //!
 //! An entry already in the cache for the same variant, generated source and NVRTC version, whose cubin verifies,
@@ -8,7 +8,9 @@
 
 use crate::args::Options;
 use crate::progress::{bar, say};
-use gla_codegen::{generate, KernelSpec, SpecRecord};
+use gla_codegen::{
+    generate, generate_backward, BackwardRecord, BackwardSpec, KernelSpec, SpecRecord,
+};
 use gla_core::{DType, Gate};
 use gla_runtime::cache::{
     check, sha256_hex, Bucket, CacheKey, Entry, Environment, TuningCache, Validators,
@@ -57,11 +59,40 @@ impl AotReport {
     }
 }
 
+/// A kernel the runtime would use: a forward variant or a backward kernel set.
+#[derive(Clone, Copy)]
+enum Kernel {
+    Fwd(KernelSpec),
+    Bwd(BackwardSpec),
+}
+
+impl Kernel {
+    fn id(&self) -> String {
+        match self {
+            Kernel::Fwd(s) => s.id(),
+            Kernel::Bwd(s) => s.id(),
+        }
+    }
+    fn key(&self, gate: &dyn Gate, dtype: DType, d: usize) -> CacheKey {
+        match self {
+            Kernel::Fwd(_) => CacheKey::new(gate, dtype, d, d),
+            Kernel::Bwd(_) => CacheKey::backward(gate, dtype, d, d),
+        }
+    }
+    fn source(&self) -> Result<String, String> {
+        match self {
+            Kernel::Fwd(s) => generate(s).map(|g| g.source),
+            Kernel::Bwd(s) => generate_backward(s),
+        }
+        .map_err(|e| format!("codegen: {e}"))
+    }
+}
+
 struct Job {
     gate: &'static dyn Gate,
     dtype: DType,
     d: usize,
-    spec: KernelSpec,
+    kernel: Kernel,
     source: String,
     source_sha256: String,
 }
@@ -93,29 +124,39 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                     compile_s: None,
                     problem,
                 };
-                let spec = match KernelSpec::default_for(gate, dtype, d, d) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        rows.push(row("-".into(), Some(format!("no default variant: {e}"))));
+                let kernels = [
+                    KernelSpec::default_for(gate, dtype, d, d)
+                        .map(Kernel::Fwd)
+                        .map_err(|e| format!("no default variant: {e}")),
+                    BackwardSpec::default_for(gate, dtype, d, d)
+                        .map(Kernel::Bwd)
+                        .map_err(|e| format!("no backward kernel set: {e}")),
+                ];
+                for k in kernels {
+                    let kernel = match k {
+                        Ok(k) => k,
+                        Err(e) => {
+                            rows.push(row("-".into(), Some(e)));
+                            continue;
+                        }
+                    };
+                    if !o.selects(&kernel.id()) {
                         continue;
                     }
-                };
-                if !o.selects(&spec.id()) {
-                    continue;
-                }
-                match generate(&spec) {
-                    Ok(g) => {
-                        let source_sha256 = sha256_hex(g.source.as_bytes());
-                        jobs.push(Job {
-                            gate,
-                            dtype,
-                            d,
-                            spec,
-                            source: g.source,
-                            source_sha256,
-                        });
+                    match kernel.source() {
+                        Ok(source) => {
+                            let source_sha256 = sha256_hex(source.as_bytes());
+                            jobs.push(Job {
+                                gate,
+                                dtype,
+                                d,
+                                kernel,
+                                source,
+                                source_sha256,
+                            });
+                        }
+                        Err(e) => rows.push(row(kernel.id(), Some(e))),
                     }
-                    Err(e) => rows.push(row(spec.id(), Some(format!("codegen: {e}")))),
                 }
             }
         }
@@ -124,12 +165,12 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
     // Up to date: an untimed entry of this variant and source, by this NVRTC, with a cubin that verifies.
     let mut todo = Vec::new();
     for job in jobs {
-        let key = CacheKey::new(job.gate, job.dtype, job.d, job.d);
+        let key = job.kernel.key(job.gate, job.dtype, job.d);
         let current = cache.entries().iter().find(|e| {
             e.key == key
                 && e.bucket == bucket
                 && !e.is_timed()
-                && e.variant == job.spec.id()
+                && e.variant == job.kernel.id()
                 && check(e, &env, &job.source_sha256).is_ok()
         });
         match current.map(|e| cache.cubin(e)) {
@@ -137,7 +178,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                 gate: job.gate.name().to_string(),
                 dtype: job.dtype,
                 d: job.d,
-                variant: job.spec.id(),
+                variant: job.kernel.id(),
                 cubin_bytes: bytes.len(),
                 compile_s: None,
                 problem: None,
@@ -149,7 +190,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
     // Longest first (the time grows with d): the two-core tail is then short.
     todo.sort_by_key(|j| std::cmp::Reverse(j.d));
     println!(
-        "compiling {} default variant(s) for {} ahead of time with NVRTC {}.{} on {} threads ({} already in {})",
+        "compiling {} default kernel(s) (forward variants, backward sets) for {} ahead of time with NVRTC {}.{} on {} threads ({} already in {})",
         todo.len(),
         nvrtc::ARCH,
         nvrtc_version.0,
@@ -162,7 +203,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
     let compiled: Vec<(Job, Result<nvrtc::Compiled, String>)> = todo
         .into_par_iter()
         .map(|job| {
-            let id = job.spec.id();
+            let id = job.kernel.id();
             pb.set_message(id.clone());
             let c = nvrtc::compile(&job.source, &id).map_err(|e| e.to_string());
             match &c {
@@ -187,7 +228,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
             gate: job.gate.name().to_string(),
             dtype: job.dtype,
             d: job.d,
-            variant: job.spec.id(),
+            variant: job.kernel.id(),
             cubin_bytes: 0,
             compile_s: None,
             problem: None,
@@ -197,11 +238,16 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
             Ok(c) => {
                 row.cubin_bytes = c.cubin.len();
                 row.compile_s = Some(c.compile_ms / 1e3);
+                let (spec, backward) = match job.kernel {
+                    Kernel::Fwd(s) => (Some(SpecRecord::of(&s)), None),
+                    Kernel::Bwd(s) => (None, Some(BackwardRecord::of(&s, None))),
+                };
                 let entry = Entry {
-                    key: CacheKey::new(job.gate, job.dtype, job.d, job.d),
+                    key: job.kernel.key(job.gate, job.dtype, job.d),
                     bucket,
-                    variant: job.spec.id(),
-                    spec: SpecRecord::of(&job.spec),
+                    variant: job.kernel.id(),
+                    spec,
+                    backward,
                     cubin: String::new(),
                     cubin_sha256: String::new(),
                     validators: Validators {
@@ -228,6 +274,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
             r.gate.clone(),
             DType::ALL.iter().position(|&d| d == r.dtype),
             r.d,
+            r.variant.clone(),
         )
     });
     Ok(AotReport {

@@ -104,7 +104,8 @@ mod tests {
             key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
             bucket,
             variant: s.id(),
-            spec: SpecRecord::of(&s),
+            spec: Some(SpecRecord::of(&s)),
+            backward: None,
             cubin: String::new(),
             cubin_sha256: String::new(),
             validators: Validators {

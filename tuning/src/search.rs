@@ -594,7 +594,8 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             key: CacheKey::new(k.gate, k.dtype, k.d, k.d),
                             bucket: target.bucket,
                             variant: c.spec.id(),
-                            spec: SpecRecord::of(&c.spec),
+                            spec: Some(SpecRecord::of(&c.spec)),
+                            backward: None,
                             cubin: String::new(),
                             cubin_sha256: String::new(),
                             validators: Validators {

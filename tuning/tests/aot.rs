@@ -60,7 +60,10 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         e.validators.source_sha256,
         sha256_hex(generate(&spec).unwrap().source.as_bytes())
     );
-    assert_eq!(e.spec.spec(gate, DType::BF16).unwrap().id(), spec.id());
+    assert_eq!(
+        e.spec.unwrap().spec(gate, DType::BF16).unwrap().id(),
+        spec.id()
+    );
     let cubin = cache.cubin(e).expect("the cubin verifies against its hash");
     assert!(cubin.starts_with(b"\x7fELF"));
     assert_eq!(sha256_hex(&cubin), e.cubin_sha256);

@@ -3,7 +3,7 @@
 //! entry's `source_sha256` (else the runtime would skip it as stale and run the default), and its cubin passes its
 //! SHA-256 check. A change to codegen or a gate that changes a shipped kernel fails here until the cache is re-tuned
 //! on that GPU (`cargo run --release --bin autotune -- --out tuning/caches/h200 …`) or the stale entries are dropped.
-use gla_codegen::generate;
+use gla_codegen::{generate, generate_backward};
 use gla_core::{registered_gates, DType};
 use gla_runtime::cache::{sha256_hex, CacheKey, TuningCache};
 use std::path::Path;
@@ -29,20 +29,36 @@ fn shipped_caches_match_the_generated_kernels() {
                 problems.push(format!("{what}: unknown dtype {:?}", e.key.dtype));
                 continue;
             };
-            let Some(gate) = registered_gates()
-                .into_iter()
-                .find(|g| CacheKey::new(*g, dtype, e.key.dk as usize, e.key.dv as usize) == e.key)
-            else {
+            let (dk, dv) = (e.key.dk as usize, e.key.dv as usize);
+            let Some(gate) = registered_gates().into_iter().find(|g| {
+                CacheKey::new(*g, dtype, dk, dv) == e.key
+                    || CacheKey::backward(*g, dtype, dk, dv) == e.key
+            }) else {
                 problems.push(format!(
                     "{what}: no built-in gate has key {:?} (gate or its hash changed)",
                     e.key
                 ));
                 continue;
             };
-            let spec = match e.spec.spec(gate, dtype) {
-                Ok(s) if s.id() == e.variant => s,
-                Ok(s) => {
-                    problems.push(format!("{what}: the spec record rebuilds {}", s.id()));
+            // A forward entry's variant or a backward entry's kernel set, rebuilt, and its current source.
+            let rebuilt: Result<(String, String), String> =
+                match (e.key.pass.as_str(), e.spec, e.backward) {
+                    ("fwd", Some(r), None) => r
+                        .spec(gate, dtype)
+                        .and_then(|s| Ok((s.id(), generate(&s)?.source))),
+                    ("bwd", None, Some(r)) => r
+                        .spec(gate, dtype)
+                        .and_then(|s| Ok((s.id(), generate_backward(&s)?))),
+                    (pass, ..) => {
+                        problems.push(format!("{what}: pass {pass:?} with the wrong record"));
+                        continue;
+                    }
+                }
+                .map_err(|err| err.to_string());
+            let source = match rebuilt {
+                Ok((id, source)) if id == e.variant => source,
+                Ok((id, _)) => {
+                    problems.push(format!("{what}: the record rebuilds {id}"));
                     continue;
                 }
                 Err(err) => {
@@ -50,7 +66,6 @@ fn shipped_caches_match_the_generated_kernels() {
                     continue;
                 }
             };
-            let source = generate(&spec).unwrap().source;
             if sha256_hex(source.as_bytes()) != e.validators.source_sha256 {
                 problems.push(format!(
                     "{what}: stale (the generated source changed since it was timed)"

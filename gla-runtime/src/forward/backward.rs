@@ -82,8 +82,26 @@ impl Gla {
                 segments: None,
             },
         )?;
-        let spec = BackwardSpec::for_problem(gate, p.dtype, p.dims.dk, p.dims.dv)?
-            .with_form(opts.form.unwrap_or_default())?;
+        // The kernel set: the named form, else a tuning cache's pick for the call's bucket (its cubin: no NVRTC),
+        // else the default form.
+        let base = BackwardSpec::default_for(gate, p.dtype, p.dims.dk, p.dims.dv)?;
+        let pick = match opts.form {
+            Some(_) => None,
+            None => {
+                crate::tuned::call_shape(q.shape(), opts.cu_seqlens).and_then(|(rows, tokens)| {
+                    self.inner
+                        .tuned
+                        .pick_backward(gate, p.dtype, p.dims.dk, p.dims.dv, rows, tokens)
+                })
+            }
+        };
+        let spec = match &pick {
+            Some(pk) => pk.spec,
+            None => match opts.form {
+                Some(f) => base.with_form(f)?,
+                None => base,
+            },
+        };
         check_tensor("d_o", d_o.shape(), d_o.dtype(), &p.o_shape(), p.dtype)?;
         if let Some(t) = opts.d_final_state {
             check_tensor(
@@ -120,10 +138,14 @@ impl Gla {
             .iter()
             .map(|&(_, l)| l.div_ceil(chunk as usize))
             .collect();
-        let seg_chunks = match (spec.form, opts.walk_segment_chunks) {
-            (BackwardForm::Chunks, _) => 0,
-            (_, Some(k)) => k,
-            (_, None) => spec.walk_segment_chunks(
+        let seg_chunks = match (
+            spec.form,
+            opts.walk_segment_chunks,
+            pick.as_ref().and_then(|pk| pk.seg_chunks),
+        ) {
+            (BackwardForm::Chunks, _, _) => 0,
+            (_, Some(k), _) | (_, None, Some(k)) => k,
+            (_, None, None) => spec.walk_segment_chunks(
                 per_seq.iter().copied().max().unwrap_or(0),
                 n,
                 h,
@@ -171,6 +193,7 @@ impl Gla {
             gate.params().len(),
             p.scale,
             &buffers,
+            pick.as_ref().map(|pk| pk.cubin.as_slice()),
         )?;
         Ok(Gradients {
             dq,
