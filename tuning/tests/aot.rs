@@ -1,6 +1,6 @@
 //! The no-GPU path on a tiny selection: `--gates gla --dims 64 --dtypes bf16` into a temporary cache. Needs NVRTC:
 //! without it the test prints `SKIPPED` and passes, unless `GLA_REQUIRE_NVRTC=1`.
-use gla_codegen::{generate, KernelSpec};
+use gla_codegen::{generate, generate_backward, BackwardSpec, KernelSpec};
 use gla_core::{DType, Gate};
 use gla_runtime::cache::{sha256_hex, Bucket, CacheKey, TuningCache};
 use gla_runtime::testing::nvrtc_or_skip;
@@ -37,16 +37,26 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let out = dir.join("cache");
     let gate: &'static dyn Gate = &gla::gates::Gla;
     let spec = KernelSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
+    let bwd = BackwardSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
 
-    // First run: one compile, one entry.
+    // First run: two compiles (the forward variant and the backward kernel set), two entries.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok(), "{:?}", r.rows);
-    assert_eq!((r.rows.len(), r.entries), (1, 1));
-    assert_eq!(r.rows[0].variant, spec.id());
-    assert!(r.rows[0].compile_s.is_some(), "the first run compiles");
+    assert_eq!((r.rows.len(), r.entries), (2, 2));
+    let mut ids: Vec<&str> = r.rows.iter().map(|r| r.variant.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, [bwd.id(), spec.id()]);
+    assert!(
+        r.rows.iter().all(|r| r.compile_s.is_some()),
+        "the first run compiles"
+    );
     let cache = TuningCache::open(&out).unwrap();
-    assert_eq!(cache.entries().len(), 1);
-    let e = &cache.entries()[0];
+    assert_eq!(cache.entries().len(), 2);
+    let e = cache
+        .entries()
+        .iter()
+        .find(|e| e.key.pass == "fwd")
+        .unwrap();
     assert_eq!(e.key, CacheKey::new(gate, DType::BF16, 64, 64));
     assert_eq!(e.bucket, Bucket::of(1, 1));
     assert_eq!(e.variant, spec.id());
@@ -67,13 +77,30 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let cubin = cache.cubin(e).expect("the cubin verifies against its hash");
     assert!(cubin.starts_with(b"\x7fELF"));
     assert_eq!(sha256_hex(&cubin), e.cubin_sha256);
+    // The backward entry: its own key, its kernel-set record, the backward source's hash, a cubin that verifies.
+    let b = cache
+        .entries()
+        .iter()
+        .find(|e| e.key.pass == "bwd")
+        .unwrap();
+    assert_eq!(b.key, CacheKey::backward(gate, DType::BF16, 64, 64));
+    assert!(b.spec.is_none() && !b.is_timed());
+    assert_eq!(
+        b.backward.unwrap().spec(gate, DType::BF16).unwrap().id(),
+        bwd.id()
+    );
+    assert_eq!(
+        b.validators.source_sha256,
+        sha256_hex(generate_backward(&bwd).unwrap().as_bytes())
+    );
+    assert!(cache.cubin(b).unwrap().starts_with(b"\x7fELF"));
 
-    // Second run, same selection: the entry is up to date (no compile) and not duplicated.
+    // Second run, same selection: the entries are up to date (no compile) and not duplicated.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!((r.rows.len(), r.entries), (1, 1));
+    assert_eq!((r.rows.len(), r.entries), (2, 2));
     assert!(
-        r.rows[0].compile_s.is_none(),
+        r.rows.iter().all(|r| r.compile_s.is_none()),
         "an up-to-date entry is not recompiled"
     );
     assert_eq!(TuningCache::open(&out).unwrap().entries(), cache.entries());
@@ -83,24 +110,25 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let good = std::fs::read(&path).unwrap();
     std::fs::write(&path, b"\x7fELF truncated").unwrap();
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
+    let fwd_row = r.rows.iter().find(|r| r.variant == spec.id()).unwrap();
     assert!(
-        r.ok() && r.rows[0].compile_s.is_some(),
+        r.ok() && fwd_row.compile_s.is_some(),
         "a cubin that fails its hash is recompiled"
     );
-    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 1);
+    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 2);
     std::fs::write(&path, good).unwrap();
 
     // A wider selection adds to the cache: bf16 kept (up to date), f16 added.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16,f16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!(r.entries, 2);
+    assert_eq!(r.entries, 4);
     let both = TuningCache::open(&out).unwrap();
     let dtypes: Vec<&str> = both
         .entries()
         .iter()
         .map(|e| e.key.dtype.as_str())
         .collect();
-    assert_eq!(dtypes.len(), 2);
+    assert_eq!(dtypes.len(), 4);
     assert!(
         dtypes.contains(&"bf16") && dtypes.contains(&"f16"),
         "{dtypes:?}"
@@ -130,7 +158,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
             "{stdout}"
         );
         assert!(stdout.contains(&spec.id()), "{stdout}");
-        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 2);
+        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 4);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
