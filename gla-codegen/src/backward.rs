@@ -141,8 +141,8 @@ impl BackwardSpec {
 
     /// Chunks a walk segment should take for sequences of `max_chunks` chunks at most, `n_seqs` of them, `h` heads,
     /// d_k `dk`, on a GPU of `sms` multiprocessors: 0 (every sequence one segment) where the walks' CTAs — ⌈d_k /
-    /// 64⌉ · H · N — already give each multiprocessor two; else the fewest chunks (at least 16) a segment that do.
-    /// (A heuristic: the tuner is to time it.)
+    /// 64⌉ · H · N — give every multiprocessor one at least; else the fewest chunks (at least 16) a segment that
+    /// give each two. (A heuristic: `autotune --backward` times it against walking whole.)
     pub fn walk_segment_chunks(
         &self,
         max_chunks: usize,
@@ -153,7 +153,7 @@ impl BackwardSpec {
     ) -> u32 {
         let ctas = dk.div_ceil(WALK_TILE) * h * n_seqs;
         let want = 2 * sms as usize;
-        if self.form != BackwardForm::Walks || ctas == 0 || ctas >= want {
+        if self.form != BackwardForm::Walks || ctas == 0 || ctas >= sms as usize {
             return 0;
         }
         let per_seq = want.div_ceil(ctas);
@@ -695,8 +695,8 @@ mod tests {
             .unwrap()
             .with_form(BackwardForm::Walks)
             .unwrap();
-        // 8 × 16 heads × 2 key tiles = 256 CTAs ≥ 2 · 128: one segment a sequence.
-        assert_eq!(key.walk_segment_chunks(128, 8, 16, 128, 128), 0);
+        // 8 × 16 heads × 2 key tiles = 256 CTAs, one a multiprocessor at least: one segment a sequence.
+        assert_eq!(key.walk_segment_chunks(128, 8, 16, 128, 132), 0);
         // 2 × 16 × 2 = 64 CTAs on 132 SMs: 5 segments of 103 chunks for 512-chunk sequences.
         assert_eq!(key.walk_segment_chunks(512, 2, 16, 128, 132), 103);
         // Short sequences are never cut below 16 chunks, nor into one piece.

@@ -429,6 +429,13 @@ impl Gla {
         Ok(lock(&self.inner.variants).entry(key).or_insert(v).clone())
     }
 
+    /// Load the backward kernel set `spec` from a cubin built for it (e.g. by NVRTC in the tuner), with no compile;
+    /// later backward calls that run `spec` run exactly this cubin.
+    pub fn load_backward_cubin(&self, spec: &gla_codegen::BackwardSpec, cubin: &[u8]) -> Result<()> {
+        let source = gla_codegen::generate_backward(spec)?;
+        self.inner.gpu.load_prebuilt(&source, cubin).map(|_| ())
+    }
+
     /// The variant a call that names none runs, for q of shape `q_shape` (`[B, T, H, d_k]`, or `[1, T, H, d_k]` with
     /// `cu_seqlens`), values of width `d_v` and `dtype`: the tuning cache's pick for the call's bucket (its cubin
     /// loaded), else the default ([`KernelSpec::default_for`]). What benchmarks report as "ours"; needs no tensor.

@@ -229,9 +229,14 @@ pub(crate) fn launch_backward_set(
     // The kernels (compiled once a process: the module cache is keyed by the source).
     let source = gla_codegen::generate_backward(spec)?;
     let kernels = spec.kernels();
+    // A cubin given (a tuning cache's), else one loaded before for this source (`Gla::load_backward_cubin`: the
+    // tuner's), else a compile.
     let module = match prebuilt {
         Some(cubin) => gpu.load_prebuilt(&source, cubin)?,
-        None => gpu.load_source(kernels[kernels.len() - 1], &source, options)?,
+        None => match gpu.prebuilt(&source) {
+            Some(m) => m,
+            None => gpu.load_source(kernels[kernels.len() - 1], &source, options)?,
+        },
     };
     let funcs = kernels
         .iter()

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// `--help`.
 pub const USAGE: &str = "\
 usage: autotune [--plan | --report] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
-                [--out DIR] [--buckets default|B,T,H;...] [--devices all|0,1,...]
+                [--out DIR] [--buckets default|B,T,H;...] [--devices all|0,1,...] [--backward]
 
 With a GPU: for every registered gate x dtype x head dim x shape bucket, compile the candidate variants in
 parallel, check each against the f64 reference on a small random problem (a failing candidate is reported and
@@ -31,6 +31,9 @@ gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run l
                     cached under the bucket of (B*H, T)
   --devices D       the GPUs that share the search, one worker each taking the next gate x dtype x head dim:
                     `all` (default: every device of the host) or ordinals 0,1,...
+  --backward        with a GPU, also tune the backward where it has a choice (bf16/f16 key gates, d <= 256): its form
+                    (chunks or walks) and the walks' segments, checked against the f64 reference gradients first, timed
+                    per bucket on the first device at logits ~ N(0,1) (its cost does not depend on the gate's values)
   -h, --help        this text";
 
 /// Which shape buckets a GPU run times.
@@ -57,6 +60,8 @@ pub struct Options {
     pub buckets: Buckets,
     /// `--devices`: the GPU ordinals to tune on (`None`: every device).
     pub devices: Option<Vec<usize>>,
+    /// `--backward`: also tune the backward's form and walk segments (GPU runs).
+    pub backward: bool,
 }
 
 /// Default head dims (square, d_k = d_v).
@@ -78,6 +83,7 @@ impl Default for Options {
             out: PathBuf::from(DEFAULT_OUT),
             buckets: Buckets::Default,
             devices: None,
+            backward: false,
         }
     }
 }
@@ -169,6 +175,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             ("-h" | "--help", _) => o.help = true,
             ("--plan", _) => o.plan = true,
             ("--report", _) => o.report = true,
+            ("--backward", _) => o.backward = true,
             ("--only", Some(v)) => o.only = Some(v),
             ("--gates", Some(v)) => {
                 let g: Vec<String> = list(&v).map(String::from).collect();
@@ -270,7 +277,8 @@ mod tests {
     #[test]
     fn every_flag() {
         let o = p("--plan --only w8p4 --gates gla,mamba2 --dims 64,128 --dtypes bf16,f32 --out /tmp/x --buckets 8,4096,16;2,16384,16").unwrap();
-        assert!(o.plan && !o.help);
+        assert!(o.plan && !o.help && !o.backward);
+        assert!(p("--backward").unwrap().backward);
         assert_eq!(o.only.as_deref(), Some("w8p4"));
         assert_eq!(o.gates, Some(vec!["gla".to_string(), "mamba2".to_string()]));
         assert_eq!(o.dims, Some(vec![64, 128]));

@@ -2,7 +2,7 @@
 //! timed, when a candidate passes the reference check, which candidates are dropped early, and which one wins.
 
 use crate::args::Buckets;
-use gla_codegen::{all_variants, KernelSpec};
+use gla_codegen::{all_variants, BackwardForm, BackwardSpec, KernelSpec};
 use gla_core::{DType, Gate, GateShape};
 use gla_runtime::cache::Bucket;
 
@@ -24,6 +24,48 @@ pub fn tolerance(dtype: DType) -> f64 {
         DType::F32 => 1e-5,
         DType::BF16 | DType::F16 => 3e-3,
     }
+}
+
+/// Relative RMS error vs the f64 reference gradients a backward kernel set may have (issue 28's tolerances).
+pub fn backward_tolerance(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-5,
+        DType::BF16 | DType::F16 => 5e-3,
+    }
+}
+
+/// The backward's candidates for a key whose kernel sets are `sets` (the default first) at a problem of
+/// `rows` = sequences × heads and sequences of `chunks` chunks, d_k `dk`, on `sms` multiprocessors: each chunk-form
+/// set as it is (`None`), each walk-form set walking whole sequences (`Some(0)`) and, where the runtime's heuristic
+/// cuts them ([`BackwardSpec::walk_segment_chunks`], k chunks a segment), cut at k and at 2k (where 2k still cuts).
+/// Empty where there is nothing to choose (one set, no cut).
+pub fn backward_candidates(
+    sets: &[BackwardSpec],
+    rows: usize,
+    chunks: usize,
+    dk: usize,
+    sms: u32,
+) -> Vec<(BackwardSpec, Option<u32>)> {
+    let mut out = Vec::new();
+    for &s in sets {
+        if s.form == BackwardForm::Chunks {
+            out.push((s, None));
+            continue;
+        }
+        out.push((s, Some(0)));
+        // (the heuristic's rows: one head a sequence here; its CTAs count key tiles × rows)
+        let k = s.walk_segment_chunks(chunks, rows, 1, dk, sms);
+        if k > 0 {
+            out.push((s, Some(k)));
+            if (2 * k as usize) < chunks {
+                out.push((s, Some(2 * k)));
+            }
+        }
+    }
+    if out.len() < 2 {
+        out.clear();
+    }
+    out
 }
 
 /// Whether errors (relative RMS of o and of the final state) pass; NaN and ∞ fail.
@@ -307,5 +349,34 @@ mod tests {
         let only = candidates(gla, DType::BF16, 128, Some("w8p8x2g"));
         assert!(!only.is_empty() && only.iter().all(|s| s.id().contains("w8p8x2g")));
         assert!(candidates(gla, DType::BF16, 100, None).is_empty());
+    }
+
+    #[test]
+    fn backward_candidates_cover_forms_and_cuts() {
+        let _ = &gla::gates::Gla;
+        let gate: &'static dyn Gate = &gla::gates::Gla;
+        let chunks = BackwardSpec::default_for(gate, DType::BF16, 128, 128).unwrap();
+        let walks = chunks.with_form(BackwardForm::Walks).unwrap();
+        let ids = |c: Vec<(BackwardSpec, Option<u32>)>| -> Vec<(String, Option<u32>)> {
+            c.into_iter().map(|(s, k)| (s.id(), k)).collect()
+        };
+        // 8 × 16 rows of 128 chunks: the walks fill 132 SMs whole: chunks, walks.
+        assert_eq!(
+            ids(backward_candidates(&[chunks, walks], 128, 128, 128, 132)),
+            vec![(chunks.id(), None), (walks.id(), Some(0))]
+        );
+        // 32 rows of 512 chunks: cut at the heuristic's 103 chunks and at 206.
+        assert_eq!(
+            ids(backward_candidates(&[chunks, walks], 32, 512, 128, 132)),
+            vec![
+                (chunks.id(), None),
+                (walks.id(), Some(0)),
+                (walks.id(), Some(103)),
+                (walks.id(), Some(206))
+            ]
+        );
+        // One set and nothing to cut: nothing to choose.
+        assert!(backward_candidates(&[chunks], 32, 512, 128, 132).is_empty());
+        assert_eq!(backward_tolerance(DType::BF16), 5e-3);
     }
 }
