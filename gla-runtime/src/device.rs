@@ -209,7 +209,8 @@ impl Gpu {
 
     /// The module [`Gpu::load_prebuilt`] loaded for `source`, if any.
     pub fn prebuilt(&self, source: &str) -> Option<Arc<LoadedModule>> {
-        self.modules.get(fnv1a64(&[source.as_bytes(), b"prebuilt sm_90a cubin"]))
+        self.modules
+            .get(fnv1a64(&[source.as_bytes(), b"prebuilt sm_90a cubin"]))
     }
 
     /// Load a cubin built ahead of time (a tuning cache's) for `source`, through the module cache: no NVRTC. Keyed

@@ -431,7 +431,11 @@ impl Gla {
 
     /// Load the backward kernel set `spec` from a cubin built for it (e.g. by NVRTC in the tuner), with no compile;
     /// later backward calls that run `spec` run exactly this cubin.
-    pub fn load_backward_cubin(&self, spec: &gla_codegen::BackwardSpec, cubin: &[u8]) -> Result<()> {
+    pub fn load_backward_cubin(
+        &self,
+        spec: &gla_codegen::BackwardSpec,
+        cubin: &[u8],
+    ) -> Result<()> {
         let source = gla_codegen::generate_backward(spec)?;
         self.inner.gpu.load_prebuilt(&source, cubin).map(|_| ())
     }

@@ -173,6 +173,41 @@ impl HostInputs {
     }
 }
 
+impl HostInputs {
+    /// The f64 reference gradients (`gla_core::gate_ref::gate_backward`) for output gradient `d_o` and final-state
+    /// gradient `dht`, with `logits` in place of [`HostInputs::logits`].
+    pub fn reference_backward(
+        &self,
+        gate: &dyn Gate,
+        logits: &[f32],
+        d_o: &[f32],
+        dht: &[f32],
+    ) -> gla_core::error::Result<gla_core::gate_ref::GateGrads> {
+        let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        let (q, k, v, logits, params) = (
+            f(&self.q),
+            f(&self.k),
+            f(&self.v),
+            f(logits),
+            f(&self.params),
+        );
+        let h0 = self.initial_state.as_deref().map(f);
+        let p = GateProblem {
+            dims: self.dims,
+            q: &q,
+            k: &k,
+            v: &v,
+            gate,
+            logits: &logits,
+            params: &params,
+            scale: None,
+            initial_state: h0.as_deref(),
+            cu_seqlens: None,
+        };
+        gla_core::gate_ref::gate_backward(&p, &f(d_o), Some(&f(dht)))
+    }
+}
+
 /// `values` as a host tensor of `dtype` (converted in parallel: the largest timed problems hold 2^31 values).
 pub fn host_tensor(
     dtype: DType,

@@ -23,6 +23,7 @@
 
 pub mod aot;
 pub mod args;
+pub mod backward;
 pub mod decide;
 pub mod inputs;
 pub mod plan;
@@ -134,20 +135,35 @@ pub fn run(args: &[String]) -> ExitCode {
                 }
             }
         }
-        Ok(glas) => match search::run(&glas, &gates, &o) {
-            Ok(r) => {
-                search::print_report(&r);
-                if r.failures.is_empty() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
+        Ok(glas) => {
+            let fwd = match search::run(&glas, &gates, &o) {
+                Ok(r) => {
+                    search::print_report(&r);
+                    r.failures.is_empty()
                 }
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            // `--backward`: the backward's form and walk segments, on the first device.
+            let bwd = !o.backward
+                || match backward::run(&glas[0], &gates, &o) {
+                    Ok(r) => {
+                        backward::print_report(&r);
+                        r.failures.is_empty()
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        false
+                    }
+                };
+            if fwd && bwd {
+                ExitCode::SUCCESS
+            } else {
                 ExitCode::FAILURE
             }
-        },
+        }
     }
 }
 

@@ -85,19 +85,19 @@ pub struct SearchReport {
 }
 
 /// The inputs of one problem on the device: q, k, v, params, and the logits at each strength.
-struct DeviceInputs {
-    q: DeviceTensor,
-    k: DeviceTensor,
-    v: DeviceTensor,
-    params: Option<DeviceTensor>,
+pub(crate) struct DeviceInputs {
+    pub(crate) q: DeviceTensor,
+    pub(crate) k: DeviceTensor,
+    pub(crate) v: DeviceTensor,
+    pub(crate) params: Option<DeviceTensor>,
     /// One per strength (`None` for fixed gates).
-    logits: Vec<Option<DeviceTensor>>,
-    h0: Option<DeviceTensor>,
+    pub(crate) logits: Vec<Option<DeviceTensor>>,
+    pub(crate) h0: Option<DeviceTensor>,
 }
 
 type Res<T> = gla_core::error::Result<T>;
 
-fn upload(
+pub(crate) fn upload(
     gla: &Gla,
     gate: &'static dyn Gate,
     x: &HostInputs,
@@ -146,7 +146,7 @@ fn upload(
 
 /// The timed problem's device inputs, tiled from `pool` on the device (`DeviceTensor::tiled`): q, k, v, the logits
 /// once per strength (the pool shifted), the parameters; no initial state.
-fn upload_pool(
+pub(crate) fn upload_pool(
     gla: &Gla,
     gate: &'static dyn Gate,
     pool: &Pool,

@@ -1,0 +1,481 @@
+//! `autotune --backward`, with a GPU, after the forward search: the backward's choice per (gate, dtype, d) and
+//! bucket — its form (every chunk's state through HBM, or the walks that keep none) and, for the walks, whether and
+//! where to cut the sequences into segments ([`decide::backward_candidates`]). On the first device:
+//!
+//! 1. each kernel set of the key (both forms, where the walk form has kernels) is compiled once with NVRTC and its
+//!    cubin loaded (`Gla::load_backward_cubin`: the runtime then runs exactly that cubin);
+//! 2. each set runs a small random problem with an initial state and a final-state gradient at every strength of
+//!    the gate ([`decide::strengths`]; the walk form whole and cut into segments of one chunk) and dq, dk, dv, dh0 —
+//!    and d logits at logits ~ N(0, 1) — are compared with the f64 reference gradients
+//!    ([`decide::backward_tolerance`]) BEFORE it may be timed: a failing set is reported and never cached;
+//! 3. the candidates are timed at each bucket's problem (CUDA events, warm-ups, L2 flushed, median; screening and
+//!    final runs as the forward's), forward not included, at logits ~ N(0, 1) only: the backward's cost does not
+//!    depend on the gate's values (every per-pair decay is a product of α's, every other factor one exponential);
+//! 4. the winner goes into the cache as a timed entry of key pass `"bwd"` (its kernel set, its segments, its cubin).
+
+use crate::args::Options;
+use crate::decide::{self, Target};
+use crate::inputs::{rel_rms, shifted, HostInputs, Pool};
+use crate::progress::{bar, say};
+use crate::search::{upload, upload_pool, Failure};
+use gla_codegen::{generate_backward, BackwardForm, BackwardRecord, BackwardSpec};
+use gla_core::{DType, Dims, Gate};
+use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache, Validators};
+use gla_runtime::timing::{bench, L2Flush};
+use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor, Gla};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::path::PathBuf;
+use std::time::Instant;
+
+type Res<T> = gla_core::error::Result<T>;
+
+/// One line of the summary: the winner of a key at a bucket.
+#[derive(Clone, Debug)]
+pub struct BackwardRow {
+    pub key: String,
+    pub target: Target,
+    pub winner: String,
+    pub ms: f64,
+    /// The default set's (`BackwardSpec::default_for`) time.
+    pub default_ms: Option<f64>,
+    pub timed: usize,
+}
+
+/// What [`run`] did.
+#[derive(Debug)]
+pub struct BackwardReport {
+    pub dir: PathBuf,
+    pub rows: Vec<BackwardRow>,
+    pub failures: Vec<Failure>,
+    pub entries: usize,
+    pub wall_s: f64,
+}
+
+/// A candidate's name: the kernel set's id, and `whole` / `seg<k>` for the walk form.
+pub fn candidate_label(spec: &BackwardSpec, seg: Option<u32>) -> String {
+    match seg {
+        None => spec.id(),
+        Some(0) => format!("{} whole", spec.id()),
+        Some(k) => format!("{} seg{k}", spec.id()),
+    }
+}
+
+/// A compiled kernel set.
+struct Compiled {
+    spec: BackwardSpec,
+    cubin: Vec<u8>,
+    source_sha256: String,
+}
+
+fn compile(gla: &Gla, spec: &BackwardSpec) -> Result<Compiled, String> {
+    let source = generate_backward(spec).map_err(|e| format!("codegen: {e}"))?;
+    let opts = CompileOptions {
+        driver_cache: true,
+        ..CompileOptions::default()
+    };
+    let c = nvrtc::compile_with(&source, spec.kernels()[0], &opts).map_err(|e| e.to_string())?;
+    gla.load_backward_cubin(spec, &c.cubin)
+        .map_err(|e| format!("load: {e}"))?;
+    Ok(Compiled {
+        spec: *spec,
+        cubin: c.cubin,
+        source_sha256: sha256_hex(source.as_bytes()),
+    })
+}
+
+fn randn(rng: &mut SmallRng, n: usize, dt: DType) -> Vec<f32> {
+    (0..n)
+        .map(|_| {
+            let (u1, u2): (f32, f32) = (rng.random_range(1e-7f32..1.0), rng.random());
+            dt.round((-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos())
+        })
+        .collect()
+}
+
+/// Step 2 for one kernel set: `None` if it matches the f64 reference gradients at every strength (and, for the walk
+/// form, cut into segments of one chunk too), else what was wrong.
+fn check(
+    gla: &Gla,
+    gate: &'static dyn Gate,
+    dtype: DType,
+    d: usize,
+    spec: &BackwardSpec,
+) -> Res<Option<String>> {
+    let (b, t, h) = decide::CHECK_PROBLEM;
+    let dims = Dims::new(b, t, h, d, d);
+    let strengths = decide::strengths(gate.shape());
+    let x = HostInputs::random(gate, dims, dtype, 17 + d as u64);
+    let mut rng = SmallRng::seed_from_u64(23 + d as u64);
+    let d_o = randn(&mut rng, b * t * h * d, dtype);
+    let dht = randn(&mut rng, b * h * d * d, DType::F32);
+    let dev = upload(gla, gate, &x, &strengths)?;
+    let d_o_dev = gla.upload(&crate::inputs::host_tensor(dtype, &dims.v_shape(), &d_o)?)?;
+    let dht_dev = DeviceTensor::from_f32(gla.gpu(), &[b, h, d, d], &dht)?;
+    let cuts: &[Option<u32>] = if spec.form == BackwardForm::Walks {
+        &[Some(0), Some(1)]
+    } else {
+        &[None]
+    };
+    let tol = decide::backward_tolerance(dtype);
+    let get = |t: &DeviceTensor| -> Res<Vec<f64>> {
+        Ok(t.to_f32()?.into_iter().map(f64::from).collect())
+    };
+    for (si, s) in strengths.iter().enumerate() {
+        let want = x.reference_backward(gate, &shifted(&x.logits, s.shift, dtype), &d_o, &dht)?;
+        for &cut in cuts {
+            let opts = BackwardOptions {
+                initial_state: dev.h0.as_ref(),
+                d_final_state: Some(&dht_dev),
+                form: Some(spec.form),
+                walk_segment_chunks: cut,
+                ..BackwardOptions::default()
+            };
+            let g = gla.backward(
+                gate,
+                &dev.q,
+                &dev.k,
+                &dev.v,
+                dev.logits[si].as_ref(),
+                dev.params.as_ref(),
+                &d_o_dev,
+                &opts,
+            )?;
+            let mut errs = vec![
+                ("dq", rel_rms(&get(&g.dq)?, &want.dq)),
+                ("dk", rel_rms(&get(&g.dk)?, &want.dk)),
+                ("dv", rel_rms(&get(&g.dv)?, &want.dv)),
+            ];
+            if let (Some(got), Some(w)) = (&g.d_initial_state, &want.d_initial_state) {
+                errs.push(("dh0", rel_rms(&get(got)?, w)));
+            }
+            // (d logits only where it is not a cancellation: under strong decays the true gradient is tiny and any
+            // f32 evaluation of its closed form leaves a residue of its terms' size — the GPU tests measure it so)
+            if let Some(got) = g.d_logits.as_ref().filter(|_| s.shift == 0.0) {
+                errs.push(("d logits", rel_rms(&get(got)?, &want.d_logits)));
+            }
+            if let Some((what, e)) = errs.iter().find(|(_, e)| !(*e <= tol)) {
+                return Ok(Some(format!(
+                    "wrong at {}{}: rel RMS {what} {e:.2e} (tolerance {tol:.0e})",
+                    s.name,
+                    if cut == Some(1) {
+                        ", segments of one chunk"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Step 3 at one target: (index of the winner, its median, the default's median).
+fn time_target(
+    gla: &Gla,
+    gate: &'static dyn Gate,
+    dtype: DType,
+    d: usize,
+    cands: &[(BackwardSpec, Option<u32>)],
+    target: &Target,
+    flush: &mut L2Flush,
+) -> Res<Option<(usize, f64, Option<f64>)>> {
+    let (b, t, h) = target.problem;
+    let dims = Dims::new(b, t, h, d, d);
+    let strengths = &decide::strengths(gate.shape())[..1];
+    let dev = upload_pool(gla, gate, &Pool::new(gate, dims, dtype, 42), strengths)?;
+    // (dO: the values tensor, random like it; d_v = d_k here)
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); cands.len()];
+    let mut failed = vec![false; cands.len()];
+    let mut measure = |i: usize,
+                       warmups: usize,
+                       runs: usize,
+                       samples: &mut Vec<f64>,
+                       failed: &mut bool|
+     -> Res<()> {
+        let (spec, cut) = cands[i];
+        let opts = BackwardOptions {
+            form: Some(spec.form),
+            walk_segment_chunks: cut,
+            ..BackwardOptions::default()
+        };
+        let st = bench(gla.gpu(), warmups, runs, Some(&mut *flush), || {
+            gla.backward(
+                gate,
+                &dev.q,
+                &dev.k,
+                &dev.v,
+                dev.logits[0].as_ref(),
+                dev.params.as_ref(),
+                &dev.v,
+                &opts,
+            )
+            .map(|_| ())
+        });
+        match st {
+            Ok(st) => samples.extend(st.samples_ms.iter().map(|&s| s as f64)),
+            Err(e) => {
+                // A broken context ends the run; a refused launch (e.g. the chunk form's workspace out of memory)
+                // drops the candidate.
+                gla.synchronize()?;
+                *failed = true;
+                eprintln!(
+                    "  {} at {:?}: {e}",
+                    candidate_label(&spec, cut),
+                    target.problem
+                );
+            }
+        }
+        Ok(())
+    };
+    let score = |s: &[f64], failed: bool| {
+        if failed {
+            f64::INFINITY
+        } else {
+            decide::median(s)
+        }
+    };
+    for i in 0..cands.len() {
+        measure(
+            i,
+            decide::WARMUPS,
+            decide::SCREEN_RUNS,
+            &mut samples[i],
+            &mut failed[i],
+        )?;
+    }
+    let screen: Vec<f64> = (0..cands.len())
+        .map(|i| score(&samples[i], failed[i]))
+        .collect();
+    let keep = decide::survivors(&screen, decide::DROP_RATIO, Some(0));
+    for i in (0..cands.len()).filter(|&i| keep[i]) {
+        measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
+    }
+    let finals: Vec<f64> = (0..cands.len())
+        .map(|i| {
+            if keep[i] {
+                score(&samples[i], failed[i])
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let default_ms = Some(finals[0]).filter(|m| m.is_finite());
+    Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
+}
+
+/// Tune the backward of `gates` on `gla` (see the module docs) into the cache at `o.out`, saved after every key.
+/// Errors: no NVRTC, an unreadable or unwritable cache, a broken CUDA context (the cache keeps what was found).
+pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<BackwardReport, String> {
+    let t0 = Instant::now();
+    let nvrtc_version = nvrtc::probe().map_err(|e| e.to_string())?.version;
+    let mut cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
+    let targets = decide::targets(&o.buckets);
+    let facts = GpuFacts::from(gla.gpu().info());
+    let sms = gla.gpu().info().sm_count;
+    let mut flush = L2Flush::new(gla.gpu()).map_err(|e| e.to_string())?;
+    let mut keys = Vec::new();
+    for &gate in gates {
+        for dtype in o.dtypes_or_default() {
+            for d in o.dims_or_default() {
+                let Ok(base) = BackwardSpec::default_for(gate, dtype, d, d) else {
+                    continue;
+                };
+                // Both forms, the default (the chunk form) first; a key with one has nothing to choose.
+                let sets: Vec<BackwardSpec> = [BackwardForm::Chunks, BackwardForm::Walks]
+                    .into_iter()
+                    .filter_map(|f| base.with_form(f).ok())
+                    .filter(|s| o.selects(&s.id()))
+                    .collect();
+                if sets.len() == 2 && sets[0].id() == base.id() {
+                    keys.push((gate, dtype, d, sets));
+                }
+            }
+        }
+    }
+    println!(
+        "autotune --backward on {}: {} keys (gate x dtype x d) with a choice of form, {} buckets",
+        facts.name,
+        keys.len(),
+        targets.len()
+    );
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    let pb = bar(keys.len() * (2 + targets.len()), "backward");
+    for (gate, dtype, d, sets) in keys {
+        let label = format!("{} {} d{}", gate.name(), dtype, d);
+        // 1–2. Compile, load and check each set; only sets that pass may be timed.
+        let mut passing = Vec::new();
+        for s in &sets {
+            pb.set_message(format!("{label}: {}", s.id()));
+            let r = compile(gla, s).and_then(|c| match check(gla, gate, dtype, d, s) {
+                Ok(None) => Ok(c),
+                Ok(Some(what)) => Err(what),
+                Err(e) => {
+                    gla.synchronize().map_err(|e| e.to_string())?; // a broken context ends the run
+                    Err(format!("failed: {e}"))
+                }
+            });
+            match r {
+                Ok(c) => passing.push(c),
+                Err(what) => {
+                    say(&pb, format!("  {label} {}: {what} — not cached", s.id()));
+                    failures.push(Failure {
+                        key: label.clone(),
+                        variant: s.id(),
+                        what,
+                    });
+                }
+            }
+            pb.inc(1);
+        }
+        if passing.first().map(|c| c.spec.id()) != Some(sets[0].id()) {
+            // (without the default there is no baseline: the key keeps its untimed entry)
+            pb.inc(targets.len() as u64);
+            continue;
+        }
+        // 3–4. Time the candidates at every target, cache the winners.
+        let specs: Vec<BackwardSpec> = passing.iter().map(|c| c.spec).collect();
+        for target in &targets {
+            let (b, t, h) = target.problem;
+            let cands = decide::backward_candidates(
+                &specs,
+                b * h,
+                t.div_ceil(specs[0].chunk() as usize),
+                d,
+                sms,
+            );
+            pb.set_message(format!("{label} {:?}", target.problem));
+            pb.inc(1);
+            if cands.is_empty() {
+                continue;
+            }
+            let res =
+                time_target(gla, gate, dtype, d, &cands, target, &mut flush).map_err(|e| {
+                    format!(
+                        "{label} at {:?}: {e} (the cache keeps what was found before)",
+                        target.problem
+                    )
+                })?;
+            let Some((w, ms, default_ms)) = res else {
+                say(
+                    &pb,
+                    format!(
+                        "  {label} at {:?}: no candidate could be timed",
+                        target.problem
+                    ),
+                );
+                continue;
+            };
+            let (spec, cut) = cands[w];
+            let c = passing
+                .iter()
+                .find(|c| c.spec.id() == spec.id())
+                .expect("a passing set");
+            let entry = Entry {
+                key: CacheKey::backward(gate, dtype, d, d),
+                bucket: target.bucket,
+                variant: spec.id(),
+                spec: None,
+                backward: Some(BackwardRecord::of(&spec, cut)),
+                cubin: String::new(),
+                cubin_sha256: String::new(),
+                validators: Validators {
+                    arch: nvrtc::ARCH.to_string(),
+                    nvrtc_version,
+                    source_sha256: c.source_sha256.clone(),
+                    gpu: Some(facts.clone()),
+                },
+                timing: Some(Timing {
+                    median_ms: ms,
+                    default_ms,
+                    candidates: cands.len() as u32,
+                    strengths: vec!["N(0,1)".to_string()],
+                }),
+            };
+            let winner = candidate_label(&spec, cut);
+            say(
+                &pb,
+                format!(
+                    "  {label} {:?}: {winner} {ms:.3} ms (default {})",
+                    target.problem,
+                    default_ms.map_or("-".to_string(), |d| format!("{d:.3} ms"))
+                ),
+            );
+            cache.insert(entry, c.cubin.clone());
+            rows.push(BackwardRow {
+                key: label.clone(),
+                target: *target,
+                winner,
+                ms,
+                default_ms,
+                timed: cands.len(),
+            });
+        }
+        cache.save().map_err(|e| e.to_string())?;
+    }
+    pb.finish_and_clear();
+    let entries = cache.save().map_err(|e| e.to_string())?;
+    Ok(BackwardReport {
+        dir: o.out.clone(),
+        rows,
+        failures,
+        entries,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
+pub fn print_report(r: &BackwardReport) {
+    println!(
+        "\n{:<20} {:<24} {:<44} {:>9} {:>10} {:>6} {:>5}",
+        "backward key", "bucket (B,T,H)", "winner", "ms", "default ms", "gain", "cands"
+    );
+    for row in &r.rows {
+        let b = row.target.bucket;
+        let (pb, pt, ph) = row.target.problem;
+        println!(
+            "{:<20} {:<24} {:<44} {:>9.3} {:>10} {:>6} {:>5}",
+            row.key,
+            format!("2^{}x2^{} ({pb},{pt},{ph})", b.rows_log2, b.tokens_log2),
+            row.winner,
+            row.ms,
+            row.default_ms
+                .map_or("-".to_string(), |d| format!("{d:.3}")),
+            decide::gain(row.ms, row.default_ms).map_or("-".to_string(), |g| format!("{g:.2}x")),
+            row.timed
+        );
+    }
+    for f in &r.failures {
+        eprintln!("NOT CACHED {} {}: {}", f.key, f.variant, f.what);
+    }
+    println!(
+        "\n{} timed backward winners written; {} entries in {}; {} set(s) failed; {:.1} s",
+        r.rows.len(),
+        r.entries,
+        r.dir.display(),
+        r.failures.len(),
+        r.wall_s
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidate_labels() {
+        let _ = &gla::gates::Gla;
+        let s = BackwardSpec::default_for(&gla::gates::Gla, DType::BF16, 128, 128).unwrap();
+        let w = s.with_form(BackwardForm::Walks).unwrap();
+        assert_eq!(candidate_label(&s, None), "gla.bwd.bf16.k128.v128");
+        assert_eq!(
+            candidate_label(&w, Some(0)),
+            "gla.bwd.bf16.k128.v128.walk whole"
+        );
+        assert_eq!(
+            candidate_label(&w, Some(103)),
+            "gla.bwd.bf16.k128.v128.walk seg103"
+        );
+    }
+}
