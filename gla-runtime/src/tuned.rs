@@ -298,9 +298,32 @@ impl Tuned {
         }
     }
 
+    /// The memoised decision for (`key`, `bucket`) in `memo`, else `decide`'s, recorded as a hit or a miss.
+    fn memoised<T: Clone>(
+        &self,
+        memo: &Mutex<HashMap<DecisionKey, Option<T>>>,
+        key: CacheKey,
+        bucket: Bucket,
+        decide: impl FnOnce(&CacheKey, &Bucket) -> Option<T>,
+    ) -> Option<T> {
+        let dkey = (key, bucket);
+        if let Some(p) = lock(memo).get(&dkey) {
+            return p.clone();
+        }
+        let pick = decide(&dkey.0, &dkey.1);
+        {
+            let mut st = lock(&self.stats);
+            match &pick {
+                Some(_) => st.hits += 1,
+                None => st.misses.push(dkey.clone()),
+            }
+        }
+        lock(memo).insert(dkey, pick.clone());
+        pick
+    }
+
     /// The cached backward kernel set for a call of `gate` (`rows` = sequences × heads, `tokens` = the longest
     /// sequence), or None (the caller runs the default form, compiled). Memoised like [`Tuned::pick`].
-    #[allow(clippy::too_many_arguments)]
     pub fn pick_backward(
         &self,
         gate: &'static dyn Gate,
@@ -311,34 +334,25 @@ impl Tuned {
         tokens: usize,
     ) -> Option<BackwardPick> {
         let key = CacheKey::backward(gate, dtype, dk, dv);
-        let bucket = Bucket::of(rows, tokens);
-        let dkey = (key.clone(), bucket);
-        if let Some(p) = lock(&self.bwd_decisions).get(&dkey) {
-            return p.clone();
-        }
-        let pick = self
-            .decide_with(&key, &bucket, |dir, e| {
-                self.usable_backward(gate, dtype, dir, e)
-            })
-            .map(
-                |((spec, seg_chunks), cubin, timed, cache, bucket)| BackwardPick {
+        self.memoised(
+            &self.bwd_decisions,
+            key,
+            Bucket::of(rows, tokens),
+            |key, bucket| {
+                let ((spec, seg_chunks), cubin, timed, cache, bucket) =
+                    self.decide_with(key, bucket, |dir, e| {
+                        self.usable_backward(gate, dtype, dir, e)
+                    })?;
+                Some(BackwardPick {
                     spec,
                     seg_chunks,
                     cubin,
                     timed,
                     cache,
                     bucket,
-                },
-            );
-        {
-            let mut st = lock(&self.stats);
-            match &pick {
-                Some(_) => st.hits += 1,
-                None => st.misses.push((key.clone(), bucket)),
-            }
-        }
-        lock(&self.bwd_decisions).insert(dkey, pick.clone());
-        pick
+                })
+            },
+        )
     }
 
     /// The cached variant for a call of `gate` (`rows` = sequences × heads, `tokens` = the longest sequence), or
@@ -353,38 +367,22 @@ impl Tuned {
         tokens: usize,
     ) -> Option<Pick> {
         let key = CacheKey::new(gate, dtype, dk, dv);
-        let bucket = Bucket::of(rows, tokens);
-        let dkey = (key.clone(), bucket);
-        if let Some(p) = lock(&self.decisions).get(&dkey) {
-            return p.clone();
-        }
-        let pick = self.decide(gate, dtype, &key, &bucket);
-        {
-            let mut st = lock(&self.stats);
-            match &pick {
-                Some(_) => st.hits += 1,
-                None => st.misses.push((key.clone(), bucket)),
-            }
-        }
-        lock(&self.decisions).insert(dkey, pick.clone());
-        pick
-    }
-
-    fn decide(
-        &self,
-        gate: &'static dyn Gate,
-        dtype: DType,
-        key: &CacheKey,
-        bucket: &Bucket,
-    ) -> Option<Pick> {
-        self.decide_with(key, bucket, |dir, e| self.usable(gate, dtype, dir, e))
-            .map(|(spec, cubin, timed, cache, bucket)| Pick {
-                spec,
-                cubin,
-                timed,
-                cache,
-                bucket,
-            })
+        self.memoised(
+            &self.decisions,
+            key,
+            Bucket::of(rows, tokens),
+            |key, bucket| {
+                let (spec, cubin, timed, cache, bucket) =
+                    self.decide_with(key, bucket, |dir, e| self.usable(gate, dtype, dir, e))?;
+                Some(Pick {
+                    spec,
+                    cubin,
+                    timed,
+                    cache,
+                    bucket,
+                })
+            },
+        )
     }
 }
 

@@ -17,36 +17,25 @@ use crate::args::Options;
 use crate::decide::{self, Target};
 use crate::inputs::{rel_rms, shifted, HostInputs, Pool};
 use crate::progress::{bar, say};
-use crate::search::{upload, upload_pool, Failure};
+use crate::search::{print_rows, upload, upload_pool, Failure, Row};
 use gla_codegen::{generate_backward, BackwardForm, BackwardRecord, BackwardSpec};
 use gla_core::{DType, Dims, Gate};
 use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache, Validators};
 use gla_runtime::timing::{bench, L2Flush};
 use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor, Gla};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use std::path::PathBuf;
 use std::time::Instant;
 
 type Res<T> = gla_core::error::Result<T>;
 
-/// One line of the summary: the winner of a key at a bucket.
-#[derive(Clone, Debug)]
-pub struct BackwardRow {
-    pub key: String,
-    pub target: Target,
-    pub winner: String,
-    pub ms: f64,
-    /// The default set's (`BackwardSpec::default_for`) time.
-    pub default_ms: Option<f64>,
-    pub timed: usize,
-}
-
 /// What [`run`] did.
 #[derive(Debug)]
 pub struct BackwardReport {
     pub dir: PathBuf,
-    pub rows: Vec<BackwardRow>,
+    /// The winners (`default_ms`: the default set's, `BackwardSpec::default_for`).
+    pub rows: Vec<Row>,
     pub failures: Vec<Failure>,
     pub entries: usize,
     pub wall_s: f64,
@@ -84,12 +73,11 @@ fn compile(gla: &Gla, spec: &BackwardSpec) -> Result<Compiled, String> {
     })
 }
 
+/// N(0, 1) draws rounded to `dt`.
 fn randn(rng: &mut SmallRng, n: usize, dt: DType) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            let (u1, u2): (f32, f32) = (rng.random_range(1e-7f32..1.0), rng.random());
-            dt.round((-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos())
-        })
+    crate::inputs::randn(rng, n, 1.0)
+        .into_iter()
+        .map(|x| dt.round(x))
         .collect()
 }
 
@@ -403,7 +391,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 ),
             );
             cache.insert(entry, c.cubin.clone());
-            rows.push(BackwardRow {
+            rows.push(Row {
                 key: label.clone(),
                 target: *target,
                 winner,
@@ -427,28 +415,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
 
 /// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
 pub fn print_report(r: &BackwardReport) {
-    println!(
-        "\n{:<20} {:<24} {:<44} {:>9} {:>10} {:>6} {:>5}",
-        "backward key", "bucket (B,T,H)", "winner", "ms", "default ms", "gain", "cands"
-    );
-    for row in &r.rows {
-        let b = row.target.bucket;
-        let (pb, pt, ph) = row.target.problem;
-        println!(
-            "{:<20} {:<24} {:<44} {:>9.3} {:>10} {:>6} {:>5}",
-            row.key,
-            format!("2^{}x2^{} ({pb},{pt},{ph})", b.rows_log2, b.tokens_log2),
-            row.winner,
-            row.ms,
-            row.default_ms
-                .map_or("-".to_string(), |d| format!("{d:.3}")),
-            decide::gain(row.ms, row.default_ms).map_or("-".to_string(), |g| format!("{g:.2}x")),
-            row.timed
-        );
-    }
-    for f in &r.failures {
-        eprintln!("NOT CACHED {} {}: {}", f.key, f.variant, f.what);
-    }
+    print_rows("backward key", &r.rows, &r.failures);
     println!(
         "\n{} timed backward winners written; {} entries in {}; {} set(s) failed; {:.1} s",
         r.rows.len(),

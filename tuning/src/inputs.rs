@@ -86,7 +86,7 @@ fn normal(rng: &mut SmallRng) -> f32 {
     }
 }
 
-fn randn(rng: &mut SmallRng, n: usize, scale: f32) -> Vec<f32> {
+pub(crate) fn randn(rng: &mut SmallRng, n: usize, scale: f32) -> Vec<f32> {
     (0..n).map(|_| normal(rng) * scale).collect()
 }
 
@@ -139,23 +139,23 @@ impl HostInputs {
         }
     }
 
-    /// The f64 recurrent reference with `logits` in place of [`HostInputs::logits`]: (o `[B,T,H,d_v]`, final state
-    /// `[B,H,d_k,d_v]`). Errors come from the gate (e.g. a NaN log α).
-    pub fn reference(
+    /// `f` on this problem in f64 with `logits` in place of [`HostInputs::logits`].
+    fn with_problem<T>(
         &self,
         gate: &dyn Gate,
         logits: &[f32],
-    ) -> gla_core::error::Result<(Vec<f64>, Vec<f64>)> {
-        let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        f: impl FnOnce(&GateProblem) -> gla_core::error::Result<T>,
+    ) -> gla_core::error::Result<T> {
+        let c = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
         let (q, k, v, logits, params) = (
-            f(&self.q),
-            f(&self.k),
-            f(&self.v),
-            f(logits),
-            f(&self.params),
+            c(&self.q),
+            c(&self.k),
+            c(&self.v),
+            c(logits),
+            c(&self.params),
         );
-        let h0 = self.initial_state.as_deref().map(f);
-        let p = GateProblem {
+        let h0 = self.initial_state.as_deref().map(c);
+        f(&GateProblem {
             dims: self.dims,
             q: &q,
             k: &k,
@@ -166,14 +166,22 @@ impl HostInputs {
             scale: None,
             initial_state: h0.as_deref(),
             cu_seqlens: None,
-        };
-        let out = gate_forward(&p, true)?;
-        let state = out.final_state.unwrap_or_default();
-        Ok((out.o, state))
+        })
     }
-}
 
-impl HostInputs {
+    /// The f64 recurrent reference with `logits` in place of [`HostInputs::logits`]: (o `[B,T,H,d_v]`, final state
+    /// `[B,H,d_k,d_v]`). Errors come from the gate (e.g. a NaN log α).
+    pub fn reference(
+        &self,
+        gate: &dyn Gate,
+        logits: &[f32],
+    ) -> gla_core::error::Result<(Vec<f64>, Vec<f64>)> {
+        self.with_problem(gate, logits, |p| {
+            let out = gate_forward(p, true)?;
+            Ok((out.o, out.final_state.unwrap_or_default()))
+        })
+    }
+
     /// The f64 reference gradients (`gla_core::gate_ref::gate_backward`) for output gradient `d_o` and final-state
     /// gradient `dht`, with `logits` in place of [`HostInputs::logits`].
     pub fn reference_backward(
@@ -183,28 +191,10 @@ impl HostInputs {
         d_o: &[f32],
         dht: &[f32],
     ) -> gla_core::error::Result<gla_core::gate_ref::GateGrads> {
-        let f = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
-        let (q, k, v, logits, params) = (
-            f(&self.q),
-            f(&self.k),
-            f(&self.v),
-            f(logits),
-            f(&self.params),
-        );
-        let h0 = self.initial_state.as_deref().map(f);
-        let p = GateProblem {
-            dims: self.dims,
-            q: &q,
-            k: &k,
-            v: &v,
-            gate,
-            logits: &logits,
-            params: &params,
-            scale: None,
-            initial_state: h0.as_deref(),
-            cu_seqlens: None,
-        };
-        gla_core::gate_ref::gate_backward(&p, &f(d_o), Some(&f(dht)))
+        let c = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<f64>>();
+        self.with_problem(gate, logits, |p| {
+            gla_core::gate_ref::gate_backward(p, &c(d_o), Some(&c(dht)))
+        })
     }
 }
 

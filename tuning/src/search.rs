@@ -676,11 +676,25 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
 
 /// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
 pub fn print_report(r: &SearchReport) {
+    print_rows("key", &r.rows, &r.failures);
+    println!(
+        "\n{} timed winners on {} written; {} entries in {}; {} candidate(s) failed; {:.1} s",
+        r.rows.len(),
+        r.gpu,
+        r.entries,
+        r.dir.display(),
+        r.failures.len(),
+        r.wall_s
+    );
+}
+
+/// A search's winners as a table (`what` heads the key column) and its failures.
+pub(crate) fn print_rows(what: &str, rows: &[Row], failures: &[Failure]) {
     println!(
         "\n{:<20} {:<24} {:<58} {:>9} {:>10} {:>6} {:>5}",
-        "key", "bucket (B,T,H)", "winner", "ms", "default ms", "gain", "cands"
+        what, "bucket (B,T,H)", "winner", "ms", "default ms", "gain", "cands"
     );
-    for row in &r.rows {
+    for row in rows {
         let b = row.target.bucket;
         let (pb, pt, ph) = row.target.problem;
         println!(
@@ -695,16 +709,7 @@ pub fn print_report(r: &SearchReport) {
             row.timed
         );
     }
-    for f in &r.failures {
+    for f in failures {
         eprintln!("NOT CACHED {} {}: {}", f.key, f.variant, f.what);
     }
-    println!(
-        "\n{} timed winners on {} written; {} entries in {}; {} candidate(s) failed; {:.1} s",
-        r.rows.len(),
-        r.gpu,
-        r.entries,
-        r.dir.display(),
-        r.failures.len(),
-        r.wall_s
-    );
 }

@@ -102,37 +102,68 @@ __device__ __forceinline__ void column0_sums(float* G) {
     }
 }
 
-// Γ of chunk rows [i0, i0 + l) of sequence (bos, head): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d (natural log; rows
-// past l repeat the last valid one, columns past d_k are 0); scalar gates fill every column of a row with its Γ.
-// AL (or null) gets the decays themselves, AL[i][d] = α_i,d = e^{log α_i,d} (1 past row l and column d_k): the
-// per-pair factors e^{Γ_i − Γ_j} are running products of them (intra_pairs). Two stages: every log α at once (each
-// thread's logits are independent, coalesced loads), then the running sums down the columns in shared memory (the
-// same order of additions as a sequential scan). Ends on a barrier.
-__device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l) {
+// Running sums down the columns of a [C][N] f32 tile, G[i][d] ← Σ_{m ≤ i} G[m][d], with P = NT / N threads a column:
+// each sums its C / P rows in turn, then the parts' totals are chained by a scan over the column's P lanes (shuffles)
+// — C / P dependent steps where column_sums takes C. Does not end on a barrier.
+template <int N>
+__device__ __forceinline__ void column_sums_par(float* G) {
+    constexpr int P = NT / N, R = C / P;
+    static_assert(P * N == NT && R * P == C && 32 % P == 0, "whole columns a warp");
+    const int d = threadIdx.x / P, part = threadIdx.x % P;
+    float* g = G + part * R * N + d;
+    float acc = 0.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        acc += g[r * N];
+        g[r * N] = acc;
+    }
+    float incl = acc;  // Σ of the totals of parts 0 ..= part
+#pragma unroll
+    for (int o = 1; o < P; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, incl, o, P);
+        if (part >= o) incl += y;
+    }
+    const float before = __shfl_up_sync(0xffffffffu, incl, 1, P);  // (the parts above this one; unused by part 0)
+    if (part > 0)
+#pragma unroll
+        for (int r = 0; r < R; ++r) g[r * N] += before;
+}
+
+// Γ of chunk rows [i0, i0 + l) of sequence (bos, head) over key columns [d0, d0 + N): G[i][d] = Σ_{m ≤ min(i, l−1)}
+// log α_m,d0+d (natural log; rows past l repeat the last valid one, columns past d_k are 0); scalar gates fill every
+// column of a row with its Γ. AL (or null) gets the decays themselves, AL[i][d] = α_i,d0+d = e^{log α} (1 past row l
+// and column d_k): the per-pair factors e^{Γ_i − Γ_j} are running products of them (intra_pairs). Two stages: every
+// log α at once (each thread's logits are independent, coalesced loads, then one copy of the gate's code over them:
+// unrolled 16 times it overflowed the instruction cache), then the running sums down the columns in shared memory
+// (column_sums_par where the threads divide into whole columns, else column_sums). Ends on a barrier.
+template <int N>
+__device__ __forceinline__ void gamma_cols(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l, int d0) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
-    // Every logit of this thread loaded at once (one memory round trip, not one an element) into G, then the gate on
-    // each in place (one copy of the gate's code: unrolled 16 times it overflowed the instruction cache).
-    constexpr int PER = (C * DK + NT - 1) / NT;
+    constexpr int PER = (C * N + NT - 1) / NT;
     elem_t x[PER];
 #pragma unroll
     for (int u = 0; u < PER; ++u) {
-        const int idx = threadIdx.x + u * NT, i = idx / DK, d = idx - i * DK;
-        x[u] = idx < C * DK && i < l && d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d] : to_elem(0.f);
+        const int idx = threadIdx.x + u * NT, i = idx / N, d = idx - i * N;
+        x[u] = idx < C * N && i < l && d0 + d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d0 + d] : to_elem(0.f);
     }
 #pragma unroll
     for (int u = 0; u < PER; ++u)
-        if (threadIdx.x + u * NT < C * DK) G[threadIdx.x + u * NT] = to_f32(x[u]);
+        if (threadIdx.x + u * NT < C * N) G[threadIdx.x + u * NT] = to_f32(x[u]);
 #pragma unroll 1
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // (this thread's own elements: no barrier needed)
-        const int i = idx / DK, d = idx - i * DK;
-        const bool ok = i < l && d < a.dk;
+    for (int idx = threadIdx.x; idx < C * N; idx += NT) {  // (this thread's own elements: no barrier needed)
+        const int i = idx / N, d = idx - i * N;
+        const bool ok = i < l && d0 + d < a.dk;
         const float la = ok ? gate_log_alpha(G[idx], p) : 0.f;
         G[idx] = la;
         if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
     }
     __syncthreads();
-    column_sums<DK>(G);
+    constexpr int P = N <= NT && NT % N == 0 ? NT / N : 0;  // threads a column, where they divide evenly
+    if constexpr (P > 0 && C % P == 0 && 32 % P == 0)
+        column_sums_par<N>(G);
+    else
+        column_sums<N>(G);
     __syncthreads();
 #else
     // log α a row (column 0), then one thread's running sum, then every column of a row.
@@ -145,21 +176,31 @@ __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* A
             la = gate_log_alpha((float)head, p);  // a fixed gate's input is the head index
 #endif
         }
-        G[i * DK] = la;
-        if (AL) AL[i * DK] = i < l ? gla_exp(la) : 1.f;
+        G[i * N] = la;
+        if (AL) AL[i * N] = i < l ? gla_exp(la) : 1.f;
     }
     __syncthreads();
-    column0_sums(G);
+    if (threadIdx.x == 0) {
+        float acc = 0.f;
+        for (int i = 0; i < C; ++i) {
+            acc += G[i * N];
+            G[i * N] = acc;
+        }
+    }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-        const int i = idx / DK, d = idx - i * DK;
+    for (int idx = threadIdx.x; idx < C * N; idx += NT) {
+        const int i = idx / N, d = idx - i * N;
         if (d > 0) {
-            G[idx] = d < a.dk ? G[i * DK] : 0.f;
-            if (AL) AL[idx] = d < a.dk ? AL[i * DK] : 1.f;
+            G[idx] = d0 + d < a.dk ? G[i * N] : 0.f;
+            if (AL) AL[idx] = d0 + d < a.dk ? AL[i * N] : 1.f;
         }
     }
     __syncthreads();
 #endif
+}
+// Γ and α over every key column of the chunk ([C][DK]).
+__device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l) {
+    gamma_cols<DK>(a, G, AL, bos, head, i0, l, 0);
 }
 
 // A per-value gate's Γ over value columns [e0, e0 + N) of chunk rows [i0, i0 + l): G[i][e] = Σ_{m ≤ min(i, l−1)}

@@ -63,95 +63,6 @@ __device__ __forceinline__ void walk_prefetch(const T* src, int w, int c0, const
     }
 }
 
-// Running sums down the columns of a [C][N] f32 tile, G[i][d] ← Σ_{m ≤ i} G[m][d], with P = NT / N threads a column:
-// each sums its C / P rows in turn, then the parts' totals are chained by a scan over the column's P lanes (shuffles)
-// — C / P dependent steps where column_sums takes C. Does not end on a barrier.
-template <int N>
-__device__ __forceinline__ void column_sums_par(float* G) {
-    constexpr int P = NT / N, R = C / P;
-    static_assert(P * N == NT && R * P == C && 32 % P == 0, "whole columns a warp");
-    const int d = threadIdx.x / P, part = threadIdx.x % P;
-    float* g = G + part * R * N + d;
-    float acc = 0.f;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        acc += g[r * N];
-        g[r * N] = acc;
-    }
-    float incl = acc;  // Σ of the totals of parts 0 ..= part
-#pragma unroll
-    for (int o = 1; o < P; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, incl, o, P);
-        if (part >= o) incl += y;
-    }
-    const float before = __shfl_up_sync(0xffffffffu, incl, 1, P);  // (the parts above this one; unused by part 0)
-    if (part > 0)
-#pragma unroll
-        for (int r = 0; r < R; ++r) g[r * N] += before;
-}
-
-// Γ of chunk rows [i0, i0 + l) over key columns [d0, d0 + N): G[i][d] = Σ_{m ≤ min(i, l−1)} log α_m,d0+d and
-// AL[i][d] = α_i,d0+d (1 past row l and column d_k; a scalar gate's row values in every column). Every logit of a
-// thread loaded at once, then one copy of the gate's code over them (as chunk_gamma). Ends on a barrier.
-template <int N>
-__device__ __forceinline__ void walk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l, int d0) {
-    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
-#if KEY_GATE == GATE_PER_KEY
-    constexpr int PER = C * N / NT;
-    static_assert(PER * NT == C * N, "whole tiles a thread");
-    elem_t x[PER];
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int idx = threadIdx.x + u * NT, i = idx / N, d = idx - i * N;
-        x[u] = i < l && d0 + d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d0 + d] : to_elem(0.f);
-    }
-#pragma unroll
-    for (int u = 0; u < PER; ++u) G[threadIdx.x + u * NT] = to_f32(x[u]);
-#pragma unroll 1
-    for (int idx = threadIdx.x; idx < C * N; idx += NT) {  // (this thread's own elements: no barrier needed)
-        const int i = idx / N, d = idx - i * N;
-        const bool ok = i < l && d0 + d < a.dk;
-        const float la = ok ? gate_log_alpha(G[idx], p) : 0.f;
-        G[idx] = la;
-        AL[idx] = ok ? gla_exp(la) : 1.f;
-    }
-    __syncthreads();
-    column_sums_par<N>(G);
-    __syncthreads();
-#else
-    if ((int)threadIdx.x < C) {
-        const int i = threadIdx.x;
-        float la = 0.f;
-        if (i < l) {
-#if KEY_GATE == GATE_PER_HEAD
-            la = gate_log_alpha(to_f32(a.g[(bos + i0 + i) * a.h + head]), p);
-#else
-            la = gate_log_alpha((float)head, p);  // a fixed gate's input is the head index
-#endif
-        }
-        G[i * N] = la;
-        AL[i * N] = i < l ? gla_exp(la) : 1.f;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float acc = 0.f;
-        for (int i = 0; i < C; ++i) {
-            acc += G[i * N];
-            G[i * N] = acc;
-        }
-    }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < C * N; idx += NT) {
-        const int i = idx / N, d = idx - i * N;
-        if (d > 0) {
-            G[idx] = d0 + d < a.dk ? G[i * N] : 0.f;
-            AL[idx] = d0 + d < a.dk ? AL[i * N] : 1.f;
-        }
-    }
-    __syncthreads();
-#endif
-}
-
 // A warp's accumulator block (MI × NI tiles of 16 × 8 at (r0, c0)) into shared memory as high + low element tiles
 // Xh, Xl [·][ld]: the state as a tensor-core operand.
 template <int MI, int NI>
@@ -305,11 +216,8 @@ __device__ __forceinline__ void pair_scores(const elem_t* Qe, const elem_t* Ke, 
     }
 }
 
-// The off-diagonal block's operands, every factor ≤ 1 through the reference row r = HB − 1:
-//   dA_ij for i ∈ [HB, C), j < HB as high + low element tiles Dh, Dl [HB][LDH] (row i − HB, column j);
-//   X̃ = mul · X ⊙ e^{Γ_r − Γ} (`BELOW`: rows j < HB) or mul · X ⊙ e^{Γ − Γ_r} (rows i ≥ HB) of an element tile
-//   X [C][ldx] over N columns (G: Γ [C][N]), as high + low element tiles Xh, Xl [HB][ldo] (row j, or i − HB).
-// No barrier inside.
+// The off-diagonal block's dA_ij for i ∈ [HB, C), j < HB as high + low element tiles Dh, Dl [HB][LDH] (row i − HB,
+// column j). No barrier inside.
 __device__ __forceinline__ void offdiag_dA(const float* DA, elem_t* Dh, elem_t* Dl) {
     for (int idx = threadIdx.x; idx < HB * HB / 2; idx += NT) {
         const int r = idx / (HB / 2), j = 2 * (idx - r * (HB / 2));
@@ -317,21 +225,43 @@ __device__ __forceinline__ void offdiag_dA(const float* DA, elem_t* Dh, elem_t* 
                    *reinterpret_cast<unsigned*>(Dl + r * LDH + j));
     }
 }
-template <int N, bool BELOW>
-__device__ __forceinline__ void offdiag_operand(const elem_t* X, int ldx, const float* G, elem_t* Xh, elem_t* Xl, int ldo,
-                                                float mul) {
-    constexpr int R = HB - 1;  // the reference row
-    const int x0 = BELOW ? 0 : HB;
-    for (int idx = threadIdx.x; idx < HB * N / 2; idx += NT) {
-        const int r = idx / (N / 2), d = 2 * (idx - r * (N / 2)), i = x0 + r;
+// A decayed operand as high + low elements: rows [row0, row0 + rows) of an element tile X [C][ldx] over N columns
+// (G: Γ [C][N]) times mul · e^{Γ_ref − Γ} (`TO_REF`: rows before the reference row, e.g. K̂ = K ⊙ e^{Γ_L − Γ}) or
+// mul · e^{Γ − Γ_ref} (rows after it, e.g. Q̂ = scale · Q ⊙ e^{Γ − Γ_0}) — every exponent ≤ 0 — into Xh, Xl [rows][ldo]
+// (Xh may be X itself with row0 = 0: each pair is read, then written, by one thread). No barrier inside.
+template <int N, bool TO_REF>
+__device__ __forceinline__ void decayed_operand(const elem_t* X, int ldx, const float* G, int ref, int row0, int rows,
+                                                elem_t* Xh, elem_t* Xl, int ldo, float mul) {
+    for (int idx = threadIdx.x; idx < rows * N / 2; idx += NT) {
+        const int r = idx / (N / 2), d = 2 * (idx - r * (N / 2)), i = row0 + r;
         float x[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const float e = BELOW ? G[R * N + d + h] - G[i * N + d + h] : G[i * N + d + h] - G[R * N + d + h];
+            const float e = TO_REF ? G[ref * N + d + h] - G[i * N + d + h] : G[i * N + d + h] - G[ref * N + d + h];
             x[h] = mul * to_f32(X[i * ldx + d + h]) * gla_exp(e);
         }
         split_pair(x[0], x[1], *reinterpret_cast<unsigned*>(Xh + r * ldo + d), *reinterpret_cast<unsigned*>(Xl + r * ldo + d));
     }
+}
+
+// The key walks' cross-half block on tensor cores, a warp an 8-column tile (three products: dA high · X̃ high, low ·
+// high, high · low), added to OUT [C][WT] with the factor to the reference row r = HB − 1:
+//   DQ (dq walk):  OUT_i += e^{Γ_i − Γ_r} ⊙ Σ_{j<HB} dA_ij K̃_j     for i ≥ HB   (K̃ = K ⊙ e^{Γ_r − Γ}, rows < HB)
+//   else (dk walk): OUT_j += e^{Γ_r − Γ_j} ⊙ Σ_{i≥HB} dA_ij Q̃_i    for j < HB   (Q̃ = Q ⊙ e^{Γ − Γ_r}, rows ≥ HB)
+// (rows < l only). No barrier inside.
+template <bool DQ>
+__device__ __forceinline__ void offdiag_add(const elem_t* Dh, const elem_t* Dl, const elem_t* Xh, const elem_t* Xl,
+                                            const float* G, float* OUT, int l) {
+    constexpr int R = HB - 1;
+    const int c0 = 8 * (threadIdx.x / 32);
+    float acc[1][1][4] = {};
+    warp_mma<1, 1, !DQ, true, HB>(acc, Dh, LDH, 0, Xh, LDT, c0, HB);
+    warp_mma<1, 1, !DQ, true, HB>(acc, Dl, LDH, 0, Xh, LDT, c0, HB);
+    warp_mma<1, 1, !DQ, true, HB>(acc, Dh, LDH, 0, Xl, LDT, c0, HB);
+    for_acc<1, 1>(acc, 0, c0, [&](int r, int d, float x) {
+        const int i = DQ ? HB + r : r;
+        if (i < l) OUT[i * WT + d] += x * gla_exp(DQ ? G[i * WT + d] - G[R * WT + d] : G[R * WT + d] - G[i * WT + d]);
+    });
 }
 
 // Where a walk CTA's segment lies (grid z = segment g; a.seg_index gives its sequence n and its place σ in it; a
@@ -353,6 +283,17 @@ __device__ __forceinline__ WalkAt walk_at(const BwdArgs& a) {
     const float* S0 = sg == 0 ? (a.h0 ? a.h0 + sbase : nullptr) : a.seg_states + ((i64)(g - 1) * a.h + head) * st;
     const float* dS1 = last ? (a.dht ? a.dht + sbase : nullptr) : a.seg_dstates + ((i64)(g + 1) * a.h + head) * st;
     return WalkAt{n, g, cb, ce, bos, len, sbase, S0, dS1};
+}
+
+// The key walks' tiles of chunk rows row0 .. row0 + l: dO and V whole [C][LDV], q and k the key tile's columns
+// [C][LDT] (asynchronous copies committed where `vec`: the caller waits).
+__device__ __forceinline__ void key_walk_tiles(const BwdArgs& a, elem_t* DOe, elem_t* Ve, elem_t* Qe, elem_t* Ke, i64 row0,
+                                               int head, int l, int d0, bool vec) {
+    walk_tile<DV>(DOe, LDV, a.d_o, a.dv, 0, a, row0, head, l, vec);
+    walk_tile<DV>(Ve, LDV, a.v, a.dv, 0, a, row0, head, l, vec);
+    walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
+    walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
+    if (vec) cp_async_commit();
 }
 
 __device__ __forceinline__ bool walk_vec(const BwdArgs& a) {
@@ -422,11 +363,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
         // 1. The chunk's tiles (dO, V whole; q, k the tile's columns), S_[c] as high + low elements, Γ and α.
-        walk_tile<DV>(DOe, LDV, a.d_o, a.dv, 0, a, row0, head, l, vec);
-        walk_tile<DV>(Ve, LDV, a.v, a.dv, 0, a, row0, head, l, vec);
-        walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
-        walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
-        if (vec) cp_async_commit();
+        key_walk_tiles(a, DOe, Ve, Qe, Ke, row0, head, l, d0, vec);
         if (c + 1 < w.ce) {  // the next chunk's inputs into L2
             const i64 r1 = row0 + C;
             const int l1 = (int)min((i64)C, len - i0 - C);
@@ -438,7 +375,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
-        walk_gamma<WT>(a, G, AL, bos, head, i0, l, d0);  // (its barriers publish the tiles and S_[c])
+        gamma_cols<WT>(a, G, AL, bos, head, i0, l, d0);  // (its barriers publish the tiles and S_[c])
         const float* GL = G + (l - 1) * WT;
 
         // 2. Tensor cores: dA = scale · dO Vᵀ; dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ} (S high + low: two products).
@@ -457,27 +394,13 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         //    block's operands dA and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
         pairs_down([&](int j, int d) { return to_f32(Ke[j * LDT + d]); }, AL, DA, DQ, l);
         offdiag_dA(DA, Dh, Dl);
-        offdiag_operand<WT, true>(Ke, LDT, G, Xh, Xl, LDT, 1.f);
+        decayed_operand<WT, true>(Ke, LDT, G, HB - 1, 0, HB, Xh, Xl, LDT, 1.f);
         __syncthreads();
 
         // 4. Tensor cores: dq_i += e^{Γ_i − Γ_HB−1} ⊙ Σ_{j<HB} dA_ij K̃_j for i ≥ HB (a warp an 8-column tile);
         //    K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements.
-        {
-            float acc[1][1][4] = {};
-            warp_mma<1, 1, false, true, HB>(acc, Dh, LDH, 0, Xh, LDT, 8 * warp, HB);
-            warp_mma<1, 1, false, true, HB>(acc, Dl, LDH, 0, Xh, LDT, 8 * warp, HB);
-            warp_mma<1, 1, false, true, HB>(acc, Dh, LDH, 0, Xl, LDT, 8 * warp, HB);
-            for_acc<1, 1>(acc, 0, 8 * warp, [&](int r, int d, float x) {
-                const int i = HB + r;
-                if (i < l) DQ[i * WT + d] += x * gla_exp(G[i * WT + d] - G[(HB - 1) * WT + d]);
-            });
-        }
-        for (int idx = threadIdx.x; idx < C * WT / 2; idx += NT) {
-            const int i = idx / (WT / 2), d = 2 * (idx - i * (WT / 2));
-            const float x0 = to_f32(Ke[i * LDT + d]) * gla_exp(GL[d] - G[i * WT + d]);
-            const float x1 = to_f32(Ke[i * LDT + d + 1]) * gla_exp(GL[d + 1] - G[i * WT + d + 1]);
-            split_pair(x0, x1, *reinterpret_cast<unsigned*>(Ke + i * LDT + d), *reinterpret_cast<unsigned*>(Kl + i * LDT + d));
-        }
+        offdiag_add<true>(Dh, Dl, Xh, Xl, G, DQ, l);
+        decayed_operand<WT, true>(Ke, LDT, G, l - 1, 0, C, Ke, Kl, LDT, 1.f);
         __syncthreads();
 
         // 5. The outputs dq and q ⊙ dq (f32, for the gate); S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V (K̂ high + low).
@@ -552,11 +475,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
         // 1. Tiles, dS_[c+1] as high + low elements, Γ and α.
-        walk_tile<DV>(DOe, LDV, a.d_o, a.dv, 0, a, row0, head, l, vec);
-        walk_tile<DV>(Ve, LDV, a.v, a.dv, 0, a, row0, head, l, vec);
-        walk_tile<WT>(Qe, LDT, a.q, a.dk, d0, a, row0, head, l, vec);
-        walk_tile<WT>(Ke, LDT, a.k, a.dk, d0, a, row0, head, l, vec);
-        if (vec) cp_async_commit();
+        key_walk_tiles(a, DOe, Ve, Qe, Ke, row0, head, l, d0, vec);
         if (c > w.cb) {  // the next chunk's (c − 1, a whole one) inputs into L2
             const i64 r1 = row0 - C;
             walk_prefetch<DV>(a.d_o, a.dv, 0, a, r1, head, C);
@@ -568,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
-        walk_gamma<WT>(a, G, AL, bos, head, i0, l, d0);
+        gamma_cols<WT>(a, G, AL, bos, head, i0, l, d0);
         const float *GL = G + (l - 1) * WT, *G0 = G;
 
         // 2. Tensor cores: dA = scale · dO Vᵀ; dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}.
@@ -587,26 +506,13 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         //    block's operands dA and Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) as high + low elements.
         pairs_up([&](int i, int d) { return to_f32(Qe[i * LDT + d]); }, AL, DA, DKs, l);
         offdiag_dA(DA, Dh, Dl);
-        offdiag_operand<WT, false>(Qe, LDT, G, Xh, Xl, LDT, 1.f);
+        decayed_operand<WT, false>(Qe, LDT, G, HB - 1, HB, HB, Xh, Xl, LDT, 1.f);
         __syncthreads();
 
         // 4. Tensor cores: dk_j += e^{Γ_HB−1 − Γ_j} ⊙ Σ_{i≥HB} dA_ij Q̃_i for j < HB (a warp an 8-column tile);
         //    Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements.
-        {
-            float acc[1][1][4] = {};
-            warp_mma<1, 1, true, true, HB>(acc, Dh, LDH, 0, Xh, LDT, 8 * warp, HB);
-            warp_mma<1, 1, true, true, HB>(acc, Dl, LDH, 0, Xh, LDT, 8 * warp, HB);
-            warp_mma<1, 1, true, true, HB>(acc, Dh, LDH, 0, Xl, LDT, 8 * warp, HB);
-            for_acc<1, 1>(acc, 0, 8 * warp, [&](int j, int d, float x) {
-                if (j < l) DKs[j * WT + d] += x * gla_exp(G[(HB - 1) * WT + d] - G[j * WT + d]);
-            });
-        }
-        for (int idx = threadIdx.x; idx < C * WT / 2; idx += NT) {
-            const int i = idx / (WT / 2), d = 2 * (idx - i * (WT / 2));
-            const float x0 = a.scale * to_f32(Qe[i * LDT + d]) * gla_exp(G[i * WT + d] - G0[d]);
-            const float x1 = a.scale * to_f32(Qe[i * LDT + d + 1]) * gla_exp(G[i * WT + d + 1] - G0[d + 1]);
-            split_pair(x0, x1, *reinterpret_cast<unsigned*>(Qe + i * LDT + d), *reinterpret_cast<unsigned*>(Ql + i * LDT + d));
-        }
+        offdiag_add<false>(Dh, Dl, Xh, Xl, G, DKs, l);
+        decayed_operand<WT, false>(Qe, LDT, G, 0, 0, C, Qe, Ql, LDT, a.scale);
         __syncthreads();
 
         // 5. The output dk and P = q ⊙ dq − k ⊙ dk; dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO)
@@ -743,14 +649,14 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             if (KEY_GATE == GATE_PER_KEY) walk_prefetch<DK>(a.g, a.dk, 0, a, r1, head, C);
         }
         if (vec) cp_async_wait<0>();
-        walk_gamma<DK>(a, G, AL, bos, head, i0, l, 0);
+        gamma_cols<DK>(a, G, AL, bos, head, i0, l, 0);
         const float *GL = G + (l - 1) * DK, *G0 = G;
 
         // 2. The exact scores scale · A of the diagonal blocks (CUDA cores); the off-diagonal block's operands
         //    Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
         pair_scores(Qe, Ke, AL, Ah, Al, a.scale, l);
-        offdiag_operand<DK, false>(Qe, LDK, G, Xqh, Xql, LDK, 1.f);
-        offdiag_operand<DK, true>(Ke, LDK, G, Xkh, Xkl, LDK, 1.f);
+        decayed_operand<DK, false>(Qe, LDK, G, HB - 1, HB, HB, Xqh, Xql, LDK, 1.f);
+        decayed_operand<DK, true>(Ke, LDK, G, HB - 1, 0, HB, Xkh, Xkl, LDK, 1.f);
         __syncthreads();
 
         // 3. Tensor cores: A_ij = Σ_d Q̃_id K̃_jd for i ≥ HB > j, a warp an 8-column tile × a quarter of d_k (three
@@ -765,15 +671,11 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             warp_mma<1, 1, false, false, KQ>(acc, Xqh + kq, LDK, 0, Xkl + kq, LDK, 8 * nt, KQ);
             for_acc<1, 1>(acc, 0, 8 * nt, [&](int r, int jj, float x) { PA[((warp >> 1) * HB + r) * HB + jj] = x; });
         }
-        for (int idx = threadIdx.x; idx < C * DK / 2; idx += NT) {
-            const int i = idx / (DK / 2), d = 2 * (idx - i * (DK / 2));
-            const float g0 = G[i * DK + d], g1 = G[i * DK + d + 1];
-            Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - g0));
-            Ke[i * LDK + d + 1] = to_elem(to_f32(Ke[i * LDK + d + 1]) * gla_exp(GL[d + 1] - g1));
-            const float x0 = a.scale * to_f32(Qe[i * LDK + d]) * gla_exp(g0 - G0[d]);
-            const float x1 = a.scale * to_f32(Qe[i * LDK + d + 1]) * gla_exp(g1 - G0[d + 1]);
-            split_pair(x0, x1, *reinterpret_cast<unsigned*>(Qe + i * LDK + d), *reinterpret_cast<unsigned*>(Ql + i * LDK + d));
+        for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // (K̂ one element a value: it meets dS high + low)
+            const int i = idx / DK, d = idx - i * DK;
+            Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
         }
+        decayed_operand<DK, false>(Qe, LDK, G, 0, 0, C, Qe, Ql, LDK, a.scale);
         __syncthreads();
 
         // 4. dS_[c+1] as high + low elements (over the scratch); the off-diagonal block of scale · A from the partials.
