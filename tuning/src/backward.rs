@@ -17,7 +17,7 @@ use crate::args::Options;
 use crate::decide::{self, Target};
 use crate::inputs::{rel_rms, shifted, HostInputs, Pool};
 use crate::progress::{bar, say};
-use crate::search::{print_rows, upload, upload_pool, Failure, Row};
+use crate::search::{print_rows, screen_then_time, upload, upload_pool, Failure, Row};
 use gla_codegen::{generate_backward, BackwardForm, BackwardRecord, BackwardSpec};
 use gla_core::{DType, Dims, Gate};
 use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache, Validators};
@@ -142,7 +142,7 @@ fn check(
             if let Some(got) = g.d_logits.as_ref().filter(|_| s.shift == 0.0) {
                 errs.push(("d logits", rel_rms(&get(got)?, &want.d_logits)));
             }
-            if let Some((what, e)) = errs.iter().find(|(_, e)| !(*e <= tol)) {
+            if let Some((what, e)) = errs.iter().find(|(_, e)| e.is_nan() || *e > tol) {
                 return Ok(Some(format!(
                     "wrong at {}{}: rel RMS {what} {e:.2e} (tolerance {tol:.0e})",
                     s.name,
@@ -216,38 +216,14 @@ fn time_target(
         }
         Ok(())
     };
-    let score = |s: &[f64], failed: bool| {
+    let score = |s: &Vec<f64>, failed: bool| {
         if failed {
             f64::INFINITY
         } else {
             decide::median(s)
         }
     };
-    for i in 0..cands.len() {
-        measure(
-            i,
-            decide::WARMUPS,
-            decide::SCREEN_RUNS,
-            &mut samples[i],
-            &mut failed[i],
-        )?;
-    }
-    let screen: Vec<f64> = (0..cands.len())
-        .map(|i| score(&samples[i], failed[i]))
-        .collect();
-    let keep = decide::survivors(&screen, decide::DROP_RATIO, Some(0));
-    for i in (0..cands.len()).filter(|&i| keep[i]) {
-        measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
-    }
-    let finals: Vec<f64> = (0..cands.len())
-        .map(|i| {
-            if keep[i] {
-                score(&samples[i], failed[i])
-            } else {
-                f64::INFINITY
-            }
-        })
-        .collect();
+    let finals = screen_then_time(&mut samples, &mut failed, Some(0), &mut measure, score)?;
     let default_ms = Some(finals[0]).filter(|m| m.is_finite());
     Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
 }

@@ -287,6 +287,43 @@ fn check(
     Ok(passed)
 }
 
+/// Step 3's schedule over candidates with `samples` / `failed` state each: [`decide::SCREEN_RUNS`] runs each (after
+/// [`decide::WARMUPS`] warm-ups), the survivors ([`decide::survivors`]; `default` always) [`decide::FINAL_RUNS`] more;
+/// `measure(i, warmups, runs, samples, failed)` adds runs, `score(samples, failed)` is a candidate's score (∞ when
+/// it failed). Returns the final scores (∞ for the dropped).
+pub(crate) fn screen_then_time<S>(
+    samples: &mut [S],
+    failed: &mut [bool],
+    default: Option<usize>,
+    measure: &mut impl FnMut(usize, usize, usize, &mut S, &mut bool) -> Res<()>,
+    score: impl Fn(&S, bool) -> f64,
+) -> Res<Vec<f64>> {
+    let n = samples.len();
+    for i in 0..n {
+        measure(
+            i,
+            decide::WARMUPS,
+            decide::SCREEN_RUNS,
+            &mut samples[i],
+            &mut failed[i],
+        )?;
+    }
+    let screen: Vec<f64> = (0..n).map(|i| score(&samples[i], failed[i])).collect();
+    let keep = decide::survivors(&screen, decide::DROP_RATIO, default);
+    for i in (0..n).filter(|&i| keep[i]) {
+        measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
+    }
+    Ok((0..n)
+        .map(|i| {
+            if keep[i] {
+                score(&samples[i], failed[i])
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect())
+}
+
 /// Step 3 at one target: (index into `cands` of the winner, its score, the default's score, candidates timed).
 fn time_target(
     gla: &Gla,
@@ -312,7 +349,7 @@ fn time_target(
     let mut measure = |i: usize,
                        warmups: usize,
                        runs: usize,
-                       samples: &mut [Vec<f64>],
+                       samples: &mut Vec<Vec<f64>>,
                        failed: &mut bool|
      -> Res<()> {
         let opts = ForwardOptions {
@@ -351,7 +388,7 @@ fn time_target(
         }
         Ok(())
     };
-    let score = |samples: &[Vec<f64>], failed: bool| -> f64 {
+    let score = |samples: &Vec<Vec<f64>>, failed: bool| -> f64 {
         if failed {
             f64::INFINITY
         } else {
@@ -363,31 +400,7 @@ fn time_target(
             )
         }
     };
-    for i in 0..cands.len() {
-        measure(
-            i,
-            decide::WARMUPS,
-            decide::SCREEN_RUNS,
-            &mut samples[i],
-            &mut failed[i],
-        )?;
-    }
-    let screen: Vec<f64> = (0..cands.len())
-        .map(|i| score(&samples[i], failed[i]))
-        .collect();
-    let keep = decide::survivors(&screen, decide::DROP_RATIO, default);
-    for i in (0..cands.len()).filter(|&i| keep[i]) {
-        measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
-    }
-    let finals: Vec<f64> = (0..cands.len())
-        .map(|i| {
-            if keep[i] {
-                score(&samples[i], failed[i])
-            } else {
-                f64::INFINITY
-            }
-        })
-        .collect();
+    let finals = screen_then_time(&mut samples, &mut failed, default, &mut measure, score)?;
     let default_ms = default.map(|d| finals[d]).filter(|m| m.is_finite());
     Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
 }

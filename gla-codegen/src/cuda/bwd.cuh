@@ -327,6 +327,17 @@ __device__ __forceinline__ void state_rowsum(float* R, const ChunkAt& ch, const 
     }
 }
 
+// d params[head] += this thread's dp (a warp's sum, one atomic f32 add a warp; the host zeroed d params).
+__device__ __forceinline__ void add_dparams(const BwdArgs& a, const float* dp, int head) {
+    if (NPARAM > 0 && a.dparams)
+        for (int u = 0; u < NPARAM; ++u) {
+            float s = dp[u];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
+        }
+}
+
 // The gate's gradients of one chunk (paper, appendix): d log α_t = R + Σ_{s=t..L} P_s with P = q ⊙ dq − k ⊙ dk
 // (P: [C][GCOLS] f32, zero past row l and the gate's width; overwritten) and R_d = rowsum(dS_[c+1] ⊙ S_[c+1])
 // ([GCOLS]); a per-head gate sums both over d_k, the fixed gate over the chunk's tokens too; a per-value gate takes
@@ -409,12 +420,6 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, con
     }
 #endif
 #endif
-    if (NPARAM > 0 && a.dparams)
-        for (int u = 0; u < NPARAM; ++u) {
-            float s = dp[u];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
-        }
+    add_dparams(a, dp, head);
     (void)t;
 }

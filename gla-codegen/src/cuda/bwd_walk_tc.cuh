@@ -594,13 +594,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         if (w0.cb == 0) state_store<1, KS_NI>(S, a.dh0 + w0.sbase, a, sm0, sn0, d0, 0);
     }
 #if KEY_GATE == GATE_PER_KEY
-    if (NPARAM > 0 && a.dparams)
-        for (int u = 0; u < NPARAM; ++u) {
-            float s = dp[u];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
-        }
+    add_dparams(a, dp, head);
 #endif
     (void)dp;
 }
@@ -767,13 +761,7 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_const
     }
 #endif
     (void)sum;
-    if (NPARAM > 0 && a.dparams)
-        for (int u = 0; u < NPARAM; ++u) {
-            float s = dp[u];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if ((threadIdx.x & 31) == 0 && s != 0.f) atomicAdd(a.dparams + (i64)head * NPARAM + u, s);
-        }
+    add_dparams(a, dp, head);
     (void)t;
 #endif
 }
