@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backward;
+pub mod decode;
 pub mod features;
 pub mod fixtures;
 pub mod plan;
@@ -17,6 +18,9 @@ pub mod writer;
 pub use backward::{
     backward_grids, generate_backward, walk_segments, BackwardArgs, BackwardForm, BackwardSpec,
     BWD_KERNELS, BWD_THREADS, BWD_WALK_KERNELS,
+};
+pub use decode::{
+    decode_grid, decode_smem_bytes, generate_decode, DecodeArgs, DECODE_KERNEL, DECODE_THREADS,
 };
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
 pub use plan::{
