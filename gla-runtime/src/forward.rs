@@ -738,7 +738,9 @@ fn request<'a>(
 }
 
 mod backward;
+mod decode;
 pub use backward::{BackwardOptions, Gradients};
+pub use decode::DecodeOptions;
 
 #[cfg(test)]
 mod tests;

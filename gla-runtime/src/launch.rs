@@ -108,6 +108,101 @@ unsafe fn launch_backward(
     unsafe { b.launch(cfg) }.map(|_| ())
 }
 
+/// [`gla_codegen::DecodeArgs`] as a kernel parameter (the orphan rule, as for [`ArgsRepr`]).
+#[repr(transparent)]
+struct DecArgsRepr(gla_codegen::DecodeArgs);
+
+// The C struct `DecArgs` is 7 pointers and 6 four-byte fields: 80 bytes, 8-byte aligned, no implicit padding.
+const _: () = assert!(
+    std::mem::size_of::<gla_codegen::DecodeArgs>() == 80
+        && std::mem::align_of::<gla_codegen::DecodeArgs>() == 8
+);
+
+// SAFETY: `DecodeArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
+// mirrors the emitted C `struct DecArgs` field for field; `#[repr(transparent)]` gives `DecArgsRepr` its layout.
+#[allow(unsafe_code)]
+unsafe impl DeviceRepr for DecArgsRepr {}
+
+/// The tensors of one decode step (`Gla::decode`), checked by [`launch_decode`] before the launch.
+pub(crate) struct DecodeBuffers<'a> {
+    pub q: &'a DeviceTensor,
+    pub k: &'a DeviceTensor,
+    pub v: &'a DeviceTensor,
+    pub logits: Option<&'a DeviceTensor>,
+    pub params: Option<&'a DeviceTensor>,
+    pub state: &'a DeviceTensor,
+    pub o: &'a DeviceTensor,
+}
+
+/// Launch `gate`'s decode kernel (compiled from `gla_codegen::generate_decode` with `options` through the GPU's module
+/// cache, so once a process) for `n` sequences, `h` heads, head dims `dk` × `dv`: every tensor of `b` is checked
+/// against the extents the kernel derives from these first; stream-ordered on `gpu`'s stream.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_decode(
+    gpu: &Gpu,
+    gate: &dyn gla_core::Gate,
+    dtype: DType,
+    options: &CompileOptions,
+    (n, h, dk, dv): (usize, usize, usize, usize),
+    scale: f32,
+    b: &DecodeBuffers,
+) -> Result<()> {
+    if n == 0 || h == 0 {
+        return Ok(());
+    }
+    let np = gate.params().len();
+    let lw = gate.shape().logits_per_token(dk, dv);
+    let opt = |what, t: Option<&DeviceTensor>, elems, dt| {
+        t.map_or(Ok(0), |t| need(what, t, gpu, elems, dt))
+    };
+    if b.logits.is_some() != (lw > 0) || b.params.is_some() != (np > 0) {
+        return Err(GlaError::invalid(
+            "decode",
+            "the logits go with every gate but a fixed one, the parameters with a gate that has some",
+        ));
+    }
+    let args = gla_codegen::DecodeArgs {
+        q: need("q", b.q, gpu, n * h * dk, dtype)?,
+        k: need("k", b.k, gpu, n * h * dk, dtype)?,
+        v: need("v", b.v, gpu, n * h * dv, dtype)?,
+        g: opt("logits", b.logits, n * h * lw, dtype)?,
+        params: opt("params", b.params, h * np, DType::F32)?,
+        state: need("state", b.state, gpu, n * h * dk * dv, DType::F32)?,
+        o: need("o", b.o, gpu, n * h * dv, dtype)?,
+        n: n as i32,
+        h: h as i32,
+        d_k: dk as i32,
+        d_v: dv as i32,
+        scale,
+        pad: 0,
+    };
+    let source = gla_codegen::generate_decode(gate, dtype)?;
+    let module = gpu.load_source(gla_codegen::DECODE_KERNEL, &source, options)?;
+    let smem = gla_codegen::decode_smem_bytes(dk);
+    let func = gpu.function(&module, gla_codegen::DECODE_KERNEL, smem)?;
+    let cfg = LaunchConfig {
+        grid_dim: gla_codegen::decode_grid(n, h, dv),
+        block_dim: (gla_codegen::DECODE_THREADS, 1, 1),
+        shared_mem_bytes: smem,
+    };
+    let repr = DecArgsRepr(args);
+    let stream = gpu.stream();
+    let mut lb = stream.launch_builder(&func);
+    lb.arg(&repr);
+    // SAFETY: (1) `func` is `gla_decode` of generate_decode(gate, dtype)'s module, loaded above, declared
+    // `extern "C" __global__ void gla_decode(const __grid_constant__ DecArgs a)` with `DecArgs` mirrored by
+    // `DecodeArgs`; (2) every pointer is a tensor checked above to hold the extents the kernel derives from n, h,
+    // d_k, d_v and the grid (logits / params present exactly where the kernel reads them); (3) the tensors are
+    // borrowed for the call and freed only stream-ordered; (4) `o` and `state` (the outputs) are the caller's and
+    // `Gla::decode` checks they overlap no input; (5) `gpu.function` allowed `smem` bytes.
+    #[allow(unsafe_code)]
+    unsafe { lb.launch(cfg) }.map_err(|e| GlaError::Cuda {
+        op: "cuLaunchKernel",
+        msg: format!("gla_decode: {e:?}"),
+    })?;
+    Ok(())
+}
+
 /// The buffers of one backward call (`Gla::backward`), checked by [`launch_backward_set`] before any launch.
 pub(crate) struct BwdBuffers<'a> {
     pub q: &'a DeviceTensor,

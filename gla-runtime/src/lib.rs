@@ -40,8 +40,8 @@ mod gpu_tests;
 
 pub use device::{DeviceInfo, Gpu};
 pub use forward::{
-    validate_forward, BackwardOptions, ForwardOptions, ForwardOutput, ForwardRequest, Gla,
-    Gradients, ResolvedProblem, TensorDesc,
+    validate_forward, BackwardOptions, DecodeOptions, ForwardOptions, ForwardOutput,
+    ForwardRequest, Gla, Gradients, ResolvedProblem, TensorDesc,
 };
 pub use gla_codegen::BackwardForm;
 pub use launch::Variant;

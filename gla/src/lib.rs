@@ -8,8 +8,9 @@
 //!   [`Gla::forward_into`] with [`ForwardOptions`], giving a [`ForwardOutput`] of [`DeviceTensor`]s;
 //!   [`DeviceTensor::download`] brings a result back as a [`HostTensor`]; [`Gla::backward`] with
 //!   [`BackwardOptions`] gives the [`Gradients`] (the chunk form by default, or [`BackwardForm::Walks`]: see the
-//!   README). Every call returns [`Result`] with a
-//!   typed [`GlaError`] (no GPU, no NVRTC, a wrong shape, ...); nothing panics for want of a GPU.
+//!   README); [`Gla::decode`] with [`DecodeOptions`] steps one new token a sequence from a state (inference after
+//!   a prompt's forward). Every call returns [`Result`] with a typed [`GlaError`] (no GPU, no NVRTC, a wrong shape,
+//!   ...); nothing panics for want of a GPU.
 //! * [`KernelSpec`] / [`all_variants`] (from `gla-codegen`): the kernel variants, one of which
 //!   [`ForwardOptions::variant`] may pick (the default is [`KernelSpec::default_for`] the head dims).
 //! * [`gates`]: the built-in gates (GLA, Mamba-2, mLSTM, Gated RetNet, HGRN-2, RWKV-6, RetNet), declared with the
@@ -56,7 +57,8 @@ pub use gla_codegen::{self as codegen, all_variants, KernelSpec};
 pub use gla_runtime::forward::logits_shape;
 pub use gla_runtime::{
     self as runtime, cache::TuningCache, tuned::TuningStats, BackwardForm, BackwardOptions,
-    CompileOptions, DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla, Gpu, Gradients,
+    CompileOptions, DecodeOptions, DeviceInfo, DeviceTensor, ForwardOptions, ForwardOutput, Gla,
+    Gpu, Gradients,
 };
 
 pub mod gates;
@@ -71,8 +73,8 @@ pub mod prelude {
     pub use crate::gated_linear_attention;
     pub use crate::math::*;
     pub use crate::{
-        BackwardForm, BackwardOptions, DType, DeviceTensor, Dims, ForwardOptions, ForwardOutput,
-        Gate, GateShape, Gla, GlaError, Gradients, HostTensor,
+        BackwardForm, BackwardOptions, DType, DecodeOptions, DeviceTensor, Dims, ForwardOptions,
+        ForwardOutput, Gate, GateShape, Gla, GlaError, Gradients, HostTensor,
     };
 }
 

@@ -124,3 +124,27 @@ fn the_decode_kernel_steps_the_f64_recurrence_on_the_emulator() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// Every gate × dtype's decode kernel compiles for sm_90a with NVRTC and spills nothing (without NVRTC the test
+/// prints `SKIPPED`; with `GLA_REQUIRE_NVRTC=1` it fails).
+#[test]
+fn the_decode_kernels_compile_for_sm_90a_without_spills() {
+    use gla_runtime::testing::nvrtc_or_skip;
+    use gla_runtime::{nvrtc, CompileOptions};
+    if !nvrtc_or_skip("the_decode_kernels_compile_for_sm_90a_without_spills") {
+        return;
+    }
+    let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
+    let mut n = 0;
+    for gate in registered_gates() {
+        for dt in DType::ALL {
+            let src = generate_decode(gate, dt).unwrap();
+            let c = nvrtc::compile_with(&src, DECODE_KERNEL, &CompileOptions::default())
+                .unwrap_or_else(|e| panic!("{} {dt}: {e}", gate.name()));
+            let r = c.resources_of(DECODE_KERNEL).expect("a resource report");
+            assert!(!r.spills(), "{} {dt}: {} B spilled", gate.name(), r.spill_stores_bytes);
+            n += 1;
+        }
+    }
+    println!("compiled {n} decode kernels");
+}
