@@ -40,6 +40,11 @@ pub struct DecodeArgs {
     pub pad: i32,
 }
 
+/// A name for logs and tuning-cache entries: `gla.dec.bf16`.
+pub fn decode_id(gate: &dyn Gate, dtype: DType) -> String {
+    format!("{}.dec.{dtype}", gate.name())
+}
+
 /// The launch grid for `n` sequences, `h` heads, `dv` value columns: a CTA per (64 value columns, head, sequence).
 pub fn decode_grid(n: usize, h: usize, dv: usize) -> (u32, u32, u32) {
     (dv.div_ceil(DECODE_COLS) as u32, h as u32, n as u32)

@@ -20,7 +20,8 @@ pub use backward::{
     BWD_KERNELS, BWD_THREADS, BWD_WALK_KERNELS,
 };
 pub use decode::{
-    decode_grid, decode_smem_bytes, generate_decode, DecodeArgs, DECODE_KERNEL, DECODE_THREADS,
+    decode_grid, decode_id, decode_smem_bytes, generate_decode, DecodeArgs, DECODE_KERNEL,
+    DECODE_THREADS,
 };
 pub use features::{Family, Features, Issue, RegisterSplit, SmemLayout};
 pub use plan::{

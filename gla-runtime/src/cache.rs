@@ -114,7 +114,7 @@ pub struct CacheKey {
     pub gate: String,
     /// `format!("{:016x}", gate.content_hash())`: a gate whose definition changed gets another key.
     pub gate_hash: String,
-    /// The pass: `"fwd"` or `"bwd"`.
+    /// The pass: `"fwd"`, `"bwd"` or `"dec"` (the decode step: no record beside the key, d_k = d_v = 0).
     pub pass: String,
     /// The dtype as [`DType`]'s `Display` writes it: `"bf16"`, `"f16"` or `"f32"`.
     pub dtype: String,
@@ -139,6 +139,14 @@ impl CacheKey {
 }
 
 impl CacheKey {
+    /// The decode step's key (pass `"dec"`) of `gate` and `dtype`: one kernel for every head dim (d_k = d_v = 0 here).
+    pub fn decode(gate: &dyn Gate, dtype: DType) -> CacheKey {
+        CacheKey {
+            pass: "dec".to_string(),
+            ..CacheKey::new(gate, dtype, 0, 0)
+        }
+    }
+
     /// The backward pass's key (pass `"bwd"`) of `gate`, `dtype` and head dims `dk`, `dv`.
     pub fn backward(gate: &dyn Gate, dtype: DType, dk: usize, dv: usize) -> CacheKey {
         CacheKey {

@@ -135,7 +135,7 @@ pub(crate) struct DecodeBuffers<'a> {
 }
 
 /// Launch `gate`'s decode kernel (compiled from `gla_codegen::generate_decode` with `options` through the GPU's module
-/// cache, so once a process) for `n` sequences, `h` heads, head dims `dk` × `dv`: every tensor of `b` is checked
+/// cache, so once a process, or loaded from `prebuilt`, a tuning cache's cubin of that source) for `n` sequences, `h` heads, head dims `dk` × `dv`: every tensor of `b` is checked
 /// against the extents the kernel derives from these first; stream-ordered on `gpu`'s stream.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_decode(
@@ -146,6 +146,7 @@ pub(crate) fn launch_decode(
     (n, h, dk, dv): (usize, usize, usize, usize),
     scale: f32,
     b: &DecodeBuffers,
+    prebuilt: Option<&[u8]>,
 ) -> Result<()> {
     if n == 0 || h == 0 {
         return Ok(());
@@ -177,7 +178,10 @@ pub(crate) fn launch_decode(
         pad: 0,
     };
     let source = gla_codegen::generate_decode(gate, dtype)?;
-    let module = gpu.load_source(gla_codegen::DECODE_KERNEL, &source, options)?;
+    let module = match prebuilt {
+        Some(cubin) => gpu.load_prebuilt(&source, cubin)?,
+        None => gpu.load_source(gla_codegen::DECODE_KERNEL, &source, options)?,
+    };
     let smem = gla_codegen::decode_smem_bytes(dk);
     let func = gpu.function(&module, gla_codegen::DECODE_KERNEL, smem)?;
     let cfg = LaunchConfig {
@@ -189,7 +193,8 @@ pub(crate) fn launch_decode(
     let stream = gpu.stream();
     let mut lb = stream.launch_builder(&func);
     lb.arg(&repr);
-    // SAFETY: (1) `func` is `gla_decode` of generate_decode(gate, dtype)'s module, loaded above, declared
+    // SAFETY: (1) `func` is `gla_decode` of generate_decode(gate, dtype)'s module (compiled, or a cubin whose cache
+    // entry names that source's hash), loaded above, declared
     // `extern "C" __global__ void gla_decode(const __grid_constant__ DecArgs a)` with `DecArgs` mirrored by
     // `DecodeArgs`; (2) every pointer is a tensor checked above to hold the extents the kernel derives from n, h,
     // d_k, d_v and the grid (logits / params present exactly where the kernel reads them); (3) the tensors are

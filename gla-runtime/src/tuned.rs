@@ -65,6 +65,7 @@ pub struct Tuned {
     env: Environment,
     decisions: Mutex<HashMap<DecisionKey, Option<Pick>>>,
     bwd_decisions: Mutex<HashMap<DecisionKey, Option<BackwardPick>>>,
+    dec_decisions: Mutex<HashMap<DecisionKey, Option<Arc<Vec<u8>>>>>,
     /// SHA-256 of the source the current codegen emits for (variant id, gate hash).
     sources: Mutex<HashMap<(String, u64), Option<String>>>,
     warned: Mutex<HashSet<String>>,
@@ -105,6 +106,7 @@ impl Tuned {
             },
             decisions: Mutex::default(),
             bwd_decisions: Mutex::default(),
+            dec_decisions: Mutex::default(),
             sources: Mutex::default(),
             warned: Mutex::default(),
             stats: Mutex::default(),
@@ -142,6 +144,7 @@ impl Tuned {
             .push(c);
         lock(&self.decisions).clear();
         lock(&self.bwd_decisions).clear();
+        lock(&self.dec_decisions).clear();
         Ok(n)
     }
 
@@ -353,6 +356,24 @@ impl Tuned {
                 })
             },
         )
+    }
+
+    /// The cached decode kernel of `gate` in `dtype` (its cubin: no NVRTC), or None (the caller compiles it).
+    pub fn pick_decode(&self, gate: &'static dyn Gate, dtype: DType) -> Option<Arc<Vec<u8>>> {
+        let key = CacheKey::decode(gate, dtype);
+        self.memoised(&self.dec_decisions, key, Bucket::of(1, 1), |key, bucket| {
+            let usable = |dir: &Path, e: &Entry| {
+                self.usable_with(dir, e, || {
+                    let id = gla_codegen::decode_id(gate, dtype);
+                    let sha = self.source_sha(id.clone(), gate, || {
+                        gla_codegen::generate_decode(gate, dtype).ok()
+                    });
+                    Ok(((), id, sha))
+                })
+            };
+            self.decide_with(key, bucket, usable)
+                .map(|(_, cubin, ..)| cubin)
+        })
     }
 
     /// The cached variant for a call of `gate` (`rows` = sequences × heads, `tokens` = the longest sequence), or
@@ -689,5 +710,49 @@ mod tests {
             assert_eq!(e.get("backward").is_some(), bwd);
             assert_eq!(e.get("spec").is_some(), !bwd);
         }
+    }
+
+    #[test]
+    fn the_decode_kernel_is_found_by_gate_and_dtype_alone() {
+        let d = dir("decode");
+        let sha = |src: String| cache::sha256_hex(src.as_bytes());
+        let entry = |dtype: DType, source_sha: String| Entry {
+            key: CacheKey::decode(&PER_KEY, dtype),
+            bucket: Bucket::of(1, 1),
+            variant: gla_codegen::decode_id(&PER_KEY, dtype),
+            spec: None,
+            backward: None,
+            cubin: String::new(),
+            cubin_sha256: String::new(),
+            validators: Validators {
+                arch: "sm_90a".into(),
+                nvrtc_version: (13, 0),
+                source_sha256: source_sha,
+                gpu: None,
+            },
+            timing: None,
+        };
+        save(
+            &d,
+            vec![
+                entry(
+                    DType::BF16,
+                    sha(gla_codegen::generate_decode(&PER_KEY, DType::BF16).unwrap()),
+                ),
+                // f16's entry names an older source: stale
+                entry(DType::F16, "0".repeat(64)),
+            ],
+        );
+        let t = Tuned::new(Some(h200()));
+        t.add(&d).unwrap();
+        assert!(t
+            .pick_decode(&PER_KEY, DType::BF16)
+            .unwrap()
+            .starts_with(b"\x7fELF"));
+        assert!(t.pick_decode(&PER_KEY, DType::F16).is_none());
+        assert!(t.pick_decode(&PER_KEY, DType::F32).is_none());
+        assert_eq!(t.stats().stale.len(), 1);
+        // Neither the forward nor the backward key sees it.
+        assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 32, 1024).is_none());
     }
 }

@@ -142,7 +142,12 @@ fn the_decode_kernels_compile_for_sm_90a_without_spills() {
             let c = nvrtc::compile_with(&src, DECODE_KERNEL, &CompileOptions::default())
                 .unwrap_or_else(|e| panic!("{} {dt}: {e}", gate.name()));
             let r = c.resources_of(DECODE_KERNEL).expect("a resource report");
-            assert!(!r.spills(), "{} {dt}: {} B spilled", gate.name(), r.spill_stores_bytes);
+            assert!(
+                !r.spills(),
+                "{} {dt}: {} B spilled",
+                gate.name(),
+                r.spill_stores_bytes
+            );
             n += 1;
         }
     }

@@ -1,5 +1,6 @@
 //! No GPU: compile ahead of time the kernels the runtime would use — the forward variant (`KernelSpec::default_for`)
-//! and the backward kernel set (`BackwardSpec::default_for`, key pass `"bwd"`) — for every selected (gate, dtype, d),
+//! and the backward kernel set (`BackwardSpec::default_for`, key pass `"bwd"`) for every selected (gate, dtype, d),
+//! the decode step (key pass `"dec"`, any head dims) for every (gate, dtype) —
 //! in parallel, into the cache at `--out` as UNTIMED entries (bucket `Bucket::of(1, 1)`, `validators.gpu = None`). A GPU run refines the cache later; the runtime uses an untimed entry when no timed one
 //! is usable, so a deployment with this cache needs no NVRTC for the default variants.
 //!
@@ -64,6 +65,8 @@ impl AotReport {
 enum Kernel {
     Fwd(KernelSpec),
     Bwd(BackwardSpec),
+    /// The decode step of a gate and dtype.
+    Dec(&'static dyn Gate, DType),
 }
 
 impl Kernel {
@@ -71,18 +74,21 @@ impl Kernel {
         match self {
             Kernel::Fwd(s) => s.id(),
             Kernel::Bwd(s) => s.id(),
+            Kernel::Dec(g, dt) => gla_codegen::decode_id(*g, *dt),
         }
     }
     fn key(&self, gate: &dyn Gate, dtype: DType, d: usize) -> CacheKey {
         match self {
             Kernel::Fwd(_) => CacheKey::new(gate, dtype, d, d),
             Kernel::Bwd(_) => CacheKey::backward(gate, dtype, d, d),
+            Kernel::Dec(..) => CacheKey::decode(gate, dtype),
         }
     }
     fn source(&self) -> Result<String, String> {
         match self {
             Kernel::Fwd(s) => generate(s).map(|g| g.source),
             Kernel::Bwd(s) => generate_backward(s),
+            Kernel::Dec(g, dt) => gla_codegen::generate_decode(*g, *dt),
         }
         .map_err(|e| format!("codegen: {e}"))
     }
@@ -114,7 +120,8 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
     let mut jobs = Vec::new();
     for &gate in gates {
         for dtype in o.dtypes_or_default() {
-            for d in o.dims_or_default() {
+            // (d = 0: the decode step serves every head dim)
+            for d in std::iter::once(0).chain(o.dims_or_default()) {
                 let row = |variant: String, problem: Option<String>| AotRow {
                     gate: gate.name().to_string(),
                     dtype,
@@ -124,14 +131,18 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                     compile_s: None,
                     problem,
                 };
-                let kernels = [
-                    KernelSpec::default_for(gate, dtype, d, d)
-                        .map(Kernel::Fwd)
-                        .map_err(|e| format!("no default variant: {e}")),
-                    BackwardSpec::default_for(gate, dtype, d, d)
-                        .map(Kernel::Bwd)
-                        .map_err(|e| format!("no backward kernel set: {e}")),
-                ];
+                let kernels = if d == 0 {
+                    vec![Ok(Kernel::Dec(gate, dtype))]
+                } else {
+                    vec![
+                        KernelSpec::default_for(gate, dtype, d, d)
+                            .map(Kernel::Fwd)
+                            .map_err(|e| format!("no default variant: {e}")),
+                        BackwardSpec::default_for(gate, dtype, d, d)
+                            .map(Kernel::Bwd)
+                            .map_err(|e| format!("no backward kernel set: {e}")),
+                    ]
+                };
                 for k in kernels {
                     let kernel = match k {
                         Ok(k) => k,
@@ -241,6 +252,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                 let (spec, backward) = match job.kernel {
                     Kernel::Fwd(s) => (Some(SpecRecord::of(&s)), None),
                     Kernel::Bwd(s) => (None, Some(BackwardRecord::of(&s, None))),
+                    Kernel::Dec(..) => (None, None),
                 };
                 let entry = Entry {
                     key: job.kernel.key(job.gate, job.dtype, job.d),

@@ -39,19 +39,26 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let spec = KernelSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
     let bwd = BackwardSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
 
-    // First run: two compiles (the forward variant and the backward kernel set), two entries.
+    // First run: three compiles (the forward variant, the backward kernel set, the decode step), three entries.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok(), "{:?}", r.rows);
-    assert_eq!((r.rows.len(), r.entries), (2, 2));
+    assert_eq!((r.rows.len(), r.entries), (3, 3));
     let mut ids: Vec<&str> = r.rows.iter().map(|r| r.variant.as_str()).collect();
     ids.sort();
-    assert_eq!(ids, [bwd.id(), spec.id()]);
+    assert_eq!(
+        ids,
+        [
+            bwd.id(),
+            gla_codegen::decode_id(gate, DType::BF16),
+            spec.id()
+        ]
+    );
     assert!(
         r.rows.iter().all(|r| r.compile_s.is_some()),
         "the first run compiles"
     );
     let cache = TuningCache::open(&out).unwrap();
-    assert_eq!(cache.entries().len(), 2);
+    assert_eq!(cache.entries().len(), 3);
     let e = cache
         .entries()
         .iter()
@@ -94,11 +101,27 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         sha256_hex(generate_backward(&bwd).unwrap().as_bytes())
     );
     assert!(cache.cubin(b).unwrap().starts_with(b"\x7fELF"));
+    // The decode entry: its key (no head dims), no record, the decode source's hash.
+    let dec = cache
+        .entries()
+        .iter()
+        .find(|e| e.key.pass == "dec")
+        .unwrap();
+    assert_eq!(dec.key, CacheKey::decode(gate, DType::BF16));
+    assert!(dec.spec.is_none() && dec.backward.is_none());
+    assert_eq!(
+        dec.validators.source_sha256,
+        sha256_hex(
+            gla_codegen::generate_decode(gate, DType::BF16)
+                .unwrap()
+                .as_bytes()
+        )
+    );
 
     // Second run, same selection: the entries are up to date (no compile) and not duplicated.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!((r.rows.len(), r.entries), (2, 2));
+    assert_eq!((r.rows.len(), r.entries), (3, 3));
     assert!(
         r.rows.iter().all(|r| r.compile_s.is_none()),
         "an up-to-date entry is not recompiled"
@@ -115,20 +138,20 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         r.ok() && fwd_row.compile_s.is_some(),
         "a cubin that fails its hash is recompiled"
     );
-    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 2);
+    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 3);
     std::fs::write(&path, good).unwrap();
 
     // A wider selection adds to the cache: bf16 kept (up to date), f16 added.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16,f16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!(r.entries, 4);
+    assert_eq!(r.entries, 6);
     let both = TuningCache::open(&out).unwrap();
     let dtypes: Vec<&str> = both
         .entries()
         .iter()
         .map(|e| e.key.dtype.as_str())
         .collect();
-    assert_eq!(dtypes.len(), 4);
+    assert_eq!(dtypes.len(), 6);
     assert!(
         dtypes.contains(&"bf16") && dtypes.contains(&"f16"),
         "{dtypes:?}"
@@ -158,7 +181,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
             "{stdout}"
         );
         assert!(stdout.contains(&spec.id()), "{stdout}");
-        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 4);
+        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 6);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -33,6 +33,7 @@ fn shipped_caches_match_the_generated_kernels() {
             let Some(gate) = registered_gates().into_iter().find(|g| {
                 CacheKey::new(*g, dtype, dk, dv) == e.key
                     || CacheKey::backward(*g, dtype, dk, dv) == e.key
+                    || CacheKey::decode(*g, dtype) == e.key
             }) else {
                 problems.push(format!(
                     "{what}: no built-in gate has key {:?} (gate or its hash changed)",
@@ -49,6 +50,8 @@ fn shipped_caches_match_the_generated_kernels() {
                     ("bwd", None, Some(r)) => r
                         .spec(gate, dtype)
                         .and_then(|s| Ok((s.id(), generate_backward(&s)?))),
+                    ("dec", None, None) => gla_codegen::generate_decode(gate, dtype)
+                        .map(|src| (gla_codegen::decode_id(gate, dtype), src)),
                     (pass, ..) => {
                         problems.push(format!("{what}: pass {pass:?} with the wrong record"));
                         continue;

@@ -103,6 +103,7 @@ impl Gla {
         let scale = opts.scale.unwrap_or(1.0 / (dk as f32).sqrt());
         let gpu = &self.inner.gpu;
         let o = DeviceTensor::empty(gpu, dtype, &[n, h, dv])?;
+        let cubin = self.inner.tuned.pick_decode(gate, dtype); // (a tuning cache's: no NVRTC)
         let _serial = lock(&self.inner.workspace); // (as the forward: one call's launches at a time per Gla)
         launch::launch_decode(
             gpu,
@@ -120,6 +121,7 @@ impl Gla {
                 state,
                 o: &o,
             },
+            cubin.as_deref().map(|c| c.as_slice()),
         )?;
         Ok(o)
     }
