@@ -50,7 +50,7 @@ const WALK_TILE: usize = 64;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum BackwardForm {
-    /// Every chunk's state S_[c] and state gradient dS_[c] through HBM (two state scans, then every chunk at
+    /// Every chunk's state `S_[c]` and state gradient `dS_[c]` through HBM (two state scans, then every chunk at
     /// once): 2 · (chunks + N) · H · d_k · d_v f32 of workspace. Every gate shape, dtype and head dim.
     #[default]
     Chunks,
@@ -174,8 +174,8 @@ impl BackwardSpec {
     }
 
     /// The two f32 workspaces (elements) of a call with `tokens` tokens in `n_seqs` sequences of `chunks` chunks
-    /// in all (`segments` walk segments, [`walk_segments`]), `h` heads, head dims `dk` × `dv`: the chunk form's S_[c]
-    /// and dS_[c] ((chunks + N) · H · d_k · d_v each); the walk form's q ⊙ dq (tokens · H · d_k) and Z (segments · H
+    /// in all (`segments` walk segments, [`walk_segments`]), `h` heads, head dims `dk` × `dv`: the chunk form's `S_[c]`
+    /// and `dS_[c]` ((chunks + N) · H · d_k · d_v each); the walk form's q ⊙ dq (tokens · H · d_k) and Z (segments · H
     /// · d_k) with a scalar gate's row sums (⌈d_k / 64⌉ · tokens · H). The segments' own three are
     /// [`BackwardSpec::segment_elems`]. None where the sizes overflow.
     #[allow(clippy::too_many_arguments)]
@@ -405,9 +405,9 @@ pub struct BackwardArgs {
     /// f32 `[H, P]`, zeroed before the launch, or 0.
     pub dparams: u64,
     pub dh0: u64,
-    /// f32 workspace `[chunks + N, H, d_k, d_v]`: S_[c].
+    /// f32 workspace `[chunks + N, H, d_k, d_v]`: `S_[c]`.
     pub states: u64,
-    /// Alike: dS_[c].
+    /// Alike: `dS_[c]`.
     pub dstates: u64,
     pub cu_seqlens: u64,
     pub chunk_offsets: u64,
