@@ -13,8 +13,9 @@ parallel, check each against the f64 reference on a small random problem (a fail
 never cached), time the rest (CUDA events, 3 warm-ups, L2 flushed, median; candidates slower than 1.3x the best
 after 5 runs are dropped, the others get 20 more) and write the fastest per bucket into the cache at --out.
 Per-key gates are timed at logits ~ N(0,1) and N(0,1) - 12 (strong decays) and chosen by the worse of the two.
-With no GPU: compile ahead of time the variant the runtime would use (KernelSpec::default_for) for every
-gate x dtype x head dim into the cache at --out, as untimed entries; a GPU run later refines it.
+With no GPU: compile ahead of time what the runtime would use — the forward variant (KernelSpec::default_for) and
+the backward kernel set (BackwardSpec::default_for) for every gate x dtype x head dim, the decode step for every
+gate x dtype — into the cache at --out, as untimed entries; a GPU run later refines it.
 
   --plan            compile EVERY variant of every registered gate (no GPU needed), print the resource table and
                     fail on a compile error, a register spill or too much shared memory (what CI runs)

@@ -118,7 +118,7 @@ pub fn run(args: &[String]) -> ExitCode {
         Err(e) => {
             println!("No GPU here: {e}");
             println!(
-                "Compiling ahead of time instead (the variants the runtime would use, untimed)."
+                "Compiling ahead of time instead (the forward variants, backward sets and decode steps the runtime would use, untimed)."
             );
             match aot::run(&gates, &o) {
                 Ok(r) => {
