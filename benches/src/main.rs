@@ -3,11 +3,12 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
-//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward] [--lineinfo]
+//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
 //!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h200)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
 //!   form (chunks, walks), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
+//!   (`--decode`: also the decode step at N × H × d from 8 × 16 × 128 to 256 × 16 × 128, rows `"pass": "decode"`)
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!
 //! Two kinds of rows, all `{"impl": "ours", "pass": "fwd", "gate", "strength", "B", "T", "H", "D", "ms", ...}`:
@@ -350,6 +351,85 @@ fn backward_rows(
     rows
 }
 
+/// `--decode`: [`Gla::decode`] steps of `gate` (bf16; q, k, v, x ~ N(0, 1), a state ~ N(0, 0.25)) at N sequences × H
+/// heads × d, each with the L2 flushed before it: rows `{"pass": "decode", "N", "H", "D", "ms", "floor_ms", "gbps"}`, the
+/// floor being the bytes a step must move (the f32 state read and written, the token's inputs and output) at the
+/// measured copy bandwidth. The decode's cost does not depend on the gate's values (one exponential a row).
+fn decode_rows(
+    gla: &Gla,
+    flush: &mut L2Flush,
+    reps: usize,
+    copy_gbps: f64,
+    gname: &str,
+    gate: &'static dyn Gate,
+) -> Vec<serde_json::Value> {
+    let mut rows = Vec::new();
+    for (n, h, d) in [
+        (8usize, 16usize, 128usize),
+        (64, 16, 128),
+        (256, 16, 128),
+        (64, 32, 64),
+        (64, 8, 256),
+    ] {
+        let case = Case::random(gate, Dims::new(n, 1, h, d, d), DType::BF16, 47, true, None);
+        let up =
+            |x: &[f32], shape: &[usize]| gla.upload(&case.host(x, shape, DType::BF16)).unwrap();
+        let (q, k, v) = (
+            up(&case.q, &[n, h, d]),
+            up(&case.k, &[n, h, d]),
+            up(&case.v, &[n, h, d]),
+        );
+        let logits = match gate.shape() {
+            GateShape::Fixed => None,
+            GateShape::PerHead => Some(up(&case.logits, &[n, h])),
+            _ => Some(up(&case.logits, &[n, h, d])),
+        };
+        let np = gate.params().len();
+        let params =
+            (np > 0).then(|| DeviceTensor::from_f32(gla.gpu(), &[h, np], &case.params).unwrap());
+        let mut state = DeviceTensor::from_f32(
+            gla.gpu(),
+            &[n, h, d, d],
+            case.initial_state.as_ref().unwrap(),
+        )
+        .unwrap();
+        let opts = gla_runtime::DecodeOptions::default();
+        let st = bench(gla.gpu(), 3, reps, Some(&mut *flush), || {
+            gla.decode(
+                gate,
+                &q,
+                &k,
+                &v,
+                logits.as_ref(),
+                params.as_ref(),
+                &mut state,
+                &opts,
+            )
+            .map(|_| ())
+        });
+        let lw = gate.shape().logits_per_token(d, d); // (q, k, v, o and the logits, 2 bytes each)
+        let bytes = (2 * n * h * d * d * 4 + (4 * n * h * d + n * h * lw) * 2) as f64;
+        let floor_ms = bytes / (copy_gbps * 1e9) * 1e3;
+        match st {
+            Ok(st) => {
+                let ms = st.median_ms as f64;
+                println!(
+                    "decode {gname:<7} N{n:>4} H{h:>3} D{d:>4} {ms:8.4} ms  {:6.0} GB/s  {:5.2}x floor",
+                    bytes / ms / 1e6,
+                    ms / floor_ms
+                );
+                rows.push(json!({
+                    "impl": "ours", "pass": "decode", "gate": gname, "strength": gname, "N": n, "H": h, "D": d,
+                    "ms": ms, "floor_ms": floor_ms, "gbps": bytes / ms / 1e6, "copy_gbps": copy_gbps, "reps": reps,
+                    "distribution": "q, k, v, x ~ N(0, 1) bf16, state ~ N(0, 0.25) f32"
+                }));
+            }
+            Err(e) => println!("decode {gname} N{n} H{h} D{d}: failed: {e}"),
+        }
+    }
+    rows
+}
+
 /// `--cold-start` (run it as the process's first GPU work): the time from `Gla::new()` to the first forward's output
 /// at 8×4096×16×128 with the GLA gate, bf16, the variant from the tuning caches (issue 27's target: ≤ 50 ms with the
 /// shipped cache, no NVRTC call). Inputs are uploaded before the clock for the forward starts; the row says whether
@@ -621,6 +701,12 @@ fn main() {
             &gla, &mut flush, reps, copy_gbps, shape, &strengths,
         ));
         std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
+    }
+    if args.iter().any(|a| a == "--decode") {
+        for &(gname, gate) in &gates {
+            records.extend(decode_rows(&gla, &mut flush, reps, copy_gbps, gname, gate));
+            std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
+        }
     }
     if args.iter().any(|a| a == "--backward") {
         for &shape in &strength_shapes {
