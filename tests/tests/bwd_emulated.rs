@@ -169,29 +169,50 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
         .into_iter()
         .filter(|g| only("GLA_TEST_GATES", g.name()))
         .collect();
-    // (dims, cu_seqlens, logit shift, specialised head dim → chunk 32 / 32 / 32 (16 in f32) / 8, dtypes); bf16 / f16
-    // at d ≤ 256 run the tensor-core kernels, f32 and d = 512 the f32 CUDA-core ones.
+    // (dims, cu_seqlens, logit shift, specialised head dims (d_k, d_v) → chunk 32 / 32 / 32 (16 in f32) / 8, dtypes);
+    // bf16 / f16 at d ≤ 256 run the tensor-core kernels, f32 and d = 512 the f32 CUDA-core ones.
     let all = [DType::F32, DType::BF16, DType::F16];
-    let cases: Vec<(Dims, Option<Vec<usize>>, f32, usize, &[DType])> = vec![
-        (Dims::new(2, 70, 2, 16, 12), None, 0.0, 64, &all),
+    let cases: Vec<(Dims, Option<Vec<usize>>, f32, (usize, usize), &[DType])> = vec![
+        (Dims::new(2, 70, 2, 16, 12), None, 0.0, (64, 64), &all),
         (
             Dims::new(1, 75, 2, 16, 16),
             Some(vec![0, 0, 1, 41, 75]),
             -12.0,
-            128,
+            (128, 128),
             &all,
         ),
-        (Dims::new(1, 70, 1, 100, 72), None, 12.0, 128, &all),
-        (Dims::new(1, 40, 1, 8, 8), None, 12.0, 256, &all[..2]),
+        (Dims::new(1, 70, 1, 100, 72), None, 12.0, (128, 128), &all),
+        (Dims::new(1, 40, 1, 8, 8), None, 12.0, (256, 256), &all[..2]),
         // strong decays in f16 at d = 256 (scale 1/16): the gradients' scan keeps its decayed operand out of f16's
         // subnormals (dh0 was 0.1 off on the H100 before)
-        (Dims::new(1, 40, 1, 8, 8), None, -12.0, 256, &all[2..]),
+        (
+            Dims::new(1, 40, 1, 8, 8),
+            None,
+            -12.0,
+            (256, 256),
+            &all[2..],
+        ),
         (
             Dims::new(1, 21, 1, 8, 4),
             Some(vec![0, 13, 21]),
             0.0,
-            512,
+            (512, 512),
             &all[..1],
+        ),
+        // d_k ≠ d_v specialisations: the key walks' [64][DV] states and the value walk's [DK][64] ones apart
+        (
+            Dims::new(1, 45, 1, 60, 200),
+            None,
+            0.0,
+            (64, 256),
+            &all[1..2],
+        ),
+        (
+            Dims::new(1, 45, 1, 200, 60),
+            None,
+            0.0,
+            (256, 64),
+            &all[1..2],
         ),
     ];
     // Every case in the chunk form, and in the walk form where it has kernels — each sequence walked whole, and
@@ -211,7 +232,7 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
                                 } else {
                                     "chunks"
                                 },
-                            ) && BackwardSpec::for_problem(gate, dt, c.3, c.3)
+                            ) && BackwardSpec::for_problem(gate, dt, c.3 .0, c.3 .1)
                                 .unwrap()
                                 .with_form(f)
                                 .is_ok()
@@ -232,8 +253,8 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
     let results: Vec<Result<(String, Vec<String>), String>> = jobs
         .par_iter()
         .map(|&(gate, i, dtype, form, seg_chunks)| {
-            let (dims, cu, shift, dkv, _) = &cases[i];
-            let spec = BackwardSpec::for_problem(gate, dtype, *dkv, *dkv)
+            let (dims, cu, shift, (dks, dvs), _) = &cases[i];
+            let spec = BackwardSpec::for_problem(gate, dtype, *dks, *dvs)
                 .unwrap()
                 .with_form(form)
                 .unwrap();
