@@ -247,6 +247,36 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// An entry of `key` at `bucket` for kernel `variant`, compiled for [`crate::nvrtc::ARCH`] by NVRTC
+    /// `nvrtc_version` from a source of SHA-256 `source_sha256`; timed on `gpu` when `timing` is given. No record yet
+    /// (`spec` for a forward entry, `backward` for a backward one); [`TuningCache::insert`] sets the cubin fields.
+    pub fn compiled(
+        key: CacheKey,
+        bucket: Bucket,
+        variant: String,
+        nvrtc_version: (i32, i32),
+        source_sha256: String,
+        timed: Option<(GpuFacts, Timing)>,
+    ) -> Entry {
+        let (gpu, timing) = timed.map_or((None, None), |(g, t)| (Some(g), Some(t)));
+        Entry {
+            key,
+            bucket,
+            variant,
+            spec: None,
+            backward: None,
+            cubin: String::new(),
+            cubin_sha256: String::new(),
+            validators: Validators {
+                arch: crate::nvrtc::ARCH.to_string(),
+                nvrtc_version,
+                source_sha256,
+                gpu,
+            },
+            timing,
+        }
+    }
+
     /// Whether the entry was timed on a GPU.
     pub fn is_timed(&self) -> bool {
         self.timing.is_some()

@@ -207,12 +207,6 @@ impl Gpu {
         Ok(self.modules.insert(key, loaded))
     }
 
-    /// The module [`Gpu::load_prebuilt`] loaded for `source`, if any.
-    pub fn prebuilt(&self, source: &str) -> Option<Arc<LoadedModule>> {
-        self.modules
-            .get(fnv1a64(&[source.as_bytes(), b"prebuilt sm_90a cubin"]))
-    }
-
     /// Load a cubin built ahead of time (a tuning cache's) for `source`, through the module cache: no NVRTC. Keyed
     /// apart from compiles of the same source (whose options may differ).
     pub fn load_prebuilt(&self, source: &str, cubin: &[u8]) -> Result<Arc<LoadedModule>> {

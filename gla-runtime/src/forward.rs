@@ -323,6 +323,9 @@ pub fn logits_shape(shape: GateShape, d: &Dims) -> Vec<usize> {
 type VariantKey = (String, u64);
 type MetaKey = (Vec<(usize, usize)>, u32, bool);
 
+/// A backward kernel set's functions, in launch order.
+type BackwardFunctions = Arc<Vec<cudarc::driver::CudaFunction>>;
+
 struct Inner {
     gpu: Gpu,
     options: CompileOptions,
@@ -332,6 +335,10 @@ struct Inner {
     workspace: Mutex<Option<CudaSlice<u8>>>,
     /// Tuning caches: the variant (and its cubin) of calls that name none.
     tuned: Tuned,
+    /// The backward kernels of each (kernel-set id, gate content hash), ready to launch.
+    backward_sets: Mutex<HashMap<(String, u64), BackwardFunctions>>,
+    /// The decode kernel of each (gate content hash, dtype), ready to launch.
+    decoders: Mutex<HashMap<(u64, DType), cudarc::driver::CudaFunction>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -387,6 +394,8 @@ impl Gla {
                 options,
                 variants: Mutex::default(),
                 metas: Mutex::default(),
+                backward_sets: Mutex::default(),
+                decoders: Mutex::default(),
                 workspace: Mutex::default(),
                 tuned,
             }),
@@ -436,8 +445,10 @@ impl Gla {
         spec: &gla_codegen::BackwardSpec,
         cubin: &[u8],
     ) -> Result<()> {
-        let source = gla_codegen::generate_backward(spec)?;
-        self.inner.gpu.load_prebuilt(&source, cubin).map(|_| ())
+        let f =
+            launch::backward_functions(&self.inner.gpu, spec, &self.inner.options, Some(cubin))?;
+        lock(&self.inner.backward_sets).insert((spec.id(), spec.gate.content_hash()), Arc::new(f));
+        Ok(())
     }
 
     /// The variant a call that names none runs, for q of shape `q_shape` (`[B, T, H, d_k]`, or `[1, T, H, d_k]` with

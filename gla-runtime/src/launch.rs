@@ -134,19 +134,36 @@ pub(crate) struct DecodeBuffers<'a> {
     pub o: &'a DeviceTensor,
 }
 
-/// Launch `gate`'s decode kernel (compiled from `gla_codegen::generate_decode` with `options` through the GPU's module
-/// cache, so once a process, or loaded from `prebuilt`, a tuning cache's cubin of that source) for `n` sequences, `h` heads, head dims `dk` × `dv`: every tensor of `b` is checked
-/// against the extents the kernel derives from these first; stream-ordered on `gpu`'s stream.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn launch_decode(
+/// `gate`'s decode kernel in `dtype`: compiled from `gla_codegen::generate_decode` with `options` through the GPU's
+/// module cache, or loaded from `prebuilt` (a tuning cache's cubin of that source); allowed the shared memory of any
+/// head dim up to 512. `Gla::decode` keeps it, so that a step does not generate or hash the source again.
+pub(crate) fn decode_function(
     gpu: &Gpu,
     gate: &dyn gla_core::Gate,
     dtype: DType,
     options: &CompileOptions,
+    prebuilt: Option<&[u8]>,
+) -> Result<CudaFunction> {
+    let source = gla_codegen::generate_decode(gate, dtype)?;
+    let module = match prebuilt {
+        Some(cubin) => gpu.load_prebuilt(&source, cubin)?,
+        None => gpu.load_source(gla_codegen::DECODE_KERNEL, &source, options)?,
+    };
+    let smem = gla_codegen::decode_smem_bytes(gla_codegen::MAX_HEAD_DIM);
+    gpu.function(&module, gla_codegen::DECODE_KERNEL, smem)
+}
+
+/// Launch `gate`'s decode kernel `func` ([`decode_function`]) for `n` sequences, `h` heads, head dims `dk` × `dv`: every tensor of `b` is checked
+/// against the extents the kernel derives from these first; stream-ordered on `gpu`'s stream.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_decode(
+    gpu: &Gpu,
+    func: &CudaFunction,
+    gate: &dyn gla_core::Gate,
+    dtype: DType,
     (n, h, dk, dv): (usize, usize, usize, usize),
     scale: f32,
     b: &DecodeBuffers,
-    prebuilt: Option<&[u8]>,
 ) -> Result<()> {
     if n == 0 || h == 0 {
         return Ok(());
@@ -177,13 +194,7 @@ pub(crate) fn launch_decode(
         scale,
         pad: 0,
     };
-    let source = gla_codegen::generate_decode(gate, dtype)?;
-    let module = match prebuilt {
-        Some(cubin) => gpu.load_prebuilt(&source, cubin)?,
-        None => gpu.load_source(gla_codegen::DECODE_KERNEL, &source, options)?,
-    };
     let smem = gla_codegen::decode_smem_bytes(dk);
-    let func = gpu.function(&module, gla_codegen::DECODE_KERNEL, smem)?;
     let cfg = LaunchConfig {
         grid_dim: gla_codegen::decode_grid(n, h, dv),
         block_dim: (gla_codegen::DECODE_THREADS, 1, 1),
@@ -191,15 +202,16 @@ pub(crate) fn launch_decode(
     };
     let repr = DecArgsRepr(args);
     let stream = gpu.stream();
-    let mut lb = stream.launch_builder(&func);
+    let mut lb = stream.launch_builder(func);
     lb.arg(&repr);
-    // SAFETY: (1) `func` is `gla_decode` of generate_decode(gate, dtype)'s module (compiled, or a cubin whose cache
-    // entry names that source's hash), loaded above, declared
-    // `extern "C" __global__ void gla_decode(const __grid_constant__ DecArgs a)` with `DecArgs` mirrored by
+    // SAFETY: (1) `func` comes from [`decode_function`] for this gate and dtype: `gla_decode` of
+    // generate_decode(gate, dtype)'s module (compiled, or a cubin whose cache entry names that source's hash),
+    // declared `extern "C" __global__ void gla_decode(const __grid_constant__ DecArgs a)` with `DecArgs` mirrored by
     // `DecodeArgs`; (2) every pointer is a tensor checked above to hold the extents the kernel derives from n, h,
     // d_k, d_v and the grid (logits / params present exactly where the kernel reads them); (3) the tensors are
-    // borrowed for the call and freed only stream-ordered; (4) `o` and `state` (the outputs) are the caller's and
-    // `Gla::decode` checks they overlap no input; (5) `gpu.function` allowed `smem` bytes.
+    // borrowed for the call and freed only stream-ordered; (4) the outputs are `o`, a fresh allocation of
+    // `Gla::decode`, and `state`, borrowed mutably there (so no input aliases it); (5) `decode_function` allowed the
+    // largest `smem` any head dim up to 512 takes.
     #[allow(unsafe_code)]
     unsafe { lb.launch(cfg) }.map_err(|e| GlaError::Cuda {
         op: "cuLaunchKernel",
@@ -232,8 +244,28 @@ pub(crate) struct BwdBuffers<'a> {
     pub seg_chunks: u32,
 }
 
-/// Launch the backward kernels of `spec` (`spec.kernels()`) (compiled from `generate_backward(spec)` with `options` through the
-/// GPU's module cache, so once a process, or loaded from `prebuilt`, a tuning cache's cubin of that source) for a validated problem: `dims`, the
+/// The kernels of `spec`, in `spec.kernels()` order: from `prebuilt` (a tuning cache's or the tuner's cubin of
+/// `generate_backward(spec)`), else compiled with `options` through the GPU's module cache. `Gla` keeps them per
+/// kernel set, so that a call does not generate or hash the source again.
+pub(crate) fn backward_functions(
+    gpu: &Gpu,
+    spec: &gla_codegen::BackwardSpec,
+    options: &CompileOptions,
+    prebuilt: Option<&[u8]>,
+) -> Result<Vec<CudaFunction>> {
+    let source = gla_codegen::generate_backward(spec)?;
+    let kernels = spec.kernels();
+    let module = match prebuilt {
+        Some(cubin) => gpu.load_prebuilt(&source, cubin)?,
+        None => gpu.load_source(kernels[kernels.len() - 1], &source, options)?,
+    };
+    kernels
+        .iter()
+        .map(|name| gpu.function(&module, name, spec.smem_bytes(name)))
+        .collect()
+}
+
+/// Launch the backward kernels `funcs` of `spec` ([`backward_functions`]) for a validated problem: `dims`, the
 /// sequences of `meta` (built for `spec.chunk()` with the chunk index), `gate_params` parameters a head. Every
 /// buffer's size is checked against the extents the kernels derive from these first (point 2 of
 /// [`launch_backward`]); the launches are stream-ordered on `gpu`'s stream.
@@ -241,13 +273,12 @@ pub(crate) struct BwdBuffers<'a> {
 pub(crate) fn launch_backward_set(
     gpu: &Gpu,
     spec: &gla_codegen::BackwardSpec,
-    options: &CompileOptions,
+    funcs: &[CudaFunction],
     meta: &SeqMeta,
     dims: gla_core::Dims,
     gate_params: usize,
     scale: f32,
     b: &BwdBuffers,
-    prebuilt: Option<&[u8]>,
 ) -> Result<()> {
     let (n, h, dk, dv) = (meta.seqs().len(), dims.h, dims.dk, dims.dv);
     let tokens = meta.seqs().last().map_or(0, |&(s, l)| s + l);
@@ -326,22 +357,13 @@ pub(crate) fn launch_backward_set(
             ));
         }
     }
-    // The kernels (compiled once a process: the module cache is keyed by the source).
-    let source = gla_codegen::generate_backward(spec)?;
     let kernels = spec.kernels();
-    // A cubin given (a tuning cache's), else one loaded before for this source (`Gla::load_backward_cubin`: the
-    // tuner's), else a compile.
-    let module = match prebuilt {
-        Some(cubin) => gpu.load_prebuilt(&source, cubin)?,
-        None => match gpu.prebuilt(&source) {
-            Some(m) => m,
-            None => gpu.load_source(kernels[kernels.len() - 1], &source, options)?,
-        },
-    };
-    let funcs = kernels
-        .iter()
-        .map(|name| gpu.function(&module, name, spec.smem_bytes(name)))
-        .collect::<Result<Vec<_>>>()?;
+    if funcs.len() != kernels.len() {
+        return Err(GlaError::invalid(
+            "backward",
+            "kernels of another kernel set",
+        ));
+    }
     let stream = gpu.stream();
     let (cu, co, ci) = meta.ptrs(stream);
     // The segments' arrays and workspaces (every element written by the first pass before it is read).
@@ -389,7 +411,7 @@ pub(crate) fn launch_backward_set(
         seg_chunks: b.seg_chunks as i32,
         pad: [0; 2],
     };
-    for ((name, func), grid) in kernels.iter().zip(&funcs).zip(gla_codegen::backward_grids(
+    for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
         spec, dk, dv, h, n, chunks, segments,
     )) {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
@@ -400,7 +422,8 @@ pub(crate) fn launch_backward_set(
             block_dim: (gla_codegen::BWD_THREADS, 1, 1),
             shared_mem_bytes: spec.smem_bytes(name),
         };
-        // SAFETY: (1) `funcs` come from generate_backward(spec)'s module, loaded above; (2) every pointer
+        // SAFETY: (1) `funcs` come from `backward_functions(spec)`: generate_backward(spec)'s module (the caller
+        // keeps them per spec; their count is checked above); (2) every pointer
         // is a tensor or workspace checked above to hold the extents the kernels derive from `args` and the grid
         // (the sequence arrays are `meta`'s, built for this chunk size with the index); (3) all are freed only
         // stream-ordered on this stream; (4) the outputs are the caller's fresh allocations (`BwdBuffers`

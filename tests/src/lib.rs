@@ -274,6 +274,17 @@ pub fn rel_rms(got: &[f64], want: &[f64]) -> f64 {
     reference::rel_rms(got, want)
 }
 
+/// The seven built-in gates and the tests' per-value gate `value_gla` — every gate shape: what the kernel tests run.
+pub fn builtin_and_value_gates() -> Vec<&'static dyn Gate> {
+    let _ = (&gla::gates::Gla, &gates::ValueGla); // link the gates' registrations
+    let g: Vec<&'static dyn Gate> = gla_core::registered_gates()
+        .into_iter()
+        .filter(|g| gla::gates::BUILT_IN.contains(&g.name()) || g.name() == "value_gla")
+        .collect();
+    assert!(g.len() >= 8, "the built-in gates and the value gate");
+    g
+}
+
 /// The tolerance of issue 4, as relative RMS error vs the f64 reference.
 pub fn tolerance(dtype: DType) -> f64 {
     match dtype {

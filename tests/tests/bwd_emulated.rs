@@ -14,7 +14,7 @@ use gla_codegen::{
     backward_grids, generate_backward, walk_segments, BackwardArgs, BackwardForm, BackwardSpec,
     BWD_THREADS,
 };
-use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
+use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::launch::seq_arrays;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -150,12 +150,7 @@ fn tolerance(dtype: DType) -> f64 {
 
 #[test]
 fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
-    let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
-    let gates: Vec<&'static dyn Gate> = registered_gates()
-        .into_iter()
-        .filter(|g| gla::gates::BUILT_IN.contains(&g.name()) || g.name() == "value_gla")
-        .collect();
-    assert!(gates.len() >= 8, "the built-in gates and the value gate");
+    let gates = tests::builtin_and_value_gates();
     // (`GLA_TEST_GATES=a,b` / `GLA_TEST_FORMS=walks` narrow, printed.)
     let only = |var: &str, name: &str| {
         std::env::var(var).map_or(true, |l| l.split(',').any(|n| n.eq_ignore_ascii_case(name)))

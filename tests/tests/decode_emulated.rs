@@ -78,12 +78,7 @@ fn emulate(kernels: &Emulated, gate: &dyn Gate, case: &Case) -> (Vec<f64>, Vec<f
 
 #[test]
 fn the_decode_kernel_steps_the_f64_recurrence_on_the_emulator() {
-    let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
-    let gates: Vec<&'static dyn Gate> = registered_gates()
-        .into_iter()
-        .filter(|g| gla::gates::BUILT_IN.contains(&g.name()) || g.name() == "value_gla")
-        .collect();
-    assert!(gates.len() >= 8, "the built-in gates and the value gate");
+    let gates = tests::builtin_and_value_gates();
     let mut failures = Vec::new();
     for gate in gates {
         for dt in DType::ALL {

@@ -5,7 +5,7 @@
 //! f64): the outputs f32 1e-5, bf16 / f16 3e-3; the f32 state 1e-5 in f32 and 3e-3 otherwise (the prompt's forward
 //! reads rounded inputs through the dtype's kernels). Without a GPU the tests print `SKIPPED` (with
 //! `GLA_REQUIRE_GPU=1` they fail); `decode_emulated.rs` runs the kernel's source on the CPU.
-use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
+use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::testing::gpu_or_skip;
 use gla_runtime::{DecodeOptions, DeviceTensor, ForwardOptions};
 use tests::{rel_rms, tolerance, Case};
@@ -25,11 +25,7 @@ fn decode_continues_the_forward_and_matches_the_f64_recurrence() {
     else {
         return;
     };
-    let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
-    let gates: Vec<&'static dyn Gate> = registered_gates()
-        .into_iter()
-        .filter(|g| gla::gates::BUILT_IN.contains(&g.name()) || g.name() == "value_gla")
-        .collect();
+    let gates = tests::builtin_and_value_gates();
     let (prompt, steps) = (70usize, 4usize);
     let mut failures = Vec::new();
     println!("| gate | dtype | d_k × d_v | shift | o (decoded tokens) | final state |");

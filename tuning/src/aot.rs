@@ -13,9 +13,7 @@ use gla_codegen::{
     generate, generate_backward, BackwardRecord, BackwardSpec, KernelSpec, SpecRecord,
 };
 use gla_core::{DType, Gate};
-use gla_runtime::cache::{
-    check, sha256_hex, Bucket, CacheKey, Entry, Environment, TuningCache, Validators,
-};
+use gla_runtime::cache::{check, sha256_hex, Bucket, CacheKey, Entry, Environment, TuningCache};
 use gla_runtime::nvrtc;
 use rayon::prelude::*;
 use std::path::PathBuf;
@@ -255,20 +253,16 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                     Kernel::Dec(..) => (None, None),
                 };
                 let entry = Entry {
-                    key: job.kernel.key(job.gate, job.dtype, job.d),
-                    bucket,
-                    variant: job.kernel.id(),
                     spec,
                     backward,
-                    cubin: String::new(),
-                    cubin_sha256: String::new(),
-                    validators: Validators {
-                        arch: nvrtc::ARCH.to_string(),
+                    ..Entry::compiled(
+                        job.kernel.key(job.gate, job.dtype, job.d),
+                        bucket,
+                        job.kernel.id(),
                         nvrtc_version,
-                        source_sha256: job.source_sha256,
-                        gpu: None,
-                    },
-                    timing: None,
+                        job.source_sha256,
+                        None,
+                    )
                 };
                 // An untimed entry never replaces a timed one of the same (key, bucket).
                 if !cache.accepts(&entry) {

@@ -20,7 +20,7 @@ use crate::progress::{bar, say};
 use crate::search::{print_rows, screen_then_time, upload, upload_pool, Failure, Row};
 use gla_codegen::{generate_backward, BackwardForm, BackwardRecord, BackwardSpec};
 use gla_core::{DType, Dims, Gate};
-use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache, Validators};
+use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache};
 use gla_runtime::timing::{bench, L2Flush};
 use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor, Gla};
 use rand::rngs::SmallRng;
@@ -336,26 +336,22 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 .iter()
                 .find(|c| c.spec.id() == spec.id())
                 .expect("a passing set");
+            let timing = Timing {
+                median_ms: ms,
+                default_ms,
+                candidates: cands.len() as u32,
+                strengths: vec!["N(0,1)".to_string()],
+            };
             let entry = Entry {
-                key: CacheKey::backward(gate, dtype, d, d),
-                bucket: target.bucket,
-                variant: spec.id(),
-                spec: None,
                 backward: Some(BackwardRecord::of(&spec, cut)),
-                cubin: String::new(),
-                cubin_sha256: String::new(),
-                validators: Validators {
-                    arch: nvrtc::ARCH.to_string(),
+                ..Entry::compiled(
+                    CacheKey::backward(gate, dtype, d, d),
+                    target.bucket,
+                    spec.id(),
                     nvrtc_version,
-                    source_sha256: c.source_sha256.clone(),
-                    gpu: Some(facts.clone()),
-                },
-                timing: Some(Timing {
-                    median_ms: ms,
-                    default_ms,
-                    candidates: cands.len() as u32,
-                    strengths: vec!["N(0,1)".to_string()],
-                }),
+                    c.source_sha256.clone(),
+                    Some((facts.clone(), timing)),
+                )
             };
             let winner = candidate_label(&spec, cut);
             say(

@@ -25,7 +25,7 @@ use crate::inputs::{host_tensor, rel_rms, shifted, HostInputs, Pool};
 use crate::progress::{bar, say};
 use gla_codegen::{generate, KernelSpec, SpecRecord};
 use gla_core::{DType, Dims, Gate, GateShape};
-use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache, Validators};
+use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache};
 use gla_runtime::timing::{bench, L2Flush};
 use gla_runtime::{nvrtc, CompileOptions, DeviceTensor, ForwardOptions, Gla};
 use rayon::prelude::*;
@@ -603,26 +603,22 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             continue;
                         };
                         let c = passing[w];
+                        let timing = Timing {
+                            median_ms: ms,
+                            default_ms,
+                            candidates: passing.len() as u32,
+                            strengths: strengths.clone(),
+                        };
                         let entry = Entry {
-                            key: CacheKey::new(k.gate, k.dtype, k.d, k.d),
-                            bucket: target.bucket,
-                            variant: c.spec.id(),
                             spec: Some(SpecRecord::of(&c.spec)),
-                            backward: None,
-                            cubin: String::new(),
-                            cubin_sha256: String::new(),
-                            validators: Validators {
-                                arch: nvrtc::ARCH.to_string(),
+                            ..Entry::compiled(
+                                CacheKey::new(k.gate, k.dtype, k.d, k.d),
+                                target.bucket,
+                                c.spec.id(),
                                 nvrtc_version,
-                                source_sha256: c.source_sha256.clone(),
-                                gpu: Some(facts.clone()),
-                            },
-                            timing: Some(Timing {
-                                median_ms: ms,
-                                default_ms,
-                                candidates: passing.len() as u32,
-                                strengths: strengths.clone(),
-                            }),
+                                c.source_sha256.clone(),
+                                Some((facts.clone(), timing)),
+                            )
                         };
                         say(
                             pb,

@@ -10,6 +10,7 @@ use crate::tensor::{check_tensor, DeviceTensor};
 use gla_codegen::{BackwardForm, BackwardSpec};
 use gla_core::error::Result;
 use gla_core::{DType, Gate, GlaError};
+use std::sync::Arc;
 
 /// Options of [`Gla::backward`]: those of the forward pass that was run, and the final state's gradient.
 #[derive(Clone, Copy, Debug, Default)]
@@ -183,17 +184,35 @@ impl Gla {
             seg_index: &seg_index,
             seg_chunks,
         };
+        // The kernel set's functions, found once per set: the pick's cubin (no NVRTC), a loaded one, or a compile.
+        let key = (spec.id(), gate.content_hash());
+        let cached = lock(&self.inner.backward_sets).get(&key).cloned();
+        let funcs = match cached {
+            Some(f) => f,
+            None => {
+                let cubin = pick.as_ref().map(|pk| pk.cubin.as_slice());
+                let f = Arc::new(launch::backward_functions(
+                    gpu,
+                    &spec,
+                    &self.inner.options,
+                    cubin,
+                )?);
+                lock(&self.inner.backward_sets)
+                    .entry(key)
+                    .or_insert(f)
+                    .clone()
+            }
+        };
         let _serial = lock(&self.inner.workspace); // (as the forward: one call's launches at a time per Gla)
         launch::launch_backward_set(
             gpu,
             &spec,
-            &self.inner.options,
+            &funcs,
             &meta,
             p.dims,
             gate.params().len(),
             p.scale,
             &buffers,
-            pick.as_ref().map(|pk| pk.cubin.as_slice()),
         )?;
         Ok(Gradients {
             dq,

@@ -103,13 +103,29 @@ impl Gla {
         let scale = opts.scale.unwrap_or(1.0 / (dk as f32).sqrt());
         let gpu = &self.inner.gpu;
         let o = DeviceTensor::empty(gpu, dtype, &[n, h, dv])?;
-        let cubin = self.inner.tuned.pick_decode(gate, dtype); // (a tuning cache's: no NVRTC)
+        // The kernel, found once per gate and dtype: a tuning cache's cubin (no NVRTC), else a compile.
+        let key = (gate.content_hash(), dtype);
+        let cached = lock(&self.inner.decoders).get(&key).cloned();
+        let func = match cached {
+            Some(f) => f,
+            None => {
+                let cubin = self.inner.tuned.pick_decode(gate, dtype);
+                let f = launch::decode_function(
+                    gpu,
+                    gate,
+                    dtype,
+                    &self.inner.options,
+                    cubin.as_deref().map(|c| c.as_slice()),
+                )?;
+                lock(&self.inner.decoders).entry(key).or_insert(f).clone()
+            }
+        };
         let _serial = lock(&self.inner.workspace); // (as the forward: one call's launches at a time per Gla)
         launch::launch_decode(
             gpu,
+            &func,
             gate,
             dtype,
-            &self.inner.options,
             (n, h, dk, dv),
             scale,
             &launch::DecodeBuffers {
@@ -121,7 +137,6 @@ impl Gla {
                 state,
                 o: &o,
             },
-            cubin.as_deref().map(|c| c.as_slice()),
         )?;
         Ok(o)
     }
