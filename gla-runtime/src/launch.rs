@@ -328,7 +328,14 @@ pub(crate) fn launch_backward_set(
                 && (b.seg_chunks as usize * p[1] as usize)
                     < meta.seqs()[n_of].1.div_ceil(spec.chunk() as usize).max(1)
         })
-        && (b.seg_chunks > 0 || segments == n);
+        && (b.seg_chunks > 0 || segments == n)
+        && b.seg_offsets.first() == Some(&0)
+        // (every chunk of a sequence in one of its segments)
+        && (b.seg_chunks == 0
+            || (0..n).all(|i| {
+                let segs = (b.seg_offsets[i + 1] - b.seg_offsets[i]) as usize;
+                segs * b.seg_chunks as usize >= meta.seqs()[i].1.div_ceil(spec.chunk() as usize)
+            }));
     if !seg_ok || segments > 65535 {
         return Err(GlaError::invalid(
             "backward segments",
