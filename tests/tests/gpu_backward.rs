@@ -181,6 +181,33 @@ fn backward_matches_the_f64_reference() {
             })
             .collect()
         };
+    // Every kernel set the loop runs, compiled on all cores first and loaded from its cubin (the loop's calls then
+    // find it loaded): one NVRTC compile after another would take minutes.
+    let mut sets: Vec<(String, BackwardSpec)> = Vec::new();
+    for gate in gates() {
+        for dt in DType::ALL {
+            for sh in &shapes {
+                for (form, _) in forms(gate, dt, sh) {
+                    let s = BackwardSpec::default_for(gate, dt, sh.dims.dk, sh.dims.dv)
+                        .and_then(|s| s.with_form(form))
+                        .unwrap();
+                    let key = format!("{} {}", s.id(), gate.name());
+                    if !sets.iter().any(|(k, _)| *k == key) {
+                        sets.push((key, s));
+                    }
+                }
+            }
+        }
+    }
+    let t0 = std::time::Instant::now();
+    sets.par_iter().for_each(|(key, s)| {
+        let src = generate_backward(s).unwrap();
+        let c = nvrtc::compile_with(&src, s.kernels()[0], &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        gla.load_backward_cubin(s, &c.cubin)
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+    });
+    println!("compiled and loaded {} backward kernel sets in {:.1} s", sets.len(), t0.elapsed().as_secs_f64());
     for gate in gates() {
         for dt in DType::ALL {
             let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };

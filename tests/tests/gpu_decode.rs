@@ -8,6 +8,7 @@
 use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::testing::gpu_or_skip;
 use gla_runtime::{DecodeOptions, DeviceTensor, ForwardOptions};
+use rayon::prelude::*;
 use tests::{rel_rms, tolerance, Case};
 
 /// Token rows [t0, t1) of a `[B, T, H, w]` tensor as `[B, t1 − t0, H, w]`.
@@ -27,6 +28,25 @@ fn decode_continues_the_forward_and_matches_the_f64_recurrence() {
     };
     let gates = tests::builtin_and_value_gates();
     let (prompt, steps) = (70usize, 4usize);
+    // The prompts' forward variants, compiled on all cores first (the loop's forward calls then find them
+    // loaded): one NVRTC compile after another would take minutes.
+    let mut specs: Vec<gla_codegen::KernelSpec> = Vec::new();
+    for &gate in &gates {
+        for dt in DType::ALL {
+            for (dk, dv) in [(64usize, 96usize), (128, 128)] {
+                let s = gla
+                    .variant_for(gate, dt, &[2, prompt, 3, dk], dv, None)
+                    .unwrap();
+                if !specs.iter().any(|x| x.id() == s.id() && x.gate.name() == s.gate.name()) {
+                    specs.push(s);
+                }
+            }
+        }
+    }
+    specs.par_iter().for_each(|s| {
+        gla.compile_spec(s)
+            .unwrap_or_else(|e| panic!("{}: {e}", s.id()));
+    });
     let mut failures = Vec::new();
     println!("| gate | dtype | d_k × d_v | shift | o (decoded tokens) | final state |");
     println!("|---|---|---|---|---|---|");
