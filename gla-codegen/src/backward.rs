@@ -139,6 +139,16 @@ impl BackwardSpec {
         Some([s, s, g])
     }
 
+    /// The walk form's factorised intra-chunk terms: the largest decay span of a chunk (nats, max over its key
+    /// columns of Γ_0 − Γ_last) whose pairs' decays factor through the chunk's first or last row, or `None` where
+    /// every chunk takes the exact pairs. bf16: 64 · ln 2 (the forward's SPAN_MAX; the operands scaled down by up to
+    /// e^−span keep their high + low bits far above bf16's smallest normal, and the dv walk's operand scaled up by up
+    /// to e^span stays far below its largest). f16's range (6.1e-5 .. 65504) would allow only a few nats: exact.
+    pub fn walk_span(&self) -> Option<f32> {
+        (self.form == BackwardForm::Walks && self.dtype == DType::BF16)
+            .then_some(64.0 * std::f32::consts::LN_2)
+    }
+
     /// Chunks a walk segment should take for sequences of `max_chunks` chunks at most, `n_seqs` of them, `h` heads,
     /// d_k `dk`, on a GPU of `sms` multiprocessors: 0 (every sequence one segment) where the walks' CTAs — ⌈d_k /
     /// 64⌉ · H · N — give every multiprocessor one at least; else the fewest chunks (at least 16) a segment that
@@ -248,18 +258,19 @@ impl BackwardSpec {
         let t = WALK_TILE as u32;
         match name {
             // f32 Γ, α, dq [C][WT], dA [C][C], Z_N's halves [2][WT]; elements dO, V [C][DV+8], q, k, K̂ low
-            // [C][WT+8], S high + low [WT][DV+8], the off-diagonal block's K̃ high + low [C/2][WT+8] and dA high +
-            // low [C/2][C/2+8]
+            // [C][WT+8], S high + low [WT][DV+8], the off-diagonal block's K̃ high +
+            // low [C/2][WT+8] and dA high + low [C][C+8] (the off-diagonal block's [C/2][C/2+8], or the whole
+            // chunk's where it is factorised)
             "gla_bwd_walk_dq" => {
                 4 * (3 * c * t + c * c + 2 * t)
                     + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
-                    + 2 * (c * (t + 8) + c * (c / 2 + 8))
+                    + 2 * (c * (t + 8) + 2 * c * (c + 8))
             }
             // the same with the running Z [WT] and the group sums [4][WT] in place of Z_N's halves (Q̃ for K̃)
             "gla_bwd_walk_dk" => {
                 4 * (3 * c * t + c * c + 5 * t)
                     + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
-                    + 2 * (c * (t + 8) + c * (c / 2 + 8))
+                    + 2 * (c * (t + 8) + 2 * c * (c + 8))
             }
             // f32 Γ, α [C][DK]; elements q, Q̂ low, k [C][DK+8], dO [C][WT+8], A high + low [C][C+8], dS high +
             // low [DK][WT+8]
@@ -510,6 +521,11 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     w.push_str(BWD);
     if spec.form == BackwardForm::Walks {
         w.push_str(BWD_SCAN_TC); // (its scans in segment mode: the segments' first pass)
+        let _ = writeln!(
+            w,
+            "constexpr float WALK_SPAN = {:.4}f;  // a chunk's decay span (nats) up to which its intra-chunk terms are factorised (< 0: never)",
+            spec.walk_span().unwrap_or(-1.0)
+        );
         w.push_str(BWD_WALK_TC);
         return Ok(w);
     }

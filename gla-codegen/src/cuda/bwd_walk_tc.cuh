@@ -264,6 +264,50 @@ __device__ __forceinline__ void offdiag_add(const elem_t* Dh, const elem_t* Dl, 
     });
 }
 
+// ---- The factorised intra-chunk terms: a chunk whose decay span fits WALK_SPAN ----
+// Where every column's decay over the chunk is at most WALK_SPAN nats (Γ_0,d − Γ_l−1,d ≤ WALK_SPAN), the pairs'
+// decays factor through the chunk's first or last row and each intra-chunk term is one tensor-core product (§2.2's
+// factorised form, as the forward's mild chunks), with the operands the state products use anyway:
+//   dq walk: dq_i += e^{Γ_i − Γ_L} ⊙ Σ_{j≤i} dA_ij K̂_j            K̂ = K ⊙ e^{Γ_L − Γ}
+//   dk walk: dk_j += e^{Γ_0 − Γ_j} ⊙ Σ_{i≥j} dA_ij Q̂_i / scale    Q̂ = scale · Q ⊙ e^{Γ − Γ_0}
+//   dv walk: scale · A = Q̂ K'ᵀ (j ≤ i),                            K' = K ⊙ e^{Γ_0 − Γ}
+// Every operand scaled down keeps its exponent ≤ 0 and at least e^−WALK_SPAN of its value; the factor up (≤ e^WALK_SPAN)
+// multiplies the f32 result, or (dv walk) the one element operand K', far below bf16's largest. Other chunks take
+// the exact pairs above. Every warp finds the span from Γ in shared memory (max is exact: they agree), so the
+// choice is the CTA's with no barrier.
+template <int N>
+__device__ __forceinline__ bool chunk_factorised(const float* G, int l) {
+    float s = 0.f;
+    for (int d = threadIdx.x & 31; d < N; d += 32) s = fmaxf(s, G[d] - G[(l - 1) * N + d]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, o));
+    return s <= WALK_SPAN;
+}
+// dA [C][C] f32 as high + low element tiles Dh, Dl [C][LDA]. No barrier inside.
+__device__ __forceinline__ void split_dA(const float* DA, elem_t* Dh, elem_t* Dl) {
+    for (int idx = threadIdx.x; idx < C * C / 2; idx += NT) {
+        const int r = idx / (C / 2), j = 2 * (idx - r * (C / 2));
+        split_pair(DA[r * C + j], DA[r * C + j + 1], *reinterpret_cast<unsigned*>(Dh + r * LDA + j),
+                   *reinterpret_cast<unsigned*>(Dl + r * LDA + j));
+    }
+}
+// The key walks' factorised intra-chunk term added to OUT [C][WT] (rows < l), a warp a 16 × 16 block (three products:
+// dA high · X high, low · high, high · low): DQ: OUT_i += e^{Γ_i − Γ_L} ⊙ (dA X)_i with X = K̂; else OUT_j += mul ·
+// e^{Γ_0 − Γ_j} ⊙ (dAᵀ X)_j with X = Q̂ (mul = 1 / scale). No barrier inside.
+template <bool DQ>
+__device__ __forceinline__ void intra_fact(const elem_t* Dh, const elem_t* Dl, const elem_t* Xh, const elem_t* Xl,
+                                           const float* G, float* OUT, int l, float mul) {
+    const int warp = threadIdx.x / 32, r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);
+    float acc[1][2][4] = {};
+    warp_mma<1, 2, !DQ, true, C>(acc, Dh, LDA, r0, Xh, LDT, c0, C);
+    warp_mma<1, 2, !DQ, true, C>(acc, Dl, LDA, r0, Xh, LDT, c0, C);
+    warp_mma<1, 2, !DQ, true, C>(acc, Dh, LDA, r0, Xl, LDT, c0, C);
+    const float* ref = G + (DQ ? (l - 1) * WT : 0);
+    for_acc<1, 2>(acc, r0, c0, [&](int i, int d, float x) {
+        if (i < l) OUT[i * WT + d] += mul * x * gla_exp(DQ ? G[i * WT + d] - ref[d] : ref[d] - G[i * WT + d]);
+    });
+}
+
 // Where a walk CTA's segment lies (grid z = segment g; a.seg_index gives its sequence n and its place σ in it; a
 // sequence is one segment where a.seg_chunks = 0): its chunks [cb, ce), and the states at its two ends in [d_k][d_v]
 // layout (null: zero) — S0, the forward state at its start (h0, or the previous segment's end from
@@ -347,8 +391,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
     elem_t* Sl = Sh + WT * LDV;                            // [WT][LDV] low part
     elem_t* Xh = Sl + WT * LDV;                            // [HB][LDT] K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB), high part
     elem_t* Xl = Xh + HB * LDT;                            // [HB][LDT] low part
-    elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block, high part
-    elem_t* Dl = Dh + HB * LDH;                            // [HB][LDH] low part
+    elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block (or [C][LDA] all of dA), high part
+    elem_t* Dl = Dh + C * LDA;                             // the same, low part
     const int d0 = blockIdx.x * WT, head = blockIdx.y, warp = threadIdx.x / 32;
     const WalkAt w = walk_at(a);
     const i64 bos = w.bos, len = w.len;
@@ -390,17 +434,25 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         }
         __syncthreads();
 
-        // 3. dq += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the off-diagonal
-        //    block's operands dA and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
-        pairs_down([&](int j, int d) { return to_f32(Ke[j * LDT + d]); }, AL, DA, DQ, l);
-        offdiag_dA(DA, Dh, Dl);
-        decayed_operand<WT, true>(Ke, LDT, G, HB - 1, 0, HB, Xh, Xl, LDT, 1.f);
-        __syncthreads();
-
-        // 4. Tensor cores: dq_i += e^{Γ_i − Γ_HB−1} ⊙ Σ_{j<HB} dA_ij K̃_j for i ≥ HB (a warp an 8-column tile);
-        //    K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements.
-        offdiag_add<true>(Dh, Dl, Xh, Xl, G, DQ, l);
-        decayed_operand<WT, true>(Ke, LDT, G, l - 1, 0, C, Ke, Kl, LDT, 1.f);
+        if (chunk_factorised<WT>(G, l)) {
+            // 3f. dA and K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements, the whole chunk.
+            split_dA(DA, Dh, Dl);
+            decayed_operand<WT, true>(Ke, LDT, G, l - 1, 0, C, Ke, Kl, LDT, 1.f);
+            __syncthreads();
+            // 4f. Tensor cores: dq_i += e^{Γ_i − Γ_L} ⊙ Σ_{j≤i} dA_ij K̂_j.
+            intra_fact<true>(Dh, Dl, Ke, Kl, G, DQ, l, 1.f);
+        } else {
+            // 3. dq += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the
+            //    off-diagonal block's operands dA and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
+            pairs_down([&](int j, int d) { return to_f32(Ke[j * LDT + d]); }, AL, DA, DQ, l);
+            offdiag_dA(DA, Dh, Dl);
+            decayed_operand<WT, true>(Ke, LDT, G, HB - 1, 0, HB, Xh, Xl, LDT, 1.f);
+            __syncthreads();
+            // 4. Tensor cores: dq_i += e^{Γ_i − Γ_HB−1} ⊙ Σ_{j<HB} dA_ij K̃_j for i ≥ HB (a warp an 8-column tile);
+            //    K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements.
+            offdiag_add<true>(Dh, Dl, Xh, Xl, G, DQ, l);
+            decayed_operand<WT, true>(Ke, LDT, G, l - 1, 0, C, Ke, Kl, LDT, 1.f);
+        }
         __syncthreads();
 
         // 5. The outputs dq and q ⊙ dq (f32, for the gate); S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V (K̂ high + low).
@@ -455,8 +507,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     elem_t* Sl = Sh + WT * LDV;                            // [WT][LDV] low part
     elem_t* Xh = Sl + WT * LDV;                            // [HB][LDT] Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB), high part
     elem_t* Xl = Xh + HB * LDT;                            // [HB][LDT] low part
-    elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block, high part
-    elem_t* Dl = Dh + HB * LDH;                            // [HB][LDH] low part
+    elem_t* Dh = Xl + HB * LDT;                            // [HB][LDH] dA's off-diagonal block (or [C][LDA] all of dA), high part
+    elem_t* Dl = Dh + C * LDA;                             // the same, low part
     const int d0 = blockIdx.x * WT, head = blockIdx.y, warp = threadIdx.x / 32;
     const WalkAt w = walk_at(a);
     const i64 bos = w.bos, len = w.len;
@@ -502,17 +554,25 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         }
         __syncthreads();
 
-        // 3. dk += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the off-diagonal
-        //    block's operands dA and Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) as high + low elements.
-        pairs_up([&](int i, int d) { return to_f32(Qe[i * LDT + d]); }, AL, DA, DKs, l);
-        offdiag_dA(DA, Dh, Dl);
-        decayed_operand<WT, false>(Qe, LDT, G, HB - 1, HB, HB, Xh, Xl, LDT, 1.f);
-        __syncthreads();
-
-        // 4. Tensor cores: dk_j += e^{Γ_HB−1 − Γ_j} ⊙ Σ_{i≥HB} dA_ij Q̃_i for j < HB (a warp an 8-column tile);
-        //    Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements.
-        offdiag_add<false>(Dh, Dl, Xh, Xl, G, DKs, l);
-        decayed_operand<WT, false>(Qe, LDT, G, 0, 0, C, Qe, Ql, LDT, a.scale);
+        if (chunk_factorised<WT>(G, l)) {
+            // 3f. dA and Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements, the whole chunk.
+            split_dA(DA, Dh, Dl);
+            decayed_operand<WT, false>(Qe, LDT, G, 0, 0, C, Qe, Ql, LDT, a.scale);
+            __syncthreads();
+            // 4f. Tensor cores: dk_j += e^{Γ_0 − Γ_j} ⊙ Σ_{i≥j} dA_ij Q̂_i / scale.
+            intra_fact<false>(Dh, Dl, Qe, Ql, G, DKs, l, 1.f / a.scale);
+        } else {
+            // 3. dk += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the
+            //    off-diagonal block's operands dA and Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) as high + low elements.
+            pairs_up([&](int i, int d) { return to_f32(Qe[i * LDT + d]); }, AL, DA, DKs, l);
+            offdiag_dA(DA, Dh, Dl);
+            decayed_operand<WT, false>(Qe, LDT, G, HB - 1, HB, HB, Xh, Xl, LDT, 1.f);
+            __syncthreads();
+            // 4. Tensor cores: dk_j += e^{Γ_HB−1 − Γ_j} ⊙ Σ_{i≥HB} dA_ij Q̃_i for j < HB (a warp an 8-column tile);
+            //    Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements.
+            offdiag_add<false>(Dh, Dl, Xh, Xl, G, DKs, l);
+            decayed_operand<WT, false>(Qe, LDT, G, 0, 0, C, Qe, Ql, LDT, a.scale);
+        }
         __syncthreads();
 
         // 5. The output dk and P = q ⊙ dq − k ⊙ dk; dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO)
@@ -614,9 +674,11 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
     elem_t* Sl = Sh + DK * LDT;                            // [DK][LDT] low part
     // Scratch before dS_[c+1] is published: the off-diagonal block's operands, high + low [HB][LDK] each, and its
     // products' four k-quarter partials [4][HB][HB] f32 over α (spent by then).
+    // A factorised chunk's scratch there instead: K' = K ⊙ e^{Γ_0 − Γ}, high + low [C][LDK].
     elem_t *Xqh = Sh, *Xql = Xqh + HB * LDK, *Xkh = Xql + HB * LDK, *Xkl = Xkh + HB * LDK;
+    elem_t *Kfh = Sh, *Kfl = Sh + C * LDK;
     float* PA = AL;
-    static_assert(4 * HB * LDK <= 2 * DK * LDT && 4 * HB * HB <= C * DK, "the scratch fits");
+    static_assert(4 * HB * LDK <= 2 * DK * LDT && 2 * C * LDK <= 2 * DK * LDT && 4 * HB * HB <= C * DK, "the scratch fits");
     const int e0 = blockIdx.x * WT, head = blockIdx.y, warp = threadIdx.x / 32;
     const WalkAt w = walk_at(a);
     const i64 bos = w.bos, len = w.len;
@@ -646,6 +708,34 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         gamma_cols<DK>(a, G, AL, bos, head, i0, l, 0);
         const float *GL = G + (l - 1) * DK, *G0 = G;
 
+        if (chunk_factorised<DK>(G, l)) {
+            // 2f. Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements, K' = K ⊙ e^{Γ_0 − Γ} likewise.
+            decayed_operand<DK, false>(Qe, LDK, G, 0, 0, C, Qe, Ql, LDK, a.scale);
+            decayed_operand<DK, true>(Ke, LDK, G, 0, 0, C, Kfh, Kfl, LDK, 1.f);
+            __syncthreads();
+            // 3f. Tensor cores: scale · A = Q̂ K'ᵀ where j ≤ i < l (three products), a warp a 16 × 8 tile, as high + low
+            //     elements; K̂ = K ⊙ e^{Γ_L − Γ} (over K).
+            {
+                const int ra = 16 * (warp / 4), ca = 8 * (warp % 4);
+                float acc[1][1][4] = {};
+                warp_mma<1, 1, false, false, DK>(acc, Qe, LDK, ra, Kfh, LDK, ca, DK);
+                warp_mma<1, 1, false, false, DK>(acc, Ql, LDK, ra, Kfh, LDK, ca, DK);
+                warp_mma<1, 1, false, false, DK>(acc, Qe, LDK, ra, Kfl, LDK, ca, DK);
+                for_acc<1, 1>(acc, ra, ca, [&](int i, int j, float x) {
+                    const float y = j <= i && i < l ? x : 0.f;
+                    const elem_t hy = to_elem(y);
+                    Ah[i * LDA + j] = hy;
+                    Al[i * LDA + j] = to_elem(y - to_f32(hy));
+                });
+            }
+            for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+                const int i = idx / DK, d = idx - i * DK;
+                Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
+            }
+            __syncthreads();
+            publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
+            __syncthreads();
+        } else {
         // 2. The exact scores scale · A of the diagonal blocks (CUDA cores); the off-diagonal block's operands
         //    Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
         pair_scores(Qe, Ke, AL, Ah, Al, a.scale, l);
@@ -682,6 +772,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             Al[(HB + r) * LDA + jj] = to_elem(x - to_f32(hx));
         }
         __syncthreads();
+        }
 
         // 4. Tensor cores: dv = K̂ dS_[c+1] (dS high + low) + (scale · A)ᵀ dO (A high + low).
         {
