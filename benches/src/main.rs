@@ -3,11 +3,11 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
-//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward] [--decode] [--lineinfo]
+//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks]] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
 //!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h200)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
-//!   form (chunks, walks), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
+//!   form of `--forms` (default chunks,walks), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
 //!   (`--decode`: also the decode step at N × H × d from 8 × 16 × 128 to 256 × 16 × 128, rows `"pass": "decode"`)
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!
@@ -294,6 +294,7 @@ fn backward_rows(
     gname: &str,
     strength: &str,
     gate: &'static dyn Gate,
+    forms: &[BackwardForm],
 ) -> Vec<serde_json::Value> {
     let case = Case::random(gate, Dims::new(b, t, h, d, d), DType::BF16, 44, false, None);
     let mut x = upload(gla, gate, &case);
@@ -303,7 +304,7 @@ fn backward_rows(
     let spec = KernelSpec::default_for(gate, DType::BF16, d, d).unwrap();
     let mut rows = Vec::new();
     // Each form the backward has for this problem, side by side in one run.
-    for form in [BackwardForm::Chunks, BackwardForm::Walks] {
+    for &form in forms {
         let Ok(bspec) = gla_codegen::BackwardSpec::for_problem(gate, DType::BF16, d, d)
             .and_then(|s| s.with_form(form))
         else {
@@ -709,11 +710,22 @@ fn main() {
         }
     }
     if args.iter().any(|a| a == "--backward") {
+        let forms: Vec<BackwardForm> = opt("--forms", "chunks,walks")
+            .split(',')
+            .map(|f| match f {
+                "chunks" => BackwardForm::Chunks,
+                "walks" => BackwardForm::Walks,
+                other => {
+                    eprintln!("--forms: `{other}` is not a backward form (chunks, walks)");
+                    std::process::exit(2)
+                }
+            })
+            .collect();
         for &shape in &strength_shapes {
             for &(gname, gate) in &gates {
                 let strength = if gname == "gla" { "gla/16" } else { gname };
                 records.extend(backward_rows(
-                    &gla, &mut flush, reps, shape, gname, strength, gate,
+                    &gla, &mut flush, reps, shape, gname, strength, gate, &forms,
                 ));
                 std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
             }
@@ -731,6 +743,7 @@ fn main() {
                     st.gate.name(),
                     st.label,
                     st.gate,
+                    &forms,
                 ));
                 std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
             }
