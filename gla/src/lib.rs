@@ -7,8 +7,8 @@
 //! * [`Gla`]: the runtime on one GPU (from `gla-runtime`): [`Gla::new`], [`Gla::upload`], [`Gla::forward`] /
 //!   [`Gla::forward_into`] with [`ForwardOptions`], giving a [`ForwardOutput`] of [`DeviceTensor`]s;
 //!   [`DeviceTensor::download`] brings a result back as a [`HostTensor`]; [`Gla::backward`] with
-//!   [`BackwardOptions`] gives the [`Gradients`] (the chunk form by default, or [`BackwardForm::Walks`]: see the
-//!   README); [`Gla::decode`] with [`DecodeOptions`] steps one new token a sequence from a state (inference after
+//!   [`BackwardOptions`] gives the [`Gradients`] (the walk form by default where it has kernels, else the chunk
+//!   form: see the README); [`Gla::decode`] with [`DecodeOptions`] steps one new token a sequence from a state (inference after
 //!   a prompt's forward). Every call returns [`Result`] with a typed [`GlaError`] (no GPU, no NVRTC, a wrong shape,
 //!   ...); nothing panics for want of a GPU.
 //! * [`KernelSpec`] / [`all_variants`] (from `gla-codegen`): the kernel variants, one of which

@@ -207,7 +207,11 @@ fn backward_matches_the_f64_reference() {
         gla.load_backward_cubin(s, &c.cubin)
             .unwrap_or_else(|e| panic!("{key}: {e}"));
     });
-    println!("compiled and loaded {} backward kernel sets in {:.1} s", sets.len(), t0.elapsed().as_secs_f64());
+    println!(
+        "compiled and loaded {} backward kernel sets in {:.1} s",
+        sets.len(),
+        t0.elapsed().as_secs_f64()
+    );
     for gate in gates() {
         for dt in DType::ALL {
             let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };

@@ -37,7 +37,10 @@ fn decode_continues_the_forward_and_matches_the_f64_recurrence() {
                 let s = gla
                     .variant_for(gate, dt, &[2, prompt, 3, dk], dv, None)
                     .unwrap();
-                if !specs.iter().any(|x| x.id() == s.id() && x.gate.name() == s.gate.name()) {
+                if !specs
+                    .iter()
+                    .any(|x| x.id() == s.id() && x.gate.name() == s.gate.name())
+                {
                     specs.push(s);
                 }
             }

@@ -245,8 +245,13 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 let Ok(base) = BackwardSpec::default_for(gate, dtype, d, d) else {
                     continue;
                 };
-                // Both forms, the default (the chunk form) first; a key with one has nothing to choose.
-                let sets: Vec<BackwardSpec> = [BackwardForm::Chunks, BackwardForm::Walks]
+                // Both forms, the default (`BackwardSpec::default_for`'s) first; a key with one has nothing to
+                // choose.
+                let other = match base.form {
+                    BackwardForm::Walks => BackwardForm::Chunks,
+                    BackwardForm::Chunks => BackwardForm::Walks,
+                };
+                let sets: Vec<BackwardSpec> = [base.form, other]
                     .into_iter()
                     .filter_map(|f| base.with_form(f).ok())
                     .filter(|s| o.selects(&s.id()))
@@ -405,7 +410,7 @@ mod tests {
     #[test]
     fn candidate_labels() {
         let _ = &gla::gates::Gla;
-        let s = BackwardSpec::default_for(&gla::gates::Gla, DType::BF16, 128, 128).unwrap();
+        let s = BackwardSpec::for_problem(&gla::gates::Gla, DType::BF16, 128, 128).unwrap();
         let w = s.with_form(BackwardForm::Walks).unwrap();
         assert_eq!(candidate_label(&s, None), "gla.bwd.bf16.k128.v128");
         assert_eq!(

@@ -355,7 +355,7 @@ mod tests {
     fn backward_candidates_cover_forms_and_cuts() {
         let _ = &gla::gates::Gla;
         let gate: &'static dyn Gate = &gla::gates::Gla;
-        let chunks = BackwardSpec::default_for(gate, DType::BF16, 128, 128).unwrap();
+        let chunks = BackwardSpec::for_problem(gate, DType::BF16, 128, 128).unwrap();
         let walks = chunks.with_form(BackwardForm::Walks).unwrap();
         let ids = |c: Vec<(BackwardSpec, Option<u32>)>| -> Vec<(String, Option<u32>)> {
             c.into_iter().map(|(s, k)| (s.id(), k)).collect()

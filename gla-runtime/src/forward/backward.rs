@@ -23,8 +23,9 @@ pub struct BackwardOptions<'a> {
     pub d_final_state: Option<&'a DeviceTensor>,
     /// The forward's sequence boundaries (B = 1), as in [`super::ForwardOptions::cu_seqlens`].
     pub cu_seqlens: Option<&'a [usize]>,
-    /// The kernels' form (default [`BackwardForm::Chunks`]); [`BackwardForm::Walks`] keeps no chunk state in
-    /// memory (bf16 / f16 key gates at d ≤ 256, else a typed error).
+    /// The kernels' form (default: a tuning cache's pick, else `BackwardSpec::default_for`'s — the walks where they
+    /// have kernels); [`BackwardForm::Walks`] keeps no chunk state in memory (bf16 / f16 key gates at d ≤ 256, else
+    /// a typed error), [`BackwardForm::Chunks`] runs everywhere.
     pub form: Option<BackwardForm>,
     /// The walk form's chunks a segment: `Some(0)` walks every sequence whole, `Some(k)` cuts sequences into
     /// segments of k chunks (of 32 tokens) that walk in parallel; default: whole where the walks fill the GPU, else
