@@ -291,6 +291,30 @@ __device__ __forceinline__ void split_dA(const float* DA, elem_t* Dh, elem_t* Dl
                    *reinterpret_cast<unsigned*>(Dl + r * LDA + j));
     }
 }
+// A scalar gate's pairs at any strength: one decay a pair, D_ij = e^{Γ_i − Γ_j} ≤ 1 (j ≤ i), so the intra-chunk terms
+// are the products of dA ⊙ D with the raw tiles (exact elements) on tensor cores — no span limit, no running
+// products. dA ⊙ D as high + low element tiles Dh, Dl [C][LDA] (G: Γ [C][ldg], every column the same). No barrier inside.
+__device__ __forceinline__ void decay_dA(const float* DA, const float* G, int ldg, elem_t* Dh, elem_t* Dl) {
+    for (int idx = threadIdx.x; idx < C * C / 2; idx += NT) {
+        const int r = idx / (C / 2), j = 2 * (idx - r * (C / 2));
+        const float gi = G[r * ldg];
+        const float x0 = j <= r ? DA[r * C + j] * gla_exp(gi - G[j * ldg]) : 0.f;
+        const float x1 = j + 1 <= r ? DA[r * C + j + 1] * gla_exp(gi - G[(j + 1) * ldg]) : 0.f;
+        split_pair(x0, x1, *reinterpret_cast<unsigned*>(Dh + r * LDA + j), *reinterpret_cast<unsigned*>(Dl + r * LDA + j));
+    }
+}
+// OUT [C][WT] (rows < l) += (dA ⊙ D) X (DQ: dq, X = K) or (dA ⊙ D)ᵀ X (dk, X = Q), a warp a 16 × 16 block (two products:
+// the high and the low part of dA ⊙ D with the exact X). No barrier inside.
+template <bool DQ>
+__device__ __forceinline__ void intra_decayed(const elem_t* Dh, const elem_t* Dl, const elem_t* X, float* OUT, int l) {
+    const int warp = threadIdx.x / 32, r0 = 16 * (warp / 4), c0 = 16 * (warp % 4);
+    float acc[1][2][4] = {};
+    warp_mma<1, 2, !DQ, true, C>(acc, Dh, LDA, r0, X, LDT, c0, C);
+    warp_mma<1, 2, !DQ, true, C>(acc, Dl, LDA, r0, X, LDT, c0, C);
+    for_acc<1, 2>(acc, r0, c0, [&](int i, int d, float x) {
+        if (i < l) OUT[i * WT + d] += x;
+    });
+}
 // The key walks' factorised intra-chunk term added to OUT [C][WT] (rows < l), a warp a 16 × 16 block (three products:
 // dA high · X high, low · high, high · low): DQ: OUT_i += e^{Γ_i − Γ_L} ⊙ (dA X)_i with X = K̂; else OUT_j += mul ·
 // e^{Γ_0 − Γ_j} ⊙ (dAᵀ X)_j with X = Q̂ (mul = 1 / scale). No barrier inside.
@@ -434,6 +458,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         }
         __syncthreads();
 
+#if KEY_GATE == GATE_PER_KEY
+        elem_t* const KH = Ke;  // K̂'s high part (over K)
         if (chunk_factorised<WT>(G, l)) {
             // 3f. dA and K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements, the whole chunk.
             split_dA(DA, Dh, Dl);
@@ -453,6 +479,16 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
             offdiag_add<true>(Dh, Dl, Xh, Xl, G, DQ, l);
             decayed_operand<WT, true>(Ke, LDT, G, l - 1, 0, C, Ke, Kl, LDT, 1.f);
         }
+#else
+        // 3s. A scalar gate: dA ⊙ D as high + low elements; K̂ = K ⊙ e^{Γ_L − Γ} high + low into [C][LDT] over Xh, Xl
+        //     and Kl (K stays: the product below reads it).
+        elem_t* const KH = Xh;
+        decay_dA(DA, G, WT, Dh, Dl);
+        decayed_operand<WT, true>(Ke, LDT, G, l - 1, 0, C, KH, Kl, LDT, 1.f);
+        __syncthreads();
+        // 4s. Tensor cores: dq += (dA ⊙ D) K.
+        intra_decayed<true>(Dh, Dl, Ke, DQ, l);
+#endif
         __syncthreads();
 
         // 5. The outputs dq and q ⊙ dq (f32, for the gate); S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V (K̂ high + low).
@@ -466,7 +502,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
             }
         }
         scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(GL[r]); });
-        warp_mma<1, KS_NI, true, true, C>(S, Ke, LDT, sm0, Ve, LDV, sn0, C);
+        warp_mma<1, KS_NI, true, true, C>(S, KH, LDT, sm0, Ve, LDV, sn0, C);
         warp_mma<1, KS_NI, true, true, C>(S, Kl, LDT, sm0, Ve, LDV, sn0, C);
         __syncthreads();  // (the tiles are rewritten by the next chunk)
     }
@@ -554,6 +590,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         }
         __syncthreads();
 
+#if KEY_GATE == GATE_PER_KEY
+        elem_t* const QH = Qe;  // Q̂'s high part (over Q)
         if (chunk_factorised<WT>(G, l)) {
             // 3f. dA and Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements, the whole chunk.
             split_dA(DA, Dh, Dl);
@@ -573,6 +611,16 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             offdiag_add<false>(Dh, Dl, Xh, Xl, G, DKs, l);
             decayed_operand<WT, false>(Qe, LDT, G, 0, 0, C, Qe, Ql, LDT, a.scale);
         }
+#else
+        // 3s. A scalar gate: dA ⊙ D as high + low elements; Q̂ = scale · Q ⊙ e^{Γ − Γ_0} high + low into [C][LDT] over
+        //     Xh, Xl and Ql (Q stays: the product below reads it).
+        elem_t* const QH = Xh;
+        decay_dA(DA, G, WT, Dh, Dl);
+        decayed_operand<WT, false>(Qe, LDT, G, 0, 0, C, QH, Ql, LDT, a.scale);
+        __syncthreads();
+        // 4s. Tensor cores: dk += (dA ⊙ D)ᵀ Q.
+        intra_decayed<false>(Dh, Dl, Qe, DKs, l);
+#endif
         __syncthreads();
 
         // 5. The output dk and P = q ⊙ dq − k ⊙ dk; dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO)
@@ -589,7 +637,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             DKs[idx] = pv;
         }
         scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(GL[r] - G0[r]); });
-        warp_mma<1, KS_NI, true, true, C>(S, Qe, LDT, sm0, DOe, LDV, sn0, C);
+        warp_mma<1, KS_NI, true, true, C>(S, QH, LDT, sm0, DOe, LDV, sn0, C);
         warp_mma<1, KS_NI, true, true, C>(S, Ql, LDT, sm0, DOe, LDV, sn0, C);
         scale_rows<1, KS_NI>(S, sm0, [&](int r) { return gla_exp(G0[r]); });
         __syncthreads();  // (P complete)
@@ -708,6 +756,32 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         gamma_cols<DK>(a, G, AL, bos, head, i0, l, 0);
         const float *GL = G + (l - 1) * DK, *G0 = G;
 
+#if KEY_GATE != GATE_PER_KEY
+        if (true) {
+            // 2s. A scalar gate: scale · A = scale · (Q Kᵀ) ⊙ D (j ≤ i < l; D_ij = e^{Γ_i − Γ_j}) from one product of the
+            //     raw tiles (exact elements), a warp a 16 × 8 tile, as high + low elements; dS_[c+1] as high + low.
+            {
+                const int ra = 16 * (warp / 4), ca = 8 * (warp % 4);
+                float acc[1][1][4] = {};
+                warp_mma<1, 1, false, false, DK>(acc, Qe, LDK, ra, Ke, LDK, ca, DK);
+                for_acc<1, 1>(acc, ra, ca, [&](int i, int j, float x) {
+                    const float y = j <= i && i < l ? a.scale * x * gla_exp(G[i * DK] - G[j * DK]) : 0.f;
+                    const elem_t hy = to_elem(y);
+                    Ah[i * LDA + j] = hy;
+                    Al[i * LDA + j] = to_elem(y - to_f32(hy));
+                });
+            }
+            publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
+            __syncthreads();
+            // 3s. K̂ = K ⊙ e^{Γ_L − Γ} (over K) and Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements.
+            for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
+                const int i = idx / DK, d = idx - i * DK;
+                Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
+            }
+            decayed_operand<DK, false>(Qe, LDK, G, 0, 0, C, Qe, Ql, LDK, a.scale);
+            __syncthreads();
+        } else
+#endif
         if (chunk_factorised<DK>(G, l)) {
             // 2f. Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements, K' = K ⊙ e^{Γ_0 − Γ} likewise.
             decayed_operand<DK, false>(Qe, LDK, G, 0, 0, C, Qe, Ql, LDK, a.scale);
