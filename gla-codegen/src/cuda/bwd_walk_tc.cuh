@@ -270,7 +270,7 @@ __device__ __forceinline__ void offdiag_add(const elem_t* Dh, const elem_t* Dl, 
 // factorised form, as the forward's mild chunks), with the operands the state products use anyway:
 //   dq walk: dq_i += e^{Γ_i − Γ_L} ⊙ Σ_{j≤i} dA_ij K̂_j            K̂ = K ⊙ e^{Γ_L − Γ}
 //   dk walk: dk_j += e^{Γ_0 − Γ_j} ⊙ Σ_{i≥j} dA_ij Q̂_i / scale    Q̂ = scale · Q ⊙ e^{Γ − Γ_0}
-//   dv walk: scale · A = Q̂ K'ᵀ (j ≤ i),                            K' = K ⊙ e^{Γ_0 − Γ}
+//   dv walk: scale · A = Q̂ K'ᵀ (j ≤ i),                            K' = K ⊙ e^{Γ_0 − Γ}  (every gate)
 // Every operand scaled down keeps its exponent ≤ 0 and at least e^−WALK_SPAN of its value; the factor up (≤ e^WALK_SPAN)
 // multiplies the f32 result, or (dv walk) the one element operand K', far below bf16's largest. Other chunks take
 // the exact pairs above. Every warp finds the span from Γ in shared memory (max is exact: they agree), so the
@@ -291,9 +291,11 @@ __device__ __forceinline__ void split_dA(const float* DA, elem_t* Dh, elem_t* Dl
                    *reinterpret_cast<unsigned*>(Dl + r * LDA + j));
     }
 }
-// A scalar gate's pairs at any strength: one decay a pair, D_ij = e^{Γ_i − Γ_j} ≤ 1 (j ≤ i), so the intra-chunk terms
-// are the products of dA ⊙ D with the raw tiles (exact elements) on tensor cores — no span limit, no running
-// products. dA ⊙ D as high + low element tiles Dh, Dl [C][LDA] (G: Γ [C][ldg], every column the same). No barrier inside.
+// A scalar gate's pairs in the key walks at any strength: one decay a pair, D_ij = e^{Γ_i − Γ_j} ≤ 1 (j ≤ i), so the
+// intra-chunk terms are the products of dA ⊙ D with the raw tiles (exact elements) on tensor cores — no span limit, no
+// running products. (The dv walk's (Q Kᵀ) ⊙ D, written the same way, spilled 148 B at d = 128: its scalar gates take
+// the factorised or exact path above.) dA ⊙ D as high + low element tiles Dh, Dl [C][LDA] (G: Γ [C][ldg], every
+// column the same). No barrier inside.
 __device__ __forceinline__ void decay_dA(const float* DA, const float* G, int ldg, elem_t* Dh, elem_t* Dl) {
     for (int idx = threadIdx.x; idx < C * C / 2; idx += NT) {
         const int r = idx / (C / 2), j = 2 * (idx - r * (C / 2));
@@ -756,32 +758,6 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         gamma_cols<DK>(a, G, AL, bos, head, i0, l, 0);
         const float *GL = G + (l - 1) * DK, *G0 = G;
 
-#if KEY_GATE != GATE_PER_KEY
-        if (true) {
-            // 2s. A scalar gate: scale · A = scale · (Q Kᵀ) ⊙ D (j ≤ i < l; D_ij = e^{Γ_i − Γ_j}) from one product of the
-            //     raw tiles (exact elements), a warp a 16 × 8 tile, as high + low elements; dS_[c+1] as high + low.
-            {
-                const int ra = 16 * (warp / 4), ca = 8 * (warp % 4);
-                float acc[1][1][4] = {};
-                warp_mma<1, 1, false, false, DK>(acc, Qe, LDK, ra, Ke, LDK, ca, DK);
-                for_acc<1, 1>(acc, ra, ca, [&](int i, int j, float x) {
-                    const float y = j <= i && i < l ? a.scale * x * gla_exp(G[i * DK] - G[j * DK]) : 0.f;
-                    const elem_t hy = to_elem(y);
-                    Ah[i * LDA + j] = hy;
-                    Al[i * LDA + j] = to_elem(y - to_f32(hy));
-                });
-            }
-            publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
-            __syncthreads();
-            // 3s. K̂ = K ⊙ e^{Γ_L − Γ} (over K) and Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements.
-            for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
-                const int i = idx / DK, d = idx - i * DK;
-                Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * gla_exp(GL[d] - G[idx]));
-            }
-            decayed_operand<DK, false>(Qe, LDK, G, 0, 0, C, Qe, Ql, LDK, a.scale);
-            __syncthreads();
-        } else
-#endif
         if (chunk_factorised<DK>(G, l)) {
             // 2f. Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements, K' = K ⊙ e^{Γ_0 − Γ} likewise.
             decayed_operand<DK, false>(Qe, LDK, G, 0, 0, C, Qe, Ql, LDK, a.scale);
