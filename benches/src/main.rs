@@ -721,6 +721,61 @@ fn main() {
                 }
             })
             .collect();
+        // Every kernel the rows below run, compiled on all cores first (each row's first call then finds it
+        // loaded): one NVRTC compile after another was most of a run's device time.
+        {
+            use rayon::prelude::*;
+            let mut jobs: Vec<(&'static dyn Gate, usize)> = Vec::new();
+            for &(_, _, _, d) in &strength_shapes {
+                for g in gates
+                    .iter()
+                    .map(|g| g.1)
+                    .chain(strengths.iter().map(|st| st.gate))
+                {
+                    if !jobs.iter().any(|&(h, e)| h.name() == g.name() && e == d) {
+                        jobs.push((g, d));
+                    }
+                }
+            }
+            let t0 = std::time::Instant::now();
+            let fwd: Vec<KernelSpec> = jobs
+                .iter()
+                .filter_map(|&(g, d)| KernelSpec::default_for(g, DType::BF16, d, d).ok())
+                .collect();
+            fwd.par_iter().for_each(|s| {
+                if let Err(e) = gla.compile_spec(s) {
+                    println!("{}: failed to compile: {e}", s.id());
+                }
+            });
+            let bwd: Vec<gla_codegen::BackwardSpec> = jobs
+                .iter()
+                .flat_map(|&(g, d)| {
+                    forms.iter().filter_map(move |&f| {
+                        gla_codegen::BackwardSpec::for_problem(g, DType::BF16, d, d)
+                            .and_then(|s| s.with_form(f))
+                            .ok()
+                    })
+                })
+                .collect();
+            let copts = gla_runtime::CompileOptions {
+                lineinfo,
+                ..Default::default()
+            };
+            bwd.par_iter().for_each(|s| {
+                let built = gla_codegen::generate_backward(s)
+                    .and_then(|src| gla_runtime::nvrtc::compile_with(&src, s.kernels()[0], &copts));
+                match built.and_then(|c| gla.load_backward_cubin(s, &c.cubin)) {
+                    Ok(()) => {}
+                    Err(e) => println!("{}: failed to compile: {e}", s.id()),
+                }
+            });
+            println!(
+                "compiled {} forward variants and {} backward kernel sets in {:.1} s",
+                fwd.len(),
+                bwd.len(),
+                t0.elapsed().as_secs_f64()
+            );
+        }
         for &shape in &strength_shapes {
             for &(gname, gate) in &gates {
                 let strength = if gname == "gla" { "gla/16" } else { gname };
