@@ -156,7 +156,7 @@ __device__ __forceinline__ void gamma_cols(const BwdArgs& a, float* G, float* AL
         const bool ok = i < l && d0 + d < a.dk;
         const float la = ok ? gate_log_alpha(G[idx], p) : 0.f;
         G[idx] = la;
-        if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
+        if (AL) AL[idx] = ok ? decay_exp(la) : 1.f;
     }
     __syncthreads();
     constexpr int P = N <= NT && NT % N == 0 ? NT / N : 0;  // threads a column, where they divide evenly
@@ -177,7 +177,7 @@ __device__ __forceinline__ void gamma_cols(const BwdArgs& a, float* G, float* AL
 #endif
         }
         G[i * N] = la;
-        if (AL) AL[i * N] = i < l ? gla_exp(la) : 1.f;
+        if (AL) AL[i * N] = i < l ? decay_exp(la) : 1.f;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -214,7 +214,7 @@ __device__ __forceinline__ void value_gamma(const BwdArgs& a, float* G, float* A
         const bool ok = i < l && e0 + e < a.dv;
         const float la = ok ? gate_log_alpha(to_f32(a.g[((bos + i0 + i) * a.h + head) * (i64)a.dv + e0 + e]), p) : 0.f;
         G[idx] = la;
-        if (AL) AL[idx] = ok ? gla_exp(la) : 1.f;
+        if (AL) AL[idx] = ok ? decay_exp(la) : 1.f;
     }
     __syncthreads();
     column_sums<N>(G);

@@ -22,12 +22,6 @@
 // gla_bwd_seg_combine leave at their ends. Workspaces: a.states = q ⊙ dq, f32 [tokens, H, d_k]; a.dstates = Z, f32
 // [segments, H, d_k], then a scalar gate's row sums of q ⊙ dq − k ⊙ dk, f32 [DK / 64][tokens, H].
 
-// A decay factor e^x in the walks (bf16 / f16 gradients only): one MUFU.EX2 of x·log2 e (ex2.approx.ftz: relative
-// error ~2^-22 plus the argument's rounding, ≤ 3e-6 at |x| ≤ 44 — far below the elements' 2^-8; a result below 2^-126
-// flushes to 0) where IEEE expf takes eight instructions; ~30 of them a thread a chunk. The gate's own math (Γ, its
-// derivative) stays IEEE (`gla_exp`).
-__device__ __forceinline__ float walk_exp(float x) { return exp2f_approx(x * 1.4426950408889634f); }
-
 constexpr int WT = 64;                                               // a walk CTA's columns: key tile J or value tile E
 constexpr int LDT = WT + 8, LDK = DK + 8, LDV = DV + 8, LDA = C + 8;  // padded element rows (16-byte rows for ldmatrix)
 static_assert(C == 32 && NT == 256 && DK % WT == 0 && DV % WT == 0 && DK <= 256 && DV <= 256, "the walks' tile maps");
@@ -244,7 +238,7 @@ __device__ __forceinline__ void decayed_operand(const elem_t* X, int ldx, const 
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const float e = TO_REF ? G[ref * N + d + h] - G[i * N + d + h] : G[i * N + d + h] - G[ref * N + d + h];
-            x[h] = mul * to_f32(X[i * ldx + d + h]) * walk_exp(e);
+            x[h] = mul * to_f32(X[i * ldx + d + h]) * decay_exp(e);
         }
         split_pair(x[0], x[1], *reinterpret_cast<unsigned*>(Xh + r * ldo + d), *reinterpret_cast<unsigned*>(Xl + r * ldo + d));
     }
@@ -266,7 +260,7 @@ __device__ __forceinline__ void offdiag_add(const elem_t* Dh, const elem_t* Dl, 
     warp_mma<1, 1, !DQ, true, HB>(acc, Dh, LDH, 0, Xl, LDT, c0, HB);
     for_acc<1, 1>(acc, 0, c0, [&](int r, int d, float x) {
         const int i = DQ ? HB + r : r;
-        if (i < l) OUT[i * WT + d] += x * walk_exp(DQ ? G[i * WT + d] - G[R * WT + d] : G[R * WT + d] - G[i * WT + d]);
+        if (i < l) OUT[i * WT + d] += x * decay_exp(DQ ? G[i * WT + d] - G[R * WT + d] : G[R * WT + d] - G[i * WT + d]);
     });
 }
 
@@ -306,8 +300,8 @@ __device__ __forceinline__ void decay_dA(const float* DA, const float* G, int ld
     for (int idx = threadIdx.x; idx < C * C / 2; idx += NT) {
         const int r = idx / (C / 2), j = 2 * (idx - r * (C / 2));
         const float gi = G[r * ldg];
-        const float x0 = j <= r ? DA[r * C + j] * walk_exp(gi - G[j * ldg]) : 0.f;
-        const float x1 = j + 1 <= r ? DA[r * C + j + 1] * walk_exp(gi - G[(j + 1) * ldg]) : 0.f;
+        const float x0 = j <= r ? DA[r * C + j] * decay_exp(gi - G[j * ldg]) : 0.f;
+        const float x1 = j + 1 <= r ? DA[r * C + j + 1] * decay_exp(gi - G[(j + 1) * ldg]) : 0.f;
         split_pair(x0, x1, *reinterpret_cast<unsigned*>(Dh + r * LDA + j), *reinterpret_cast<unsigned*>(Dl + r * LDA + j));
     }
 }
@@ -336,7 +330,7 @@ __device__ __forceinline__ void intra_fact(const elem_t* Dh, const elem_t* Dl, c
     warp_mma<1, 2, !DQ, true, C>(acc, Dh, LDA, r0, Xl, LDT, c0, C);
     const float* ref = G + (DQ ? (l - 1) * WT : 0);
     for_acc<1, 2>(acc, r0, c0, [&](int i, int d, float x) {
-        if (i < l) OUT[i * WT + d] += mul * x * walk_exp(DQ ? G[i * WT + d] - ref[d] : ref[d] - G[i * WT + d]);
+        if (i < l) OUT[i * WT + d] += mul * x * decay_exp(DQ ? G[i * WT + d] - ref[d] : ref[d] - G[i * WT + d]);
     });
 }
 
@@ -461,7 +455,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
             warp_mma<1, 2, false, false, DV>(acc, DOe, LDV, r0, Sh, LDV, c0, DV);
             warp_mma<1, 2, false, false, DV>(acc, DOe, LDV, r0, Sl, LDV, c0, DV);
             for_acc<1, 2>(acc, r0, c0, [&](int i, int d, float x) {
-                DQ[i * WT + d] = i < l ? a.scale * x * walk_exp(G[i * WT + d]) : 0.f;
+                DQ[i * WT + d] = i < l ? a.scale * x * decay_exp(G[i * WT + d]) : 0.f;
             });
         }
         __syncthreads();
@@ -509,7 +503,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
                 a.states[off] = to_f32(Qe[i * LDT + d]) * dq;
             }
         }
-        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return walk_exp(GL[r]); });
+        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return decay_exp(GL[r]); });
         warp_mma<1, KS_NI, true, true, C>(S, KH, LDT, sm0, Ve, LDV, sn0, C);
         warp_mma<1, KS_NI, true, true, C>(S, Kl, LDT, sm0, Ve, LDV, sn0, C);
         __syncthreads();  // (the tiles are rewritten by the next chunk)
@@ -592,7 +586,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             float acc[1][2][4] = {};
             warp_mma<1, 2, false, false, DV>(acc, Ve, LDV, r0, Sh, LDV, c0, DV);
             warp_mma<1, 2, false, false, DV>(acc, Ve, LDV, r0, Sl, LDV, c0, DV);
-            // (IEEE expf here: with walk_exp ptxas spilled 88 B in hgrn2's dk walk at d = 128.)
+            // (IEEE expf here: with decay_exp ptxas spilled 88 B in hgrn2's dk walk at d = 128.)
             for_acc<1, 2>(acc, r0, c0, [&](int j, int d, float x) {
                 DKs[j * WT + d] = j < l ? x * gla_exp(GL[d] - G[j * WT + d]) : 0.f;
             });
@@ -645,10 +639,10 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             }
             DKs[idx] = pv;
         }
-        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return walk_exp(GL[r] - G0[r]); });
+        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return decay_exp(GL[r] - G0[r]); });
         warp_mma<1, KS_NI, true, true, C>(S, QH, LDT, sm0, DOe, LDV, sn0, C);
         warp_mma<1, KS_NI, true, true, C>(S, Ql, LDT, sm0, DOe, LDV, sn0, C);
-        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return walk_exp(G0[r]); });
+        scale_rows<1, KS_NI>(S, sm0, [&](int r) { return decay_exp(G0[r]); });
         __syncthreads();  // (P complete)
 
         // 6. The gate: d log α_t = Z_N + Σ_{s ≥ t} P_s.
@@ -787,7 +781,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             }
             for (int idx = threadIdx.x; idx < C * DK; idx += NT) {
                 const int i = idx / DK, d = idx - i * DK;
-                Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * walk_exp(GL[d] - G[idx]));
+                Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * decay_exp(GL[d] - G[idx]));
             }
             __syncthreads();
             publish_split<VS_MI, VS_NI>(S, sm0, sn0, Sh, Sl, LDT);
@@ -814,7 +808,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         }
         for (int idx = threadIdx.x; idx < C * DK; idx += NT) {  // (K̂ one element a value: it meets dS high + low)
             const int i = idx / DK, d = idx - i * DK;
-            Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * walk_exp(GL[d] - G[idx]));
+            Ke[i * LDK + d] = to_elem(to_f32(Ke[i * LDK + d]) * decay_exp(GL[d] - G[idx]));
         }
         decayed_operand<DK, false>(Qe, LDK, G, 0, 0, C, Qe, Ql, LDK, a.scale);
         __syncthreads();
@@ -844,10 +838,10 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         }
 
         // 5. dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO) (Q̂ high + low: two products).
-        scale_rows<VS_MI, VS_NI>(S, sm0, [&](int r) { return walk_exp(GL[r] - G0[r]); });
+        scale_rows<VS_MI, VS_NI>(S, sm0, [&](int r) { return decay_exp(GL[r] - G0[r]); });
         warp_mma<VS_MI, VS_NI, true, true, C>(S, Qe, LDK, sm0, DOe, LDT, sn0, C);
         warp_mma<VS_MI, VS_NI, true, true, C>(S, Ql, LDK, sm0, DOe, LDT, sn0, C);
-        scale_rows<VS_MI, VS_NI>(S, sm0, [&](int r) { return walk_exp(G0[r]); });
+        scale_rows<VS_MI, VS_NI>(S, sm0, [&](int r) { return decay_exp(G0[r]); });
         __syncthreads();  // (the tiles are rewritten by the next chunk)
     }
 }
