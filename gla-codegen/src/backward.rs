@@ -507,8 +507,8 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     if spec.tensor_cores() {
         w.push_str(PRELUDE); // the mma.sync tile product warp_mma
     }
-    // The gate's math in IEEE f32 whatever the dtype: the parameter gradient sums ∂log α/∂p, whose relative precision
-    // counts, and the special-function unit's log is only absolutely accurate (log σ(u) = −log(1 + e^−u) at u = 12
+    // The gate's derivatives in IEEE f32 whatever the dtype: the parameter gradient sums ∂log α/∂p, whose relative
+    // precision counts, and the special-function unit's log is only absolutely accurate (log σ(u) = −log(1 + e^−u) at u = 12
     // came out 4 % off: a value gate's d params measured 6.6e-3 on the H200 with it).
     w.push_str(gate_math_section(DType::F32));
     let _ = writeln!(
@@ -519,7 +519,22 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     w.push_str(gate.cuda_source());
     let id = gate.cuda_ident();
     let _ = writeln!(w);
-    let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return {id}(x, p); }}");
+    // log α itself (the Γ stages: tens of evaluations a thread a chunk) in the dtype's math — for bf16 / f16 the
+    // special-function unit's, absolute error ~2^-22 a token in Γ, as the forward — from a second copy of the gate in
+    // namespace gate_fast; its derivatives above stay IEEE.
+    let fast = if spec.dtype == DType::F32 {
+        ""
+    } else {
+        let _ = writeln!(
+            w,
+            "namespace gate_fast {{  // the gate again, in the dtype's math (log α only)"
+        );
+        w.push_str(gate_math_section(spec.dtype));
+        w.push_str(gate.cuda_source());
+        let _ = writeln!(w, "\n}}  // namespace gate_fast");
+        "gate_fast::"
+    };
+    let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return {fast}{id}(x, p); }}");
     let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return {id}_dx(x, p); }}");
     let _ = writeln!(w, "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); }}");
     // The decays α = e^{log α} and the decay factors e^{Γ_i − Γ_j} (x ≤ 0): IEEE for f32; for bf16 / f16 one MUFU.EX2
