@@ -275,12 +275,13 @@ __device__ __forceinline__ void offdiag_add(const elem_t* Dh, const elem_t* Dl, 
 // multiplies the f32 result, or (dv walk) the one element operand K', far below bf16's largest. Other chunks take
 // the exact pairs above. Every warp finds the span from Γ in shared memory (max is exact: they agree), so the
 // choice is the CTA's with no barrier.
+// (A NaN anywhere in the span makes it NaN — a max that keeps NaN — so such a chunk fails the check: exact path.)
 template <int N>
 __device__ __forceinline__ bool chunk_factorised(const float* G, int l) {
     float s = 0.f;
-    for (int d = threadIdx.x & 31; d < N; d += 32) s = fmaxf(s, G[d] - G[(l - 1) * N + d]);
+    for (int d = threadIdx.x & 31; d < N; d += 32) s = gla_min_nan(-s, G[(l - 1) * N + d] - G[d]) * -1.f;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s = fmaxf(s, __shfl_xor_sync(0xffffffffu, s, o));
+    for (int o = 16; o > 0; o >>= 1) s = -gla_min_nan(-s, -__shfl_xor_sync(0xffffffffu, s, o));
     return s <= WALK_SPAN;
 }
 // dA [C][C] f32 as high + low element tiles Dh, Dl [C][LDA]. No barrier inside.
