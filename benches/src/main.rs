@@ -757,16 +757,9 @@ fn main() {
                     })
                 })
                 .collect();
-            let copts = gla_runtime::CompileOptions {
-                lineinfo,
-                ..Default::default()
-            };
             bwd.par_iter().for_each(|s| {
-                let built = gla_codegen::generate_backward(s)
-                    .and_then(|src| gla_runtime::nvrtc::compile_with(&src, s.kernels()[0], &copts));
-                match built.and_then(|c| gla.load_backward_cubin(s, &c.cubin)) {
-                    Ok(()) => {}
-                    Err(e) => println!("{}: failed to compile: {e}", s.id()),
+                if let Err(e) = gla.compile_backward(s) {
+                    println!("{}: failed to compile: {e}", s.id());
                 }
             });
             println!(

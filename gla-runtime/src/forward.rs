@@ -438,6 +438,21 @@ impl Gla {
         Ok(lock(&self.inner.variants).entry(key).or_insert(v).clone())
     }
 
+    /// Generate, compile (sm_90a cubin) and load the backward kernel set `spec` unless it is loaded; later backward
+    /// calls that run `spec` find it (the backward's twin of [`Gla::compile_spec`]; safe to call from several
+    /// threads, e.g. to compile many sets in parallel). Errors: `Unsupported`, `Compile`, `Cuda`.
+    pub fn compile_backward(&self, spec: &gla_codegen::BackwardSpec) -> Result<()> {
+        let key = (spec.id(), spec.gate.content_hash());
+        if lock(&self.inner.backward_sets).contains_key(&key) {
+            return Ok(());
+        }
+        let f = launch::backward_functions(&self.inner.gpu, spec, &self.inner.options, None)?;
+        lock(&self.inner.backward_sets)
+            .entry(key)
+            .or_insert(Arc::new(f));
+        Ok(())
+    }
+
     /// Load the backward kernel set `spec` from a cubin built for it (e.g. by NVRTC in the tuner), with no compile;
     /// later backward calls that run `spec` run exactly this cubin.
     pub fn load_backward_cubin(

@@ -181,8 +181,8 @@ fn backward_matches_the_f64_reference() {
             })
             .collect()
         };
-    // Every kernel set the loop runs, compiled on all cores first and loaded from its cubin (the loop's calls then
-    // find it loaded): one NVRTC compile after another would take minutes.
+    // Every kernel set the loop runs, compiled on all cores first (the loop's calls then find it loaded): one NVRTC
+    // compile after another would take minutes.
     let mut sets: Vec<(String, BackwardSpec)> = Vec::new();
     for gate in gates() {
         for dt in DType::ALL {
@@ -201,14 +201,11 @@ fn backward_matches_the_f64_reference() {
     }
     let t0 = std::time::Instant::now();
     sets.par_iter().for_each(|(key, s)| {
-        let src = generate_backward(s).unwrap();
-        let c = nvrtc::compile_with(&src, s.kernels()[0], &CompileOptions::default())
-            .unwrap_or_else(|e| panic!("{key}: {e}"));
-        gla.load_backward_cubin(s, &c.cubin)
+        gla.compile_backward(s)
             .unwrap_or_else(|e| panic!("{key}: {e}"));
     });
     println!(
-        "compiled and loaded {} backward kernel sets in {:.1} s",
+        "compiled {} backward kernel sets in {:.1} s",
         sets.len(),
         t0.elapsed().as_secs_f64()
     );

@@ -216,13 +216,15 @@ __device__ __forceinline__ void pair_scores(const elem_t* Qe, const elem_t* Ke, 
     }
 }
 
-// The off-diagonal block's dA_ij for i ∈ [HB, C), j < HB as high + low element tiles Dh, Dl [HB][LDH] (row i − HB,
-// column j). No barrier inside.
-__device__ __forceinline__ void offdiag_dA(const float* DA, elem_t* Dh, elem_t* Dl) {
-    for (int idx = threadIdx.x; idx < HB * HB / 2; idx += NT) {
-        const int r = idx / (HB / 2), j = 2 * (idx - r * (HB / 2));
-        split_pair(DA[(HB + r) * C + j], DA[(HB + r) * C + j + 1], *reinterpret_cast<unsigned*>(Dh + r * LDH + j),
-                   *reinterpret_cast<unsigned*>(Dl + r * LDH + j));
+// ROWS × COLS of dA [C][C] f32 from `DA` on as high + low element tiles Dh, Dl [ROWS][ld]: the off-diagonal block
+// (dA_ij for i ∈ [HB, C), j < HB: split_dA<HB, HB>(DA + HB * C, …, LDH)) or the whole chunk (<C, C>, LDA). No
+// barrier inside.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void split_dA(const float* DA, elem_t* Dh, elem_t* Dl, int ld) {
+    for (int idx = threadIdx.x; idx < ROWS * COLS / 2; idx += NT) {
+        const int r = idx / (COLS / 2), j = 2 * (idx - r * (COLS / 2));
+        split_pair(DA[r * C + j], DA[r * C + j + 1], *reinterpret_cast<unsigned*>(Dh + r * ld + j),
+                   *reinterpret_cast<unsigned*>(Dl + r * ld + j));
     }
 }
 // A decayed operand as high + low elements: rows [row0, row0 + rows) of an element tile X [C][ldx] over N columns
@@ -278,19 +280,12 @@ __device__ __forceinline__ void offdiag_add(const elem_t* Dh, const elem_t* Dl, 
 // (A NaN anywhere in the span makes it NaN — a max that keeps NaN — so such a chunk fails the check: exact path.)
 template <int N>
 __device__ __forceinline__ bool chunk_factorised(const float* G, int l) {
+    auto max_nan = [](float a, float b) { return -gla_min_nan(-a, -b); };
     float s = 0.f;
-    for (int d = threadIdx.x & 31; d < N; d += 32) s = gla_min_nan(-s, G[(l - 1) * N + d] - G[d]) * -1.f;
+    for (int d = threadIdx.x & 31; d < N; d += 32) s = max_nan(s, G[d] - G[(l - 1) * N + d]);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s = -gla_min_nan(-s, -__shfl_xor_sync(0xffffffffu, s, o));
+    for (int o = 16; o > 0; o >>= 1) s = max_nan(s, __shfl_xor_sync(0xffffffffu, s, o));
     return s <= WALK_SPAN;
-}
-// dA [C][C] f32 as high + low element tiles Dh, Dl [C][LDA]. No barrier inside.
-__device__ __forceinline__ void split_dA(const float* DA, elem_t* Dh, elem_t* Dl) {
-    for (int idx = threadIdx.x; idx < C * C / 2; idx += NT) {
-        const int r = idx / (C / 2), j = 2 * (idx - r * (C / 2));
-        split_pair(DA[r * C + j], DA[r * C + j + 1], *reinterpret_cast<unsigned*>(Dh + r * LDA + j),
-                   *reinterpret_cast<unsigned*>(Dl + r * LDA + j));
-    }
 }
 // A scalar gate's pairs in the key walks at any strength: one decay a pair, D_ij = e^{Γ_i − Γ_j} ≤ 1 (j ≤ i), so the
 // intra-chunk terms are the products of dA ⊙ D with the raw tiles (exact elements) on tensor cores — no span limit, no
@@ -465,7 +460,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         elem_t* const KH = Ke;  // K̂'s high part (over K)
         if (chunk_factorised<WT>(G, l)) {
             // 3f. dA and K̂ = K ⊙ e^{Γ_L − Γ} as high (over K) + low elements, the whole chunk.
-            split_dA(DA, Dh, Dl);
+            split_dA<C, C>(DA, Dh, Dl, LDA);
             decayed_operand<WT, true>(Ke, LDT, G, l - 1, 0, C, Ke, Kl, LDT, 1.f);
             __syncthreads();
             // 4f. Tensor cores: dq_i += e^{Γ_i − Γ_L} ⊙ Σ_{j≤i} dA_ij K̂_j.
@@ -474,7 +469,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
             // 3. dq += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the
             //    off-diagonal block's operands dA and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
             pairs_down([&](int j, int d) { return to_f32(Ke[j * LDT + d]); }, AL, DA, DQ, l);
-            offdiag_dA(DA, Dh, Dl);
+            split_dA<HB, HB>(DA + HB * C, Dh, Dl, LDH);
             decayed_operand<WT, true>(Ke, LDT, G, HB - 1, 0, HB, Xh, Xl, LDT, 1.f);
             __syncthreads();
             // 4. Tensor cores: dq_i += e^{Γ_i − Γ_HB−1} ⊙ Σ_{j<HB} dA_ij K̃_j for i ≥ HB (a warp an 8-column tile);
@@ -598,7 +593,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         elem_t* const QH = Qe;  // Q̂'s high part (over Q)
         if (chunk_factorised<WT>(G, l)) {
             // 3f. dA and Q̂ = scale · Q ⊙ e^{Γ − Γ_0} as high (over Q) + low elements, the whole chunk.
-            split_dA(DA, Dh, Dl);
+            split_dA<C, C>(DA, Dh, Dl, LDA);
             decayed_operand<WT, false>(Qe, LDT, G, 0, 0, C, Qe, Ql, LDT, a.scale);
             __syncthreads();
             // 4f. Tensor cores: dk_j += e^{Γ_0 − Γ_j} ⊙ Σ_{i≥j} dA_ij Q̂_i / scale.
@@ -607,7 +602,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             // 3. dk += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the
             //    off-diagonal block's operands dA and Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) as high + low elements.
             pairs_up([&](int i, int d) { return to_f32(Qe[i * LDT + d]); }, AL, DA, DKs, l);
-            offdiag_dA(DA, Dh, Dl);
+            split_dA<HB, HB>(DA + HB * C, Dh, Dl, LDH);
             decayed_operand<WT, false>(Qe, LDT, G, HB - 1, HB, HB, Xh, Xl, LDT, 1.f);
             __syncthreads();
             // 4. Tensor cores: dk_j += e^{Γ_HB−1 − Γ_j} ⊙ Σ_{i≥HB} dA_ij Q̃_i for j < HB (a warp an 8-column tile);
