@@ -7,6 +7,7 @@ use std::path::PathBuf;
 pub const USAGE: &str = "\
 usage: autotune [--plan | --report] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
                 [--out DIR] [--buckets default|B,T,H;...] [--devices all|0,1,...] [--backward]
+                [--regret default|B,T,H;...]
 
 With a GPU: for every registered gate x dtype x head dim x shape bucket, compile the candidate variants in
 parallel, check each against the f64 reference on a small random problem (a failing candidate is reported and
@@ -35,6 +36,10 @@ gate x dtype — into the cache at --out, as untimed entries; a GPU run later re
   --backward        with a GPU, also tune the backward where it has a choice (bf16/f16 key gates, d <= 256): its form
                     (chunks or walks) and the walks' segments, checked against the f64 reference gradients first, timed
                     per bucket on the first device at logits ~ N(0,1) (its cost does not depend on the gate's values)
+  --regret P        with a GPU, tune nothing: measure the cache at --out against an exhaustive search (every
+                    candidate timed in full, no early elimination) at the problems P — `default`: five problems that
+                    are not grid points (tuning::regret::PROBLEMS) — and print the regret of the cache's pick
+                    (its time / the best time − 1) per gate x dtype x head dim x problem; rows in DIR/regret.json
   -h, --help        this text";
 
 /// Which shape buckets a GPU run times.
@@ -63,6 +68,9 @@ pub struct Options {
     pub devices: Option<Vec<usize>>,
     /// `--backward`: also tune the backward's form and walk segments (GPU runs).
     pub backward: bool,
+    /// `--regret`: measure the cache at `--out` against an exhaustive search at these problems (GPU runs) instead of
+    /// tuning.
+    pub regret: Option<Vec<(usize, usize, usize)>>,
 }
 
 /// Default head dims (square, d_k = d_v).
@@ -85,6 +93,7 @@ impl Default for Options {
             buckets: Buckets::Default,
             devices: None,
             backward: false,
+            regret: None,
         }
     }
 }
@@ -152,7 +161,14 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
         };
         let takes_value = matches!(
             flag,
-            "--only" | "--gates" | "--dims" | "--dtypes" | "--out" | "--buckets" | "--devices"
+            "--only"
+                | "--gates"
+                | "--dims"
+                | "--dtypes"
+                | "--out"
+                | "--buckets"
+                | "--devices"
+                | "--regret"
         );
         let value = if takes_value {
             match inline {
@@ -241,6 +257,13 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
                     Buckets::Problems(parse_problems(&v)?)
                 }
             }
+            ("--regret", Some(v)) => {
+                o.regret = Some(if v.trim() == "default" {
+                    crate::regret::PROBLEMS.to_vec()
+                } else {
+                    parse_problems(&v).map_err(|e| e.replace("--buckets", "--regret"))?
+                })
+            }
             (f, _) => return Err(format!("unknown argument `{f}` (see --help)")),
         }
         i += 1;
@@ -280,6 +303,15 @@ mod tests {
         let o = p("--plan --only w8p4 --gates gla,mamba2 --dims 64,128 --dtypes bf16,f32 --out /tmp/x --buckets 8,4096,16;2,16384,16").unwrap();
         assert!(o.plan && !o.help && !o.backward);
         assert!(p("--backward").unwrap().backward);
+        assert_eq!(
+            p("--regret default").unwrap().regret,
+            Some(crate::regret::PROBLEMS.to_vec())
+        );
+        assert_eq!(
+            p("--regret 3,6000,12;1,100,2").unwrap().regret,
+            Some(vec![(3, 6000, 12), (1, 100, 2)])
+        );
+        assert!(p("--regret 3,0,12").unwrap_err().contains("--regret"));
         assert_eq!(o.only.as_deref(), Some("w8p4"));
         assert_eq!(o.gates, Some(vec!["gla".to_string(), "mamba2".to_string()]));
         assert_eq!(o.dims, Some(vec![64, 128]));

@@ -223,7 +223,14 @@ fn time_target(
             decide::median(s)
         }
     };
-    let finals = screen_then_time(&mut samples, &mut failed, Some(0), &mut measure, score)?;
+    let finals = screen_then_time(
+        &mut samples,
+        &mut failed,
+        Some(0),
+        decide::DROP_RATIO,
+        &mut measure,
+        score,
+    )?;
     let default_ms = Some(finals[0]).filter(|m| m.is_finite());
     Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
 }

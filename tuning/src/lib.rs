@@ -15,6 +15,7 @@
 //! * no GPU ([`aot`]): compile ahead of time the variant the runtime would use (`KernelSpec::default_for`) for every
 //!   gate × dtype × head dim into the cache at `--out` (default `tuning/caches/local`) as untimed entries; exit 0.
 //! * `--report` ([`report`]): the cache at `--out` as Markdown (`report.md` beside its index).
+//! * `--regret` ([`regret`], a GPU): the cache's pick vs an exhaustive search at problems off the grid.
 //! * a GPU ([`search`]): compile, check against the f64 reference, and time every candidate per gate × dtype × head
 //!   dim × shape bucket, and write the winners into the cache as timed entries. The decisions are the plain
 //!   functions of [`decide`].
@@ -28,6 +29,7 @@ pub mod decide;
 pub mod inputs;
 pub mod plan;
 mod progress;
+pub mod regret;
 pub mod report;
 pub mod search;
 
@@ -115,6 +117,10 @@ pub fn run(args: &[String]) -> ExitCode {
         };
     }
     match open_devices(o.devices.as_deref()) {
+        Err(e) if o.regret.is_some() => {
+            eprintln!("error: --regret times kernels and needs a GPU: {e}");
+            ExitCode::FAILURE
+        }
         Err(e) => {
             println!("No GPU here: {e}");
             println!(
@@ -129,6 +135,19 @@ pub fn run(args: &[String]) -> ExitCode {
                         ExitCode::FAILURE
                     }
                 }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Ok(glas) if o.regret.is_some() => {
+            let problems = o.regret.clone().unwrap_or_default();
+            match regret::run(&glas[0], &gates, &o, &problems)
+                .and_then(|r| regret::print_report(&r, &o).map(|()| r))
+            {
+                Ok(r) if r.failures.is_empty() => ExitCode::SUCCESS,
+                Ok(_) => ExitCode::FAILURE,
                 Err(e) => {
                     eprintln!("error: {e}");
                     ExitCode::FAILURE

@@ -34,22 +34,22 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// One (gate, dtype, d) and its candidates.
-struct Key {
-    gate: &'static dyn Gate,
-    dtype: DType,
-    d: usize,
-    specs: Vec<KernelSpec>,
+pub(crate) struct Key {
+    pub(crate) gate: &'static dyn Gate,
+    pub(crate) dtype: DType,
+    pub(crate) d: usize,
+    pub(crate) specs: Vec<KernelSpec>,
 }
 
 impl Key {
-    fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         format!("{} {} d{}", self.gate.name(), self.dtype, self.d)
     }
 }
 
 /// A compiled candidate.
-struct Compiled {
-    spec: KernelSpec,
+pub(crate) struct Compiled {
+    pub(crate) spec: KernelSpec,
     cubin: Vec<u8>,
     source_sha256: String,
 }
@@ -182,6 +182,63 @@ pub(crate) fn upload_pool(
     })
 }
 
+/// The (gate, dtype, d) keys of `gates` × `--dtypes` × `--dims` that have candidates ([`decide::candidates`]).
+pub(crate) fn keys(gates: &[&'static dyn Gate], o: &Options) -> Vec<Key> {
+    gates
+        .iter()
+        .flat_map(|&gate| {
+            o.dtypes_or_default().into_iter().flat_map(move |dtype| {
+                o.dims_or_default().into_iter().map(move |d| Key {
+                    gate,
+                    dtype,
+                    d,
+                    specs: decide::candidates(gate, dtype, d, o.only.as_deref()),
+                })
+            })
+        })
+        .filter(|k| !k.specs.is_empty())
+        .collect()
+}
+
+/// Step 1: every candidate of `keys` compiled in parallel (rayon + NVRTC) and loaded on every device, keyed by (id,
+/// gate content hash); the ones that fail are returned as failures (never cached).
+pub(crate) fn compile_keys(
+    glas: &[Gla],
+    keys: &[Key],
+) -> (HashMap<(String, u64), Compiled>, Vec<Failure>) {
+    let all: Vec<KernelSpec> = keys.iter().flat_map(|k| k.specs.iter().copied()).collect();
+    let pb = bar(all.len(), "compiling");
+    let results: Vec<(KernelSpec, Result<Compiled, String>)> = all
+        .par_iter()
+        .map(|s| {
+            pb.set_message(s.id());
+            let r = compile(s).and_then(|c| glas.iter().try_for_each(|g| load(g, &c)).map(|()| c));
+            pb.inc(1);
+            (*s, r)
+        })
+        .collect();
+    pb.finish_and_clear();
+    let mut compiled = HashMap::new();
+    let mut failures = Vec::new();
+    for (s, r) in results {
+        match r {
+            Ok(c) => {
+                compiled.insert((s.id(), s.gate.content_hash()), c);
+            }
+            Err(what) => {
+                let key = format!("{} {} d{}", s.gate.name(), s.dtype, s.key_dim());
+                println!("  {key} {}: compile failed — not cached: {what}", s.id());
+                failures.push(Failure {
+                    key,
+                    variant: s.id(),
+                    what,
+                });
+            }
+        }
+    }
+    (compiled, failures)
+}
+
 /// Compile one candidate with NVRTC (once, whatever the number of devices): its cubin is what every device loads as
 /// is ([`load`]) — the kernel that is checked and timed is the cubin that gets cached.
 fn compile(spec: &KernelSpec) -> Result<Compiled, String> {
@@ -208,7 +265,7 @@ fn load(gla: &Gla, c: &Compiled) -> Result<(), String> {
 
 /// Step 2: which compiled candidates of `key` match the f64 reference at every strength (index into `cands`); the
 /// others are pushed to `failures`.
-fn check(
+pub(crate) fn check(
     gla: &Gla,
     key: &Key,
     cands: &[&Compiled],
@@ -288,13 +345,15 @@ fn check(
 }
 
 /// Step 3's schedule over candidates with `samples` / `failed` state each: [`decide::SCREEN_RUNS`] runs each (after
-/// [`decide::WARMUPS`] warm-ups), the survivors ([`decide::survivors`]; `default` always) [`decide::FINAL_RUNS`] more;
+/// [`decide::WARMUPS`] warm-ups), the survivors ([`decide::survivors`] within `ratio` × the best, [`decide::DROP_RATIO`]
+/// in a search, ∞ for an exhaustive one; `default` always) [`decide::FINAL_RUNS`] more;
 /// `measure(i, warmups, runs, samples, failed)` adds runs, `score(samples, failed)` is a candidate's score (∞ when
 /// it failed). Returns the final scores (∞ for the dropped).
 pub(crate) fn screen_then_time<S>(
     samples: &mut [S],
     failed: &mut [bool],
     default: Option<usize>,
+    ratio: f64,
     measure: &mut impl FnMut(usize, usize, usize, &mut S, &mut bool) -> Res<()>,
     score: impl Fn(&S, bool) -> f64,
 ) -> Res<Vec<f64>> {
@@ -309,7 +368,7 @@ pub(crate) fn screen_then_time<S>(
         )?;
     }
     let screen: Vec<f64> = (0..n).map(|i| score(&samples[i], failed[i])).collect();
-    let keep = decide::survivors(&screen, decide::DROP_RATIO, default);
+    let keep = decide::survivors(&screen, ratio, default);
     for i in (0..n).filter(|&i| keep[i]) {
         measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
     }
@@ -324,12 +383,14 @@ pub(crate) fn screen_then_time<S>(
         .collect())
 }
 
-/// Step 3 at one target: (index into `cands` of the winner, its score, the default's score, candidates timed).
-fn time_target(
+/// Step 3 at one target, candidates dropped beyond `ratio` × the best after screening: (index into `cands` of the
+/// winner, its score, the score of `default`).
+pub(crate) fn time_target(
     gla: &Gla,
     key: &Key,
-    cands: &[&Compiled],
+    cands: &[KernelSpec],
     default: Option<usize>,
+    ratio: f64,
     target: &Target,
     flush: &mut L2Flush,
 ) -> Res<Option<(usize, f64, Option<f64>)>> {
@@ -353,7 +414,7 @@ fn time_target(
                        failed: &mut bool|
      -> Res<()> {
         let opts = ForwardOptions {
-            variant: Some(cands[i].spec),
+            variant: Some(cands[i]),
             ..Default::default()
         };
         for (j, logits) in dev.logits.iter().enumerate() {
@@ -379,7 +440,7 @@ fn time_target(
                     eprintln!(
                         "  {} {} at {:?}: {e}",
                         key.label(),
-                        cands[i].spec.id(),
+                        cands[i].id(),
                         target.problem
                     );
                     break;
@@ -400,7 +461,14 @@ fn time_target(
             )
         }
     };
-    let finals = screen_then_time(&mut samples, &mut failed, default, &mut measure, score)?;
+    let finals = screen_then_time(
+        &mut samples,
+        &mut failed,
+        default,
+        ratio,
+        &mut measure,
+        score,
+    )?;
     let default_ms = default.map(|d| finals[d]).filter(|m| m.is_finite());
     Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
 }
@@ -417,20 +485,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
     let nvrtc_version = nvrtc::probe().map_err(|e| e.to_string())?.version;
     let cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
     let targets = decide::targets(&o.buckets);
-    let keys: Vec<Key> = gates
-        .iter()
-        .flat_map(|&gate| {
-            o.dtypes_or_default().into_iter().flat_map(move |dtype| {
-                o.dims_or_default().into_iter().map(move |d| Key {
-                    gate,
-                    dtype,
-                    d,
-                    specs: decide::candidates(gate, dtype, d, o.only.as_deref()),
-                })
-            })
-        })
-        .filter(|k| !k.specs.is_empty())
-        .collect();
+    let keys = keys(gates, o);
     let n_specs: usize = keys.iter().map(|k| k.specs.len()).sum();
     let devices: Vec<String> = glas
         .iter()
@@ -451,42 +506,12 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
         targets.len(),
         o.out.display()
     );
-    let mut failures = Vec::new();
-
     // 1. Compile everything in parallel (CPU), then load each cubin on every device.
-    let all: Vec<KernelSpec> = keys.iter().flat_map(|k| k.specs.iter().copied()).collect();
-    let pb = bar(all.len(), "compiling");
-    let results: Vec<(KernelSpec, Result<Compiled, String>)> = all
-        .par_iter()
-        .map(|s| {
-            pb.set_message(s.id());
-            let r = compile(s).and_then(|c| glas.iter().try_for_each(|g| load(g, &c)).map(|()| c));
-            pb.inc(1);
-            (*s, r)
-        })
-        .collect();
-    pb.finish_and_clear();
-    let mut compiled: HashMap<(String, u64), Compiled> = HashMap::new();
-    for (s, r) in results {
-        match r {
-            Ok(c) => {
-                compiled.insert((s.id(), s.gate.content_hash()), c);
-            }
-            Err(what) => {
-                let key = format!("{} {} d{}", s.gate.name(), s.dtype, s.key_dim());
-                println!("  {key} {}: compile failed — not cached: {what}", s.id());
-                failures.push(Failure {
-                    key,
-                    variant: s.id(),
-                    what,
-                });
-            }
-        }
-    }
+    let (compiled, failures) = compile_keys(glas, &keys);
     println!(
         "compiled {} of {} candidates in {:.1} s",
         compiled.len(),
-        all.len(),
+        n_specs,
         t0.elapsed().as_secs_f64()
     );
 
@@ -579,7 +604,16 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             k.label(),
                             target.problem
                         ));
-                        let res = match time_target(gla, k, &passing, default, target, &mut flush) {
+                        let specs: Vec<KernelSpec> = passing.iter().map(|c| c.spec).collect();
+                        let res = match time_target(
+                            gla,
+                            k,
+                            &specs,
+                            default,
+                            decide::DROP_RATIO,
+                            target,
+                            &mut flush,
+                        ) {
                             Ok(r) => r,
                             Err(e) => {
                                 lock().error.get_or_insert(format!(
