@@ -1,11 +1,12 @@
 //! With a GPU: the search. For each selected (gate, dtype, d) and each target bucket ([`decide::targets`]):
 //!
-//! 1. every candidate ([`decide::candidates`]) is compiled, all keys at once, in parallel (rayon + NVRTC, with the
-//!    options the runtime uses, so the runtime's own compile of the same source hits the driver's compute cache),
-//!    and its cubin loaded on every device;
+//! 1. every candidate ([`decide::candidates`]) is compiled (rayon + NVRTC, with the options the runtime uses, so the
+//!    runtime's own compile of the same source hits the driver's compute cache) and its cubin loaded on every device,
+//!    one key after another on all cores but one a device — while the devices already check and time the keys
+//!    compiled before (compiling everything took as long as the timing did);
 //!
-//! then one worker a device (every GPU of the host, or `--devices`) takes the next (gate, dtype, d) until none is
-//! left and does 2–4 for it:
+//! then one worker a device (every GPU of the host, or `--devices`) takes the next compiled (gate, dtype, d) and does
+//! 2–4 for it:
 //! 2. every candidate runs a small random problem ([`decide::CHECK_PROBLEM`], with an initial state) at every
 //!    strength and is compared with the f64 reference ([`decide::check_passes`]) BEFORE it may be timed: a failing
 //!    candidate is reported and never cached;
@@ -200,24 +201,20 @@ pub(crate) fn keys(gates: &[&'static dyn Gate], o: &Options) -> Vec<Key> {
         .collect()
 }
 
-/// Step 1: every candidate of `keys` compiled in parallel (rayon + NVRTC) and loaded on every device, keyed by (id,
-/// gate content hash); the ones that fail are returned as failures (never cached).
-pub(crate) fn compile_keys(
+/// Step 1 for one key: its candidates compiled in parallel (rayon + NVRTC, on the current rayon pool) and loaded on
+/// every device, keyed by (id, gate content hash); the ones that fail are returned as failures (never cached).
+pub(crate) fn compile_key(
     glas: &[Gla],
-    keys: &[Key],
+    key: &Key,
 ) -> (HashMap<(String, u64), Compiled>, Vec<Failure>) {
-    let all: Vec<KernelSpec> = keys.iter().flat_map(|k| k.specs.iter().copied()).collect();
-    let pb = bar(all.len(), "compiling");
-    let results: Vec<(KernelSpec, Result<Compiled, String>)> = all
+    let results: Vec<(KernelSpec, Result<Compiled, String>)> = key
+        .specs
         .par_iter()
         .map(|s| {
-            pb.set_message(s.id());
             let r = compile(s).and_then(|c| glas.iter().try_for_each(|g| load(g, &c)).map(|()| c));
-            pb.inc(1);
             (*s, r)
         })
         .collect();
-    pb.finish_and_clear();
     let mut compiled = HashMap::new();
     let mut failures = Vec::new();
     for (s, r) in results {
@@ -226,17 +223,30 @@ pub(crate) fn compile_keys(
                 compiled.insert((s.id(), s.gate.content_hash()), c);
             }
             Err(what) => {
-                let key = format!("{} {} d{}", s.gate.name(), s.dtype, s.key_dim());
-                println!("  {key} {}: compile failed — not cached: {what}", s.id());
                 failures.push(Failure {
-                    key,
+                    key: key.label(),
                     variant: s.id(),
-                    what,
+                    what: format!("compile failed: {what}"),
                 });
             }
         }
     }
     (compiled, failures)
+}
+
+/// Step 1 for every key, one after the other (each key's candidates in parallel).
+pub(crate) fn compile_keys(
+    glas: &[Gla],
+    keys: &[Key],
+) -> (HashMap<(String, u64), Compiled>, Vec<Failure>) {
+    let mut all = HashMap::new();
+    let mut failures = Vec::new();
+    for k in keys {
+        let (c, f) = compile_key(glas, k);
+        all.extend(c);
+        failures.extend(f);
+    }
+    (all, failures)
 }
 
 /// Compile one candidate with NVRTC (once, whatever the number of devices): its cubin is what every device loads as
@@ -506,17 +516,9 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
         targets.len(),
         o.out.display()
     );
-    // 1. Compile everything in parallel (CPU), then load each cubin on every device.
-    let (compiled, failures) = compile_keys(glas, &keys);
-    println!(
-        "compiled {} of {} candidates in {:.1} s",
-        compiled.len(),
-        n_specs,
-        t0.elapsed().as_secs_f64()
-    );
-
-    // 2–4. One worker a device, each taking the next key: check its candidates, time them at every target, cache
-    // the winners.
+    // 1. Compile (CPU) while the devices time: one thread compiles the keys in order, each key's candidates in
+    // parallel on all cores but one a device, loads them on every device and hands the key over; 2–4. one worker a
+    // device takes the next compiled key: check its candidates, time them at every target, cache the winners.
     struct Shared {
         cache: TuningCache,
         rows: Vec<Row>,
@@ -526,25 +528,56 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
     let shared = std::sync::Mutex::new(Shared {
         cache,
         rows: Vec::new(),
-        failures,
+        failures: Vec::new(),
         error: None,
     });
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let n_checks: usize = keys
-        .iter()
-        .map(|k| {
-            k.specs
-                .iter()
-                .filter(|s| compiled.contains_key(&(s.id(), s.gate.content_hash())))
-                .count()
-        })
-        .sum();
-    let pb = bar(n_checks + keys.len() * targets.len(), "checking and timing");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cores.saturating_sub(glas.len()).max(1))
+        .build()
+        .map_err(|e| format!("compile thread pool: {e}"))?;
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, HashMap<(String, u64), Compiled>)>();
+    let rx = std::sync::Mutex::new(rx);
+    let pb = bar(
+        n_specs + keys.len() * targets.len(),
+        "compiling, checking and timing",
+    );
     let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
     std::thread::scope(|scope| {
+        {
+            let (keys, pb, lock, pool) = (&keys, &pb, &lock, &pool);
+            scope.spawn(move || {
+                let mut n_ok = 0;
+                for (i, k) in keys.iter().enumerate() {
+                    if lock().error.is_some() {
+                        break;
+                    }
+                    pb.set_message(format!("compiling {}", k.label()));
+                    let (compiled, fails) = pool.install(|| compile_key(glas, k));
+                    n_ok += compiled.len();
+                    for f in &fails {
+                        say(
+                            pb,
+                            format!("  {} {}: {} — not cached", f.key, f.variant, f.what),
+                        );
+                    }
+                    pb.inc(fails.len() as u64);
+                    lock().failures.extend(fails);
+                    if tx.send((i, compiled)).is_err() {
+                        break; // the workers stopped
+                    }
+                }
+                say(
+                    pb,
+                    format!(
+                        "compiled {n_ok} of {n_specs} candidates in {:.1} s (timing alongside)",
+                        t0.elapsed().as_secs_f64()
+                    ),
+                );
+            });
+        }
         for gla in glas {
-            let (keys, compiled, targets, pb, next, lock) =
-                (&keys, &compiled, &targets, &pb, &next, &lock);
+            let (keys, targets, pb, rx, lock) = (&keys, &targets, &pb, &rx, &lock);
             scope.spawn(move || {
                 let facts = GpuFacts::from(gla.gpu().info());
                 let dev = gla.gpu().info().ordinal;
@@ -558,8 +591,10 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                     }
                 };
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(k) = keys.get(i) else { break };
+                    // The next compiled key (in order; the lock is held only while waiting for it).
+                    let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((i, compiled)) = next else { break };
+                    let k = &keys[i];
                     if lock().error.is_some() {
                         break; // another device's context broke: stop taking work
                     }
