@@ -3,7 +3,7 @@
 //! 1. every candidate ([`decide::candidates`]) is compiled (rayon + NVRTC, with the options the runtime uses, so the
 //!    runtime's own compile of the same source hits the driver's compute cache) and its cubin loaded on every device,
 //!    one key after another on all cores but one a device — while the devices already check and time the keys
-//!    compiled before (compiling everything took as long as the timing did);
+//!    compiled before;
 //!
 //! then one worker a device (every GPU of the host, or `--devices`) takes the next compiled (gate, dtype, d) and does
 //! 2–4 for it:
