@@ -777,8 +777,8 @@ fn main() {
                 ));
                 std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
             }
-            // The per-key gate at every strength of --strengths (the forward's cost depends on the decays; the
-            // backward's does not, but fwd + bwd is what training runs).
+            // The per-key gate at every strength of --strengths (both passes' cost depends on the decays: a chunk
+            // whose decay span is small takes the factorised intra-chunk path, the others the exact one).
             for st in strengths
                 .iter()
                 .filter(|st| !(st.label == "gla/16" && gates.iter().any(|g| g.0 == "gla")))
