@@ -6,12 +6,26 @@ use gla_codegen::{all_variants, BackwardForm, BackwardSpec, KernelSpec};
 use gla_core::{DType, Gate, GateShape};
 use gla_runtime::cache::Bucket;
 
-/// Warm-up calls before a candidate's first timed run.
-pub const WARMUPS: usize = 3;
-/// Timed runs every candidate gets.
-pub const SCREEN_RUNS: usize = 5;
-/// Timed runs the candidates that survive the screening get on top.
-pub const FINAL_RUNS: usize = 20;
+/// Warm-up calls before a candidate's first timed run (its first launch also loads the module).
+pub const WARMUPS: usize = 2;
+/// The screening: every candidate gets runs worth about this much GPU time at each strength (its first run says how
+/// long one takes), at least [`SCREEN_RUNS`]`.0` and at most `.1` of them.
+pub const SCREEN_BUDGET_MS: f64 = 8.0;
+pub const SCREEN_RUNS: (usize, usize) = (2, 5);
+/// The final timing: the candidates that survive the screening get runs worth about this much GPU time on top, at
+/// least [`FINAL_RUNS`]`.0` and at most `.1`. (A 0.05 ms kernel gets 5 + 20 runs, a 10 ms one 2 + 3: run-to-run spread
+/// of a large problem is ≤ 0.3 % on the H200, and half the default grid's timing went to its largest bucket and f32.)
+pub const FINAL_BUDGET_MS: f64 = 30.0;
+pub const FINAL_RUNS: (usize, usize) = (3, 20);
+
+/// How many runs of a kernel that takes `t_ms` fit `budget_ms`, within `(min, max)`; `max` where `t_ms` is not a
+/// positive time.
+pub fn runs_for(t_ms: f64, budget_ms: f64, (min, max): (usize, usize)) -> usize {
+    if !t_ms.is_finite() || t_ms <= 0.0 {
+        return max;
+    }
+    ((budget_ms / t_ms).ceil() as usize).clamp(min, max)
+}
 /// A candidate whose screening time is over this multiple of the best screening time is dropped.
 pub const DROP_RATIO: f64 = 1.3;
 
@@ -214,6 +228,18 @@ pub fn gain(ms: f64, default_ms: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_fit_the_budget() {
+        assert_eq!(runs_for(0.05, SCREEN_BUDGET_MS, SCREEN_RUNS), 5);
+        assert_eq!(runs_for(0.05, FINAL_BUDGET_MS, FINAL_RUNS), 20);
+        assert_eq!(runs_for(2.0, FINAL_BUDGET_MS, FINAL_RUNS), 15);
+        assert_eq!(runs_for(10.0, SCREEN_BUDGET_MS, SCREEN_RUNS), 2);
+        assert_eq!(runs_for(10.0, FINAL_BUDGET_MS, FINAL_RUNS), 3);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert_eq!(runs_for(bad, FINAL_BUDGET_MS, FINAL_RUNS), 20, "{bad}");
+        }
+    }
 
     #[test]
     fn tolerances_and_checks() {

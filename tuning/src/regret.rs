@@ -219,7 +219,7 @@ pub fn print_report(r: &RegretReport, o: &Options) -> Result<(), String> {
                 "picked_bucket": [row.picked_bucket.rows_log2, row.picked_bucket.tokens_log2],
                 "picked_ms": row.picked_ms, "best": row.best, "best_ms": row.best_ms,
                 "regret": row.regret(), "candidates": row.candidates,
-                "timing": format!("every candidate, {} warm-ups + {} runs each, L2 flushed, median; worst over the gate's strengths", decide::WARMUPS, decide::SCREEN_RUNS + decide::FINAL_RUNS),
+                "timing": format!("every candidate, {} warm-ups, then runs worth {} + {} ms of GPU time, L2 flushed, median; worst over the gate's strengths", decide::WARMUPS, decide::SCREEN_BUDGET_MS, decide::FINAL_BUDGET_MS),
             })
         })
         .collect();

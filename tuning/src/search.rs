@@ -11,9 +11,10 @@
 //!    strength and is compared with the f64 reference ([`decide::check_passes`]) BEFORE it may be timed: a failing
 //!    candidate is reported and never cached;
 //! 3. the rest are timed at the bucket's problem with CUDA events, [`decide::WARMUPS`] warm-ups and the L2 flushed
-//!    before each run: [`decide::SCREEN_RUNS`] runs each, then candidates slower than [`decide::DROP_RATIO`] × the
-//!    best are dropped ([`decide::survivors`]; the default variant is kept for its baseline time) and the others get
-//!    [`decide::FINAL_RUNS`] more; a candidate's time is the median of its runs, its score the worst over the gate's
+//!    before each run: screening runs worth [`decide::SCREEN_BUDGET_MS`] of GPU time each (2–5 runs), then
+//!    candidates slower than [`decide::DROP_RATIO`] × the best are dropped ([`decide::survivors`]; the default variant
+//!    is kept for its baseline time) and the others get runs worth [`decide::FINAL_BUDGET_MS`] more (3–20,
+//!    [`screen_then_time`]); a candidate's time is the median of its runs, its score the worst over the gate's
 //!    strengths ([`decide::strengths`], [`decide::worst_case`]);
 //! 4. the winner ([`decide::winner`]) goes into the cache as a timed entry with its cubin, and the cache is saved
 //!    after each (gate, dtype, d).
@@ -32,6 +33,7 @@ use gla_runtime::{nvrtc, CompileOptions, DeviceTensor, ForwardOptions, Gla};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// One (gate, dtype, d) and its candidates.
@@ -354,9 +356,12 @@ pub(crate) fn check(
     Ok(passed)
 }
 
-/// Step 3's schedule over candidates with `samples` / `failed` state each: [`decide::SCREEN_RUNS`] runs each (after
-/// [`decide::WARMUPS`] warm-ups), the survivors ([`decide::survivors`] within `ratio` × the best, [`decide::DROP_RATIO`]
-/// in a search, ∞ for an exhaustive one; `default` always) [`decide::FINAL_RUNS`] more;
+/// Step 3's schedule over candidates with `samples` / `failed` state each: a probe run each (after
+/// [`decide::WARMUPS`] warm-ups) says how long one run takes, then more screening runs up to
+/// [`decide::SCREEN_BUDGET_MS`] of GPU time ([`decide::runs_for`]); the survivors ([`decide::survivors`] within `ratio`
+/// × the best, [`decide::DROP_RATIO`] in a search, ∞ for an exhaustive one; `default` always) get runs worth
+/// [`decide::FINAL_BUDGET_MS`] more (one warm-up first where a run is under a millisecond: other candidates ran in
+/// between);
 /// `measure(i, warmups, runs, samples, failed)` adds runs, `score(samples, failed)` is a candidate's score (∞ when
 /// it failed). Returns the final scores (∞ for the dropped).
 pub(crate) fn screen_then_time<S>(
@@ -369,18 +374,21 @@ pub(crate) fn screen_then_time<S>(
 ) -> Res<Vec<f64>> {
     let n = samples.len();
     for i in 0..n {
-        measure(
-            i,
-            decide::WARMUPS,
-            decide::SCREEN_RUNS,
-            &mut samples[i],
-            &mut failed[i],
-        )?;
+        measure(i, decide::WARMUPS, 1, &mut samples[i], &mut failed[i])?;
+    }
+    let probe: Vec<f64> = (0..n).map(|i| score(&samples[i], failed[i])).collect();
+    for i in 0..n {
+        let more = decide::runs_for(probe[i], decide::SCREEN_BUDGET_MS, decide::SCREEN_RUNS) - 1;
+        if !failed[i] && more > 0 {
+            measure(i, 0, more, &mut samples[i], &mut failed[i])?;
+        }
     }
     let screen: Vec<f64> = (0..n).map(|i| score(&samples[i], failed[i])).collect();
     let keep = decide::survivors(&screen, ratio, default);
     for i in (0..n).filter(|&i| keep[i]) {
-        measure(i, 1, decide::FINAL_RUNS, &mut samples[i], &mut failed[i])?;
+        let warm = usize::from(probe[i] < 1.0);
+        let runs = decide::runs_for(probe[i], decide::FINAL_BUDGET_MS, decide::FINAL_RUNS);
+        measure(i, warm, runs, &mut samples[i], &mut failed[i])?;
     }
     Ok((0..n)
         .map(|i| {
@@ -547,30 +555,66 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
         {
             let (keys, pb, lock, pool) = (&keys, &pb, &lock, &pool);
             scope.spawn(move || {
-                let mut n_ok = 0;
-                for (i, k) in keys.iter().enumerate() {
-                    if lock().error.is_some() {
-                        break;
-                    }
-                    pb.set_message(format!("compiling {}", k.label()));
-                    let (compiled, fails) = pool.install(|| compile_key(glas, k));
-                    n_ok += compiled.len();
-                    for f in &fails {
-                        say(
-                            pb,
-                            format!("  {} {}: {} — not cached", f.key, f.variant, f.what),
-                        );
-                    }
-                    pb.inc(fails.len() as u64);
-                    lock().failures.extend(fails);
-                    if tx.send((i, compiled)).is_err() {
-                        break; // the workers stopped
-                    }
-                }
+                // Every candidate of every key, taken in key order by whichever compile thread is free (so keys
+                // complete roughly in order and all cores stay busy); a key goes to the workers when its last
+                // candidate is done.
+                let remaining: Vec<AtomicUsize> = keys
+                    .iter()
+                    .map(|k| AtomicUsize::new(k.specs.len()))
+                    .collect();
+                let done: Vec<std::sync::Mutex<HashMap<(String, u64), Compiled>>> =
+                    keys.iter().map(|_| Default::default()).collect();
+                let n_ok = AtomicUsize::new(0);
+                pool.install(|| {
+                    keys.iter()
+                        .enumerate()
+                        .flat_map(|(i, k)| k.specs.iter().map(move |s| (i, s)))
+                        .par_bridge()
+                        .for_each(|(i, s)| {
+                            if lock().error.is_none() {
+                                pb.set_message(format!("compiling {}", s.id()));
+                                match compile(s).and_then(|c| {
+                                    glas.iter().try_for_each(|g| load(g, &c)).map(|()| c)
+                                }) {
+                                    Ok(c) => {
+                                        n_ok.fetch_add(1, Ordering::Relaxed);
+                                        done[i]
+                                            .lock()
+                                            .unwrap_or_else(|p| p.into_inner())
+                                            .insert((s.id(), s.gate.content_hash()), c);
+                                    }
+                                    Err(what) => {
+                                        let f = Failure {
+                                            key: keys[i].label(),
+                                            variant: s.id(),
+                                            what: format!("compile failed: {what}"),
+                                        };
+                                        say(
+                                            pb,
+                                            format!(
+                                                "  {} {}: {} — not cached",
+                                                f.key, f.variant, f.what
+                                            ),
+                                        );
+                                        pb.inc(1);
+                                        lock().failures.push(f);
+                                    }
+                                }
+                            }
+                            if remaining[i].fetch_sub(1, Ordering::AcqRel) == 1 {
+                                let c = std::mem::take(
+                                    &mut *done[i].lock().unwrap_or_else(|p| p.into_inner()),
+                                );
+                                let _ = tx.send((i, c)); // (the workers may have stopped)
+                            }
+                        })
+                });
+                drop(tx);
                 say(
                     pb,
                     format!(
-                        "compiled {n_ok} of {n_specs} candidates in {:.1} s (timing alongside)",
+                        "compiled {} of {n_specs} candidates in {:.1} s (timing alongside)",
+                        n_ok.load(Ordering::Relaxed),
                         t0.elapsed().as_secs_f64()
                     ),
                 );
