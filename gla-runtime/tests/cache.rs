@@ -223,6 +223,47 @@ fn lookup_ties_prefer_timed_entries() {
     assert_eq!(c.lookup(&k, &b(5, 14), |_| true).unwrap().bucket, b(4, 14));
 }
 
+#[test]
+fn lookup_between_buckets_takes_the_variant_most_of_them_chose() {
+    let dir = TempDir::new("votes");
+    let mut c = TuningCache::empty(dir.path());
+    let k = key(&PER_KEY);
+    let other = KernelSpec::default_for(&PER_KEY, DType::BF16, 64, 64)
+        .unwrap()
+        .id();
+    let with = |x: Bucket, variant: Option<&str>| {
+        let mut e = entry(&PER_KEY, x, Some(h200()));
+        if let Some(v) = variant {
+            e.variant = v.to_string();
+        }
+        e
+    };
+    // (6, 11) lies at distance 2 from four grid buckets; the lowest, (5, 10), chose another variant than the other
+    // three: the three's variant wins, from its lowest bucket.
+    c.insert(with(b(5, 10), Some(&other)), cubin("a"));
+    for x in [b(5, 12), b(7, 10), b(7, 12)] {
+        c.insert(with(x, None), cubin(&format!("{x:?}")));
+    }
+    let got = c.lookup(&k, &b(6, 11), |_| true).unwrap();
+    assert_eq!(
+        (got.bucket, got.variant.as_str()),
+        (b(5, 12), entry(&PER_KEY, b(0, 0), None).variant.as_str())
+    );
+    // On the grid the bucket's own entry wins, whatever its neighbours chose.
+    assert_eq!(c.lookup(&k, &b(5, 10), |_| true).unwrap().variant, other);
+    // Two against two: the lower bucket, as before.
+    c.insert(with(b(7, 12), Some(&other)), cubin("b"));
+    assert_eq!(c.lookup(&k, &b(6, 11), |_| true).unwrap().bucket, b(5, 10));
+    // Untimed entries do not vote against timed ones at the same distance.
+    let dir2 = TempDir::new("votes2");
+    let mut c2 = TuningCache::empty(dir2.path());
+    c2.insert(with(b(5, 10), Some(&other)), cubin("c"));
+    for x in [b(5, 12), b(7, 10)] {
+        c2.insert(entry(&PER_KEY, x, None), cubin(&format!("u{x:?}")));
+    }
+    assert_eq!(c2.lookup(&k, &b(6, 11), |_| true).unwrap().variant, other);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Round trip
 
