@@ -72,7 +72,10 @@ def main(argv=None):
     flas = [load(p) for p in args.fla]
     rows = ours + [r for f in flas for r in fla_rows(f)]
     accuracy = [a for f in flas for a in f.get("accuracy", []) if a.get("pass") == "bwd"]
-    memory = [m for f in flas for m in f.get("activation_memory", [])]
+    memory = []
+    for m in (m for f in flas for m in f.get("activation_memory", [])):
+        if not any((n["impl"], n["gate"], n["shape"]) == (m["impl"], m["gate"], m["shape"]) for n in memory):
+            memory.append(m)  # (one row per op and shape where several runs measured it)
     device = next((f["meta"].get("device") for f in flas if f.get("meta")), None)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "backward.json"), "w") as f:
