@@ -185,13 +185,16 @@ pub(crate) fn upload_pool(
     })
 }
 
-/// The (gate, dtype, d) keys of `gates` × `--dtypes` × `--dims` that have candidates ([`decide::candidates`]).
+/// The (gate, dtype, d) keys of `gates` × `--dtypes` × `--dims` that have candidates ([`decide::candidates`]), dtype
+/// by dtype in `--dtypes`' order (bf16 first by default: a run cut short has cached what training uses most).
 pub(crate) fn keys(gates: &[&'static dyn Gate], o: &Options) -> Vec<Key> {
-    gates
-        .iter()
-        .flat_map(|&gate| {
-            o.dtypes_or_default().into_iter().flat_map(move |dtype| {
-                o.dims_or_default().into_iter().map(move |d| Key {
+    let dims = o.dims_or_default();
+    o.dtypes_or_default()
+        .into_iter()
+        .flat_map(|dtype| {
+            let dims = dims.clone();
+            gates.iter().flat_map(move |&gate| {
+                dims.clone().into_iter().map(move |d| Key {
                     gate,
                     dtype,
                     d,
