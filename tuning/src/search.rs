@@ -838,3 +838,88 @@ pub(crate) fn print_rows(what: &str, rows: &[Row], failures: &[Failure]) {
         eprintln!("NOT CACHED {} {}: {}", f.key, f.variant, f.what);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schedule with made-up per-run times (no GPU): candidate i's runs all take `t[i]` ms (∞ = its launch
+    /// fails). Returns the scores and how many (warm-ups, timed runs) each candidate got.
+    fn schedule(t: &[f64], default: Option<usize>, ratio: f64) -> (Vec<f64>, Vec<(usize, usize)>) {
+        let n = t.len();
+        let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
+        let mut failed = vec![false; n];
+        let mut runs = vec![(0usize, 0usize); n];
+        let mut measure =
+            |i: usize, w: usize, r: usize, s: &mut Vec<f64>, f: &mut bool| -> Res<()> {
+                runs[i].0 += w;
+                runs[i].1 += r;
+                if t[i].is_finite() {
+                    s.extend(std::iter::repeat_n(t[i], r));
+                } else {
+                    *f = true;
+                }
+                Ok(())
+            };
+        let score = |s: &Vec<f64>, f: bool| if f { f64::INFINITY } else { decide::median(s) };
+        let scores = screen_then_time(
+            &mut samples,
+            &mut failed,
+            default,
+            ratio,
+            &mut measure,
+            score,
+        )
+        .unwrap();
+        (scores, runs)
+    }
+
+    #[test]
+    fn runs_are_sized_by_gpu_time() {
+        // A 0.05 ms kernel: 2 warm-ups, 5 screening runs, then 1 warm-up and 20 final runs.
+        let (s, r) = schedule(&[0.05], None, decide::DROP_RATIO);
+        assert_eq!((s[0], r[0]), (0.05, (3, 25)));
+        // A 10 ms kernel: 2 screening runs and 3 final ones, no warm-up before them.
+        let (s, r) = schedule(&[10.0], None, decide::DROP_RATIO);
+        assert_eq!((s[0], r[0]), (10.0, (2, 5)));
+    }
+
+    #[test]
+    fn losers_are_dropped_after_screening_except_the_default() {
+        // 1.0 wins; 1.2 survives (≤ 1.3×); 2.0 is dropped unless it is the default; a failing launch scores ∞.
+        let (s, r) = schedule(&[1.0, 1.2, 2.0, f64::INFINITY], None, decide::DROP_RATIO);
+        assert_eq!(s, vec![1.0, 1.2, f64::INFINITY, f64::INFINITY]);
+        assert_eq!(
+            r[2].1,
+            decide::runs_for(2.0, decide::SCREEN_BUDGET_MS, decide::SCREEN_RUNS)
+        );
+        assert_eq!(decide::winner(&s), Some(0));
+        let (s, _) = schedule(&[1.0, 1.2, 2.0], Some(2), decide::DROP_RATIO);
+        assert_eq!(s, vec![1.0, 1.2, 2.0]);
+        // Exhaustive (`--regret`): nobody is dropped.
+        let (s, r) = schedule(&[1.0, 5.0], None, f64::INFINITY);
+        assert_eq!(s, vec![1.0, 5.0]);
+        assert_eq!(r[1].1, 2 + 6, "5 ms: 2 screening runs, then 6 final ones");
+    }
+
+    #[test]
+    fn keys_go_dtype_by_dtype() {
+        let _ = &gla::gates::Gla;
+        let gates = crate::select_gates(Some(&["gla".into(), "mamba2".into()])).unwrap();
+        let o = Options {
+            dims: Some(vec![64, 128]),
+            ..Options::default()
+        };
+        let k: Vec<(DType, &str, usize)> = keys(&gates, &o)
+            .iter()
+            .map(|k| (k.dtype, k.gate.name(), k.d))
+            .collect();
+        assert_eq!(k.len(), 12);
+        assert!(k[..4].iter().all(|x| x.0 == DType::BF16), "{k:?}");
+        assert_eq!(
+            &k[..2],
+            &[(DType::BF16, "gla", 64), (DType::BF16, "gla", 128)]
+        );
+        assert!(k[8..].iter().all(|x| x.0 == DType::F32), "{k:?}");
+    }
+}
