@@ -1,9 +1,9 @@
 //! With a GPU: the search. For each selected (gate, dtype, d) and each target bucket ([`decide::targets`]):
 //!
 //! 1. every candidate ([`decide::candidates`]) is compiled (rayon + NVRTC, with the options the runtime uses, so the
-//!    runtime's own compile of the same source hits the driver's compute cache) and its cubin loaded on every device,
-//!    one key after another on all cores but one a device — while the devices already check and time the keys
-//!    compiled before;
+//!    runtime's own compile of the same source hits the driver's compute cache), one key after another on all cores
+//!    but one a device — while the devices already check and time the keys compiled before (each device's worker
+//!    loads a key's cubins itself, so no module load runs beside a timed kernel);
 //!
 //! then one worker a device (every GPU of the host, or `--devices`) takes the next compiled (gate, dtype, d) and does
 //! 2–4 for it:
@@ -576,9 +576,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                         .for_each(|(i, s)| {
                             if lock().error.is_none() {
                                 pb.set_message(format!("compiling {}", s.id()));
-                                match compile(s).and_then(|c| {
-                                    glas.iter().try_for_each(|g| load(g, &c)).map(|()| c)
-                                }) {
+                                match compile(s) {
                                     Ok(c) => {
                                         n_ok.fetch_add(1, Ordering::Relaxed);
                                         done[i]
@@ -645,12 +643,30 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                     if lock().error.is_some() {
                         break; // another device's context broke: stop taking work
                     }
+                    // Loaded here, by the device's own worker: a module load on another thread would hold the
+                    // driver while this one times, and an event pair would take in the stall.
+                    let mut fails = Vec::new();
                     let cands: Vec<&Compiled> = k
                         .specs
                         .iter()
                         .filter_map(|s| compiled.get(&(s.id(), s.gate.content_hash())))
+                        .filter(|c| match load(gla, c) {
+                            Ok(()) => true,
+                            Err(what) => {
+                                say(
+                                    pb,
+                                    format!("  {} {}: {what} — not cached", k.label(), c.spec.id()),
+                                );
+                                pb.inc(1);
+                                fails.push(Failure {
+                                    key: k.label(),
+                                    variant: c.spec.id(),
+                                    what,
+                                });
+                                false
+                            }
+                        })
                         .collect();
-                    let mut fails = Vec::new();
                     let passing = match check(gla, k, &cands, &mut fails, pb) {
                         Ok(ok) => ok.into_iter().map(|j| cands[j]).collect::<Vec<_>>(),
                         Err(e) => {
