@@ -326,6 +326,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
             if cands.is_empty() {
                 continue;
             }
+            let started = Instant::now();
             let res =
                 time_target(gla, gate, dtype, d, &cands, target, &mut flush).map_err(|e| {
                     format!(
@@ -382,6 +383,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 ms,
                 default_ms,
                 timed: cands.len(),
+                secs: started.elapsed().as_secs_f64(),
             });
         }
         cache.save().map_err(|e| e.to_string())?;
@@ -400,6 +402,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
 /// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
 pub fn print_report(r: &BackwardReport) {
     print_rows("backward key", &r.rows, &r.failures);
+    crate::search::print_time_split(&r.rows);
     println!(
         "\n{} timed backward winners written; {} entries in {}; {} set(s) failed; {:.1} s",
         r.rows.len(),

@@ -74,6 +74,8 @@ pub struct Row {
     pub ms: f64,
     pub default_ms: Option<f64>,
     pub timed: usize,
+    /// Wall seconds its device spent timing the candidates at this target.
+    pub secs: f64,
 }
 
 /// What [`run`] did.
@@ -703,6 +705,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             target.problem
                         ));
                         let specs: Vec<KernelSpec> = passing.iter().map(|c| c.spec).collect();
+                        let started = Instant::now();
                         let res = match time_target(
                             gla,
                             k,
@@ -772,6 +775,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             ms,
                             default_ms,
                             timed: passing.len(),
+                            secs: started.elapsed().as_secs_f64(),
                         });
                     }
                     let mut sh = lock();
@@ -818,6 +822,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
 /// The summary table (key, bucket, winner, ms, default ms, gain) and the failures.
 pub fn print_report(r: &SearchReport) {
     print_rows("key", &r.rows, &r.failures);
+    print_time_split(&r.rows);
     println!(
         "\n{} timed winners on {} written; {} entries in {}; {} candidate(s) failed; {:.1} s",
         r.rows.len(),
@@ -826,6 +831,39 @@ pub fn print_report(r: &SearchReport) {
         r.dir.display(),
         r.failures.len(),
         r.wall_s
+    );
+}
+
+/// Where the devices' timing went: seconds by dtype and by bucket (what a faster schedule has to cut).
+pub(crate) fn print_time_split(rows: &[Row]) {
+    let mut by_dtype: Vec<(String, f64)> = Vec::new();
+    let mut by_bucket: Vec<((u32, u32), f64)> = Vec::new();
+    for row in rows {
+        let dtype = row.key.split_whitespace().nth(1).unwrap_or("?").to_string();
+        match by_dtype.iter_mut().find(|(d, _)| *d == dtype) {
+            Some(x) => x.1 += row.secs,
+            None => by_dtype.push((dtype, row.secs)),
+        }
+        let b = (row.target.bucket.rows_log2, row.target.bucket.tokens_log2);
+        match by_bucket.iter_mut().find(|(x, _)| *x == b) {
+            Some(x) => x.1 += row.secs,
+            None => by_bucket.push((b, row.secs)),
+        }
+    }
+    by_bucket.sort_by_key(|x| x.0);
+    let total: f64 = rows.iter().map(|r| r.secs).sum();
+    let fmt = |v: Vec<String>| v.join(", ");
+    println!(
+        "
+timing {total:.1} s of device time; by dtype: {}; by bucket (rows x tokens): {}",
+        fmt(by_dtype
+            .iter()
+            .map(|(d, s)| format!("{d} {s:.1} s"))
+            .collect()),
+        fmt(by_bucket
+            .iter()
+            .map(|((r, t), s)| format!("2^{r}x2^{t} {s:.1} s"))
+            .collect())
     );
 }
 
