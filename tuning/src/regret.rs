@@ -12,7 +12,7 @@
 
 use crate::args::Options;
 use crate::decide::{self, Target};
-use crate::search::{check, compile_keys, keys, time_target, Failure};
+use crate::search::{check, compile_keys, keys, time_candidates, Failure};
 use gla_codegen::KernelSpec;
 use gla_core::Gate;
 use gla_runtime::cache::{Bucket, GpuFacts};
@@ -46,6 +46,9 @@ pub struct RegretRow {
     pub best: String,
     pub best_ms: f64,
     pub candidates: usize,
+    /// Every candidate's time (ms, worst over the gate's strengths; ∞ where it failed), so other lookup rules can be
+    /// replayed on the measurement.
+    pub all: Vec<(String, f64)>,
 }
 
 impl RegretRow {
@@ -122,15 +125,23 @@ pub fn run(
                 bucket: Bucket::of(b * h, t),
                 problem: (b, t, h),
             };
-            let res = time_target(gla, k, &specs, Some(at), f64::INFINITY, &target, &mut flush)
+            let all = time_candidates(gla, k, &specs, Some(at), f64::INFINITY, &target, &mut flush)
                 .map_err(|e| format!("{} at ({b},{t},{h}): {e}", k.label()))?;
-            let Some((w, best_ms, Some(picked_ms))) = res else {
+            let (Some(w), picked_ms) = (decide::winner(&all), all[at]) else {
+                misses.push(format!(
+                    "{} at ({b},{t},{h}): no candidate could be timed",
+                    k.label()
+                ));
+                continue;
+            };
+            if !picked_ms.is_finite() {
                 misses.push(format!(
                     "{} at ({b},{t},{h}): the pick could not be timed",
                     k.label()
                 ));
                 continue;
-            };
+            }
+            let best_ms = all[w];
             let row = RegretRow {
                 key: k.label(),
                 problem: (b, t, h),
@@ -141,6 +152,11 @@ pub fn run(
                 best: specs[w].id(),
                 best_ms,
                 candidates: specs.len(),
+                all: specs
+                    .iter()
+                    .map(|s| s.id())
+                    .zip(all.iter().copied())
+                    .collect(),
             };
             println!(
                 "  {} ({b},{t},{h}): picked {} {:.3} ms, best {} {:.3} ms: regret {:+.1} %",
@@ -219,6 +235,7 @@ pub fn print_report(r: &RegretReport, o: &Options) -> Result<(), String> {
                 "picked_bucket": [row.picked_bucket.rows_log2, row.picked_bucket.tokens_log2],
                 "picked_ms": row.picked_ms, "best": row.best, "best_ms": row.best_ms,
                 "regret": row.regret(), "candidates": row.candidates,
+                "all_ms": row.all.iter().map(|(v, ms)| json!({"variant": v, "ms": ms.is_finite().then_some(*ms)})).collect::<Vec<_>>(),
                 "timing": format!("every candidate, {} warm-ups, then runs worth {} + {} ms of GPU time, L2 flushed, median; worst over the gate's strengths", decide::WARMUPS, decide::SCREEN_BUDGET_MS, decide::FINAL_BUDGET_MS),
             })
         })

@@ -417,6 +417,22 @@ pub(crate) fn time_target(
     target: &Target,
     flush: &mut L2Flush,
 ) -> Res<Option<(usize, f64, Option<f64>)>> {
+    let finals = time_candidates(gla, key, cands, default, ratio, target, flush)?;
+    let default_ms = default.map(|d| finals[d]).filter(|m| m.is_finite());
+    Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
+}
+
+/// Step 3's scores at one target: each candidate's (worst over the strengths of its median), ∞ for a dropped or
+/// failed one.
+pub(crate) fn time_candidates(
+    gla: &Gla,
+    key: &Key,
+    cands: &[KernelSpec],
+    default: Option<usize>,
+    ratio: f64,
+    target: &Target,
+    flush: &mut L2Flush,
+) -> Res<Vec<f64>> {
     let (b, t, h) = target.problem;
     let dims = Dims::new(b, t, h, key.d, key.d);
     let strengths = decide::strengths(key.gate.shape());
@@ -484,16 +500,14 @@ pub(crate) fn time_target(
             )
         }
     };
-    let finals = screen_then_time(
+    screen_then_time(
         &mut samples,
         &mut failed,
         default,
         ratio,
         &mut measure,
         score,
-    )?;
-    let default_ms = default.map(|d| finals[d]).filter(|m| m.is_finite());
-    Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
+    )
 }
 
 /// Run the search for `gates` on the GPUs of `glas` (one runtime a device; see the module docs): the candidates
