@@ -362,6 +362,25 @@ __device__ __forceinline__ void key_walk_tiles(const BwdArgs& a, elem_t* DOe, el
     if (vec) cp_async_commit();
 }
 
+// The dk walk's q ⊙ dq (f32 [tokens, H, d_k], written by the dq walk) for chunk rows row0 .. row0 + l and the tile's
+// columns into QD [C][WT] (0 past row l and column d_k): 16-byte asynchronous copies where `vec` (committed here;
+// the caller's wait covers them), element loads otherwise.
+__device__ __forceinline__ void walk_qdq(float* QD, const BwdArgs& a, i64 row0, int head, int l, int d0, bool vec) {
+    if (vec) {
+        for (int idx = threadIdx.x; idx < C * WT / 4; idx += NT) {
+            const int i = idx / (WT / 4), d = (idx - i * (WT / 4)) * 4;
+            const bool ok = i < l && d0 + d < a.dk;
+            cp_async16(QD + i * WT + d, ok ? a.states + ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d : a.states, ok);
+        }
+        cp_async_commit();
+    } else {
+        for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
+            const int i = idx / WT, d = idx - i * WT;
+            QD[idx] = i < l && d0 + d < a.dk ? a.states[((row0 + i) * a.h + head) * (i64)a.dk + d0 + d] : 0.f;
+        }
+    }
+}
+
 __device__ __forceinline__ bool walk_vec(const BwdArgs& a) {
     return a.dk % 8 == 0 && a.dv % 8 == 0 &&
            (((unsigned long long)a.q | (unsigned long long)a.k | (unsigned long long)a.v | (unsigned long long)a.d_o) & 15) == 0;
@@ -532,7 +551,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     float* DA = DKs + C * WT;                              // [C][C]   dA
     float* ZR = DA + C * C;                                // [WT]     Z_N + Σ of P over the later chunks
     float* TS = ZR + WT;                                   // [4][WT]  P's sums over 8-row groups
-    elem_t* DOe = reinterpret_cast<elem_t*>(TS + 4 * WT);  // [C][LDV] dO
+    float* QD = TS + 4 * WT;                               // [C][WT]  q ⊙ dq (the dq walk's), copied with the tiles
+    elem_t* DOe = reinterpret_cast<elem_t*>(QD + C * WT);  // [C][LDV] dO
     elem_t* Ve = DOe + C * LDV;                            // [C][LDV] V
     elem_t* Qe = Ve + C * LDV;                             // [C][LDT] q, then Q̂'s high part
     elem_t* Ql = Qe + C * LDT;                             // [C][LDT] Q̂'s low part
@@ -560,8 +580,10 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     for (int c = w.ce - 1; c >= w.cb; --c) {
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
-        // 1. Tiles, dS_[c+1] as high + low elements, Γ and α.
+        // 1. Tiles and q ⊙ dq (read in step 5: a load there would wait on L2 once an element), dS_[c+1] as high + low
+        //    elements, Γ and α.
         key_walk_tiles(a, DOe, Ve, Qe, Ke, row0, head, l, d0, vec);
+        walk_qdq(QD, a, row0, head, l, d0, vec && ((unsigned long long)a.states & 15) == 0);
         if (c > w.cb) {  // the next chunk's (c − 1, a whole one) inputs into L2
             const i64 r1 = row0 - C;
             walk_prefetch<DV>(a.d_o, a.dv, 0, a, r1, head, C);
@@ -631,7 +653,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
                 const i64 off = ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d;
                 const float dk = DKs[idx];
                 a.dk_out[off] = to_elem(dk);
-                pv = a.states[off] - to_f32(Ke[i * LDT + d]) * dk;
+                pv = QD[idx] - to_f32(Ke[i * LDT + d]) * dk;
             }
             DKs[idx] = pv;
         }
