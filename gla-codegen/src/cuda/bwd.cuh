@@ -129,6 +129,38 @@ __device__ __forceinline__ void column_sums_par(float* G) {
         for (int r = 0; r < R; ++r) g[r * N] += before;
 }
 
+// A thread's logits of one chunk for gamma_cols, loaded at once (a per-key gate's PER elements, coalesced; a per-head
+// gate's row threadIdx.x, threads < C; none for a fixed gate): the walks issue these loads before their tile copies so
+// that both round trips overlap, and hand them to gamma_cols after the copies' wait.
+template <int N>
+struct ChunkLogits {
+#if KEY_GATE == GATE_PER_KEY
+    elem_t x[(C * N + NT - 1) / NT];
+#elif KEY_GATE == GATE_PER_HEAD
+    elem_t x[1];
+#endif
+};
+template <int N>
+__device__ __forceinline__ ChunkLogits<N> chunk_logits(const BwdArgs& a, i64 bos, int head, int i0, int l, int d0) {
+    ChunkLogits<N> lg;
+#if KEY_GATE == GATE_PER_KEY
+    constexpr int PER = (C * N + NT - 1) / NT;
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+        const int idx = threadIdx.x + u * NT, i = idx / N, d = idx - i * N;
+        lg.x[u] = idx < C * N && i < l && d0 + d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d0 + d] : to_elem(0.f);
+    }
+#elif KEY_GATE == GATE_PER_HEAD
+    static_assert(C <= NT, "a row a thread");
+    const int i = threadIdx.x;
+    lg.x[0] = i < C && i < l ? a.g[(bos + i0 + i) * a.h + head] : to_elem(0.f);
+    (void)d0;
+#else
+    (void)a, (void)bos, (void)head, (void)i0, (void)l, (void)d0;
+#endif
+    return lg;
+}
+
 // Γ of chunk rows [i0, i0 + l) of sequence (bos, head) over key columns [d0, d0 + N): G[i][d] = Σ_{m ≤ min(i, l−1)}
 // log α_m,d0+d (natural log; rows past l repeat the last valid one, columns past d_k are 0); scalar gates fill every
 // column of a row with its Γ. AL (or null) gets the decays themselves, AL[i][d] = α_i,d0+d = e^{log α} (1 past row l
@@ -137,19 +169,14 @@ __device__ __forceinline__ void column_sums_par(float* G) {
 // unrolled 16 times it overflowed the instruction cache), then the running sums down the columns in shared memory
 // (column_sums_par where the threads divide into whole columns, else column_sums). Ends on a barrier.
 template <int N>
-__device__ __forceinline__ void gamma_cols(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l, int d0) {
+__device__ __forceinline__ void gamma_cols(const BwdArgs& a, const ChunkLogits<N>& lg, float* G, float* AL, i64 bos, int head, int i0,
+                                           int l, int d0) {
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
 #if KEY_GATE == GATE_PER_KEY
     constexpr int PER = (C * N + NT - 1) / NT;
-    elem_t x[PER];
-#pragma unroll
-    for (int u = 0; u < PER; ++u) {
-        const int idx = threadIdx.x + u * NT, i = idx / N, d = idx - i * N;
-        x[u] = idx < C * N && i < l && d0 + d < a.dk ? a.g[((bos + i0 + i) * a.h + head) * (i64)a.dk + d0 + d] : to_elem(0.f);
-    }
 #pragma unroll
     for (int u = 0; u < PER; ++u)
-        if (threadIdx.x + u * NT < C * N) G[threadIdx.x + u * NT] = to_f32(x[u]);
+        if (threadIdx.x + u * NT < C * N) G[threadIdx.x + u * NT] = to_f32(lg.x[u]);
 #pragma unroll 1
     for (int idx = threadIdx.x; idx < C * N; idx += NT) {  // (this thread's own elements: no barrier needed)
         const int i = idx / N, d = idx - i * N;
@@ -171,9 +198,10 @@ __device__ __forceinline__ void gamma_cols(const BwdArgs& a, float* G, float* AL
         float la = 0.f;
         if (i < l) {
 #if KEY_GATE == GATE_PER_HEAD
-            la = gate_log_alpha(to_f32(a.g[(bos + i0 + i) * a.h + head]), p);
+            la = gate_log_alpha(to_f32(lg.x[0]), p);  // (i = threadIdx.x: C ≤ NT)
 #else
             la = gate_log_alpha((float)head, p);  // a fixed gate's input is the head index
+            (void)lg;
 #endif
         }
         G[i * N] = la;
@@ -197,6 +225,12 @@ __device__ __forceinline__ void gamma_cols(const BwdArgs& a, float* G, float* AL
     }
     __syncthreads();
 #endif
+}
+
+// gamma_cols with its logits loaded here.
+template <int N>
+__device__ __forceinline__ void gamma_cols(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l, int d0) {
+    gamma_cols<N>(a, chunk_logits<N>(a, bos, head, i0, l, d0), G, AL, bos, head, i0, l, d0);
 }
 // Γ and α over every key column of the chunk ([C][DK]).
 __device__ __forceinline__ void chunk_gamma(const BwdArgs& a, float* G, float* AL, i64 bos, int head, int i0, int l) {

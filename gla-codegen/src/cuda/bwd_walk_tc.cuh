@@ -447,7 +447,9 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
     for (int c = w.cb; c < w.ce; ++c) {
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
-        // 1. The chunk's tiles (dO, V whole; q, k the tile's columns), S_[c] as high + low elements, Γ and α.
+        // 1. The chunk's logits (their loads first: they overlap the tiles' copies), tiles (dO, V whole; q, k the
+        //    tile's columns), S_[c] as high + low elements, Γ and α.
+        const ChunkLogits<WT> lg = chunk_logits<WT>(a, bos, head, i0, l, d0);
         key_walk_tiles(a, DOe, Ve, Qe, Ke, row0, head, l, d0, vec);
         if (c + 1 < w.ce) {  // the next chunk's inputs into L2
             const i64 r1 = row0 + C;
@@ -460,7 +462,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
-        gamma_cols<WT>(a, G, AL, bos, head, i0, l, d0);  // (its barriers publish the tiles and S_[c])
+        gamma_cols<WT>(a, lg, G, AL, bos, head, i0, l, d0);  // (its barriers publish the tiles and S_[c])
         const float* GL = G + (l - 1) * WT;
 
         // 2. Tensor cores: dA = scale · dO Vᵀ; dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ} (S high + low: two products).
@@ -595,7 +597,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
-        gamma_cols<WT>(a, G, AL, bos, head, i0, l, d0);
+        gamma_cols<WT>(a, G, AL, bos, head, i0, l, d0);  // (logits loaded here: early, they spilled 4–24 B)
         const float *GL = G + (l - 1) * WT, *G0 = G;
 
         // 2. Tensor cores: dA = scale · dO Vᵀ; dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}.
@@ -761,7 +763,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
     for (int c = w.ce - 1; c >= w.cb; --c) {
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
-        // 1. Tiles (q, k whole; dO the tile's columns), Γ and α.
+        // 1. Logits (loaded first: they overlap the copies), tiles (q, k whole; dO the tile's columns), Γ and α.
+        const ChunkLogits<DK> lg = chunk_logits<DK>(a, bos, head, i0, l, 0);
         walk_tile<DK>(Qe, LDK, a.q, a.dk, 0, a, row0, head, l, vec);
         walk_tile<DK>(Ke, LDK, a.k, a.dk, 0, a, row0, head, l, vec);
         walk_tile<WT>(DOe, LDT, a.d_o, a.dv, e0, a, row0, head, l, vec);
@@ -774,7 +777,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             if (KEY_GATE == GATE_PER_KEY) walk_prefetch<DK>(a.g, a.dk, 0, a, r1, head, C);
         }
         if (vec) cp_async_wait<0>();
-        gamma_cols<DK>(a, G, AL, bos, head, i0, l, 0);
+        gamma_cols<DK>(a, lg, G, AL, bos, head, i0, l, 0);
         const float *GL = G + (l - 1) * DK, *G0 = G;
 
         if (chunk_factorised<DK>(G, l)) {
