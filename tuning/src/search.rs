@@ -406,20 +406,11 @@ pub(crate) fn screen_then_time<S>(
         .collect())
 }
 
-/// Step 3 at one target, candidates dropped beyond `ratio` × the best after screening: (index into `cands` of the
-/// winner, its score, the score of `default`).
-pub(crate) fn time_target(
-    gla: &Gla,
-    key: &Key,
-    cands: &[KernelSpec],
-    default: Option<usize>,
-    ratio: f64,
-    target: &Target,
-    flush: &mut L2Flush,
-) -> Res<Option<(usize, f64, Option<f64>)>> {
-    let finals = time_candidates(gla, key, cands, default, ratio, target, flush)?;
+/// Step 3's outcome from the scores of [`time_candidates`]: (index of the winner, its score, the score of
+/// `default`), or None where no score is finite.
+fn outcome(finals: &[f64], default: Option<usize>) -> Option<(usize, f64, Option<f64>)> {
     let default_ms = default.map(|d| finals[d]).filter(|m| m.is_finite());
-    Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))
+    decide::winner(finals).map(|w| (w, finals[w], default_ms))
 }
 
 /// Step 3's scores at one target: each candidate's (worst over the strengths of its median), ∞ for a dropped or
@@ -720,7 +711,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                         ));
                         let specs: Vec<KernelSpec> = passing.iter().map(|c| c.spec).collect();
                         let started = Instant::now();
-                        let res = match time_target(
+                        let res = match time_candidates(
                             gla,
                             k,
                             &specs,
@@ -729,7 +720,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             target,
                             &mut flush,
                         ) {
-                            Ok(r) => r,
+                            Ok(finals) => outcome(&finals, default),
                             Err(e) => {
                                 lock().error.get_or_insert(format!(
                                     "{} at {:?} on device {dev}: {e}",
