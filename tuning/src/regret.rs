@@ -90,7 +90,7 @@ pub fn run(
         problems.len(),
         keys.len()
     );
-    let (compiled, mut failures) = compile_keys(std::slice::from_ref(gla), &keys);
+    let (compiled, mut failures) = compile_keys(gla, &keys);
     let mut flush = L2Flush::new(gla.gpu()).map_err(|e| e.to_string())?;
     let pb = indicatif::ProgressBar::hidden();
     let (mut rows, mut misses) = (Vec::new(), Vec::new());

@@ -208,52 +208,34 @@ pub(crate) fn keys(gates: &[&'static dyn Gate], o: &Options) -> Vec<Key> {
         .collect()
 }
 
-/// Step 1 for one key: its candidates compiled in parallel (rayon + NVRTC, on the current rayon pool) and loaded on
-/// every device, keyed by (id, gate content hash); the ones that fail are returned as failures (never cached).
-pub(crate) fn compile_key(
-    glas: &[Gla],
-    key: &Key,
+/// Step 1 at once (`--regret`): every candidate of `keys` compiled in parallel (rayon + NVRTC) and loaded on `gla`,
+/// keyed by (id, gate content hash); the ones that fail are returned as failures.
+pub(crate) fn compile_keys(
+    gla: &Gla,
+    keys: &[Key],
 ) -> (HashMap<(String, u64), Compiled>, Vec<Failure>) {
-    let results: Vec<(KernelSpec, Result<Compiled, String>)> = key
-        .specs
-        .par_iter()
-        .map(|s| {
-            let r = compile(s).and_then(|c| glas.iter().try_for_each(|g| load(g, &c)).map(|()| c));
-            (*s, r)
-        })
+    let results: Vec<(&Key, KernelSpec, Result<Compiled, String>)> = keys
+        .iter()
+        .flat_map(|k| k.specs.iter().map(move |s| (k, *s)))
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|(k, s)| (k, s, compile(&s).and_then(|c| load(gla, &c).map(|()| c))))
         .collect();
     let mut compiled = HashMap::new();
     let mut failures = Vec::new();
-    for (s, r) in results {
+    for (k, s, r) in results {
         match r {
             Ok(c) => {
                 compiled.insert((s.id(), s.gate.content_hash()), c);
             }
-            Err(what) => {
-                failures.push(Failure {
-                    key: key.label(),
-                    variant: s.id(),
-                    what: format!("compile failed: {what}"),
-                });
-            }
+            Err(what) => failures.push(Failure {
+                key: k.label(),
+                variant: s.id(),
+                what: format!("compile failed: {what}"),
+            }),
         }
     }
     (compiled, failures)
-}
-
-/// Step 1 for every key, one after the other (each key's candidates in parallel).
-pub(crate) fn compile_keys(
-    glas: &[Gla],
-    keys: &[Key],
-) -> (HashMap<(String, u64), Compiled>, Vec<Failure>) {
-    let mut all = HashMap::new();
-    let mut failures = Vec::new();
-    for k in keys {
-        let (c, f) = compile_key(glas, k);
-        all.extend(c);
-        failures.extend(f);
-    }
-    (all, failures)
 }
 
 /// Compile one candidate with NVRTC (once, whatever the number of devices): its cubin is what every device loads as
@@ -534,9 +516,9 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
         targets.len(),
         o.out.display()
     );
-    // 1. Compile (CPU) while the devices time: one thread compiles the keys in order, each key's candidates in
-    // parallel on all cores but one a device, loads them on every device and hands the key over; 2–4. one worker a
-    // device takes the next compiled key: check its candidates, time them at every target, cache the winners.
+    // 1. Compile (CPU) while the devices time: a pool on all cores but one a device compiles every candidate in key
+    // order and hands each key over when its last candidate is done; 2–4. one worker a device takes the next compiled
+    // key: loads its cubins, checks its candidates, times them at every target, caches the winners.
     struct Shared {
         cache: TuningCache,
         rows: Vec<Row>,
