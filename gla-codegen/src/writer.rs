@@ -143,6 +143,17 @@ pub fn span_max(dtype: DType) -> f32 {
     }
 }
 
+/// The exact path of the wgmma producers (`exact_scores_vec`) factorises a block of rows around its midpoint: a
+/// query factor 2^(Γ_i − R), a key factor 2^(R − Γ_j), R = (Γ_first + Γ_last) / 2, so with the block's decay span at
+/// most BLOCK_SPAN every factor lies within 2^±64 — the operand bound of the factorised path ([`span_max`]), on tf32
+/// operands at every dtype.
+pub const BLOCK_SPAN: f32 = 128.0;
+
+/// A level of the exact path's hierarchy whose every decay factor is below 2^−NEGLIGIBLE in every key column (each
+/// boundary step γ_m < −NEGLIGIBLE, log2 units) is skipped: its scores are written as 0, an absolute error below
+/// 2^−64 · Σ_d |q_id k_jd| per score — far under f32's resolution of the terms that remain (the diagonal's).
+pub const NEGLIGIBLE: f32 = 64.0;
+
 /// Emit the forward kernels of `spec` (already validated).
 pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let gate = spec.gate;
@@ -271,6 +282,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         w,
         "constexpr float SPAN_MAX = {:.1}f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form",
         span_max(spec.dtype)
+    );
+    let _ = writeln!(
+        w,
+        "constexpr float BLOCK_SPAN = {:.1}f, NEGLIGIBLE = {:.1}f;  // the exact path's block factorisation bound and its skipped levels' bound (log2 units)",
+        BLOCK_SPAN, NEGLIGIBLE
     );
     write_gate_shape(w, gate.shape());
     let _ = writeln!(w, "#define SPLIT_A {}      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)", f.split_a as u32);

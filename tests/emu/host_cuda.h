@@ -78,6 +78,11 @@ inline unsigned __float_as_uint(float f) {
     std::memcpy(&u, &f, 4);
     return u;
 }
+// Bit scans as CUDA defines them: __ffs(0) = 0, else the 1-based index of the lowest set bit; __clz(0) = 32.
+inline int __ffs(int x) { return x == 0 ? 0 : __builtin_ctz((unsigned)x) + 1; }
+inline int __ffs(unsigned x) { return __ffs((int)x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+inline int __clz(unsigned x) { return __clz((int)x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }

@@ -191,7 +191,7 @@ impl std::fmt::Display for Shift {
 
 #[test]
 fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
-    let _ = (&gla::gates::Gla, &tests::gates::ValueGla);
+    let _ = (&gla::gates::Gla, &tests::gates::ValueGla, &tests::strengths::GlaN1);
     let gate = |name: &str| {
         registered_gates()
             .into_iter()
@@ -320,6 +320,14 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
         ("rwkv6", DType::BF16, d128, cu.clone(), By(0.0), None),
         ("rwkv6", DType::BF16, d128, None, By(1.0), None),
         ("rwkv6", DType::F16, d64, None, By(0.0), None),
+        // the exact path's block sizes and skipped levels (exact_scores_vec): log σ(x − 2) spans 64–128 a chunk (one
+        // block of 32), 10·log σ(x) blocks of 2–8 rows with every level live, constant −60 blocks of 2 with every
+        // level negligible; d = 64 has 2 rows a thread, d = 128 four
+        ("gla_n1", DType::BF16, d128, None, By(-2.0), None),
+        ("gla_n01", DType::BF16, d128, cu.clone(), By(0.0), None),
+        ("gla_n01", DType::BF16, d64, None, By(0.0), None),
+        ("const_m60", DType::BF16, d64, None, By(0.0), None),
+        ("const_m60", DType::BF16, d128, cu.clone(), By(0.0), None),
         // (T = 170: the last chunk is mild, so the final state is not ~0)
         (
             "rwkv6",

@@ -1136,7 +1136,7 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 
 // (the exact path of gate_decays_vec, on the producers' wgmma: ws_wgmma.cuh)
 template <class G, int SR>
-__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8], const float (&gl)[8]);
+__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8]);
 
 // Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
 // (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
@@ -1171,7 +1171,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
     if (vote_first && !G::all(ok)) {  // (the vote is a barrier: every thread's ok)
-        exact_scores_vec<G, SR>(s, b, g, gl);
+        exact_scores_vec<G, SR>(s, b, g);
         return false;
     }
 #pragma unroll
@@ -1208,7 +1208,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     issue_chunk<G>(a, s, sq, i0, b, true, false);  // (the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
-    exact_scores_vec<G, SR>(s, b, g, gl);
+    exact_scores_vec<G, SR>(s, b, g);
     return false;
 }
 #endif

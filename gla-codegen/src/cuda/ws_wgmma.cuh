@@ -350,47 +350,157 @@ __device__ __forceinline__ void wg_scores(const Tiles& s) {
 }
 // Stage exact_scores_vec (the producer warpgroup, a chunk whose decay span is over SPAN_MAX; gate_decays_vec's lane
 // map: thread (octet o, segment m) holds Γ of key columns 8o .. 8o + 7 of rows r0 .. r0 + SR − 1 in registers, and q,
-// k are raw). §4.3's secondary chunking applied recursively, as intra_scores, on the producers' tensor cores:
-//   diagonal, exponent 0:      A_ii = q_i · k_i                                  (a warp a row, CUDA cores)
-//   level h = C/2, …, 1:       pairs of one block of 2h rows, i in the upper half (first row m), j in the lower:
-//                              A_ij = Σ_d [q_id 2^(Γ_id − Γ_md)] [k_jd 2^(Γ_md − Γ_jd)]         (both <= 0)
-// Level h's operand X_h — every row scaled once: query rows of upper halves, key rows of lower halves — goes in tf32
-// into one half of the group's [Q̃; K̃] tile, and its pairs come out of one wgmma [X_h; X_h'] X_hᵀ (m64 n32): the
-// levels alternate between the halves, so rows 0 .. C of D (warps 0, 1) hold levels C/2, C/8, …, 1 and the rows after
-// (warps 2, 3) the others; each stores its level's pairs of A, which no other level writes (a 32-bit pair (j, j + 1)
-// is one level's, or holds the diagonal: the level-1 round stores those). Where a level's reference row m lies in
-// another segment, a factor is a segment-local one times one exponential a column, all <= 1:
+// k are raw). §4.3's secondary chunking with blocks as large as the decays allow, on the producers' tensor cores:
+//   blocks of s rows (s = C, C/2, …, 1: the largest whose every key column spans at most BLOCK_SPAN; the group's
+//   vote), each factorised about its midpoint R = (Γ_first + Γ_last) / 2 — every factor within 2^±BLOCK_SPAN/2:
+//     A_ij = Σ_d [q_id 2^(Γ_id − R_d)] [k_jd 2^(R_d − Γ_jd)]          i, j in one block, j <= i
+//   the pairs across blocks by levels h = C/2, …, s: the block of 2h rows, i in its upper half (first row m), j in
+//   the lower:
+//     A_ij = Σ_d [q_id 2^(Γ_id − Γ_md)] [k_jd 2^(Γ_md − Γ_jd)]          (both exponents <= 0)
+//   a level whose every factor is below 2^−NEGLIGIBLE (each boundary step γ_m < −NEGLIGIBLE) is skipped: its scores
+//   are 0 (writer.rs, NEGLIGIBLE, bounds the error).
+// Round 1: [Q_b; K_b] K_bᵀ (m64 n32, as wg_scores); then one round a live level: X_h in one half of the tile, [X_h;
+// X_h'] X_hᵀ (m64 n32). Every pair of A is stored by one round: the blocks' round writes the pairs within blocks and zeros
+// elsewhere, a level's round (after a barrier) its own pairs over those zeros. (Two levels a round as one m64 n64
+// product spilled 708 bytes: 32 more accumulators beside Γ's 32 registers.) The weak decays' chunks that miss
+// SPAN_MAX (up to BLOCK_SPAN) take one round; RWKV-6 at logits ~ N(0, 1) two or three (s = 16 or 8); constant −60 one (every
+// level negligible). Where a level's reference row m lies in another segment, a factor is a segment-local one times
+// one exponential a column, all <= 1:
 //   2^(Γ_t − Γ_m) = 2^(Γ_t − Γ_r0) · 2^(Γ_r0 − Γ_m)        2^(Γ_m − Γ_t) = 2^(Γ_m − Γ_last) · 2^(Γ_last − Γ_t)
 // Then the chunk's operands for the consumers, as a mild chunk leaves them: Q̃ = Q ⊙ 2^Γ, K̂ = K ⊙ 2^(Γ_L − Γ).
-// Cost: no exponent > 0, and about the mild path's exponentials (the gate's excepted: 2·(SR − 1)·8 segment-local,
-// 8 a level across segments, 16 for Q̃ and K̂ a thread), five tf32 wgmma and five group barriers a chunk.
 template <class G, int SR>
-__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8], const float (&gl)[8]) {
+__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8]) {
     static_assert(G::NT == 128 && C == 32, "one producer warpgroup, C = 32: two C-row levels are one m64 operand");
     constexpr int OCT = DK / 8, SEGS = G::NT / OCT, OPW = 32 / SEGS;
-    static_assert(SR == C / SEGS, "gate_decays_vec's lane map");
+    static_assert(SR == C / SEGS && (SR == 2 || SR == 4), "gate_decays_vec's lane map");
     const int tid = opaque<NT + PT>(G::tid()), w = warp_uniform(tid >> 5), lane = tid & 31, seg = lane / OPW;
     const int d = (w * OPW + lane % OPW) * 8, r0 = seg * SR, gq = lane >> 2, tq = lane & 3;
     const elem_t* q = s.q(b);
     const elem_t* k = s.k(b);
-    // Diagonal: one warp per row, lanes split d (q and k are raw until this thread's last level below).
-    constexpr int DPL = DK / 32;
-    for (int i = w; i < C; i += G::NW) {
-        float acc = 0.f;
+    auto lane_of = [&](int sg) { return sg * OPW + lane % OPW; };  // segment sg's thread of these columns
+
+    // The vote: bit log2(s) when a block of s rows spans over BLOCK_SPAN in a column of this thread (NaN too), bit
+    // 8 + log2(h) when level h has a boundary step of this thread's rows that is not negligible.
+    unsigned word = 0;
+    auto over = [](float span) { return !(span <= BLOCK_SPAN); };
 #pragma unroll
-        for (int u = 0; u < DPL; ++u) acc += to_f32(q[KO(i, lane + 32 * u)]) * to_f32(k[KO(i, lane + 32 * u)]);
+    for (int u = 0; u + 1 < SR; u += 2)  // blocks of 2 rows within the segment
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-        if (lane == 0) store_split(s, i, i, acc);
+        for (int c = 0; c < 8; ++c)
+            if (over(g[u][c] - g[u + 1][c])) word |= 2u;
+    float fst[8], lst[8];  // Γ of the first and last rows of this thread's block, from SR rows up to C
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+        fst[c] = g[0][c];
+        lst[c] = g[SR - 1][c];
+        if (SR == 4 && over(fst[c] - lst[c])) word |= 4u;
     }
-    // Segment-local factors 2^(Γ_t − Γ_r0) (pre) and 2^(Γ_last − Γ_t) (post) of this thread's rows, both <= 1.
-    auto pre = [&](int u, int c) { return u == 0 ? 1.f : exp_nonpos(g[u][c] - g[0][c]); };
-    auto post = [&](int u, int c) { return u == SR - 1 ? 1.f : exp_nonpos(g[SR - 1][c] - g[u][c]); };
+#pragma unroll
+    for (int o = 1; o < SEGS; o <<= 1) {  // blocks of 2o segments: the sibling block's ends by a shuffle
+        const bool upper = seg & o;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const float of = __shfl_xor_sync(0xffffffffu, fst[c], o * OPW), ol = __shfl_xor_sync(0xffffffffu, lst[c], o * OPW);
+            if (upper) fst[c] = of;
+            else lst[c] = ol;
+            if (over(fst[c] - lst[c])) word |= (unsigned)(2 * o * SR);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {  // boundary steps: row r's level is its lowest set bit
+        const float before = __shfl_up_sync(0xffffffffu, g[SR - 1][c], OPW);  // (the previous segment's last row)
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            const int r = r0 + u;
+            const float step = g[u][c] - (u > 0 ? g[u > 0 ? u - 1 : 0][c] : before);
+            if (r > 0 && !(step < -NEGLIGIBLE)) word |= (unsigned)(r & -r) << 8;
+        }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) word |= __shfl_xor_sync(0xffffffffu, word, o);
+    static_assert(TOT_BYTES >= 16, "the vote's four words");
+    unsigned* votes = reinterpret_cast<unsigned*>(s.tot) + 128;  // (the group's segment-totals words: unused by the vec stages)
+    if (lane == 0) votes[w] = word;
+    G::sync();
+    word = votes[0] | votes[1] | votes[2] | votes[3];  // (rewritten only after this chunk's next group barrier)
+    const unsigned fail = word & 0x3fu;
+    const int bs = fail ? 1 << (__ffs(fail) - 2) : C;  // rows a block: the largest that no thread's columns fail
+    unsigned levels = (word >> 8) & (unsigned)(C - 1) & ~(unsigned)(bs - 1);  // live levels h >= bs, bit h
+
     const float* qk = s.qk;
     asm volatile("" : "+l"(qk));
+    // The level rounds' stores: level h's pairs (i, j), (i, j + 1) of D's row i (h = 1: (i, i − 1) alone — its pair
+    // partner is the diagonal, the blocks' round's).
+    auto store_level = [&](int h, int i, int j, float x, float y) {
+        if (h >= 2) {
+            if ((i & ~(2 * h - 1)) == (j & ~(2 * h - 1)) && (i & h) && !(j & h))
+                st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), x, y);
+        } else if ((i & 1) && j + 1 == i) {
+            store_split(s, i, j, x);
+        }
+    };
+
+    // Round 1, the blocks: Q_b into the tile's first half, K_b into the second.
+    {
+        float rc[8];  // R of this thread's block where it spans segments
+        if (bs >= SR) {
+            const int f = seg & ~(bs / SR - 1), l = f + bs / SR - 1;
 #pragma unroll
-    for (int lv = 0; (C / 2) >> lv >= 1; ++lv) {
-        const int h = (C / 2) >> lv, half = lv & 1;
+            for (int c = 0; c < 8; ++c)
+                rc[c] = 0.5f * (__shfl_sync(0xffffffffu, g[0][c], lane_of(f)) + __shfl_sync(0xffffffffu, g[SR - 1][c], lane_of(l)));
+        }
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            float x[8], y[8];
+            load_vec(q + KO(r0 + u, d), x);
+            load_vec(k + KO(r0 + u, d), y);
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                const int f2 = u & ~1;
+                const float r = bs >= SR ? rc[c] : bs == 2 ? 0.5f * (g[f2][c] + g[SR > 2 ? f2 + 1 : f2][c]) : g[u][c];
+                x[c] *= GLA_EXP2(g[u][c] - r);  // |exponent| <= BLOCK_SPAN / 2 (the vote)
+                y[c] *= GLA_EXP2(r - g[u][c]);
+            }
+            float* qr = s.qk + swz32_rows<2 * C>(r0 + u, d);
+            float* qr4 = s.qk + swz32_rows<2 * C>(r0 + u, d + 4);
+            float* kr = s.qk + swz32_rows<2 * C>(C + r0 + u, d);
+            float* kr4 = s.qk + swz32_rows<2 * C>(C + r0 + u, d + 4);
+            *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(x[0]), tf32_half_ulp(x[1]), tf32_half_ulp(x[2]), tf32_half_ulp(x[3]));
+            *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(x[4]), tf32_half_ulp(x[5]), tf32_half_ulp(x[6]), tf32_half_ulp(x[7]));
+            *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(y[0]), tf32_half_ulp(y[1]), tf32_half_ulp(y[2]), tf32_half_ulp(y[3]));
+            *reinterpret_cast<float4*>(kr4) = make_float4(tf32_half_ulp(y[4]), tf32_half_ulp(y[5]), tf32_half_ulp(y[6]), tf32_half_ulp(y[7]));
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q_b; K_b], to the tensor cores
+        G::sync();
+        float dd[C / 2];  // m64 nC: element e is row 16 w + gq + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 tq + (e & 1)
+#pragma unroll
+        for (int e = 0; e < C / 2; ++e) dd[e] = 0.f;
+        reg_fence(dd);
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < DK / 8; ++kk) {
+            const unsigned off = (kk / 4) * (2 * C * 128) + (kk % 4) * 32;
+            wg_scores_mma(dd, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + C * 128, 16));
+        }
+        wg_commit();
+        wg_wait<0>();
+        reg_fence(dd);
+        if (w < 2) {  // D's rows of Q_b
+#pragma unroll
+            for (int e = 0; e < C / 2; e += 2) {
+                const int i = 16 * w + gq + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * tq;
+                st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), j <= i && (i ^ j) < bs ? dd[e] : 0.f,
+                              j + 1 <= i && (i ^ (j + 1)) < bs ? dd[e + 1] : 0.f);
+            }
+        }
+    }
+
+    // The live levels, one a round. Level h's operand X_h (every row scaled once: query rows of upper halves, key
+    // rows of lower halves) goes in tf32 into one half of the tile, the halves in turn, and its pairs come out of
+    // [X_h; X_h'] X_hᵀ (m64 n32) in the D rows of that half (warps 0, 1 or 2, 3). A warp's wait ends when the
+    // warpgroup's product is done, so a level may rewrite the half the last one did not use: no warp still reads it
+    // as B, and the D rows it feeds are unused. (The blocks' round used both halves: one barrier before the first.)
+    auto build_level = [&](int h, int half) {
         float* xh = s.qk + half * C * 32;  // rows half·C .. of every 32-column panel (swz32_rows<2C>)
         float cross[8];                    // levels across segments: 2^(Γ_r0 − Γ_m) (query) or 2^(Γ_m − Γ_last) (key)
         bool query_seg = false;
@@ -399,7 +509,7 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
             query_seg = r0 >= m;
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
-                const float gm = __shfl_sync(0xffffffffu, g[0][c], (m / SR) * OPW + lane % OPW);
+                const float gm = __shfl_sync(0xffffffffu, g[0][c], lane_of(m / SR));
                 cross[c] = query_seg ? exp_nonpos(g[0][c] - gm) : exp_nonpos(gm - g[SR - 1][c]);
             }
         }
@@ -410,13 +520,17 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
             if (h >= SR) {
                 query = query_seg;
 #pragma unroll
-                for (int c = 0; c < 8; ++c) f[c] = (query ? pre(u, c) : post(u, c)) * cross[c];
-            } else {                                   // the block lies in this thread's rows: m = r0 + mu
-                const int mu = (u & ~(2 * h - 1)) + h;
-                query = u >= mu;
-#pragma unroll
                 for (int c = 0; c < 8; ++c)
-                    f[c] = u == mu ? 1.f : query ? exp_nonpos(g[u][c] - g[mu][c]) : exp_nonpos(g[mu][c] - g[u][c]);
+                    f[c] = (query ? (u == 0 ? 1.f : exp_nonpos(g[u][c] - g[0][c])) : (u == SR - 1 ? 1.f : exp_nonpos(g[SR - 1][c] - g[u][c]))) * cross[c];
+            } else {  // h = 1, or 2 with SR = 4: the block lies in this thread's rows, m = r0 + mu
+                constexpr int M2 = SR == 4 ? 2 : 1;  // (h = 2 reaches here only with SR = 4)
+                const int mu = (u & ~(2 * M2 - 1)) + M2, mu1 = u | 1;  // (compile-time register indices)
+                query = h == 1 ? u >= mu1 : u >= mu;
+#pragma unroll
+                for (int c = 0; c < 8; ++c) {
+                    const float gm = h == 1 ? g[mu1][c] : g[mu][c];
+                    f[c] = u == (h == 1 ? mu1 : mu) ? 1.f : query ? exp_nonpos(g[u][c] - gm) : exp_nonpos(gm - g[u][c]);
+                }
             }
             float x[8];
             load_vec((query ? q : k) + KO(r0 + u, d), x);
@@ -425,46 +539,38 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
             *reinterpret_cast<float4*>(r) = make_float4(tf32_half_ulp(x[0] * f[0]), tf32_half_ulp(x[1] * f[1]), tf32_half_ulp(x[2] * f[2]), tf32_half_ulp(x[3] * f[3]));
             *reinterpret_cast<float4*>(r4) = make_float4(tf32_half_ulp(x[4] * f[4]), tf32_half_ulp(x[5] * f[5]), tf32_half_ulp(x[6] * f[6]), tf32_half_ulp(x[7] * f[7]));
         }
+    };
+    if (levels) G::sync();  // (the blocks' product read both halves)
+    for (int half = 0; levels; half ^= 1) {  // (group-uniform: the vote) the highest level first
+        const int h = 1 << (31 - __clz(levels));
+        levels &= ~(unsigned)h;
+        build_level(h, half);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // X_h, to the tensor cores
-        G::sync();  // (also: the other half's last reads are over — every thread waited for its wgmma)
-        float dd[C / 2];  // m64 nC: element e is row 16 w + gq + 8·((e >> 1) & 1), column 8·(e >> 2) + 2 tq + (e & 1)
+        G::sync();
+        float dd[C / 2];
 #pragma unroll
         for (int e = 0; e < C / 2; ++e) dd[e] = 0.f;
         reg_fence(dd);
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < DK / 8; ++kk) {
+        for (int kk = 0; kk < DK / 8; ++kk) {  // D = [X_h; X_h'] X_hᵀ (or [X_h'; X_h] X_hᵀ)
             const unsigned off = (kk / 4) * (2 * C * 128) + (kk % 4) * 32;
             wg_scores_mma(dd, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + half * C * 128, 16));
         }
         wg_commit();
         wg_wait<0>();
         reg_fence(dd);
-        if ((w >> 1) == half) {  // D's rows of X_h: pairs (i, j), (i, j + 1) of level h
+        if ((w >> 1) == half)  // D's rows of X_h
 #pragma unroll
             for (int e = 0; e < C / 2; e += 2) {
                 const int i = 16 * (w & 1) + gq + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * tq;
-                if (h >= 2) {  // level h: same block of 2h rows, i in the upper half, j (and j + 1) in the lower
-                    if ((i & ~(2 * h - 1)) == (j & ~(2 * h - 1)) && (i & h) && !(j & h))
-                        st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), dd[e], dd[e + 1]);
-                } else if (j > i) {  // wholly above the diagonal
-                    st_pair_split(s.A + AO(i, j), s.A_lo + AO(i, j), 0.f, 0.f);
-                } else if (j == i) {  // (diagonal, above)
-                    store_split(s, i, j + 1, 0.f);
-                } else if (j + 1 == i) {  // (level 1, diagonal)
-                    store_split(s, i, j, dd[e]);
-                }
+                store_level(h, i, j, dd[e], dd[e + 1]);
             }
-        }
     }
-    // Q̃ = Q ⊙ 2^Γ and K̂ = K ⊙ 2^(Γ_L − Γ) over this thread's own elements (no other thread reads them after the
-    // diagonal, which the first level's barrier ordered before this).
-    float top[8], bot[8];
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-        top[c] = exp_nonpos(g[0][c]);
-        bot[c] = exp_nonpos(gl[c] - g[SR - 1][c]);
-    }
+    // Q̃ = Q ⊙ 2^Γ and K̂ = K ⊙ 2^(Γ_L − Γ) over this thread's own elements (no other thread reads them). Γ_L comes
+    // back from the slot (gate_decays_vec stored it before the vote; in registers it would be live through the rounds).
+    const float4 gla = *reinterpret_cast<const float4*>(s.GL + d), glb = *reinterpret_cast<const float4*>(s.GL + d + 4);
+    const float gl_[8] = {gla.x, gla.y, gla.z, gla.w, glb.x, glb.y, glb.z, glb.w};
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         float x[8], y[8];
@@ -472,12 +578,12 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
         load_vec(k + KO(r0 + u, d), y);
 #pragma unroll
         for (int c = 0; c < 8; ++c) {
-            x[c] *= pre(u, c) * top[c];
-            y[c] *= post(u, c) * bot[c];
+            x[c] *= exp_nonpos(g[u][c]);
+            y[c] *= exp_nonpos(gl_[c] - g[u][c]);
         }
         store_vec(s.q(b) + KO(r0 + u, d), x);
         store_vec(s.k(b) + KO(r0 + u, d), y);
     }
-    G::sync();  // (every warp's part of the last level's wgmma is over before the group's next chunk rewrites the tile)
+    G::sync();  // (every warp's part of the last round's wgmma is over before the group's next chunk rewrites the tile)
 }
 #endif

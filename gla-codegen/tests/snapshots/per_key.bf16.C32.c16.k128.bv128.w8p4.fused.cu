@@ -40,6 +40,7 @@ constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment 
 constexpr int LDC = C + 8;
 constexpr int NPARAM = 0;
 constexpr float SPAN_MAX = 64.0f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form
+constexpr float BLOCK_SPAN = 128.0f, NEGLIGIBLE = 64.0f;  // the exact path's block factorisation bound and its skipped levels' bound (log2 units)
 #define GATE_PER_KEY 1
 #define GATE_PER_HEAD 2
 #define GATE_FIXED 3
@@ -1662,7 +1663,7 @@ __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, 
 
 // (the exact path of gate_decays_vec, on the producers' wgmma: ws_wgmma.cuh)
 template <class G, int SR>
-__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8], const float (&gl)[8]);
+__device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const float (&g)[SR][8]);
 
 // Stage gate_decays_vec (per key, a producer warpgroup with wgmma scores): gate_decays with 16-byte vectors — thread
 // (octet o, segment m) owns key columns 8o .. 8o + 7 of rows [m·SR, m·SR + SR), and the SEGS segments of an octet
@@ -1697,7 +1698,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
 #pragma unroll
     for (int c = 0; c < 8; ++c) ok = ok && gl[c] >= -SPAN_MAX;  // NaN fails: the exact path handles it
     if (vote_first && !G::all(ok)) {  // (the vote is a barrier: every thread's ok)
-        exact_scores_vec<G, SR>(s, b, g, gl);
+        exact_scores_vec<G, SR>(s, b, g);
         return false;
     }
 #pragma unroll
@@ -1734,7 +1735,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     issue_chunk<G>(a, s, sq, i0, b, true, false);  // (the vote above ordered every thread's stores before it)
     cp_async_wait<0>();
     G::sync();
-    exact_scores_vec<G, SR>(s, b, g, gl);
+    exact_scores_vec<G, SR>(s, b, g);
     return false;
 }
 #endif
