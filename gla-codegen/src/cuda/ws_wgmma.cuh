@@ -496,12 +496,12 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
     }
 
     // The live levels, one a round. Level h's operand X_h (every row scaled once: query rows of upper halves, key
-    // rows of lower halves) goes in tf32 into one half of the tile, the halves in turn, and its pairs come out of
-    // [X_h; X_h'] X_hᵀ (m64 n32) in the D rows of that half (warps 0, 1 or 2, 3). A warp's wait ends when the
-    // warpgroup's product is done, so a level may rewrite the half the last one did not use: no warp still reads it
-    // as B, and the D rows it feeds are unused. (The blocks' round used both halves: one barrier before the first.)
-    auto build_level = [&](int h, int half) {
-        float* xh = s.qk + half * C * 32;  // rows half·C .. of every 32-column panel (swz32_rows<2C>)
+    // rows of lower halves) goes in tf32 into the tile's first half, and its pairs come out of [X_h; ·] X_hᵀ (m64 n32)
+    // in D's first 32 rows (warps 0, 1). A barrier before each build: the last round's product read that half. (The
+    // halves in turn, so that a warp's wait for the warpgroup's product would order it instead, spilled 232–964 bytes
+    // of the producers' registers.)
+    auto build_level = [&](int h) {
+        float* xh = s.qk;  // rows 0 .. C of every 32-column panel (swz32_rows<2C>)
         float cross[8];                    // levels across segments: 2^(Γ_r0 − Γ_m) (query) or 2^(Γ_m − Γ_last) (key)
         bool query_seg = false;
         if (h >= SR) {
@@ -540,11 +540,11 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
             *reinterpret_cast<float4*>(r4) = make_float4(tf32_half_ulp(x[4] * f[4]), tf32_half_ulp(x[5] * f[5]), tf32_half_ulp(x[6] * f[6]), tf32_half_ulp(x[7] * f[7]));
         }
     };
-    if (levels) G::sync();  // (the blocks' product read both halves)
-    for (int half = 0; levels; half ^= 1) {  // (group-uniform: the vote) the highest level first
+    while (levels) {  // (group-uniform: the vote) the highest level first
         const int h = 1 << (31 - __clz(levels));
         levels &= ~(unsigned)h;
-        build_level(h, half);
+        G::sync();  // (every warp has issued the last round's product, which read the half rewritten next)
+        build_level(h);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // X_h, to the tensor cores
         G::sync();
         float dd[C / 2];
@@ -553,17 +553,17 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
         reg_fence(dd);
         wg_fence();
 #pragma unroll
-        for (int kk = 0; kk < DK / 8; ++kk) {  // D = [X_h; X_h'] X_hᵀ (or [X_h'; X_h] X_hᵀ)
+        for (int kk = 0; kk < DK / 8; ++kk) {  // D = [X_h; ·] X_hᵀ
             const unsigned off = (kk / 4) * (2 * C * 128) + (kk % 4) * 32;
-            wg_scores_mma(dd, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off + half * C * 128, 16));
+            wg_scores_mma(dd, wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16), wg_desc(reinterpret_cast<const elem_t*>(qk), off, 16));
         }
         wg_commit();
         wg_wait<0>();
         reg_fence(dd);
-        if ((w >> 1) == half)  // D's rows of X_h
+        if (w < 2)  // D's rows of X_h
 #pragma unroll
             for (int e = 0; e < C / 2; e += 2) {
-                const int i = 16 * (w & 1) + gq + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * tq;
+                const int i = 16 * w + gq + 8 * ((e >> 1) & 1), j = 8 * (e >> 2) + 2 * tq;
                 store_level(h, i, j, dd[e], dd[e + 1]);
             }
     }
