@@ -30,7 +30,7 @@ use gla_core::error::Result;
 use gla_core::{DType, Gate, GlaError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -217,6 +217,10 @@ pub struct Timing {
     pub candidates: u32,
     /// The gate strengths the variants were timed at (empty: one, the benchmark's).
     pub strengths: Vec<String>,
+    /// Every candidate that got its final runs, by variant id: its median time here (the worst over `strengths`).
+    /// Between buckets, [`TuningCache::lookup`] takes the nearby winner that loses least at each of them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub all_ms: BTreeMap<String, f64>,
 }
 
 /// One cached choice: for `key` at `bucket`, run `variant` from the cubin `cubins/<cubin>`.
@@ -555,10 +559,40 @@ impl TuningCache {
             .collect();
         let best = found.iter().map(|e| rank(e)).min()?;
         let near: Vec<&Entry> = found.into_iter().filter(|e| rank(e) == best).collect();
+        // Between equally near buckets: the winner among theirs whose worst slowdown over their winners is least,
+        // where every one recorded all its candidates' times; else the variant most of them chose.
+        let loss = |v: &str| -> Option<f64> {
+            near.iter()
+                .map(|e| {
+                    let t = e.timing.as_ref()?;
+                    let ms = if e.variant == v {
+                        Some(t.median_ms)
+                    } else {
+                        t.all_ms.get(v).copied()
+                    };
+                    Some(ms.unwrap_or(f64::INFINITY) / t.median_ms)
+                })
+                .try_fold(1.0f64, |w, r| Some(w.max(r?)))
+        };
+        let known = near.len() > 1
+            && near
+                .iter()
+                .all(|e| e.timing.as_ref().is_some_and(|t| !t.all_ms.is_empty()));
         let votes = |v: &str| near.iter().filter(|e| e.variant == v).count();
-        near.iter()
-            .copied()
-            .min_by_key(|e| (std::cmp::Reverse(votes(&e.variant)), e.bucket))
+        // (losses compare in thousandths: timing noise does not outvote the buckets)
+        let score = |e: &Entry| {
+            let l = if known {
+                loss(&e.variant).unwrap_or(f64::INFINITY)
+            } else {
+                1.0
+            };
+            (
+                (l * 1000.0).round() as u64,
+                std::cmp::Reverse(votes(&e.variant)),
+                e.bucket,
+            )
+        };
+        near.iter().copied().min_by_key(|e| score(e))
     }
 
     /// The path of an entry's cubin file.

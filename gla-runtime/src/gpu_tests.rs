@@ -640,6 +640,7 @@ fn a_tuning_cache_entry_runs_from_its_cubin() {
             default_ms: None,
             candidates: 1,
             strengths: vec![],
+            all_ms: Default::default(),
         }),
     };
     c.insert(e, compiled.cubin);

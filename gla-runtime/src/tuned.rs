@@ -474,6 +474,7 @@ mod tests {
             default_ms: Some(0.3),
             candidates: 3,
             strengths: vec![],
+            all_ms: Default::default(),
         });
         Entry {
             key: CacheKey::new(&PER_KEY, DType::BF16, 128, 128),
@@ -647,6 +648,7 @@ mod tests {
                 default_ms: Some(8.3),
                 candidates: 2,
                 strengths: vec![],
+                all_ms: Default::default(),
             }),
         }
     }

@@ -75,6 +75,7 @@ fn entry(gate: &'static dyn Gate, bucket: Bucket, gpu: Option<GpuFacts>) -> Entr
         default_ms: Some(0.31),
         candidates: 12,
         strengths: vec!["bench".into()],
+        all_ms: Default::default(),
     });
     Entry {
         key: key(gate),
@@ -262,6 +263,53 @@ fn lookup_between_buckets_takes_the_variant_most_of_them_chose() {
         c2.insert(entry(&PER_KEY, x, None), cubin(&format!("u{x:?}")));
     }
     assert_eq!(c2.lookup(&k, &b(6, 11), |_| true).unwrap().variant, other);
+}
+
+#[test]
+fn lookup_between_buckets_takes_the_winner_that_loses_least_at_each() {
+    let dir = TempDir::new("losses");
+    let mut c = TuningCache::empty(dir.path());
+    let k = key(&PER_KEY);
+    let a = entry(&PER_KEY, b(0, 0), None).variant;
+    let other = KernelSpec::default_for(&PER_KEY, DType::BF16, 64, 64)
+        .unwrap()
+        .id();
+    // (winner, its ms, the other variant's ms) at each bucket around (6, 11)
+    let with = |x: Bucket, won_by_other: bool, win_ms: f64, lose_ms: f64| {
+        let mut e = entry(&PER_KEY, x, Some(h200()));
+        if won_by_other {
+            e.variant = other.clone();
+        }
+        let t = e.timing.as_mut().unwrap();
+        t.median_ms = win_ms;
+        let loser = if won_by_other {
+            a.clone()
+        } else {
+            other.clone()
+        };
+        t.all_ms = [(e.variant.clone(), win_ms), (loser, lose_ms)]
+            .into_iter()
+            .collect();
+        e
+    };
+    // Three buckets chose `a` by a hair; the fourth chose `other` by 30 %: `other` loses least everywhere.
+    c.insert(with(b(5, 10), true, 1.0, 1.3), cubin("o"));
+    for x in [b(5, 12), b(7, 10), b(7, 12)] {
+        c.insert(with(x, false, 1.0, 1.01), cubin(&format!("{x:?}")));
+    }
+    assert_eq!(c.lookup(&k, &b(6, 11), |_| true).unwrap().variant, other);
+    // A bucket that did not time the other winner (no final runs for it) rules it out: the vote's choice stands.
+    let dir2 = TempDir::new("losses2");
+    let mut c2 = TuningCache::empty(dir2.path());
+    c2.insert(with(b(5, 10), true, 1.0, 1.3), cubin("o2"));
+    for x in [b(5, 12), b(7, 10), b(7, 12)] {
+        let mut e = with(x, false, 1.0, 1.01);
+        e.timing.as_mut().unwrap().all_ms.remove(&other);
+        c2.insert(e, cubin(&format!("2{x:?}")));
+    }
+    assert_eq!(c2.lookup(&k, &b(6, 11), |_| true).unwrap().variant, a);
+    // On the grid the bucket's own winner, whatever the losses elsewhere.
+    assert_eq!(c.lookup(&k, &b(5, 12), |_| true).unwrap().variant, a);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -354,6 +354,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 default_ms,
                 candidates: cands.len() as u32,
                 strengths: vec!["N(0,1)".to_string()],
+                all_ms: Default::default(),
             };
             let entry = Entry {
                 backward: Some(BackwardRecord::of(&spec, cut)),

@@ -129,6 +129,7 @@ mod tests {
             default_ms: Some(0.30),
             candidates: 5,
             strengths: vec!["N(0,1)".into(), "N(0,1) - 12".into()],
+            all_ms: Default::default(),
         };
         c.insert(
             entry(Bucket::of(128, 4096), Some(tm)),

@@ -693,6 +693,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                         ));
                         let specs: Vec<KernelSpec> = passing.iter().map(|c| c.spec).collect();
                         let started = Instant::now();
+                        let mut all_ms = std::collections::BTreeMap::new();
                         let res = match time_candidates(
                             gla,
                             k,
@@ -702,7 +703,16 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             target,
                             &mut flush,
                         ) {
-                            Ok(finals) => outcome(&finals, default),
+                            Ok(finals) => {
+                                all_ms.extend(
+                                    specs
+                                        .iter()
+                                        .zip(&finals)
+                                        .filter(|(_, m)| m.is_finite())
+                                        .map(|(s, m)| (s.id(), *m)),
+                                );
+                                outcome(&finals, default)
+                            }
                             Err(e) => {
                                 lock().error.get_or_insert(format!(
                                     "{} at {:?} on device {dev}: {e}",
@@ -730,6 +740,7 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
                             default_ms,
                             candidates: passing.len() as u32,
                             strengths: strengths.clone(),
+                            all_ms,
                         };
                         let entry = Entry {
                             spec: Some(SpecRecord::of(&c.spec)),
