@@ -4,7 +4,8 @@
 //!
 //! A [`Gla`](crate::Gla) consults, in order, the caches added with [`Gla::add_tuning_cache`](crate::Gla::add_tuning_cache),
 //! the directories in `GLA_TUNING_CACHE` (separated by `:`), and the caches shipped in the repository
-//! (`tuning/caches/h200`, then the local untimed one `tuning/caches/local` that `autotune` writes with no GPU).
+//! (`tuning/caches/h200` and `h100`, each only on its GPU model, then the local untimed one `tuning/caches/local`
+//! that `autotune` writes with no GPU).
 //! For a call it takes the usable entry (see [`crate::cache::check`]: same GPU, driver and generated source) whose
 //! shape bucket is nearest the call's; a timed entry wins over an untimed one at the same distance. Stale and
 //! unreadable caches are skipped with one warning each, never used. A miss runs `KernelSpec::default_for`, compiled
@@ -77,7 +78,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// The cache directories consulted by default: `GLA_TUNING_CACHE` (`:`-separated), then the repository's shipped
-/// H200 cache and the local untimed one (`tuning/caches/{h200,local}` beside this crate).
+/// caches ([`SHIPPED`]) and the local untimed one (`tuning/caches/{h200,h100,local}` beside this crate).
 pub fn default_cache_dirs() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("GLA_TUNING_CACHE")
         .map(|v| {
@@ -87,10 +88,28 @@ pub fn default_cache_dirs() -> Vec<PathBuf> {
         })
         .unwrap_or_default();
     if let Some(ws) = Path::new(env!("CARGO_MANIFEST_DIR")).parent() {
-        dirs.push(ws.join("tuning/caches/h200"));
+        for gpu in SHIPPED {
+            dirs.push(ws.join("tuning/caches").join(gpu));
+        }
         dirs.push(ws.join("tuning/caches/local"));
     }
     dirs
+}
+
+/// The caches shipped in the repository, one a GPU model (`tuning/caches/<model>`); each is consulted only on a GPU
+/// of the name its timed entries were tuned on.
+pub const SHIPPED: [&str; 2] = ["h200", "h100"];
+
+/// Whether a shipped cache was tuned on another GPU model than `gpu` (every timed entry names another device):
+/// such a cache is left out quietly, where a user-named one would warn entry by entry.
+fn for_another_gpu(c: &TuningCache, gpu: Option<&GpuFacts>) -> bool {
+    let Some(gpu) = gpu else { return false };
+    let mut timed = c
+        .entries()
+        .iter()
+        .filter_map(|e| e.validators.gpu.as_ref())
+        .peekable();
+    timed.peek().is_some() && timed.all(|g| g.name != gpu.name)
 }
 
 impl Tuned {
@@ -123,6 +142,13 @@ impl Tuned {
         for dir in default_cache_dirs() {
             if !named.contains(&dir) && !dir.join(cache::INDEX_FILE).exists() {
                 continue;
+            }
+            if !named.contains(&dir) {
+                if let Ok(c) = TuningCache::open(&dir) {
+                    if for_another_gpu(&c, t.env.gpu.as_ref()) {
+                        continue;
+                    }
+                }
             }
             if let Err(e) = t.add(&dir) {
                 t.warn_once(
@@ -500,6 +526,52 @@ mod tests {
             c.insert(e, format!("\x7fELF fake cubin {i}").into_bytes());
         }
         c.save().unwrap();
+    }
+
+    #[test]
+    fn a_shipped_cache_of_another_gpu_model_is_left_out_quietly() {
+        let d = dir("other-model");
+        let s = spec(64, 8);
+        let h100 = GpuFacts {
+            name: "NVIDIA H100 80GB HBM3".into(),
+            ..h200()
+        };
+        save(
+            &d,
+            vec![entry(
+                &s,
+                Bucket {
+                    rows_log2: 7,
+                    tokens_log2: 12,
+                },
+                Some(h100.clone()),
+                None,
+            )],
+        );
+        let c = TuningCache::open(&d).unwrap();
+        assert!(
+            for_another_gpu(&c, Some(&h200())),
+            "tuned on an H100, asked on an H200"
+        );
+        assert!(!for_another_gpu(&c, Some(&h100)), "its own model");
+        assert!(!for_another_gpu(&c, None), "no GPU: nothing to tell");
+        let u = dir("other-model-untimed");
+        save(
+            &u,
+            vec![entry(
+                &s,
+                Bucket {
+                    rows_log2: 7,
+                    tokens_log2: 12,
+                },
+                None,
+                None,
+            )],
+        );
+        assert!(
+            !for_another_gpu(&TuningCache::open(&u).unwrap(), Some(&h200())),
+            "untimed entries run anywhere"
+        );
     }
 
     #[test]

@@ -191,7 +191,11 @@ impl std::fmt::Display for Shift {
 
 #[test]
 fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
-    let _ = (&gla::gates::Gla, &tests::gates::ValueGla, &tests::strengths::GlaN1);
+    let _ = (
+        &gla::gates::Gla,
+        &tests::gates::ValueGla,
+        &tests::strengths::GlaN1,
+    );
     let gate = |name: &str| {
         registered_gates()
             .into_iter()
