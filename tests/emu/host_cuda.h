@@ -141,6 +141,7 @@ struct Block {
     std::vector<Fiber> fibers;
     std::vector<Warp> warps;
     Named named[16];
+    Named wg_wait[8];  // wgmma.wait_group's rendezvous, one a warpgroup
     Fiber* cur = nullptr;
     std::function<void()> body;
     bool and_acc = true, and_result = true;  // __syncthreads_and: the predicates of this barrier, the last result
@@ -331,6 +332,27 @@ inline void bar_named(unsigned id, unsigned count, bool wait) {
         n.waiting.push_back(b->cur);
         yield();
     }
+}
+
+// wgmma.wait_group: a warpgroup's product is one collective operation, so no warp's wait ends before every warp of
+// its warpgroup has issued the product (and the product has read its operands). Each wgmma here runs at its warp's
+// issue; the wait is then a rendezvous of the warpgroup's 128 threads — the one ordering a kernel may rely on
+// (without it a fast warp could rewrite an operand a slow warp has yet to read).
+inline void wg_wait_group() {
+    Block* b = g_block;
+    const unsigned id = b->cur->tid / 128;
+    if (id >= 8) fault("a warpgroup beyond the eighth");
+    Named& n = b->wg_wait[id];
+    if (n.arrived == 0) n.expected = 128;
+    if (++n.arrived == 128) {
+        for (Fiber* f : n.waiting) f->named_wait = -1;
+        n.waiting.clear();
+        n.arrived = 0;
+        return;
+    }
+    b->cur->named_wait = 16 + (int)id;
+    n.waiting.push_back(b->cur);
+    yield();
 }
 
 // bar.red.and.pred: bar.sync that returns whether p held on every arriving thread.

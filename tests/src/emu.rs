@@ -289,6 +289,9 @@ fn rewrite_asm(src: &str) -> Result<String, String> {
             ))
         } else if instr.contains("wgmma.mma_async") {
             Some(wgmma_call(instr, outs, ins, text)?)
+        } else if instr.starts_with("wgmma.wait_group") {
+            // the warpgroup's rendezvous: a wait ends once every warp of the warpgroup has issued its products
+            Some("emu::wg_wait_group();".to_string())
         } else if instr.starts_with("mbarrier.init.shared::cta") {
             need(0, 2)?;
             Some(format!("emu::mbar_init({}, {});", ins[0], ins[1]))
@@ -327,7 +330,6 @@ fn rewrite_asm(src: &str) -> Result<String, String> {
             || instr.starts_with("setmaxnreg.")
             || instr.starts_with("wgmma.fence")
             || instr.starts_with("wgmma.commit_group")
-            || instr.starts_with("wgmma.wait_group")
             || instr.starts_with("fence.proxy.async")
             || instr.starts_with("fence.mbarrier_init")
         {

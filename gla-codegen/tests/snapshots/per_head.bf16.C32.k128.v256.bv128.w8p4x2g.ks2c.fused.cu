@@ -2717,9 +2717,9 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
 
     // The live levels, one a round. Level h's operand X_h (every row scaled once: query rows of upper halves, key
     // rows of lower halves) goes in tf32 into the tile's first half, and its pairs come out of [X_h; ·] X_hᵀ (m64 n32)
-    // in D's first 32 rows (warps 0, 1). A barrier before each build: the last round's product read that half. (The
-    // halves in turn, so that a warp's wait for the warpgroup's product would order it instead, spilled 232–964 bytes
-    // of the producers' registers.)
+    // in D's first 32 rows (warps 0, 1). A thread rewrites the half after its wait for the last round's product:
+    // wgmma is one warpgroup-wide operation, so that wait ends only once every warp has issued it and it has read its
+    // operands. (The halves in turn spilled 232–964 bytes of the producers' registers.)
     auto build_level = [&](int h) {
         float* xh = s.qk;  // rows 0 .. C of every 32-column panel (swz32_rows<2C>)
         float cross[8];                    // levels across segments: 2^(Γ_r0 − Γ_m) (query) or 2^(Γ_m − Γ_last) (key)
@@ -2763,8 +2763,7 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
     while (levels) {  // (group-uniform: the vote) the highest level first
         const int h = 1 << (31 - __clz(levels));
         levels &= ~(unsigned)h;
-        G::sync();  // (every warp has issued the last round's product, which read the half rewritten next)
-        build_level(h);
+        build_level(h);  // (the last round's product, which read this half, is over: every warp waited for it)
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // X_h, to the tensor cores
         G::sync();
         float dd[C / 2];
