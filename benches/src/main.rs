@@ -5,7 +5,7 @@
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
 //!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks]] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
-//!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h200)
+//!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h100)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
 //!   form of `--forms` (default chunks,walks), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
 //!   (`--decode`: also the decode step at N × H × d from 8 × 16 × 128 to 256 × 16 × 128, rows `"pass": "decode"`)

@@ -2,7 +2,7 @@
 //! every entry's gate is built in, its spec rebuilds the variant it names, the generated source hashes to the
 //! entry's `source_sha256` (else the runtime would skip it as stale and run the default), and its cubin passes its
 //! SHA-256 check. A change to codegen or a gate that changes a shipped kernel fails here until the cache is re-tuned
-//! on that GPU (`cargo run --release --bin autotune -- --out tuning/caches/h200 …`) or the stale entries are dropped.
+//! on that GPU (`cargo run --release --bin autotune -- --out tuning/caches/<gpu> …`) or the stale entries are dropped.
 use gla_codegen::{generate, generate_backward};
 use gla_core::{registered_gates, DType};
 use gla_runtime::cache::{sha256_hex, CacheKey, TuningCache};
