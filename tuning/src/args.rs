@@ -11,8 +11,9 @@ usage: autotune [--plan | --report] [--only <id part>] [--gates a,b] [--dims 64,
 
 With a GPU: for every registered gate x dtype x head dim x shape bucket, compile the candidate variants in
 parallel, check each against the f64 reference on a small random problem (a failing candidate is reported and
-never cached), time the rest (CUDA events, 2 warm-ups, L2 flushed, median; runs worth ~8 ms of GPU time each (2-5),
-candidates slower than 1.3x the best then dropped, the others get runs worth ~30 ms more (3-20)) and write the
+never cached), time the rest (CUDA events, a warm-up, L2 flushed, median; runs worth ~8 ms of GPU time each (2-5;
+the first alone for a run of 5 ms or more), candidates slower than 1.3x the best then dropped, the others get runs
+worth ~30 ms more (3-20; 2 or more for long runs)) and write the
 fastest per bucket into the cache at --out. The next key compiles on the CPU while the GPUs time the one before.
 Per-key gates are timed at logits ~ N(0,1) and N(0,1) - 12 (strong decays) and chosen by the worse of the two.
 With no GPU: compile ahead of time what the runtime would use — the forward variant (KernelSpec::default_for) and

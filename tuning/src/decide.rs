@@ -7,16 +7,43 @@ use gla_core::{DType, Gate, GateShape};
 use gla_runtime::cache::Bucket;
 
 /// Warm-up calls before a candidate's first timed run (its first launch also loads the module).
-pub const WARMUPS: usize = 2;
+pub const WARMUPS: usize = 1;
 /// The screening: every candidate gets runs worth about this much GPU time at each strength (its first run says how
 /// long one takes), at least [`SCREEN_RUNS`]`.0` and at most `.1` of them.
 pub const SCREEN_BUDGET_MS: f64 = 8.0;
 pub const SCREEN_RUNS: (usize, usize) = (2, 5);
 /// The final timing: the candidates that survive the screening get runs worth about this much GPU time on top, at
-/// least [`FINAL_RUNS`]`.0` and at most `.1`. (A 0.05 ms kernel gets 5 + 20 runs, a 10 ms one 2 + 3: run-to-run spread
-/// of a large problem is ≤ 0.3 % on the H200, and half the default grid's timing went to its largest bucket and f32.)
+/// least [`FINAL_RUNS`]`.0` and at most `.1`. (A 0.05 ms kernel gets 5 + 20 runs: run-to-run spread of a large problem
+/// is ≤ 0.3 % on the H200, and half the default grid's timing went to its largest bucket and f32.)
 pub const FINAL_BUDGET_MS: f64 = 30.0;
 pub const FINAL_RUNS: (usize, usize) = (3, 20);
+/// A candidate whose first run takes at least this long is timed with fewer runs: its first run alone screens it
+/// ([`SCREEN_RUNS_LONG`]; the 1.3× drop is far over such a run's spread) and 2 final runs follow ([`FINAL_RUNS_LONG`]):
+/// 4 launches with the warm-up instead of 7. By the H100 run of the default grid (each finalist's time kept in the
+/// cache), that is 105 → 71 s of its kernels' GPU time.
+pub const LONG_RUN_MS: f64 = 5.0;
+pub const SCREEN_RUNS_LONG: (usize, usize) = (1, 5);
+pub const FINAL_RUNS_LONG: (usize, usize) = (2, 20);
+
+/// Screening runs (the first included) for a candidate whose first run took `probe_ms`.
+pub fn screen_runs(probe_ms: f64) -> usize {
+    let range = if probe_ms >= LONG_RUN_MS {
+        SCREEN_RUNS_LONG
+    } else {
+        SCREEN_RUNS
+    };
+    runs_for(probe_ms, SCREEN_BUDGET_MS, range)
+}
+
+/// Final runs for a surviving candidate whose first run took `probe_ms`.
+pub fn final_runs(probe_ms: f64) -> usize {
+    let range = if probe_ms >= LONG_RUN_MS {
+        FINAL_RUNS_LONG
+    } else {
+        FINAL_RUNS
+    };
+    runs_for(probe_ms, FINAL_BUDGET_MS, range)
+}
 
 /// How many runs of a kernel that takes `t_ms` fit `budget_ms`, within `(min, max)`; `max` where `t_ms` is not a
 /// positive time.
@@ -239,6 +266,11 @@ mod tests {
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
             assert_eq!(runs_for(bad, FINAL_BUDGET_MS, FINAL_RUNS), 20, "{bad}");
         }
+        // Long runs: the first run screens alone, two final runs follow; short ones keep their minimums.
+        assert_eq!((screen_runs(10.0), final_runs(10.0)), (1, 3));
+        assert_eq!((screen_runs(150.0), final_runs(150.0)), (1, 2));
+        assert_eq!((screen_runs(4.9), final_runs(4.9)), (2, 7));
+        assert_eq!((screen_runs(0.05), final_runs(0.05)), (5, 20));
     }
 
     #[test]

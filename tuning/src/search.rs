@@ -11,9 +11,11 @@
 //!    strength and is compared with the f64 reference ([`decide::check_passes`]) BEFORE it may be timed: a failing
 //!    candidate is reported and never cached;
 //! 3. the rest are timed at the bucket's problem with CUDA events, [`decide::WARMUPS`] warm-ups and the L2 flushed
-//!    before each run: screening runs worth [`decide::SCREEN_BUDGET_MS`] of GPU time each (2–5 runs), then
+//!    before each run: screening runs worth [`decide::SCREEN_BUDGET_MS`] of GPU time each (2–5 runs; the first
+//!    alone for a run of [`decide::LONG_RUN_MS`] or more), then
 //!    candidates slower than [`decide::DROP_RATIO`] × the best are dropped ([`decide::survivors`]; the default variant
-//!    is kept for its baseline time) and the others get runs worth [`decide::FINAL_BUDGET_MS`] more (3–20,
+//!    is kept for its baseline time) and the others get runs worth [`decide::FINAL_BUDGET_MS`] more (3–20, 2 for
+//!    long runs,
 //!    [`screen_then_time`]); a candidate's time is the median of its runs, its score the worst over the gate's
 //!    strengths ([`decide::strengths`], [`decide::worst_case`]);
 //! 4. the winner ([`decide::winner`]) goes into the cache as a timed entry with its cubin, and the cache is saved
@@ -345,10 +347,11 @@ pub(crate) fn check(
 
 /// Step 3's schedule over candidates with `samples` / `failed` state each: a probe run each (after
 /// [`decide::WARMUPS`] warm-ups) says how long one run takes, then more screening runs up to
-/// [`decide::SCREEN_BUDGET_MS`] of GPU time ([`decide::runs_for`]); the survivors ([`decide::survivors`] within `ratio`
-/// × the best, [`decide::DROP_RATIO`] in a search, ∞ for an exhaustive one; `default` always) get runs worth
-/// [`decide::FINAL_BUDGET_MS`] more (one warm-up first where a run is under a millisecond: other candidates ran in
-/// between);
+/// [`decide::SCREEN_BUDGET_MS`] of GPU time ([`decide::screen_runs`]: none more for a run of
+/// [`decide::LONG_RUN_MS`] or longer); the survivors ([`decide::survivors`] within `ratio` × the best,
+/// [`decide::DROP_RATIO`] in a search, ∞ for an exhaustive one; `default` always) get runs worth
+/// [`decide::FINAL_BUDGET_MS`] more ([`decide::final_runs`]; one warm-up first where a run is under a millisecond:
+/// other candidates ran in between);
 /// `measure(i, warmups, runs, samples, failed)` adds runs, `score(samples, failed)` is a candidate's score (∞ when
 /// it failed). Returns the final scores (∞ for the dropped).
 pub(crate) fn screen_then_time<S>(
@@ -365,7 +368,7 @@ pub(crate) fn screen_then_time<S>(
     }
     let probe: Vec<f64> = (0..n).map(|i| score(&samples[i], failed[i])).collect();
     for i in 0..n {
-        let more = decide::runs_for(probe[i], decide::SCREEN_BUDGET_MS, decide::SCREEN_RUNS) - 1;
+        let more = decide::screen_runs(probe[i]) - 1;
         if !failed[i] && more > 0 {
             measure(i, 0, more, &mut samples[i], &mut failed[i])?;
         }
@@ -374,7 +377,7 @@ pub(crate) fn screen_then_time<S>(
     let keep = decide::survivors(&screen, ratio, default);
     for i in (0..n).filter(|&i| keep[i]) {
         let warm = usize::from(probe[i] < 1.0);
-        let runs = decide::runs_for(probe[i], decide::FINAL_BUDGET_MS, decide::FINAL_RUNS);
+        let runs = decide::final_runs(probe[i]);
         measure(i, warm, runs, &mut samples[i], &mut failed[i])?;
     }
     Ok((0..n)
@@ -928,12 +931,18 @@ mod tests {
 
     #[test]
     fn runs_are_sized_by_gpu_time() {
-        // A 0.05 ms kernel: 2 warm-ups, 5 screening runs, then 1 warm-up and 20 final runs.
+        // A 0.05 ms kernel: 1 warm-up, 5 screening runs, then 1 warm-up and 20 final runs.
         let (s, r) = schedule(&[0.05], None, decide::DROP_RATIO);
-        assert_eq!((s[0], r[0]), (0.05, (3, 25)));
-        // A 10 ms kernel: 2 screening runs and 3 final ones, no warm-up before them.
+        assert_eq!((s[0], r[0]), (0.05, (2, 25)));
+        // A 2 ms kernel: 4 screening runs, then 15 final ones.
+        let (s, r) = schedule(&[2.0], None, decide::DROP_RATIO);
+        assert_eq!((s[0], r[0]), (2.0, (1, 19)));
+        // A 10 ms kernel (long): its first run screens it, 3 final ones, no warm-up before them.
         let (s, r) = schedule(&[10.0], None, decide::DROP_RATIO);
-        assert_eq!((s[0], r[0]), (10.0, (2, 5)));
+        assert_eq!((s[0], r[0]), (10.0, (1, 4)));
+        // A 150 ms kernel: 1 + 2 runs.
+        let (s, r) = schedule(&[150.0], None, decide::DROP_RATIO);
+        assert_eq!((s[0], r[0]), (150.0, (1, 3)));
     }
 
     #[test]
@@ -941,10 +950,7 @@ mod tests {
         // 1.0 wins; 1.2 survives (≤ 1.3×); 2.0 is dropped unless it is the default; a failing launch scores ∞.
         let (s, r) = schedule(&[1.0, 1.2, 2.0, f64::INFINITY], None, decide::DROP_RATIO);
         assert_eq!(s, vec![1.0, 1.2, f64::INFINITY, f64::INFINITY]);
-        assert_eq!(
-            r[2].1,
-            decide::runs_for(2.0, decide::SCREEN_BUDGET_MS, decide::SCREEN_RUNS)
-        );
+        assert_eq!(r[2].1, decide::screen_runs(2.0));
         assert_eq!(decide::winner(&s), Some(0));
         let (s, _) = schedule(&[1.0, 1.2, 2.0], Some(2), decide::DROP_RATIO);
         assert_eq!(s, vec![1.0, 1.2, 2.0]);
