@@ -323,7 +323,14 @@ fn round_trip() {
     assert_eq!(c.dir(), d.as_path());
     assert!(c.entries().is_empty());
     assert!(!d.exists(), "nothing is written before save");
-    let e1 = entry(&PER_KEY, b(7, 12), Some(h200()));
+    let mut e1 = entry(&PER_KEY, b(7, 12), Some(h200()));
+    // (every finalist's time survives the round trip: the lookup between buckets weighs them)
+    e1.timing.as_mut().unwrap().all_ms = [
+        (e1.variant.clone(), 0.3),
+        ("another.variant".to_string(), 0.36),
+    ]
+    .into_iter()
+    .collect();
     let e2 = entry(&PER_HEAD, b(4, 10), None);
     c.insert(e1.clone(), cubin("one"));
     c.insert(e2.clone(), cubin("two"));
