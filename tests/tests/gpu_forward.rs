@@ -128,6 +128,61 @@ fn run_case_raw(
 
 /// Every variant of every built-in gate, every dtype, on one ragged problem (T not a multiple of any chunk,
 /// initial and final state), at the variant's specialised head dim.
+/// Compile `specs` on all cores before a test runs them (one after another inside its loops they took most of its
+/// time: dozens of NVRTC compiles).
+fn precompile(gla: &Gla, specs: &[KernelSpec]) {
+    let t0 = std::time::Instant::now();
+    let mut ids: Vec<&KernelSpec> = specs.iter().collect();
+    ids.sort_by_key(|s| (s.id(), s.gate.content_hash()));
+    ids.dedup_by_key(|s| (s.id(), s.gate.content_hash()));
+    ids.par_iter().for_each(|s| {
+        gla.compile_spec(s)
+            .unwrap_or_else(|e| panic!("{}: {e}", s.id()));
+    });
+    println!(
+        "compiled {} variants in {:.1} s",
+        ids.len(),
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// The materialized two-pass plan of a (fused) default: not warp-specialised, one CTA an SM, no key split.
+fn materialized_of(fused: KernelSpec) -> KernelSpec {
+    let mut mat = fused;
+    mat.materialize = true;
+    mat.tiles.producer_warps = 0; // the materialized plan is not warp-specialised
+    mat.tiles.producer_groups = 1;
+    mat.tiles.wgmma = false;
+    mat.tiles.ctas_per_sm = 1; // (two CTAs an SM and key splits are warp-specialised plans too)
+    if mat.key_split > 1 {
+        mat.dk *= mat.key_split;
+        mat.key_split = 1;
+        mat.cluster = false;
+        mat.tiles.block_v = 64;
+    }
+    if mat.validate().is_err() {
+        mat.chunk = 32;
+    }
+    mat
+}
+
+/// A plain fused mma.sync variant beside a warp-specialised default (None where it is the default or invalid).
+fn plain_of(ws: KernelSpec) -> Option<KernelSpec> {
+    let mut plain = ws;
+    plain.tiles = Tiles {
+        block_v: 64.min(plain.dv),
+        warps: 8,
+        producer_warps: 0,
+        producer_groups: 1,
+        wgmma: false,
+        ctas_per_sm: 1,
+    };
+    plain.key_split = 1;
+    plain.cluster = false;
+    plain.chunk = 64;
+    (plain.validate().is_ok() && plain != ws).then_some(plain)
+}
+
 #[test]
 fn every_variant_matches_the_f64_reference() {
     let Some(gla) = gpu_or_skip("every_variant_matches_the_f64_reference") else {
@@ -266,6 +321,17 @@ fn every_strength_matches_the_f64_reference() {
         !strengths.is_empty(),
         "GLA_TEST_STRENGTHS selects no strength"
     );
+    let specs: Vec<KernelSpec> = strengths
+        .iter()
+        .flat_map(|st| {
+            DType::ALL.into_iter().flat_map(move |dt| {
+                [64usize, 128, 256, 512]
+                    .into_iter()
+                    .map(move |d| KernelSpec::default_for(st.gate, dt, d, d).unwrap())
+            })
+        })
+        .collect();
+    precompile(&gla, &specs);
     println!("| strength | dtype | d | logit shift | variant | o | final state |");
     println!("|---|---|---|---|---|---|---|");
     for (si, st) in strengths.into_iter().enumerate() {
@@ -385,6 +451,19 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
         return;
     };
     let mut failures = Vec::new();
+    let mut specs = Vec::new();
+    for gate in kernel_gates() {
+        for dt in DType::ALL {
+            for sh in shapes() {
+                let fused = KernelSpec::default_for(gate, dt, sh.dims.dk, sh.dims.dv).unwrap();
+                specs.push(fused);
+                if sh.dims.dk <= 256 {
+                    specs.push(materialized_of(fused));
+                }
+            }
+        }
+    }
+    precompile(&gla, &specs);
     println!("| gate | dtype | shape | fused o | fused state | fused unsplit o | fused unsplit state | materialized o | materialized state |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for gate in kernel_gates() {
@@ -398,21 +477,7 @@ fn shapes_varlen_and_states_match_the_f64_reference() {
                 let want = case.reference(gate, None);
                 let d = sh.dims;
                 let fused = KernelSpec::default_for(gate, dt, d.dk, d.dv).unwrap();
-                let mut mat = fused;
-                mat.materialize = true;
-                mat.tiles.producer_warps = 0; // the materialized plan is not warp-specialised
-                mat.tiles.producer_groups = 1;
-                mat.tiles.wgmma = false;
-                mat.tiles.ctas_per_sm = 1; // (two CTAs an SM and key splits are warp-specialised plans too)
-                if mat.key_split > 1 {
-                    mat.dk *= mat.key_split;
-                    mat.key_split = 1;
-                    mat.cluster = false;
-                    mat.tiles.block_v = 64;
-                }
-                if mat.validate().is_err() {
-                    mat.chunk = 32;
-                }
+                let mat = materialized_of(fused);
                 let mut row = format!("| {} | {} | {} |", gate.name(), dt, sh.name);
                 let mut runs = vec![(fused, None), (fused, Some(1))];
                 if d.dk <= 256 {
@@ -629,33 +694,30 @@ fn segments_with_a_lead_match_the_f64_reference() {
         ),
         ("T=1500 D=64", Dims::new(2, 1500, 1, 64, 64), None),
     ];
-    for gate in kernel_gates() {
-        let dts: &[DType] = if ["gla", "mamba2"].contains(&gate.name()) {
+    let dts_of = |gate: &dyn Gate| -> &'static [DType] {
+        if ["gla", "mamba2"].contains(&gate.name()) {
             &[DType::BF16, DType::F32]
         } else {
             &[DType::BF16]
-        };
-        for &dt in dts {
+        }
+    };
+    let mut all = Vec::new();
+    for gate in kernel_gates() {
+        for &dt in dts_of(gate) {
+            for (_, d, _) in &shapes {
+                let ws = KernelSpec::default_for(gate, dt, d.dk, d.dv).unwrap();
+                all.extend(std::iter::once(ws).chain(plain_of(ws)));
+            }
+        }
+    }
+    precompile(&gla, &all);
+    for gate in kernel_gates() {
+        for &dt in dts_of(gate) {
             for (i, (name, d, cu)) in shapes.iter().enumerate() {
                 let case = Case::random(gate, *d, dt, 9100 + i as u64, true, cu.clone());
                 let want = case.reference(gate, None);
                 let ws = KernelSpec::default_for(gate, dt, d.dk, d.dv).unwrap();
-                let mut plain = ws;
-                plain.tiles = Tiles {
-                    block_v: 64.min(plain.dv),
-                    warps: 8,
-                    producer_warps: 0,
-                    producer_groups: 1,
-                    wgmma: false,
-                    ctas_per_sm: 1,
-                };
-                plain.key_split = 1;
-                plain.cluster = false;
-                plain.chunk = 64;
-                let mut specs = vec![ws];
-                if plain.validate().is_ok() && plain != ws {
-                    specs.push(plain);
-                }
+                let specs: Vec<KernelSpec> = std::iter::once(ws).chain(plain_of(ws)).collect();
                 for spec in specs {
                     for segs in [Some(2), Some(3), Some(5), None] {
                         let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
