@@ -179,6 +179,40 @@ pub fn run(
     })
 }
 
+/// The regret target, a fraction of the fastest candidate's time.
+pub const TARGET: f64 = 0.03;
+
+/// How many pairs are within [`TARGET`], over all and per dtype (the key's second word), with each dtype's worst.
+pub fn within_target(rows: &[RegretRow]) -> String {
+    let ok = |rs: &[&RegretRow]| rs.iter().filter(|r| r.regret() <= TARGET).count();
+    let all: Vec<&RegretRow> = rows.iter().collect();
+    let mut by: std::collections::BTreeMap<&str, Vec<&RegretRow>> = Default::default();
+    for r in rows {
+        by.entry(r.key.split_whitespace().nth(1).unwrap_or("?"))
+            .or_default()
+            .push(r);
+    }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(dt, rs)| {
+            let worst = rs.iter().map(|r| r.regret()).fold(0.0f64, f64::max);
+            format!(
+                "{dt} {} of {} (worst {:+.1} %)",
+                ok(rs),
+                rs.len(),
+                100.0 * worst
+            )
+        })
+        .collect();
+    format!(
+        "within {:.0} % of the fastest: {} of {} pairs; {}",
+        100.0 * TARGET,
+        ok(&all),
+        all.len(),
+        parts.join(", ")
+    )
+}
+
 /// The table, the worst regret, and `<out>/regret.json`.
 pub fn print_report(r: &RegretReport, o: &Options) -> Result<(), String> {
     println!(
@@ -225,6 +259,7 @@ pub fn print_report(r: &RegretReport, o: &Options) -> Result<(), String> {
             r.rows.len(),
             r.wall_s
         );
+        println!("{}", within_target(&r.rows));
     }
     let json: Vec<_> = r
         .rows
@@ -246,4 +281,40 @@ pub fn print_report(r: &RegretReport, o: &Options) -> Result<(), String> {
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
     println!("written to {}", path.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &str, picked_ms: f64, best_ms: f64) -> RegretRow {
+        RegretRow {
+            key: key.into(),
+            problem: (1, 2, 3),
+            picked: "p".into(),
+            picked_timed: true,
+            picked_bucket: Bucket {
+                rows_log2: 5,
+                tokens_log2: 10,
+            },
+            picked_ms,
+            best: "b".into(),
+            best_ms,
+            candidates: 2,
+            all: vec![],
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_the_pairs_within_the_target_per_dtype() {
+        let rows = [
+            row("gla bf16 d64", 1.0, 1.0),
+            row("gla bf16 d128", 1.1, 1.0),
+            row("gla f32 d64", 1.02, 1.0),
+        ];
+        assert_eq!(
+            within_target(&rows),
+            "within 3 % of the fastest: 2 of 3 pairs; bf16 1 of 2 (worst +10.0 %), f32 1 of 1 (worst +2.0 %)"
+        );
+    }
 }
