@@ -202,16 +202,7 @@ fn every_variant_matches_the_f64_reference() {
             specs.len()
         );
     }
-    let t0 = std::time::Instant::now();
-    specs.par_iter().for_each(|s| {
-        gla.compile_spec(s)
-            .unwrap_or_else(|e| panic!("{}: {e}", s.id()));
-    });
-    println!(
-        "compiled {} variants in {:.1} s",
-        specs.len(),
-        t0.elapsed().as_secs_f64()
-    );
+    precompile(&gla, &specs);
     // One problem (and one f64 reference) per (gate, dtype, head dim), shared by all variants of that key.
     // (A key-split variant serves d_k = key_split · dk: its problem has that d_k.)
     let mut cases: BTreeMap<(String, DType, u32), (Case, (Vec<f64>, Vec<f64>))> = BTreeMap::new();
