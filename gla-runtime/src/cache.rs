@@ -541,9 +541,9 @@ impl TuningCache {
 
     /// Among the entries of `key` for which `usable(e)` holds (e.g. `|e| check(e, &env, &sha).is_ok()`), the one
     /// whose bucket is nearest `bucket` ([`Bucket::distance`]); ties: timed before untimed, then, where the equally
-    /// near buckets chose different variants, an entry of the variant most of them chose (a problem between buckets
-    /// is served best by what wins around it: the default grid's regret check found the one pick of four that
-    /// differed 3.4 % slower in between), then the lower `(rows_log2, tokens_log2)`. `None` if there is none.
+    /// near buckets chose different variants, the winner among theirs whose worst slowdown at those buckets is least
+    /// (from each entry's [`Timing::all_ms`]; where one lacks them, the variant most of them chose), then the lower
+    /// `(rows_log2, tokens_log2)`. `None` if there is none.
     pub fn lookup(
         &self,
         key: &CacheKey,

@@ -4,7 +4,7 @@
 //!
 //! A [`Gla`](crate::Gla) consults, in order, the caches added with [`Gla::add_tuning_cache`](crate::Gla::add_tuning_cache),
 //! the directories in `GLA_TUNING_CACHE` (separated by `:`), and the caches shipped in the repository
-//! (`tuning/caches/h200` and `h100`, each only on its GPU model, then the local untimed one `tuning/caches/local`
+//! (`tuning/caches/<model>` of [`SHIPPED`], each only on its GPU model, then the local untimed one `tuning/caches/local`
 //! that `autotune` writes with no GPU).
 //! For a call it takes the usable entry (see [`crate::cache::check`]: same GPU, driver and generated source) whose
 //! shape bucket is nearest the call's; a timed entry wins over an untimed one at the same distance. Stale and
@@ -143,18 +143,16 @@ impl Tuned {
             if !named.contains(&dir) && !dir.join(cache::INDEX_FILE).exists() {
                 continue;
             }
-            if !named.contains(&dir) {
-                if let Ok(c) = TuningCache::open(&dir) {
-                    if for_another_gpu(&c, t.env.gpu.as_ref()) {
-                        continue;
-                    }
+            // (opened once: the index is parsed on the cold-start path)
+            match TuningCache::open(&dir) {
+                Ok(c) if !named.contains(&dir) && for_another_gpu(&c, t.env.gpu.as_ref()) => {}
+                Ok(c) => {
+                    t.add_opened(c);
                 }
-            }
-            if let Err(e) = t.add(&dir) {
-                t.warn_once(
+                Err(e) => t.warn_once(
                     &format!("open:{}", dir.display()),
                     &format!("gla: tuning cache skipped: {e}"),
-                );
+                ),
             }
         }
         t
@@ -162,7 +160,11 @@ impl Tuned {
 
     /// Add a cache directory (consulted after those added before). Returns its number of entries.
     pub fn add(&self, dir: &Path) -> Result<usize> {
-        let c = TuningCache::open(dir)?;
+        Ok(self.add_opened(TuningCache::open(dir)?))
+    }
+
+    /// [`Tuned::add`] of a cache already opened. Returns its number of entries.
+    fn add_opened(&self, c: TuningCache) -> usize {
         let n = c.entries().len();
         self.caches
             .write()
@@ -171,7 +173,7 @@ impl Tuned {
         lock(&self.decisions).clear();
         lock(&self.bwd_decisions).clear();
         lock(&self.dec_decisions).clear();
-        Ok(n)
+        n
     }
 
     /// The cache directories in use, in order.

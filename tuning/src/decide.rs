@@ -27,22 +27,20 @@ pub const FINAL_RUNS_LONG: (usize, usize) = (2, 20);
 
 /// Screening runs (the first included) for a candidate whose first run took `probe_ms`.
 pub fn screen_runs(probe_ms: f64) -> usize {
-    let range = if probe_ms >= LONG_RUN_MS {
-        SCREEN_RUNS_LONG
-    } else {
-        SCREEN_RUNS
-    };
-    runs_for(probe_ms, SCREEN_BUDGET_MS, range)
+    sized(probe_ms, SCREEN_BUDGET_MS, SCREEN_RUNS, SCREEN_RUNS_LONG)
 }
 
 /// Final runs for a surviving candidate whose first run took `probe_ms`.
 pub fn final_runs(probe_ms: f64) -> usize {
-    let range = if probe_ms >= LONG_RUN_MS {
-        FINAL_RUNS_LONG
-    } else {
-        FINAL_RUNS
-    };
-    runs_for(probe_ms, FINAL_BUDGET_MS, range)
+    sized(probe_ms, FINAL_BUDGET_MS, FINAL_RUNS, FINAL_RUNS_LONG)
+}
+
+fn sized(probe_ms: f64, budget_ms: f64, short: (usize, usize), long: (usize, usize)) -> usize {
+    runs_for(
+        probe_ms,
+        budget_ms,
+        if probe_ms >= LONG_RUN_MS { long } else { short },
+    )
 }
 
 /// How many runs of a kernel that takes `t_ms` fit `budget_ms`, within `(min, max)`; `max` where `t_ms` is not a

@@ -2,7 +2,7 @@
 //! (issue 27's check that bucketing is good enough: ≤ 3 %). For each selected (gate, dtype, d) and each problem:
 //!
 //! 1. the cache at `--out` picks a variant exactly as the runtime does (`Tuned::pick`: the nearest bucket, timed
-//!    entries first, then the variant most equally near buckets chose), and that entry's cubin is loaded — the
+//!    entries first, then between equally near buckets the winner that loses least at them), and that entry's cubin is loaded — the
 //!    kernel timed is the one a user would run;
 //! 2. every candidate ([`decide::candidates`]) is compiled, checked against the f64 reference like in the search,
 //!    and timed at the problem with no early elimination (every candidate gets all its runs), at every strength of
