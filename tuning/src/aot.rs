@@ -341,6 +341,6 @@ pub fn print_report(r: &AotReport) {
         r.wall_s
     );
     println!(
-        "timing needs a GPU: run autotune on an H200 to time the candidates and refine this cache"
+        "timing needs a GPU: run autotune on a Hopper GPU (H100 / H200) to time the candidates and refine this cache"
     );
 }
