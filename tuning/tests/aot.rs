@@ -177,7 +177,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         );
         assert!(stdout.contains("No GPU here"), "{stdout}");
         assert!(
-            stdout.contains("timing needs a GPU: run autotune on an H200"),
+            stdout.contains("timing needs a GPU: run autotune on a Hopper GPU"),
             "{stdout}"
         );
         assert!(stdout.contains(&spec.id()), "{stdout}");
