@@ -32,7 +32,8 @@ pub const BWD_THREADS: u32 = 256;
 pub const BWD_KERNELS: [&str; 3] = ["gla_bwd_states", "gla_bwd_dstates", "gla_bwd_chunk"];
 /// The walk form's kernels, in launch order (the three segment kernels have empty grids where every sequence is
 /// one segment, `gla_bwd_gate` for per-key gates).
-pub const BWD_WALK_KERNELS: [&str; 7] = [
+pub const BWD_WALK_KERNELS: [&str; 8] = [
+    "gla_bwd_gamma",
     "gla_bwd_seg_states",
     "gla_bwd_seg_dstates",
     "gla_bwd_seg_combine",
@@ -215,13 +216,29 @@ impl BackwardSpec {
                 let pq = tokens.checked_mul(h)?.checked_mul(dk)?;
                 let rows = dk.div_ceil(WALK_TILE).checked_mul(tokens)?.checked_mul(h)?;
                 Some([
-                    pq,
+                    if self.walk_gamma() { pq.checked_mul(2)? } else { pq },
                     segments
                         .checked_mul(h)?
                         .checked_mul(dk)?
                         .checked_add(rows)?,
                 ])
             }
+        }
+    }
+
+    /// Whether `gla_bwd_gamma` computes a per-key gate's Γ once for the walks (the walk form's per-key gates): f32
+    /// `[tokens, H, d_k]` in workspace 0 after q ⊙ dq, at element [`BackwardSpec::gamma_offset`].
+    pub fn walk_gamma(&self) -> bool {
+        self.form == BackwardForm::Walks && self.gate.shape() == GateShape::PerKey
+    }
+
+    /// Where Γ starts in workspace 0 (elements; q ⊙ dq comes first), for `tokens` tokens, `h` heads and `dk`, where
+    /// [`BackwardSpec::walk_gamma`]; else None. [`BackwardArgs::gamma`] is that workspace's address plus 4 × this.
+    pub fn gamma_offset(&self, tokens: usize, h: usize, dk: usize) -> Option<usize> {
+        if self.walk_gamma() {
+            tokens.checked_mul(h)?.checked_mul(dk)
+        } else {
+            None
         }
     }
 
@@ -285,6 +302,8 @@ impl BackwardSpec {
             }
             // the threads' runs' totals [NT]
             "gla_bwd_gate" => 4 * BWD_THREADS,
+            // f32 Γ [C][WT]
+            "gla_bwd_gamma" => 4 * c * t,
             // the chunk form's tensor-core state scans' (bwd_scan_tc.cuh) in segment mode; the combine none
             "gla_bwd_seg_states" | "gla_bwd_seg_dstates" => {
                 4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8))
@@ -327,7 +346,7 @@ impl BackwardSpec {
 /// The launch grids of [`BackwardSpec::kernels`], in order, for `n_seqs` sequences of `chunks` chunks in all (every
 /// sequence's, at [`BackwardSpec::chunk`]), `h` heads and head dims `dk` × `dv`. The chunk form: the two state scans a
 /// CTA per (value tile of [`BackwardSpec::state_cols`], head, sequence), the chunk kernel a CTA per (chunk, head).
-/// The walk form (`segments` in all, [`walk_segments`]): where some sequence is several segments, their first pass a
+/// The walk form (`segments` in all, [`walk_segments`]): a per-key gate's Γ a CTA per (chunk, head, 64 key columns); where some sequence is several segments, their first pass a
 /// CTA per (64 value columns, head, segment) twice and the combine a CTA per (256 state elements, head, sequence);
 /// the dq and dk walks a CTA per (64 key columns, head, segment), the dv walk per (64 value columns, head, segment),
 /// the gate a CTA per (head, sequence) for scalar gates (none for per-key ones). An axis of 0 means nothing to
@@ -365,7 +384,13 @@ pub fn backward_grids(
             } else {
                 ((0, 0, 0), (0, 0, 0))
             };
-            vec![first, first, combine, keys, keys, values, gate]
+            // Γ once (per-key gates): a CTA per (chunk, head, 64 key columns).
+            let gamma = if spec.walk_gamma() {
+                (chunks as u32, h32, dk.div_ceil(WALK_TILE) as u32)
+            } else {
+                (0, 0, 0)
+            };
+            vec![gamma, first, first, combine, keys, keys, values, gate]
         }
     }
 }
@@ -446,7 +471,8 @@ pub struct BackwardArgs {
     pub scale: f32,
     /// Chunks a segment (walk form; 0: every sequence is one segment).
     pub seg_chunks: i32,
-    pub pad: [i32; 2],
+    /// f32 `[tokens, H, d_k]`: chunk-local Γ (`gla_bwd_gamma`), where [`BackwardSpec::walk_gamma`]; else 0.
+    pub gamma: u64,
 }
 
 /// The CUDA source of `spec`'s three kernels (self-contained, no `#include`).
@@ -583,7 +609,7 @@ mod tests {
 
     #[test]
     fn the_args_mirror_is_packed() {
-        assert_eq!(std::mem::size_of::<BackwardArgs>(), 24 * 8 + 8 * 4);
+        assert_eq!(std::mem::size_of::<BackwardArgs>(), 25 * 8 + 6 * 4);
         assert_eq!(std::mem::align_of::<BackwardArgs>(), 8);
     }
 

@@ -416,7 +416,10 @@ pub(crate) fn launch_backward_set(
         d_v: dv as i32,
         scale,
         seg_chunks: b.seg_chunks as i32,
-        pad: [0; 2],
+        // Γ after q ⊙ dq in workspace 0 (its size, checked above, includes it: workspace_elems)
+        gamma: spec
+            .gamma_offset(tokens, h, dk)
+            .map_or(0, |off| b.states.device_ptr(stream).0 + 4 * off as u64),
     };
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
         spec, dk, dv, h, n, chunks, segments,

@@ -115,7 +115,9 @@ fn emulate(
         d_v: dv as i32,
         scale: 1.0 / (dk as f32).sqrt(),
         seg_chunks: seg_chunks as i32,
-        pad: [0; 2],
+        gamma: spec
+            .gamma_offset(tokens, h, dk)
+            .map_or(0, |off| states.as_mut_ptr() as u64 + 4 * off as u64),
     };
     for (name, grid) in spec
         .kernels()

@@ -43,7 +43,7 @@ struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
     int n_seqs, h, dk, dv;
     float scale;
     int seg_chunks;            // chunks a segment (walk form; 0: a sequence is one segment)
-    int pad1, pad2;
+    float* gamma;              // walk form, per-key gates: [B*T, H, dk] chunk-local Γ (gla_bwd_gamma), else null
 };
 
 // A hint: bring the 128-byte line at p into L2 (no register, no wait).

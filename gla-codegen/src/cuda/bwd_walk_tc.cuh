@@ -362,23 +362,44 @@ __device__ __forceinline__ void key_walk_tiles(const BwdArgs& a, elem_t* DOe, el
     if (vec) cp_async_commit();
 }
 
-// The dk walk's q ⊙ dq (f32 [tokens, H, d_k], written by the dq walk) for chunk rows row0 .. row0 + l and the tile's
-// columns into QD [C][WT] (0 past row l and column d_k): 16-byte asynchronous copies where `vec` (committed here;
-// the caller's wait covers them), element loads otherwise.
-__device__ __forceinline__ void walk_qdq(float* QD, const BwdArgs& a, i64 row0, int head, int l, int d0, bool vec) {
+// Rows row0 .. row0 + l and columns [d0, d0 + N) of an f32 [tokens, H, d_k] workspace — the dk walk's q ⊙ dq (the dq
+// walk's), a per-key gate's Γ (gla_bwd_gamma's) — into X [C][N] (0 past row l and column d_k): 16-byte asynchronous
+// copies where `vec` (committed here; the caller's wait covers them), element loads otherwise.
+template <int N>
+__device__ __forceinline__ void walk_f32(float* X, const float* src, const BwdArgs& a, i64 row0, int head, int l, int d0, bool vec) {
     if (vec) {
-        for (int idx = threadIdx.x; idx < C * WT / 4; idx += NT) {
-            const int i = idx / (WT / 4), d = (idx - i * (WT / 4)) * 4;
+        for (int idx = threadIdx.x; idx < C * N / 4; idx += NT) {
+            const int i = idx / (N / 4), d = (idx - i * (N / 4)) * 4;
             const bool ok = i < l && d0 + d < a.dk;
-            cp_async16(QD + i * WT + d, ok ? a.states + ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d : a.states, ok);
+            cp_async16(X + i * N + d, ok ? src + ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d : src, ok);
         }
         cp_async_commit();
     } else {
-        for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
-            const int i = idx / WT, d = idx - i * WT;
-            QD[idx] = i < l && d0 + d < a.dk ? a.states[((row0 + i) * a.h + head) * (i64)a.dk + d0 + d] : 0.f;
+        for (int idx = threadIdx.x; idx < C * N; idx += NT) {
+            const int i = idx / N, d = idx - i * N;
+            X[idx] = i < l && d0 + d < a.dk ? src[((row0 + i) * a.h + head) * (i64)a.dk + d0 + d] : 0.f;
         }
     }
+}
+
+// After walk_f32 brought a chunk's Γ [C][N] (and the caller's wait): rows past l repeat the last valid one, as
+// gamma_cols leaves them. Ends on a barrier (it publishes the chunk's tiles too).
+template <int N>
+__device__ __forceinline__ void gamma_tail(float* G, int l) {
+    __syncthreads();
+    if (l < C) {  // (CTA-uniform)
+        for (int idx = l * N + threadIdx.x; idx < C * N; idx += NT) G[idx] = G[(l - 1) * N + idx % N];
+        __syncthreads();
+    }
+}
+
+// α_i = e^{Γ_i − Γ_i−1} (Γ_−1 = 0) from a chunk's Γ [C][N], for the exact pairs' running products: 1 past row l and
+// column d_k (Γ repeats there, or is 0), each ≤ 1. (Γ is a running f32 sum: the differences give back log α to its
+// rounding, the accuracy every factorised product of Γ differences has.) The caller barriers before they are read.
+template <int N>
+__device__ __forceinline__ void alphas_of(const float* G, float* AL) {
+    for (int idx = threadIdx.x; idx < C * N; idx += NT)
+        AL[idx] = decay_exp(fminf(G[idx] - (idx >= N ? G[idx - N] : 0.f), 0.f));
 }
 
 __device__ __forceinline__ bool walk_vec(const BwdArgs& a) {
@@ -415,6 +436,27 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_seg_combine(const __gri
     }
 }
 
+// ---- gla_bwd_gamma: a per-key gate's Γ of every chunk, once, for the three walks ----
+// A CTA per (chunk, head, 64 key columns): gamma_cols (the gate's log α, then the running sums down the columns) into
+// a.gamma [tokens, H, d_k] (f32, chunk-local, natural log; rows < l). The walks copy it with their tiles: the gate's
+// code and the column sums were a fifth of a walk step's instructions, three times over (ncu, H100).
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gamma(const __grid_constant__ BwdArgs a) {
+#if KEY_GATE == GATE_PER_KEY
+    extern __shared__ __align__(16) float sm[];
+    float* G = sm;  // [C][WT]
+    const int n = a.chunk_index[2 * blockIdx.x], c = a.chunk_index[2 * blockIdx.x + 1], head = blockIdx.y, d0 = blockIdx.z * WT;
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
+    const int i0 = c * C, l = (int)min((i64)C, len - i0);
+    gamma_cols<WT>(a, G, nullptr, bos, head, i0, l, d0);
+    for (int idx = threadIdx.x; idx < l * WT; idx += NT) {
+        const int i = idx / WT, d = idx - i * WT;
+        if (d0 + d < a.dk) a.gamma[((bos + i0 + i) * a.h + head) * (i64)a.dk + d0 + d] = G[idx];
+    }
+#else
+    (void)a;
+#endif
+}
+
 // ---- gla_bwd_walk_dq: dq, q ⊙ dq and Z (forward over a segment's chunks) ----
 extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(const __grid_constant__ BwdArgs a) {
     extern __shared__ __align__(16) float sm[];
@@ -449,7 +491,11 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         const i64 row0 = bos + i0;
         // 1. The chunk's logits (their loads first: they overlap the tiles' copies), tiles (dO, V whole; q, k the
         //    tile's columns), S_[c] as high + low elements, Γ and α.
+#if KEY_GATE == GATE_PER_KEY
+        walk_f32<WT>(G, a.gamma, a, row0, head, l, d0, vec);  // (gla_bwd_gamma's Γ)
+#else
         const ChunkLogits<WT> lg = chunk_logits<WT>(a, bos, head, i0, l, d0);
+#endif
         key_walk_tiles(a, DOe, Ve, Qe, Ke, row0, head, l, d0, vec);
         if (c + 1 < w.ce) {  // the next chunk's inputs into L2
             const i64 r1 = row0 + C;
@@ -458,11 +504,15 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
             walk_prefetch<DV>(a.v, a.dv, 0, a, r1, head, l1);
             walk_prefetch<WT>(a.q, a.dk, d0, a, r1, head, l1);
             walk_prefetch<WT>(a.k, a.dk, d0, a, r1, head, l1);
-            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<WT>(a.g, a.dk, d0, a, r1, head, l1);
+            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<WT>(a.gamma, a.dk, d0, a, r1, head, l1);
         }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
+#if KEY_GATE == GATE_PER_KEY
+        gamma_tail<WT>(G, l);  // (its barrier publishes the tiles and S_[c])
+#else
         gamma_cols<WT>(a, lg, G, AL, bos, head, i0, l, d0);  // (its barriers publish the tiles and S_[c])
+#endif
         const float* GL = G + (l - 1) * WT;
 
         // 2. Tensor cores: dA = scale · dO Vᵀ; dq⁽ⁱⁿᵗᵉʳ⁾ = scale · (dO S_[c]ᵀ) ⊙ e^{Γ} (S high + low: two products).
@@ -489,6 +539,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         } else {
             // 3. dq += Σ_{j≤i} dA_ij k_j ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the
             //    off-diagonal block's operands dA and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
+            alphas_of<WT>(G, AL);
+            __syncthreads();
             pairs_down([&](int j, int d) { return to_f32(Ke[j * LDT + d]); }, AL, DA, DQ, l);
             split_dA<HB, HB>(DA + HB * C, Dh, Dl, LDH);
             decayed_operand<WT, true>(Ke, LDT, G, HB - 1, 0, HB, Xh, Xl, LDT, 1.f);
@@ -584,8 +636,11 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         const i64 row0 = bos + i0;
         // 1. Tiles and q ⊙ dq (read in step 5: a load there would wait on L2 once an element), dS_[c+1] as high + low
         //    elements, Γ and α.
+#if KEY_GATE == GATE_PER_KEY
+        walk_f32<WT>(G, a.gamma, a, row0, head, l, d0, vec);  // (gla_bwd_gamma's Γ)
+#endif
         key_walk_tiles(a, DOe, Ve, Qe, Ke, row0, head, l, d0, vec);
-        walk_qdq(QD, a, row0, head, l, d0, vec && ((unsigned long long)a.states & 15) == 0);
+        walk_f32<WT>(QD, a.states, a, row0, head, l, d0, vec && ((unsigned long long)a.states & 15) == 0);
         if (c > w.cb) {  // the next chunk's (c − 1, a whole one) inputs into L2
             const i64 r1 = row0 - C;
             walk_prefetch<DV>(a.d_o, a.dv, 0, a, r1, head, C);
@@ -593,11 +648,18 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             walk_prefetch<WT>(a.q, a.dk, d0, a, r1, head, C);
             walk_prefetch<WT>(a.k, a.dk, d0, a, r1, head, C);
             walk_prefetch<WT>(a.states, a.dk, d0, a, r1, head, C);
-            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<WT>(a.g, a.dk, d0, a, r1, head, C);
+            if (KEY_GATE == GATE_PER_KEY) {
+                walk_prefetch<WT>(a.gamma, a.dk, d0, a, r1, head, C);
+                walk_prefetch<WT>(a.g, a.dk, d0, a, r1, head, C);
+            }
         }
         publish_split<1, KS_NI>(S, sm0, sn0, Sh, Sl, LDV);
         if (vec) cp_async_wait<0>();
+#if KEY_GATE == GATE_PER_KEY
+        gamma_tail<WT>(G, l);
+#else
         gamma_cols<WT>(a, G, AL, bos, head, i0, l, d0);  // (logits loaded here: early, they spilled 4–24 B)
+#endif
         const float *GL = G + (l - 1) * WT, *G0 = G;
 
         // 2. Tensor cores: dA = scale · dO Vᵀ; dk⁽ⁱⁿᵗᵉʳ⁾ = (V dS_[c+1]ᵀ) ⊙ e^{Γ_L − Γ}.
@@ -625,6 +687,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         } else {
             // 3. dk += Σ_{i≥j} dA_ij q_i ⊙ e^{Γ_i − Γ_j} inside the diagonal blocks (exact, CUDA cores); the
             //    off-diagonal block's operands dA and Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) as high + low elements.
+            alphas_of<WT>(G, AL);
+            __syncthreads();
             pairs_up([&](int i, int d) { return to_f32(Qe[i * LDT + d]); }, AL, DA, DKs, l);
             split_dA<HB, HB>(DA + HB * C, Dh, Dl, LDH);
             decayed_operand<WT, false>(Qe, LDT, G, HB - 1, HB, HB, Xh, Xl, LDT, 1.f);
@@ -764,7 +828,11 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         const int i0 = c * C, l = (int)min((i64)C, len - i0);
         const i64 row0 = bos + i0;
         // 1. Logits (loaded first: they overlap the copies), tiles (q, k whole; dO the tile's columns), Γ and α.
+#if KEY_GATE == GATE_PER_KEY
+        walk_f32<DK>(G, a.gamma, a, row0, head, l, 0, vec);  // (gla_bwd_gamma's Γ)
+#else
         const ChunkLogits<DK> lg = chunk_logits<DK>(a, bos, head, i0, l, 0);
+#endif
         walk_tile<DK>(Qe, LDK, a.q, a.dk, 0, a, row0, head, l, vec);
         walk_tile<DK>(Ke, LDK, a.k, a.dk, 0, a, row0, head, l, vec);
         walk_tile<WT>(DOe, LDT, a.d_o, a.dv, e0, a, row0, head, l, vec);
@@ -774,10 +842,14 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             walk_prefetch<DK>(a.q, a.dk, 0, a, r1, head, C);
             walk_prefetch<DK>(a.k, a.dk, 0, a, r1, head, C);
             walk_prefetch<WT>(a.d_o, a.dv, e0, a, r1, head, C);
-            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<DK>(a.g, a.dk, 0, a, r1, head, C);
+            if (KEY_GATE == GATE_PER_KEY) walk_prefetch<DK>(a.gamma, a.dk, 0, a, r1, head, C);
         }
         if (vec) cp_async_wait<0>();
+#if KEY_GATE == GATE_PER_KEY
+        gamma_tail<DK>(G, l);
+#else
         gamma_cols<DK>(a, lg, G, AL, bos, head, i0, l, 0);
+#endif
         const float *GL = G + (l - 1) * DK, *G0 = G;
 
         if (chunk_factorised<DK>(G, l)) {
@@ -810,6 +882,10 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
         } else {
         // 2. The exact scores scale · A of the diagonal blocks (CUDA cores); the off-diagonal block's operands
         //    Q̃ = Q ⊙ e^{Γ − Γ_HB−1} (rows ≥ HB) and K̃ = K ⊙ e^{Γ_HB−1 − Γ} (rows < HB) as high + low elements.
+#if KEY_GATE == GATE_PER_KEY
+        alphas_of<DK>(G, AL);
+        __syncthreads();
+#endif
         pair_scores(Qe, Ke, AL, Ah, Al, a.scale, l);
         decayed_operand<DK, false>(Qe, LDK, G, HB - 1, HB, HB, Xqh, Xql, LDK, 1.f);
         decayed_operand<DK, true>(Ke, LDK, G, HB - 1, 0, HB, Xkh, Xkl, LDK, 1.f);
