@@ -302,8 +302,8 @@ impl BackwardSpec {
             }
             // the threads' runs' totals [NT]
             "gla_bwd_gate" => 4 * BWD_THREADS,
-            // f32 Γ [C][WT]
-            "gla_bwd_gamma" => 4 * c * t,
+            // none (a thread a column of a chunk, in registers)
+            "gla_bwd_gamma" => 0,
             // the chunk form's tensor-core state scans' (bwd_scan_tc.cuh) in segment mode; the combine none
             "gla_bwd_seg_states" | "gla_bwd_seg_dstates" => {
                 4 * c * dk + 2 * (2 * c * (dk + 8) + c * (bv + 8))
@@ -346,7 +346,7 @@ impl BackwardSpec {
 /// The launch grids of [`BackwardSpec::kernels`], in order, for `n_seqs` sequences of `chunks` chunks in all (every
 /// sequence's, at [`BackwardSpec::chunk`]), `h` heads and head dims `dk` × `dv`. The chunk form: the two state scans a
 /// CTA per (value tile of [`BackwardSpec::state_cols`], head, sequence), the chunk kernel a CTA per (chunk, head).
-/// The walk form (`segments` in all, [`walk_segments`]): a per-key gate's Γ a CTA per (chunk, head, 64 key columns); where some sequence is several segments, their first pass a
+/// The walk form (`segments` in all, [`walk_segments`]): a per-key gate's Γ a thread per (chunk, key column); where some sequence is several segments, their first pass a
 /// CTA per (64 value columns, head, segment) twice and the combine a CTA per (256 state elements, head, sequence);
 /// the dq and dk walks a CTA per (64 key columns, head, segment), the dv walk per (64 value columns, head, segment),
 /// the gate a CTA per (head, sequence) for scalar gates (none for per-key ones). An axis of 0 means nothing to
@@ -384,9 +384,14 @@ pub fn backward_grids(
             } else {
                 ((0, 0, 0), (0, 0, 0))
             };
-            // Γ once (per-key gates): a CTA per (chunk, head, 64 key columns).
+            // Γ once (per-key gates): a thread per (chunk, key column), a CTA per (BWD_THREADS / 64 chunks, head,
+            // 64 key columns).
             let gamma = if spec.walk_gamma() {
-                (chunks as u32, h32, dk.div_ceil(WALK_TILE) as u32)
+                (
+                    chunks.div_ceil(BWD_THREADS as usize / WALK_TILE) as u32,
+                    h32,
+                    dk.div_ceil(WALK_TILE) as u32,
+                )
             } else {
                 (0, 0, 0)
             };

@@ -31,23 +31,38 @@ constexpr int KS_NI = DV / 16;
 constexpr int VS_RT = DK / 16, VS_MI = VS_RT >= 8 ? VS_RT / 8 : 1, VS_WPG = VS_RT >= 8 ? 1 : 8 / VS_RT, VS_NI = 8 / VS_WPG;
 constexpr int WALK_CTAS_K = DV <= 128 ? 2 : 1, WALK_CTAS_V = DK <= 128 ? 2 : 1;  // CTAs an SM (shared memory)
 
+// Chunk rows of a [tokens, H, w] tensor from row0 on, columns from c0: the address of (row0, c0) once a chunk (one
+// 64-bit product), then each element's row i and column d as a 32-bit offset i · H · w + d (i < C, so it cannot
+// overflow for any H ≤ 65535, w ≤ 512) — the copies' address arithmetic was most of a walk step's instructions.
+template <class T>
+struct WalkRows {
+    const T* base;  // (row0, c0)
+    int rs;         // elements between rows: H · w
+    __device__ __forceinline__ WalkRows(const T* src, int w, int c0, const BwdArgs& a, i64 row0, int head)
+        : base(src + (row0 * a.h + head) * (i64)w + c0), rs(a.h * w) {}
+    __device__ __forceinline__ const T* at(int i, int d) const { return base + (i * rs + d); }
+};
+
 // Columns [c0, c0 + N) of chunk rows row0 .. row0 + l of a [tokens, H, w] input as an element tile X [C][ld]: zero past
 // row l and column w; 16-byte asynchronous copies where `vec` (w % 8 = 0, 16-byte aligned; the caller commits and
-// waits), element loads otherwise.
+// waits), element loads otherwise. (A thread's copies are a fixed, unrolled count: no loop to run per chunk.)
 template <int N>
 __device__ __forceinline__ void walk_tile(elem_t* X, int ld, const elem_t* src, int w, int c0, const BwdArgs& a, i64 row0,
                                           int head, int l, bool vec) {
+    const WalkRows<elem_t> rows(src, w, c0, a, row0, head);
     if (vec) {
-        for (int idx = threadIdx.x; idx < C * N / 8; idx += NT) {
-            const int i = idx / (N / 8), d = (idx - i * (N / 8)) * 8;
-            const bool ok = i < l && c0 + d < w;
-            cp_async16(X + i * ld + d, ok ? src + ((row0 + i) * a.h + head) * (i64)w + c0 + d : src, ok);
+        constexpr int CP = C * N / 8;
+#pragma unroll
+        for (int u = 0; u < (CP + NT - 1) / NT; ++u) {
+            const int idx = threadIdx.x + u * NT, i = idx / (N / 8), d = (idx % (N / 8)) * 8;
+            const bool ok = (CP % NT == 0 || idx < CP) && i < l && c0 + d < w;
+            if (CP % NT == 0 || idx < CP) cp_async16(X + i * ld + d, ok ? rows.at(i, d) : src, ok);
         }
     } else {
         for (int idx = threadIdx.x; idx < C * N; idx += NT) {
             const int i = idx / N, d = idx - i * N;
             const bool ok = i < l && c0 + d < w;
-            X[i * ld + d] = ok ? src[((row0 + i) * a.h + head) * (i64)w + c0 + d] : to_elem(0.f);
+            X[i * ld + d] = ok ? *rows.at(i, d) : to_elem(0.f);
         }
     }
 }
@@ -57,9 +72,11 @@ __device__ __forceinline__ void walk_tile(elem_t* X, int ld, const elem_t* src, 
 template <int N, class T>
 __device__ __forceinline__ void walk_prefetch(const T* src, int w, int c0, const BwdArgs& a, i64 row0, int head, int l) {
     constexpr int LINE = 128 / (int)sizeof(T), PER_ROW = (N + LINE - 1) / LINE;  // elements a line, lines a row
-    for (int idx = threadIdx.x; idx < l * PER_ROW; idx += NT) {
-        const int i = idx / PER_ROW, d = (idx - i * PER_ROW) * LINE;
-        if (c0 + d < w) prefetch_l2(src + ((row0 + i) * a.h + head) * (i64)w + c0 + d);
+    const WalkRows<T> rows(src, w, c0, a, row0, head);
+#pragma unroll
+    for (int u = 0; u < (C * PER_ROW + NT - 1) / NT; ++u) {
+        const int idx = threadIdx.x + u * NT, i = idx / PER_ROW, d = (idx % PER_ROW) * LINE;
+        if (i < l && c0 + d < w) prefetch_l2(rows.at(i, d));
     }
 }
 
@@ -367,17 +384,20 @@ __device__ __forceinline__ void key_walk_tiles(const BwdArgs& a, elem_t* DOe, el
 // copies where `vec` (committed here; the caller's wait covers them), element loads otherwise.
 template <int N>
 __device__ __forceinline__ void walk_f32(float* X, const float* src, const BwdArgs& a, i64 row0, int head, int l, int d0, bool vec) {
+    const WalkRows<float> rows(src, a.dk, d0, a, row0, head);
     if (vec) {
-        for (int idx = threadIdx.x; idx < C * N / 4; idx += NT) {
-            const int i = idx / (N / 4), d = (idx - i * (N / 4)) * 4;
-            const bool ok = i < l && d0 + d < a.dk;
-            cp_async16(X + i * N + d, ok ? src + ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d : src, ok);
+        constexpr int CP = C * N / 4;
+#pragma unroll
+        for (int u = 0; u < (CP + NT - 1) / NT; ++u) {
+            const int idx = threadIdx.x + u * NT, i = idx / (N / 4), d = (idx % (N / 4)) * 4;
+            const bool ok = (CP % NT == 0 || idx < CP) && i < l && d0 + d < a.dk;
+            if (CP % NT == 0 || idx < CP) cp_async16(X + i * N + d, ok ? rows.at(i, d) : src, ok);
         }
         cp_async_commit();
     } else {
         for (int idx = threadIdx.x; idx < C * N; idx += NT) {
             const int i = idx / N, d = idx - i * N;
-            X[idx] = i < l && d0 + d < a.dk ? src[((row0 + i) * a.h + head) * (i64)a.dk + d0 + d] : 0.f;
+            X[idx] = i < l && d0 + d < a.dk ? *rows.at(i, d) : 0.f;
         }
     }
 }
@@ -437,20 +457,26 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_seg_combine(const __gri
 }
 
 // ---- gla_bwd_gamma: a per-key gate's Γ of every chunk, once, for the three walks ----
-// A CTA per (chunk, head, 64 key columns): gamma_cols (the gate's log α, then the running sums down the columns) into
-// a.gamma [tokens, H, d_k] (f32, chunk-local, natural log; rows < l). The walks copy it with their tiles: the gate's
+// A thread a (chunk, key column), NT / WT chunks a CTA: Γ_i = Σ_{m ≤ i} log α_m down the column (the gate's code on
+// each logit, a running f32 sum) into a.gamma [tokens, H, d_k] (chunk-local, natural log; rows < l). No shared
+// memory, no barrier: the loads of a row are one coalesced line a warp. The walks copy Γ with their tiles: the gate's
 // code and the column sums were a fifth of a walk step's instructions, three times over (ncu, H100).
 extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gamma(const __grid_constant__ BwdArgs a) {
 #if KEY_GATE == GATE_PER_KEY
-    extern __shared__ __align__(16) float sm[];
-    float* G = sm;  // [C][WT]
-    const int n = a.chunk_index[2 * blockIdx.x], c = a.chunk_index[2 * blockIdx.x + 1], head = blockIdx.y, d0 = blockIdx.z * WT;
+    constexpr int CPB = NT / WT;  // chunks a CTA
+    const i64 chunk = (i64)blockIdx.x * CPB + threadIdx.x / WT;
+    const int d = blockIdx.z * WT + threadIdx.x % WT, head = blockIdx.y;
+    if (chunk >= a.chunk_offsets[a.n_seqs] || d >= a.dk) return;
+    const int n = a.chunk_index[2 * chunk], c = a.chunk_index[2 * chunk + 1];
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
-    const int i0 = c * C, l = (int)min((i64)C, len - i0);
-    gamma_cols<WT>(a, G, nullptr, bos, head, i0, l, d0);
-    for (int idx = threadIdx.x; idx < l * WT; idx += NT) {
-        const int i = idx / WT, d = idx - i * WT;
-        if (d0 + d < a.dk) a.gamma[((bos + i0 + i) * a.h + head) * (i64)a.dk + d0 + d] = G[idx];
+    const int l = (int)min((i64)C, len - (i64)c * C);
+    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
+    const i64 o = ((bos + (i64)c * C) * a.h + head) * (i64)a.dk + d, rs = (i64)a.h * a.dk;
+    float acc = 0.f;
+#pragma unroll 4
+    for (int i = 0; i < l; ++i) {
+        acc += gate_log_alpha(to_f32(a.g[o + i * rs]), p);
+        a.gamma[o + i * rs] = acc;
     }
 #else
     (void)a;
@@ -563,10 +589,13 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dq(co
         __syncthreads();
 
         // 5. The outputs dq and q ⊙ dq (f32, for the gate); S_[c+1] = diag(e^{Γ_L}) S_[c] + K̂ᵀ V (K̂ high + low).
-        for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
-            const int i = idx / WT, d = idx - i * WT;
+        const i64 ob = (row0 * a.h + head) * (i64)a.dk + d0;  // (row0, d0) of the [tokens, H, d_k] outputs
+        const int rs = a.h * a.dk;
+#pragma unroll
+        for (int u = 0; u < C * WT / NT; ++u) {
+            const int idx = threadIdx.x + u * NT, i = idx / WT, d = idx % WT;
             if (i < l && d0 + d < a.dk) {
-                const i64 off = ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d;
+                const i64 off = ob + (i * rs + d);
                 const float dq = DQ[idx];
                 a.dq_out[off] = to_elem(dq);
                 a.states[off] = to_f32(Qe[i * LDT + d]) * dq;
@@ -712,11 +741,14 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
 
         // 5. The output dk and P = q ⊙ dq − k ⊙ dk; dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO)
         //    (Q̂ high + low: two products).
-        for (int idx = threadIdx.x; idx < C * WT; idx += NT) {
-            const int i = idx / WT, d = idx - i * WT;
+        const i64 ob = (row0 * a.h + head) * (i64)a.dk + d0;  // (row0, d0) of the [tokens, H, d_k] tensors
+        const int rs = a.h * a.dk;
+#pragma unroll 1
+        for (int u = 0; u < C * WT / NT; ++u) {
+            const int idx = threadIdx.x + u * NT, i = idx / WT, d = idx % WT;
             float pv = 0.f;
             if (i < l && d0 + d < a.dk) {
-                const i64 off = ((row0 + i) * a.h + head) * (i64)a.dk + d0 + d;
+                const i64 off = ob + (i * rs + d);
                 const float dk = DKs[idx];
                 a.dk_out[off] = to_elem(dk);
                 pv = QD[idx] - to_f32(Ke[i * LDT + d]) * dk;
@@ -745,12 +777,14 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             for (int g2 = grp + 1; g2 < 4; ++g2) later += TS[g2 * WT + d];
             for (int i = 8 * grp; i < 8 * grp + 8; ++i) DKs[i * WT + d] += later;
             // The logits of the chunk into G (Γ and α are spent): all of a thread's at once, then the derivative.
+            const i64 gb = (row0 * a.h + head) * (i64)a.dk + d0;  // (row0, d0) of the logits and their gradient
+            const int grs = a.h * a.dk;
             constexpr int PER = C * WT / NT;
             elem_t xs[PER];
 #pragma unroll
             for (int u = 0; u < PER; ++u) {
                 const int idx = threadIdx.x + u * NT, i = idx / WT, dd = idx - i * WT;
-                xs[u] = i < l && d0 + dd < a.dk ? a.g[((row0 + i) * a.h + head) * (i64)a.dk + d0 + dd] : to_elem(0.f);
+                xs[u] = i < l && d0 + dd < a.dk ? a.g[gb + (i * grs + dd)] : to_elem(0.f);
             }
             __syncthreads();  // (ZR read by every group; G's last reads done)
             if (grp == 0) ZR[d] += TS[d] + TS[WT + d] + TS[2 * WT + d] + TS[3 * WT + d];
@@ -761,7 +795,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
                 const int i = idx / WT, dd = idx - i * WT;
                 if (i < l && d0 + dd < a.dk) {
                     const float r2 = DKs[idx], x = G[idx];
-                    a.dg[((row0 + i) * a.h + head) * (i64)a.dk + d0 + dd] = to_elem(r2 * gate_dx(x, p));
+                    a.dg[gb + (i * grs + dd)] = to_elem(r2 * gate_dx(x, p));
                     if (NPARAM > 0) {
                         gate_dp(x, p, t);
                         for (int k = 0; k < NPARAM; ++k) dp[k] = fmaf(r2, t[k], dp[k]);
@@ -929,8 +963,10 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
             warp_mma<1, 2, false, true, DK>(acc, Ke, LDK, r0, Sl, LDT, c0, DK);
             warp_mma<1, 2, true, true, C>(acc, Ah, LDA, r0, DOe, LDT, c0, C);
             warp_mma<1, 2, true, true, C>(acc, Al, LDA, r0, DOe, LDT, c0, C);
+            const i64 ob = (row0 * a.h + head) * (i64)a.dv + e0;  // (row0, e0) of dv
+            const int rs = a.h * a.dv;
             for_acc<1, 2>(acc, r0, c0, [&](int j, int e, float x) {
-                if (j < l && e0 + e < a.dv) a.dv_out[((row0 + j) * a.h + head) * (i64)a.dv + e0 + e] = to_elem(x);
+                if (j < l && e0 + e < a.dv) a.dv_out[ob + (j * rs + e)] = to_elem(x);
             });
         }
 
