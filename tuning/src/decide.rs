@@ -6,7 +6,8 @@ use gla_codegen::{all_variants, BackwardForm, BackwardSpec, KernelSpec};
 use gla_core::{DType, Gate, GateShape};
 use gla_runtime::cache::Bucket;
 
-/// Warm-up calls before a candidate's first timed run (its first launch also loads the module).
+/// Warm-up calls before a candidate's first timed run (its first launch also loads the module), unless that first
+/// launch takes [`LONG_RUN_MS`] or more: then it is the probe itself (`search::screen_then_time`).
 pub const WARMUPS: usize = 1;
 /// The screening: every candidate gets runs worth about this much GPU time at each strength (its first run says how
 /// long one takes), at least [`SCREEN_RUNS`]`.0` and at most `.1` of them.
@@ -18,9 +19,10 @@ pub const SCREEN_RUNS: (usize, usize) = (2, 5);
 pub const FINAL_BUDGET_MS: f64 = 30.0;
 pub const FINAL_RUNS: (usize, usize) = (3, 20);
 /// A candidate whose first run takes at least this long is timed with fewer runs: its first run alone screens it
-/// ([`SCREEN_RUNS_LONG`]; the 1.3× drop is far over such a run's spread) and 2 final runs follow ([`FINAL_RUNS_LONG`]):
-/// 4 launches with the warm-up instead of 7. By the H100 run of the default grid (each finalist's time kept in the
-/// cache), that is 105 → 71 s of its kernels' GPU time.
+/// ([`SCREEN_RUNS_LONG`]; the 1.3× drop is far over such a run's spread) and 2 final runs follow ([`FINAL_RUNS_LONG`]),
+/// and that first run is its first launch (no warm-up): 3 launches instead of 7. By the H100 run of the default grid
+/// (each finalist's time kept in the cache), 4 launches made it 105 → 71 s of its kernels' GPU time; measured on an
+/// H100 with 4, the whole grid took 142.5 s wall (130.5 s of timing).
 pub const LONG_RUN_MS: f64 = 5.0;
 pub const SCREEN_RUNS_LONG: (usize, usize) = (1, 5);
 pub const FINAL_RUNS_LONG: (usize, usize) = (2, 20);

@@ -345,8 +345,9 @@ pub(crate) fn check(
     Ok(passed)
 }
 
-/// Step 3's schedule over candidates with `samples` / `failed` state each: a probe run each (after
-/// [`decide::WARMUPS`] warm-ups) says how long one run takes, then more screening runs up to
+/// Step 3's schedule over candidates with `samples` / `failed` state each: a probe run each says how long one run
+/// takes — each candidate's first launch, cold, is its probe where it takes [`decide::LONG_RUN_MS`] or more, else it
+/// was the warm-up ([`decide::WARMUPS`]) and a second launch is the probe — then more screening runs up to
 /// [`decide::SCREEN_BUDGET_MS`] of GPU time ([`decide::screen_runs`]: none more for a run of
 /// [`decide::LONG_RUN_MS`] or longer); the survivors ([`decide::survivors`] within `ratio` × the best,
 /// [`decide::DROP_RATIO`] in a search, ∞ for an exhaustive one; `default` always) get runs worth
@@ -354,7 +355,7 @@ pub(crate) fn check(
 /// other candidates ran in between);
 /// `measure(i, warmups, runs, samples, failed)` adds runs, `score(samples, failed)` is a candidate's score (∞ when
 /// it failed). Returns the final scores (∞ for the dropped).
-pub(crate) fn screen_then_time<S>(
+pub(crate) fn screen_then_time<S: Clone>(
     samples: &mut [S],
     failed: &mut [bool],
     default: Option<usize>,
@@ -364,7 +365,15 @@ pub(crate) fn screen_then_time<S>(
 ) -> Res<Vec<f64>> {
     let n = samples.len();
     for i in 0..n {
-        measure(i, decide::WARMUPS, 1, &mut samples[i], &mut failed[i])?;
+        // (A cold start — lazy module load, cold caches — is far below the spread of a long run, and the final median
+        // is of warm runs; a short run's would be off by more than its spread.)
+        let mut first = samples[i].clone();
+        measure(i, 0, 1, &mut first, &mut failed[i])?;
+        if failed[i] || score(&first, false) >= decide::LONG_RUN_MS {
+            samples[i] = first;
+        } else {
+            measure(i, 0, 1, &mut samples[i], &mut failed[i])?;
+        }
     }
     let probe: Vec<f64> = (0..n).map(|i| score(&samples[i], failed[i])).collect();
     for i in 0..n {
@@ -899,16 +908,17 @@ mod tests {
     use super::*;
 
     /// The schedule with made-up per-run times (no GPU): candidate i's runs all take `t[i]` ms (∞ = its launch
-    /// fails). Returns the scores and how many (warm-ups, timed runs) each candidate got.
+    /// fails). Returns the scores and how many launches each candidate got: (warm-ups and discarded runs, runs its
+    /// score is of).
     fn schedule(t: &[f64], default: Option<usize>, ratio: f64) -> (Vec<f64>, Vec<(usize, usize)>) {
         let n = t.len();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut failed = vec![false; n];
         let mut runs = vec![(0usize, 0usize); n];
+        let mut launches = vec![0usize; n];
         let mut measure =
             |i: usize, w: usize, r: usize, s: &mut Vec<f64>, f: &mut bool| -> Res<()> {
-                runs[i].0 += w;
-                runs[i].1 += r;
+                launches[i] += w + r;
                 if t[i].is_finite() {
                     s.extend(std::iter::repeat_n(t[i], r));
                 } else {
@@ -926,6 +936,9 @@ mod tests {
             score,
         )
         .unwrap();
+        let runs = (0..n)
+            .map(|i| (launches[i] - samples[i].len(), samples[i].len()))
+            .collect();
         (scores, runs)
     }
 
@@ -937,12 +950,16 @@ mod tests {
         // A 2 ms kernel: 4 screening runs, then 15 final ones.
         let (s, r) = schedule(&[2.0], None, decide::DROP_RATIO);
         assert_eq!((s[0], r[0]), (2.0, (1, 19)));
-        // A 10 ms kernel (long): its first run screens it, 3 final ones, no warm-up before them.
+        // A 10 ms kernel (long): its first, cold launch is its probe and screens it, 3 final ones, no warm-up.
         let (s, r) = schedule(&[10.0], None, decide::DROP_RATIO);
-        assert_eq!((s[0], r[0]), (10.0, (1, 4)));
-        // A 150 ms kernel: 1 + 2 runs.
+        assert_eq!((s[0], r[0]), (10.0, (0, 4)));
+        // A 150 ms kernel: 1 + 2 launches in all.
         let (s, r) = schedule(&[150.0], None, decide::DROP_RATIO);
-        assert_eq!((s[0], r[0]), (150.0, (1, 3)));
+        assert_eq!((s[0], r[0]), (150.0, (0, 3)));
+        // Just under the long-run bound: a warm-up, then the probe.
+        let just = decide::LONG_RUN_MS * 0.99;
+        let (_, r) = schedule(&[just], None, decide::DROP_RATIO);
+        assert_eq!(r[0].0, 1 + usize::from(just < 1.0));
     }
 
     #[test]
