@@ -914,7 +914,6 @@ mod tests {
         let n = t.len();
         let mut samples: Vec<Vec<f64>> = vec![Vec::new(); n];
         let mut failed = vec![false; n];
-        let mut runs = vec![(0usize, 0usize); n];
         let mut launches = vec![0usize; n];
         let mut measure =
             |i: usize, w: usize, r: usize, s: &mut Vec<f64>, f: &mut bool| -> Res<()> {
