@@ -729,14 +729,17 @@ mod tests {
             .with_form(BackwardForm::Walks)
             .unwrap();
         let none = (0, 0, 0);
+        // A per-key gate's Γ first: a thread per (chunk, key column), 4 chunks a CTA (9 chunks → 3 CTAs a head and
+        // 64 key columns).
         assert_eq!(
             backward_grids(&key, 100, 130, 3, 2, 9, 2),
-            vec![none, none, none, (2, 3, 2), (2, 3, 2), (3, 3, 2), none]
+            vec![(3, 3, 2), none, none, none, (2, 3, 2), (2, 3, 2), (3, 3, 2), none]
         );
         // Five segments for two sequences: the first pass and the combine run; the walks a CTA per segment.
         assert_eq!(
             backward_grids(&key, 100, 130, 3, 2, 9, 5),
             vec![
+                (3, 3, 2),
                 (3, 3, 5),
                 (3, 3, 5),
                 (51, 3, 2),
@@ -746,10 +749,12 @@ mod tests {
                 none
             ]
         );
+        // Workspace 0: q ⊙ dq, then Γ (a per-key gate's); workspace 1: Z, then a scalar gate's row sums.
         assert_eq!(
             key.workspace_elems(50, 2, 9, 5, 3, 100, 130),
-            Some([50 * 3 * 100, 5 * 3 * 100 + 2 * 50 * 3])
+            Some([2 * 50 * 3 * 100, 5 * 3 * 100 + 2 * 50 * 3])
         );
+        assert_eq!(key.gamma_offset(50, 3, 100), Some(50 * 3 * 100));
         assert_eq!(key.segment_elems(2, 2, 3, 100, 130), Some([0; 3]));
         assert_eq!(
             key.segment_elems(2, 5, 3, 100, 130),
@@ -759,7 +764,13 @@ mod tests {
             gate: &PER_HEAD,
             ..key
         };
-        assert_eq!(backward_grids(&head, 100, 130, 3, 2, 9, 2)[6], (3, 2, 1));
+        let hg = backward_grids(&head, 100, 130, 3, 2, 9, 2);
+        assert_eq!((hg[0], hg[7]), (none, (3, 2, 1)), "no Γ pass for a scalar gate; its gate kernel");
+        assert_eq!(head.gamma_offset(50, 3, 100), None);
+        assert_eq!(
+            head.workspace_elems(50, 2, 9, 5, 3, 100, 130).unwrap()[0],
+            50 * 3 * 100
+        );
         let chunks = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 100, 130).unwrap();
         assert_eq!(
             chunks.workspace_elems(50, 2, 9, 2, 3, 100, 130),
