@@ -346,7 +346,7 @@ impl BackwardSpec {
 /// The launch grids of [`BackwardSpec::kernels`], in order, for `n_seqs` sequences of `chunks` chunks in all (every
 /// sequence's, at [`BackwardSpec::chunk`]), `h` heads and head dims `dk` × `dv`. The chunk form: the two state scans a
 /// CTA per (value tile of [`BackwardSpec::state_cols`], head, sequence), the chunk kernel a CTA per (chunk, head).
-/// The walk form (`segments` in all, [`walk_segments`]): a per-key gate's Γ a thread per (chunk, two key columns); where some sequence is several segments, their first pass a
+/// The walk form (`segments` in all, [`walk_segments`]): a per-key gate's Γ a thread per (chunk, key column); where some sequence is several segments, their first pass a
 /// CTA per (64 value columns, head, segment) twice and the combine a CTA per (256 state elements, head, sequence);
 /// the dq and dk walks a CTA per (64 key columns, head, segment), the dv walk per (64 value columns, head, segment),
 /// the gate a CTA per (head, sequence) for scalar gates (none for per-key ones). An axis of 0 means nothing to
@@ -384,11 +384,11 @@ pub fn backward_grids(
             } else {
                 ((0, 0, 0), (0, 0, 0))
             };
-            // Γ once (per-key gates): a thread per (chunk, two key columns), a CTA per (BWD_THREADS / 32 chunks,
-            // head, 64 key columns).
+            // Γ once (per-key gates): a thread per (chunk, key column), a CTA per (BWD_THREADS / 64 chunks, head,
+            // 64 key columns).
             let gamma = if spec.walk_gamma() {
                 (
-                    chunks.div_ceil(2 * BWD_THREADS as usize / WALK_TILE) as u32,
+                    chunks.div_ceil(BWD_THREADS as usize / WALK_TILE) as u32,
                     h32,
                     dk.div_ceil(WALK_TILE) as u32,
                 )
@@ -729,17 +729,17 @@ mod tests {
             .with_form(BackwardForm::Walks)
             .unwrap();
         let none = (0, 0, 0);
-        // A per-key gate's Γ first: a thread per (chunk, two key columns), 8 chunks a CTA (9 chunks → 2 CTAs a head
-        // and 64 key columns).
+        // A per-key gate's Γ first: a thread per (chunk, key column), 4 chunks a CTA (9 chunks → 3 CTAs a head and
+        // 64 key columns).
         assert_eq!(
             backward_grids(&key, 100, 130, 3, 2, 9, 2),
-            vec![(2, 3, 2), none, none, none, (2, 3, 2), (2, 3, 2), (3, 3, 2), none]
+            vec![(3, 3, 2), none, none, none, (2, 3, 2), (2, 3, 2), (3, 3, 2), none]
         );
         // Five segments for two sequences: the first pass and the combine run; the walks a CTA per segment.
         assert_eq!(
             backward_grids(&key, 100, 130, 3, 2, 9, 5),
             vec![
-                (2, 3, 2),
+                (3, 3, 2),
                 (3, 3, 5),
                 (3, 3, 5),
                 (51, 3, 2),

@@ -211,7 +211,7 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             (256, 64),
             &all[1..2],
         ),
-        // an odd d_k: the walks' element copies and gla_bwd_gamma's one-column-at-a-time path
+        // an odd d_k: the walks' element copies
         (Dims::new(1, 45, 1, 61, 24), None, 0.0, (64, 64), &all[1..2]),
     ];
     // Every case in the chunk form, and in the walk form where it has kernels — each sequence walked whole, and

@@ -457,41 +457,26 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_seg_combine(const __gri
 }
 
 // ---- gla_bwd_gamma: a per-key gate's Γ of every chunk, once, for the three walks ----
-// A thread two adjacent key columns of a chunk, NT / (WT / 2) chunks a CTA: Γ_i = Σ_{m ≤ i} log α_m down each column
-// (the gate's code on each logit, a running f32 sum) into a.gamma [tokens, H, d_k] (chunk-local, natural log; rows
-// < l). No shared memory, no barrier: a warp's loads of a row are one 128-byte line (a logit pair a thread, where d_k
-// is even). The walks copy Γ with their tiles: the gate's code and the column sums were a fifth of a walk step's
-// instructions, three times over (ncu, H100).
+// A thread a (chunk, key column), NT / WT chunks a CTA: Γ_i = Σ_{m ≤ i} log α_m down the column (the gate's code on
+// each logit, a running f32 sum) into a.gamma [tokens, H, d_k] (chunk-local, natural log; rows < l). No shared
+// memory, no barrier: the loads of a row are one coalesced line a warp. The walks copy Γ with their tiles: the gate's
+// code and the column sums were a fifth of a walk step's instructions, three times over (ncu, H100).
 extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gamma(const __grid_constant__ BwdArgs a) {
 #if KEY_GATE == GATE_PER_KEY
-    constexpr int CPB = NT / (WT / 2);  // chunks a CTA
-    const i64 chunk = (i64)blockIdx.x * CPB + threadIdx.x / (WT / 2);
-    const int d = blockIdx.z * WT + 2 * (threadIdx.x % (WT / 2)), head = blockIdx.y;
+    constexpr int CPB = NT / WT;  // chunks a CTA
+    const i64 chunk = (i64)blockIdx.x * CPB + threadIdx.x / WT;
+    const int d = blockIdx.z * WT + threadIdx.x % WT, head = blockIdx.y;
     if (chunk >= a.chunk_offsets[a.n_seqs] || d >= a.dk) return;
     const int n = a.chunk_index[2 * chunk], c = a.chunk_index[2 * chunk + 1];
     const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
     const int l = (int)min((i64)C, len - (i64)c * C);
     const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
     const i64 o = ((bos + (i64)c * C) * a.h + head) * (i64)a.dk + d, rs = (i64)a.h * a.dk;
-    const bool two = d + 1 < a.dk;  // (the second column exists)
-    const bool pair = two && a.dk % 2 == 0 && (((unsigned long long)a.g & 3) | ((unsigned long long)a.gamma & 7)) == 0;
-    float acc0 = 0.f, acc1 = 0.f;
+    float acc = 0.f;
 #pragma unroll 4
     for (int i = 0; i < l; ++i) {
-        const i64 e = o + i * rs;
-        if (pair) {
-            const float2 x = unpack2(*reinterpret_cast<const unsigned*>(a.g + e));
-            acc0 += gate_log_alpha(x.x, p);
-            acc1 += gate_log_alpha(x.y, p);
-            *reinterpret_cast<float2*>(a.gamma + e) = make_float2(acc0, acc1);
-        } else {
-            acc0 += gate_log_alpha(to_f32(a.g[e]), p);
-            a.gamma[e] = acc0;
-            if (two) {
-                acc1 += gate_log_alpha(to_f32(a.g[e + 1]), p);
-                a.gamma[e + 1] = acc1;
-            }
-        }
+        acc += gate_log_alpha(to_f32(a.g[o + i * rs]), p);
+        a.gamma[o + i * rs] = acc;
     }
 #else
     (void)a;
