@@ -360,6 +360,70 @@ fn every_strength_matches_the_f64_reference() {
     );
 }
 
+/// q and k far from unit scale (2^−30 and 2^30, exact in every dtype) at the strengths that take the per-key kernels'
+/// exact path (RWKV-6, 10·log σ(x), constant −60) and a mild one: the block factors 2^±(Γ − R) of that path reach
+/// 2^±88 (`gla_codegen::BLOCK_SPAN`), so its operands stay finite and normal only for |q|, |k| within 2^±38 — checked
+/// here with margin. bf16 and f32 (f16 cannot hold 2^30), d = 128 and 256, logits ~ N(0, 1).
+///
+/// Tolerance: f32 1e-5, bf16 4e-3 (as `every_strength_matches_the_f64_reference`).
+#[test]
+fn query_key_scales_far_from_one_stay_exact() {
+    let Some(gla) = gpu_or_skip("query_key_scales_far_from_one_stay_exact") else {
+        return;
+    };
+    let strengths: Vec<_> = tests::strengths::all()
+        .into_iter()
+        .filter(|s| ["gla/16", "rwkv6", "gla/0.1", "const-60"].contains(&s.label))
+        .collect();
+    assert_eq!(strengths.len(), 4, "the strength labels changed");
+    let dtypes = [DType::BF16, DType::F32];
+    let specs: Vec<KernelSpec> = strengths
+        .iter()
+        .flat_map(|st| {
+            dtypes.into_iter().flat_map(move |dt| {
+                [128usize, 256]
+                    .into_iter()
+                    .map(move |d| KernelSpec::default_for(st.gate, dt, d, d).unwrap())
+            })
+        })
+        .collect();
+    precompile(&gla, &specs);
+    let mut failures = Vec::new();
+    for (si, st) in strengths.iter().enumerate() {
+        for dt in dtypes {
+            let tol = if dt == DType::BF16 { 4e-3 } else { tolerance(dt) };
+            for d in [128usize, 256] {
+                for log2_scale in [-30i32, 30] {
+                    let seed = 7000 + 10 * si as u64 + d as u64 + (log2_scale + 30) as u64;
+                    let mut case =
+                        Case::random(st.gate, Dims::new(2, 200, 2, d, d), dt, seed, true, None);
+                    let f = (log2_scale as f32).exp2();
+                    case.q.iter_mut().chain(case.k.iter_mut()).for_each(|x| *x *= f);
+                    let want = case.reference(st.gate, None);
+                    let spec = KernelSpec::default_for(st.gate, dt, d, d).unwrap();
+                    let (eo, es) = run_case(&gla, st.gate, &case, Some(spec), Some(1), &want);
+                    println!(
+                        "{} {dt} d {d} |q|,|k| x 2^{log2_scale}: o {eo:.2e}, state {es:.2e} ({})",
+                        st.label,
+                        spec.id()
+                    );
+                    if !(eo.max(es) <= tol) {
+                        failures.push(format!(
+                            "{} {dt} d {d} scale 2^{log2_scale}: o {eo:.2e}, state {es:.2e}",
+                            st.label
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "out of tolerance:\n{}",
+        failures.join("\n")
+    );
+}
+
 struct Shape {
     name: &'static str,
     dims: Dims,

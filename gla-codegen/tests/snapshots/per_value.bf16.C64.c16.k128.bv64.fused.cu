@@ -40,7 +40,7 @@ constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment 
 constexpr int LDC = C + 8;
 constexpr int NPARAM = 0;
 constexpr float SPAN_MAX = 64.0f;  // largest chunk decay span (log2 units) taking the factorised intra-chunk form
-constexpr float BLOCK_SPAN = 128.0f, NEGLIGIBLE = 64.0f;  // the exact path's block factorisation bound and its skipped levels' bound (log2 units)
+constexpr float BLOCK_SPAN = 176.0f, NEGLIGIBLE = 64.0f;  // the exact path's block factorisation bound and its skipped levels' bound (log2 units)
 #define GATE_PER_KEY 1
 #define GATE_PER_HEAD 2
 #define GATE_FIXED 3
