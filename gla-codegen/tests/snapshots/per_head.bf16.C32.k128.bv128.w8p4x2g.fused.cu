@@ -2660,33 +2660,14 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
         }
     };
 
-    // Γ_L of this thread's columns, for K̂: gate_decays_vec stored it in the slot before the vote (loaded where it is
-    // used: in registers it would be live through the rounds).
-    auto gamma_last = [&](float (&gl)[8]) {
-        const float4 gla = *reinterpret_cast<const float4*>(s.GL + d), glb = *reinterpret_cast<const float4*>(s.GL + d + 4);
-        gl[0] = gla.x, gl[1] = gla.y, gl[2] = gla.z, gl[3] = gla.w, gl[4] = glb.x, gl[5] = glb.y, gl[6] = glb.z, gl[7] = glb.w;
-    };
-    // With no live level (group-uniform) round 1 is the only round, and it also leaves the consumers' operands: from
-    // the block factors already in registers, Q̃ = [q 2^(Γ − R)] · 2^R and K̂ = [k 2^(R − Γ)] · 2^(Γ_L − R) — R <= 0
-    // and Γ_L <= R, so both new exponents are <= 0, and a factor 2^R that underflows leaves a Q̃ below
-    // 2^(−126 + BLOCK_SPAN/2) |q|, far under the output's resolution (one exponential a column of a block, not two an
-    // element). With live levels the rounds still need the raw q, k: the operands come after them (below).
-    const bool last_round = levels == 0;
-
     // Round 1, the blocks: Q_b into the tile's first half, K_b into the second.
     {
-        float rc[8], eq[8], ek[8], gl_[8];  // R of this thread's block where it spans segments; 2^R, 2^(Γ_L − R); Γ_L
-        if (last_round) gamma_last(gl_);
+        float rc[8];  // R of this thread's block where it spans segments
         if (bs >= SR) {
             const int f = seg & ~(bs / SR - 1), l = f + bs / SR - 1;
 #pragma unroll
-            for (int c = 0; c < 8; ++c) {
+            for (int c = 0; c < 8; ++c)
                 rc[c] = 0.5f * (__shfl_sync(0xffffffffu, g[0][c], lane_of(f)) + __shfl_sync(0xffffffffu, g[SR - 1][c], lane_of(l)));
-                if (last_round) {
-                    eq[c] = exp_nonpos(rc[c]);
-                    ek[c] = exp_nonpos(gl_[c] - rc[c]);
-                }
-            }
         }
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
@@ -2699,18 +2680,6 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
                 const float r = bs >= SR ? rc[c] : bs == 2 ? 0.5f * (g[f2][c] + g[SR > 2 ? f2 + 1 : f2][c]) : g[u][c];
                 x[c] *= GLA_EXP2(g[u][c] - r);  // |exponent| <= BLOCK_SPAN / 2 (the vote)
                 y[c] *= GLA_EXP2(r - g[u][c]);
-            }
-            if (last_round) {  // Q̃ and K̂ over this thread's own elements (no other thread reads them)
-                float qt[8], kt[8];
-#pragma unroll
-                for (int c = 0; c < 8; ++c) {
-                    const int f2 = u & ~1;
-                    const float r = bs >= SR ? rc[c] : bs == 2 ? 0.5f * (g[f2][c] + g[SR > 2 ? f2 + 1 : f2][c]) : g[u][c];
-                    qt[c] = x[c] * (bs >= SR ? eq[c] : exp_nonpos(r));
-                    kt[c] = y[c] * (bs >= SR ? ek[c] : exp_nonpos(gl_[c] - r));
-                }
-                store_vec(s.q(b) + KO(r0 + u, d), qt);
-                store_vec(s.k(b) + KO(r0 + u, d), kt);
             }
             float* qr = s.qk + swz32_rows<2 * C>(r0 + u, d);
             float* qr4 = s.qk + swz32_rows<2 * C>(r0 + u, d + 4);
@@ -2817,12 +2786,12 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
                 store_level(h, i, j, dd[e], dd[e + 1]);
             }
     }
-    // After live levels: Q̃ = Q ⊙ 2^Γ and K̂ = K ⊙ 2^(Γ_L − Γ) over this thread's own elements (no other thread reads
-    // them).
-    float gl_[8];
-    if (!last_round) gamma_last(gl_);
+    // Q̃ = Q ⊙ 2^Γ and K̂ = K ⊙ 2^(Γ_L − Γ) over this thread's own elements (no other thread reads them). Γ_L comes
+    // back from the slot (gate_decays_vec stored it before the vote; in registers it would be live through the rounds).
+    const float4 gla = *reinterpret_cast<const float4*>(s.GL + d), glb = *reinterpret_cast<const float4*>(s.GL + d + 4);
+    const float gl_[8] = {gla.x, gla.y, gla.z, gla.w, glb.x, glb.y, glb.z, glb.w};
 #pragma unroll
-    for (int u = 0; u < SR && !last_round; ++u) {
+    for (int u = 0; u < SR; ++u) {
         float x[8], y[8];
         load_vec(q + KO(r0 + u, d), x);
         load_vec(k + KO(r0 + u, d), y);
