@@ -2662,12 +2662,20 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
 
     // Round 1, the blocks: Q_b into the tile's first half, K_b into the second.
     {
-        float rc[8];  // R of this thread's block where it spans segments
+        // R of rows 0, 1 (ra) and of rows 2, 3 (rb) of this thread's: the block's where it spans segments (one for
+        // all its rows), a row pair's (bs = 2 < SR); bs = 1: the row itself (exponent 0, selected below).
+        float ra[8], rb[8];
         if (bs >= SR) {
             const int f = seg & ~(bs / SR - 1), l = f + bs / SR - 1;
 #pragma unroll
             for (int c = 0; c < 8; ++c)
-                rc[c] = 0.5f * (__shfl_sync(0xffffffffu, g[0][c], lane_of(f)) + __shfl_sync(0xffffffffu, g[SR - 1][c], lane_of(l)));
+                ra[c] = rb[c] = 0.5f * (__shfl_sync(0xffffffffu, g[0][c], lane_of(f)) + __shfl_sync(0xffffffffu, g[SR - 1][c], lane_of(l)));
+        } else {
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+                ra[c] = 0.5f * (g[0][c] + g[1][c]);
+                rb[c] = 0.5f * (g[SR > 2 ? 2 : 0][c] + g[SR > 2 ? 3 : 1][c]);
+            }
         }
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
@@ -2676,10 +2684,9 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
             load_vec(k + KO(r0 + u, d), y);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
-                const int f2 = u & ~1;
-                const float r = bs >= SR ? rc[c] : bs == 2 ? 0.5f * (g[f2][c] + g[SR > 2 ? f2 + 1 : f2][c]) : g[u][c];
-                x[c] *= GLA_EXP2(g[u][c] - r);  // |exponent| <= BLOCK_SPAN / 2 (the vote)
-                y[c] *= GLA_EXP2(r - g[u][c]);
+                const float t = bs == 1 ? 0.f : g[u][c] - (u < 2 ? ra[c] : rb[c]);  // |t| <= BLOCK_SPAN / 2 (the vote)
+                x[c] *= GLA_EXP2(t);
+                y[c] *= GLA_EXP2(-t);
             }
             float* qr = s.qk + swz32_rows<2 * C>(r0 + u, d);
             float* qr4 = s.qk + swz32_rows<2 * C>(r0 + u, d + 4);
