@@ -77,7 +77,8 @@ pub(crate) fn gate_math_section(dtype: DType) -> &'static str {
              __device__ __forceinline__ float gla_rcp(float x) { return 1.0f / x; }\n\
              __device__ __forceinline__ float gla_lg2(float x) { return log2f(x); }\n\
              __device__ __forceinline__ float gla_log2_1p_unit(float x) { return log1pf(x) * 1.4426950408889634f; }\n\
-             __device__ __forceinline__ float gla_min_nan(float a, float b) { float r; asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n"
+             __device__ __forceinline__ float gla_min_nan(float a, float b) { float r; asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n\
+             __device__ __forceinline__ float gla_max_nan(float a, float b) { float r; asm(\"max.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n"
         }
         DType::BF16 | DType::F16 => {
             "__device__ __forceinline__ float gla_exp(float x) { return exp2f_approx(x * 1.4426950408889634f); }\n\
@@ -93,7 +94,8 @@ pub(crate) fn gate_math_section(dtype: DType) -> &'static str {
              __device__ __forceinline__ float gla_lg2(float x) { float r; asm(\"lg2.approx.ftz.f32 %0, %1;\" : \"=f\"(r) : \"f\"(x)); return r; }\n\
              // log2(1 + x) for x = exp(−|u|) in (0, 1]: the log σ / softplus term of the gates' log2 form (_log2_acc).\n\
              __device__ __forceinline__ float gla_log2_1p_unit(float x) { return gla_lg2(1.0f + x); }\n\
-             __device__ __forceinline__ float gla_min_nan(float a, float b) { float r; asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n"
+             __device__ __forceinline__ float gla_min_nan(float a, float b) { float r; asm(\"min.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n\
+             __device__ __forceinline__ float gla_max_nan(float a, float b) { float r; asm(\"max.NaN.f32 %0, %1, %2;\" : \"=f\"(r) : \"f\"(a), \"f\"(b)); return r; }\n"
         }
     }
 }

@@ -108,11 +108,12 @@ fn vote(g: &[Vec<f64>], sr: usize) -> (i32, u32) {
             if sr == 4 && over(g[r0][c] - g[r0 + 3][c]) {
                 word |= 4;
             }
-            // blocks of 2o segments (the kernel's butterfly gives the same first and last rows)
+            // blocks of 2o segments: from the block's first row to this segment's last (the block's whole span
+            // at its last segment)
             let mut o = 1;
             while o < C as usize / sr {
                 let first = seg & !(2 * o - 1);
-                let (f, l) = (first * sr, (first + 2 * o) * sr - 1);
+                let (f, l) = (first * sr, r0 + sr - 1);
                 if over(g[f][c] - g[l][c]) {
                     word |= (2 * o * sr) as u32;
                 }
@@ -223,7 +224,8 @@ fn the_template_holds_the_modelled_predicates() {
         "} else if ((i & 1) && j + 1 == i) {",
         "const int bs = fail ? 1 << (__ffs(fail) - 2) : C;",
         "unsigned levels = (word >> 8) & (unsigned)(C - 1) & ~(unsigned)(bs - 1);",
-        "if (r > 0 && !(step < -NEGLIGIBLE)) word |= (unsigned)(r & -r) << 8;",
+        "if (r > 0 && !(hi[u] < -NEGLIGIBLE)) word |= (unsigned)(r & -r) << 8;",
+        "const float x = __shfl_sync(0xffffffffu, g[0][c], lane_of(f)) - g[SR - 1][c];",
         "auto over = [](float span) { return !(span <= BLOCK_SPAN); };",
         "const int h = 1 << (31 - __clz(levels));",
     ] {

@@ -78,6 +78,9 @@ fn host_form(name: &str, elem: &str) -> Option<&'static str> {
         ("gla_min_nan", _) => {
             "inline float gla_min_nan(float a, float b) { return (a != a || b != b) ? NAN : std::min(a, b); }"
         }
+        ("gla_max_nan", _) => {
+            "inline float gla_max_nan(float a, float b) { return (a != a || b != b) ? NAN : std::max(a, b); }"
+        }
         // Shared-window addresses: offsets into the emulated shared memory; cp.async: a synchronous copy (one legal
         // timing of an asynchronous one: the data lands at issue), its commit and wait no-ops.
         ("smem_u32", _) => {

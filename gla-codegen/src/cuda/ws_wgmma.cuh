@@ -380,41 +380,42 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
     auto lane_of = [&](int sg) { return sg * OPW + lane % OPW; };  // segment sg's thread of these columns
 
     // The vote: bit log2(s) when a block of s rows spans over BLOCK_SPAN in a column of this thread (NaN too), bit
-    // 8 + log2(h) when level h has a boundary step of this thread's rows that is not negligible.
+    // 8 + log2(h) when level h has a boundary step of this thread's rows that is not negligible. Each test runs once
+    // on the maximum (minimum) over this thread's 8 columns, NaN propagating (max.NaN / min.NaN): over a column's
+    // values that is the per-column test's OR.
     unsigned word = 0;
     auto over = [](float span) { return !(span <= BLOCK_SPAN); };
-#pragma unroll
-    for (int u = 0; u + 1 < SR; u += 2)  // blocks of 2 rows within the segment
-#pragma unroll
-        for (int c = 0; c < 8; ++c)
-            if (over(g[u][c] - g[u + 1][c])) word |= 2u;
-    float fst[8], lst[8];  // Γ of the first and last rows of this thread's block, from SR rows up to C
+    float hi[SR], lo[SR], s4 = 0.f;  // the step into row r0 + u: max and min over the columns; Γ_r0 − Γ_(r0+3)'s max
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-        fst[c] = g[0][c];
-        lst[c] = g[SR - 1][c];
-        if (SR == 4 && over(fst[c] - lst[c])) word |= 4u;
-    }
-#pragma unroll
-    for (int o = 1; o < SEGS; o <<= 1) {  // blocks of 2o segments: the sibling block's ends by a shuffle
-        const bool upper = seg & o;
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            const float of = __shfl_xor_sync(0xffffffffu, fst[c], o * OPW), ol = __shfl_xor_sync(0xffffffffu, lst[c], o * OPW);
-            if (upper) fst[c] = of;
-            else lst[c] = ol;
-            if (over(fst[c] - lst[c])) word |= (unsigned)(2 * o * SR);
-        }
-    }
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {  // boundary steps: row r's level is its lowest set bit
         const float before = __shfl_up_sync(0xffffffffu, g[SR - 1][c], OPW);  // (the previous segment's last row)
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
-            const int r = r0 + u;
             const float step = g[u][c] - (u > 0 ? g[u > 0 ? u - 1 : 0][c] : before);
-            if (r > 0 && !(step < -NEGLIGIBLE)) word |= (unsigned)(r & -r) << 8;
+            hi[u] = c ? gla_max_nan(hi[u], step) : step;
+            lo[u] = c ? gla_min_nan(lo[u], step) : step;
         }
+        if (SR == 4) s4 = c ? gla_max_nan(s4, g[0][c] - g[SR - 1][c]) : g[0][c] - g[SR - 1][c];
+    }
+#pragma unroll
+    for (int u = 1; u < SR; u += 2)  // blocks of 2 rows (u − 1, u): span −step
+        if (over(-lo[u])) word |= 2u;
+    if (SR == 4 && over(s4)) word |= 4u;
+#pragma unroll
+    for (int u = 0; u < SR; ++u) {  // boundary steps: row r's level is its lowest set bit
+        const int r = r0 + u;
+        if (r > 0 && !(hi[u] < -NEGLIGIBLE)) word |= (unsigned)(r & -r) << 8;
+    }
+#pragma unroll
+    for (int o = 1; o < SEGS; o <<= 1) {  // blocks of 2o segments: from the block's first row to this thread's last
+        const int f = seg & ~(2 * o - 1);  // (the block's whole span at its last segment; Γ does not increase down a
+        float m = 0.f;                     // column, so the other segments' partial spans are no larger)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const float x = __shfl_sync(0xffffffffu, g[0][c], lane_of(f)) - g[SR - 1][c];
+            m = c ? gla_max_nan(m, x) : x;
+        }
+        if (over(m)) word |= (unsigned)(2 * o * SR);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) word |= __shfl_xor_sync(0xffffffffu, word, o);
