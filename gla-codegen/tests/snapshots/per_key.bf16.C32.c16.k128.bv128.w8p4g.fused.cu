@@ -2745,7 +2745,9 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 const float gm = __shfl_sync(0xffffffffu, g[0][c], lane_of(m / SR));
-                cross[c] = query_seg ? exp_nonpos(g[0][c] - gm) : exp_nonpos(gm - g[SR - 1][c]);
+                // (one exponential of the selected exponent: a warp's lanes take both sides, so a select of two
+                // exponentials would evaluate both)
+                cross[c] = exp_nonpos(query_seg ? g[0][c] - gm : gm - g[SR - 1][c]);
             }
         }
 #pragma unroll
@@ -2756,7 +2758,7 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
                 query = query_seg;
 #pragma unroll
                 for (int c = 0; c < 8; ++c)
-                    f[c] = (query ? (u == 0 ? 1.f : exp_nonpos(g[u][c] - g[0][c])) : (u == SR - 1 ? 1.f : exp_nonpos(g[SR - 1][c] - g[u][c]))) * cross[c];
+                    f[c] = exp_nonpos(query ? g[u][c] - g[0][c] : g[SR - 1][c] - g[u][c]) * cross[c];  // (2^0 = 1 at the ends)
             } else {  // h = 1, or 2 with SR = 4: the block lies in this thread's rows, m = r0 + mu
                 constexpr int M2 = SR == 4 ? 2 : 1;  // (h = 2 reaches here only with SR = 4)
                 const int mu = (u & ~(2 * M2 - 1)) + M2, mu1 = u | 1;  // (compile-time register indices)
@@ -2764,7 +2766,7 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
 #pragma unroll
                 for (int c = 0; c < 8; ++c) {
                     const float gm = h == 1 ? g[mu1][c] : g[mu][c];
-                    f[c] = u == (h == 1 ? mu1 : mu) ? 1.f : query ? exp_nonpos(g[u][c] - gm) : exp_nonpos(gm - g[u][c]);
+                    f[c] = u == (h == 1 ? mu1 : mu) ? 1.f : exp_nonpos(query ? g[u][c] - gm : gm - g[u][c]);
                 }
             }
             float x[8];
