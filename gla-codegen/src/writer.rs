@@ -151,7 +151,7 @@ pub fn span_max(dtype: DType) -> f32 {
 /// |q|, |k| within 2^±38 (K̃ finite, a row's Q̃ normal; f16 inputs always are). 176 rather than the mild path's 128
 /// (2^±64): a block's span is a sum of decays, so the larger bound halves the blocks — RWKV-6 at logits ~ N(0, 1)
 /// takes one round on ~98 % of its chunks (60 % at 128: the rest two to four), 10·log σ(x) three instead of four
-/// (the CPU model of the vote in benches/NOTES.md).
+/// (a sampled model of the vote, session ab: benches/NOTES.md).
 pub const BLOCK_SPAN: f32 = 176.0;
 
 /// A level of the exact path's hierarchy whose every decay factor is below 2^−NEGLIGIBLE in every key column (each

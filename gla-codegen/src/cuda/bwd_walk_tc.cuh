@@ -297,11 +297,10 @@ __device__ __forceinline__ void offdiag_add(const elem_t* Dh, const elem_t* Dl, 
 // (A NaN anywhere in the span makes it NaN — a max that keeps NaN — so such a chunk fails the check: exact path.)
 template <int N>
 __device__ __forceinline__ bool chunk_factorised(const float* G, int l) {
-    auto max_nan = [](float a, float b) { return -gla_min_nan(-a, -b); };
     float s = 0.f;
-    for (int d = threadIdx.x & 31; d < N; d += 32) s = max_nan(s, G[d] - G[(l - 1) * N + d]);
+    for (int d = threadIdx.x & 31; d < N; d += 32) s = gla_max_nan(s, G[d] - G[(l - 1) * N + d]);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s = max_nan(s, __shfl_xor_sync(0xffffffffu, s, o));
+    for (int o = 16; o > 0; o >>= 1) s = gla_max_nan(s, __shfl_xor_sync(0xffffffffu, s, o));
     return s <= WALK_SPAN;
 }
 // A scalar gate's pairs in the key walks at any strength: one decay a pair, D_ij = e^{Γ_i − Γ_j} ≤ 1 (j ≤ i), so the
