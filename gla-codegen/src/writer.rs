@@ -145,15 +145,8 @@ pub fn span_max(dtype: DType) -> f32 {
     }
 }
 
-/// Floor of every token's log2 α in the kernels (forward, backward, decode): a gate whose log α falls below it — a
-/// forget gate under 2^−160 ≈ 6.8e−49, below f32's smallest subnormal, so every decay across such a token is still
-/// exactly 0, as in the f64 references — decays by 2^−160 instead. Without it one such token (RWKV-6's −exp(x) at
-/// x = 30 is −1e13; at x > 88.7 it is −∞ in f32) left Γ, the chunk's running f32 sum, too large for the later
-/// tokens' differences Γ_i − Γ_j: their decays came out wrong (14 % relative RMS on the emulator with one such token
-/// a chunk among mild ones) or NaN (−∞ − −∞). With the floor |Γ| grows at most 160 a token, so those differences
-/// keep f32's relative precision of |Γ|. NaN passes (max.NaN). The backward's d logits (and d params) are 0 where the
-/// floor holds, its derivative.
-pub const LOG2_ALPHA_FLOOR: f32 = -160.0;
+/// Every token's log2 α is floored here in the kernels: [`gla_core::LOG2_ALPHA_FLOOR`].
+pub use gla_core::LOG2_ALPHA_FLOOR;
 
 /// The exact path of the wgmma producers (`exact_scores_vec`) factorises a block of rows around its midpoint: a
 /// query factor 2^(Γ_i − R), a key factor 2^(R − Γ_j), R = (Γ_first + Γ_last) / 2, so with the block's decay span at
