@@ -566,9 +566,16 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
         let _ = writeln!(w, "\n}}  // namespace gate_fast");
         "gate_fast::"
     };
-    let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return {fast}{id}(x, p); }}");
-    let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return {id}_dx(x, p); }}");
-    let _ = writeln!(w, "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); }}");
+    // log α floored as the forward's (writer::LOG2_ALPHA_FLOOR); below the floor its derivatives are 0.
+    crate::writer::write_log_alpha_floor(&mut w);
+    let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return gla_max_nan({fast}{id}(x, p), LOG_ALPHA_FLOOR); }}");
+    let _ = writeln!(w, "__device__ __forceinline__ bool gate_floored(float x, const float* p) {{ return {fast}{id}(x, p) < LOG_ALPHA_FLOOR; }}");
+    let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return gate_floored(x, p) ? 0.f : {id}_dx(x, p); }}");
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); if (gate_floored(x, p)) for (int i = 0; i < {np}; ++i) dp[i] = 0.f; }}",
+        np = gate.params().len()
+    );
     // The decays α = e^{log α} and the decay factors e^{Γ_i − Γ_j} (x ≤ 0): IEEE for f32; for bf16 / f16 one MUFU.EX2
     // of x·log2 e (relative error ≤ 3e-6 at |x| ≤ 44, far below the elements' 2^-8 or 2^-11; a result below 2^-126
     // flushes to 0) where expf takes eight instructions — tens of them a thread a chunk.

@@ -74,7 +74,8 @@ pub fn generate_decode(gate: &dyn Gate, dtype: DType) -> Result<String, GlaError
     w.push_str(gate.cuda_source());
     let id = gate.cuda_ident();
     let _ = writeln!(w);
-    let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return {id}(x, p); }}");
+    crate::writer::write_log_alpha_floor(&mut w);
+    let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return gla_max_nan({id}(x, p), LOG_ALPHA_FLOOR); }}");
     w.push_str(DECODE);
     Ok(w)
 }

@@ -145,6 +145,9 @@ pub fn span_max(dtype: DType) -> f32 {
     }
 }
 
+/// Every token's log2 α is floored here in the kernels: [`gla_core::LOG2_ALPHA_FLOOR`].
+pub use gla_core::LOG2_ALPHA_FLOOR;
+
 /// The exact path of the wgmma producers (`exact_scores_vec`) factorises a block of rows around its midpoint: a
 /// query factor 2^(Γ_i − R), a key factor 2^(R − Γ_j), R = (Γ_first + Γ_last) / 2, so with the block's decay span at
 /// most BLOCK_SPAN every factor lies within 2^±88, on tf32 operands (f32's exponent range) at every dtype: exact for
@@ -158,6 +161,16 @@ pub const BLOCK_SPAN: f32 = 176.0;
 /// boundary step γ_m < −NEGLIGIBLE, log2 units) is skipped: its scores are written as 0, an absolute error below
 /// 2^−64 · Σ_d |q_id k_jd| per score — far under f32's resolution of the terms that remain (the diagonal's).
 pub const NEGLIGIBLE: f32 = 64.0;
+
+/// `LOG2_ALPHA_FLOOR` and `LOG_ALPHA_FLOOR` (nats) as kernel constants, for the gate wrappers.
+pub(crate) fn write_log_alpha_floor(w: &mut String) {
+    let _ = writeln!(
+        w,
+        "constexpr float LOG2_ALPHA_FLOOR = {:.1}f, LOG_ALPHA_FLOOR = {:.6}f;  // every token's log α floored (writer.rs)",
+        LOG2_ALPHA_FLOOR,
+        LOG2_ALPHA_FLOOR * std::f32::consts::LN_2
+    );
+}
 
 /// Emit the forward kernels of `spec` (already validated).
 pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
@@ -359,16 +372,18 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     w.push_str(gate.cuda_source());
     let _ = writeln!(w);
+    write_log_alpha_floor(w);
     let _ = writeln!(
         w,
-        "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return {}(x, p); }}",
+        "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return gla_max_nan({}(x, p), LOG_ALPHA_FLOOR); }}",
         gate.cuda_ident()
     );
-    // Γ's running sum in log2 units: acc + log2(e) · log α(x) (<= acc: log α <= 0 is clamped, fmaf rounds monotonically)
+    // Γ's running sum in log2 units: acc + log2(e) · log α(x) (<= acc: log α <= 0 is clamped, fmaf rounds monotonically;
+    // >= acc + LOG2_ALPHA_FLOOR: the floor)
     if gate.cuda_log2_acc() {
         let _ = writeln!(
             w,
-            "__device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) {{ return {}_log2_acc(x, p, acc); }}",
+            "__device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) {{ return gla_max_nan({}_log2_acc(x, p, acc), acc + LOG2_ALPHA_FLOOR); }}",
             gate.cuda_ident()
         );
     } else {

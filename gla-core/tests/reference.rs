@@ -28,7 +28,7 @@ use std::time::Instant;
 fn tol(regime: Regime) -> f64 {
     match regime {
         Regime::LongMemory => 3e-6,
-        Regime::Strong | Regime::Moderate | Regime::Mild => 5e-5,
+        Regime::Strong | Regime::Moderate | Regime::Mild | Regime::Spike => 5e-5,
     }
 }
 
@@ -202,6 +202,27 @@ fn chunkwise_matches_recurrent_varlen_every_config() {
         }
     }
     sweep.finish("varlen, every config");
+}
+
+/// Near-zero forget gates (log α = −1e13, one element in 32) among mild ones: the chunkwise form floors log α
+/// (`gla_core::LOG2_ALPHA_FLOOR`) so the later tokens' Γ differences keep their precision; every config and gate.
+#[test]
+fn chunkwise_matches_recurrent_near_zero_forget_gates() {
+    let mut sweep = Sweep::default();
+    let mut seed = 150;
+    for (kind, vg) in gate_combos() {
+        seed += 1;
+        let owned = Spec::new(2, 130, 2, 16, 24)
+            .gates(kind, vg, Regime::Spike)
+            .build(seed);
+        sweep.run(
+            &format!("spikes {kind:?} vg={vg}"),
+            &owned,
+            Regime::Spike,
+            &chunk_pairs(),
+        );
+    }
+    sweep.finish("near-zero forget gates, every config");
 }
 
 /// Fixed-length batches, T ∈ {1, 63, 64, 65}, B = 2, H = 3, d_k ≠ d_v, explicit scale on some.

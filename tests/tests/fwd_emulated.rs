@@ -162,6 +162,9 @@ fn gate_of(spec: &KernelSpec) -> &'static dyn Gate {
 enum Shift {
     By(f32),
     Alternating,
+    /// +30 on token 5 of every chunk of 32, −5 elsewhere: for RWKV-6's −exp(x) one near-zero forget gate (log α ≈
+    /// −1e13) a chunk among mild ones — the later tokens' decays must survive it (`LOG2_ALPHA_FLOOR`).
+    Spike,
 }
 use Shift::*;
 
@@ -169,6 +172,7 @@ impl Shift {
     fn at(self, t: usize) -> f32 {
         match self {
             By(x) => x,
+            Spike => if t % 32 == 5 { 30.0 } else { -5.0 },
             Alternating => {
                 if (t / 32) % 3 == 2 {
                     -12.0
@@ -184,6 +188,7 @@ impl std::fmt::Display for Shift {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         match self {
             By(x) => write!(f, "{x:+}"),
+            Spike => write!(f, "spike"),
             Alternating => write!(f, "±12 by chunk"),
         }
     }
@@ -318,6 +323,12 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
         ("gla", DType::BF16, d128, cu.clone(), By(-12.0), None),
         ("mamba2", DType::F16, d128, None, By(0.0), None),
         ("rwkv6", DType::BF16, d128, None, By(12.0), None),
+        // near-zero forget gates: one a chunk among mild ones, and log α = −∞ in f32 (−exp(x + 95))
+        ("rwkv6", DType::BF16, d128, None, Spike, None),
+        ("rwkv6", DType::F32, d64, None, Spike, None),
+        ("rwkv6", DType::BF16, d64, None, Spike, None),
+        ("rwkv6", DType::BF16, d128, None, By(95.0), None),
+        ("rwkv6", DType::F32, d64, None, By(95.0), None),
         // chunks strong and mild in turn (the wgmma producers vote first after a chunk that was not mild)
         // RWKV-6 at logits + 0 / + 1: spans over SPAN_MAX with pairs of every level still weighing in (at + 12 only
         // the diagonal does)

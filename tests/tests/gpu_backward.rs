@@ -160,6 +160,15 @@ fn backward_matches_the_f64_reference() {
             state: true,
             shift: 12.0,
         },
+        // shift NaN: +30 on token 5 of every chunk of 32, −5 elsewhere — for RWKV-6's −exp(x) one near-zero forget
+        // gate a chunk among mild ones (gla_codegen::LOG2_ALPHA_FLOOR)
+        Shape {
+            name: "T=100 D=64 one logit a chunk +30, the rest −5",
+            dims: Dims::new(1, 100, 2, 64, 64),
+            cu: None,
+            state: true,
+            shift: f32::NAN,
+        },
     ];
     let mut failures = Vec::new();
     println!("| gate | dtype | form | shape | dq | dk | dv | d logits | d params | d h0 |");
@@ -216,9 +225,20 @@ fn backward_matches_the_f64_reference() {
                 for (form, cut) in forms(gate, dt, sh) {
                     let seed = 7700 + 10 * i as u64;
                     let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
+                    let per_token = (case.logits.len() / (sh.dims.b * sh.dims.t)).max(1);
+                    let shift_at = |n: usize| {
+                        if !sh.shift.is_nan() {
+                            sh.shift
+                        } else if (n / per_token) % sh.dims.t % 32 == 5 {
+                            30.0
+                        } else {
+                            -5.0
+                        }
+                    };
                     case.logits
                         .iter_mut()
-                        .for_each(|x| *x = dt.round(*x + sh.shift));
+                        .enumerate()
+                        .for_each(|(n, x)| *x = dt.round(*x + shift_at(n)));
                     let d = case.dims;
                     let n = case.n_seqs();
                     let mut rng = SmallRng::seed_from_u64(seed + 1);

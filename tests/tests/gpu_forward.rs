@@ -424,6 +424,52 @@ fn query_key_scales_far_from_one_stay_exact() {
     );
 }
 
+/// Near-zero forget gates (`gla_codegen::LOG2_ALPHA_FLOOR`): RWKV-6's −exp(x) with one logit a chunk at +30
+/// (log α ≈ −1e13) among mild ones (x − 5), and with every logit at x + 95 (log α = −∞ in f32). Without the floor the
+/// tokens after such a gate got wrong decays (14 % relative RMS) or NaN. Every dtype, d = 64 / 128 / 256, each
+/// sequence whole and the runtime's segments. Tolerance: f32 1e-5, bf16 / f16 3e-3.
+#[test]
+fn near_zero_forget_gates_keep_the_later_decays_exact() {
+    let Some(gla) = gpu_or_skip("near_zero_forget_gates_keep_the_later_decays_exact") else {
+        return;
+    };
+    let gate: &'static dyn Gate = registered_gates()
+        .into_iter()
+        .find(|g| g.name() == "rwkv6")
+        .expect("the built-in rwkv6 gate");
+    let dims = [64usize, 128, 256];
+    let specs: Vec<KernelSpec> = DType::ALL
+        .into_iter()
+        .flat_map(|dt| dims.into_iter().map(move |d| KernelSpec::default_for(gate, dt, d, d).unwrap()))
+        .collect();
+    precompile(&gla, &specs);
+    let mut failures = Vec::new();
+    for dt in DType::ALL {
+        for d in dims {
+            for spike in [true, false] {
+                let mut case = Case::random(gate, Dims::new(2, 200, 2, d, d), dt, 9100 + d as u64, true, None);
+                let per_token = case.logits.len() / (2 * 200);
+                for (n, x) in case.logits.iter_mut().enumerate() {
+                    let t = (n / per_token) % 200;
+                    let shift = if !spike { 95.0 } else if t % 32 == 5 { 30.0 } else { -5.0 };
+                    *x = dt.round(*x + shift);
+                }
+                let want = case.reference(gate, None);
+                let spec = KernelSpec::default_for(gate, dt, d, d).unwrap();
+                for segs in [None, Some(1)] {
+                    let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
+                    let what = if spike { "one gate a chunk at −1e13" } else { "every gate −∞" };
+                    println!("{dt} d {d} {what} (segments {segs:?}): o {eo:.2e}, state {es:.2e} ({})", spec.id());
+                    if !(eo.max(es) <= tolerance(dt)) {
+                        failures.push(format!("{dt} d {d} {what} (segments {segs:?}): o {eo:.2e}, state {es:.2e}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
+}
+
 struct Shape {
     name: &'static str,
     dims: Dims,

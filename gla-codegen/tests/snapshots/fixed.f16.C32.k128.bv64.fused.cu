@@ -90,7 +90,8 @@ __device__ __forceinline__ float fixture_fixed(float h, const float* p) { (void)
 __device__ __forceinline__ float fixture_fixed_dx(float h, const float* p) { (void)p; float e = exp2f(-5.f - h); return e * 0.69314718f / (1.f - e); }
 __device__ __forceinline__ void fixture_fixed_dp(float h, const float* p, float* dp) { (void)h; (void)p; (void)dp; }
 
-__device__ __forceinline__ float gate_log_alpha(float x, const float* p) { return fixture_fixed(x, p); }
+constexpr float LOG2_ALPHA_FLOOR = -160.0f, LOG_ALPHA_FLOOR = -110.903549f;  // every token's log α floored (writer.rs)
+__device__ __forceinline__ float gate_log_alpha(float x, const float* p) { return gla_max_nan(fixture_fixed(x, p), LOG_ALPHA_FLOOR); }
 __device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) { return fmaf(gate_log_alpha(x, p), 1.4426950408889634f, acc); }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -91,8 +91,9 @@ __device__ __forceinline__ float fixture_gate_dx(float x, const float* p) { (voi
 __device__ __forceinline__ void fixture_gate_dp(float x, const float* p, float* dp) { (void)x; (void)p; (void)dp; }
 __device__ __forceinline__ float fixture_gate_log2_acc(float x, const float* p, float acc) { (void)p; const float l = gla_log2_1p_unit(gla_exp(-fabsf(x))); return gla_min_nan(fmaf(l, -0.0625f, fmaf(fminf(x, 0.f), 0.09016844f, acc)), acc); }
 
-__device__ __forceinline__ float gate_log_alpha(float x, const float* p) { return fixture_gate(x, p); }
-__device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) { return fixture_gate_log2_acc(x, p, acc); }
+constexpr float LOG2_ALPHA_FLOOR = -160.0f, LOG_ALPHA_FLOOR = -110.903549f;  // every token's log α floored (writer.rs)
+__device__ __forceinline__ float gate_log_alpha(float x, const float* p) { return gla_max_nan(fixture_gate(x, p), LOG_ALPHA_FLOOR); }
+__device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) { return gla_max_nan(fixture_gate_log2_acc(x, p, acc), acc + LOG2_ALPHA_FLOOR); }
 
 // ---------------------------------------------------------------------------------------------------------------
 // gla prelude: element types, conversions and the warp-level tensor-core tile product. Self-contained: no includes.

@@ -59,14 +59,19 @@ pub(super) struct Chunk<'x> {
     factorised: bool,
 }
 
-/// In-chunk cumulative sum of the `[l, width]` rows `g` (per column, sequential, f32). Inclusive, or exclusive under
+/// [`crate::LOG2_ALPHA_FLOOR`] in nats.
+const LOG_ALPHA_FLOOR: f32 = crate::LOG2_ALPHA_FLOOR * std::f32::consts::LN_2;
+
+/// In-chunk cumulative sum of the `[l, width]` rows `g` (each log-gate floored at [`crate::LOG2_ALPHA_FLOOR`]) (per column, sequential, f32). Inclusive, or exclusive under
 /// [`Fault::ExclusiveCumsum`].
 fn cumsum(g: &[f32], width: usize, fault: Fault) -> Vec<f32> {
     let mut out = vec![0.0f32; g.len()];
     for col in 0..width {
         let mut acc = 0.0f32;
         for i in 0..g.len() / width {
+            // (the kernels' floor on log α, nats; NaN passes: NaN < floor is false)
             let x = g[i * width + col];
+            let x = if x < LOG_ALPHA_FLOOR { LOG_ALPHA_FLOOR } else { x };
             if fault == Fault::ExclusiveCumsum {
                 out[i * width + col] = acc;
                 acc += x;

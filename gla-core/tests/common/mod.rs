@@ -28,6 +28,9 @@ pub enum Regime {
     Moderate,
     /// log α ∈ [−0.3, 0]: mild decay — chunks of ≤ 64 tokens stay within the kernels' factorisation span.
     Mild,
+    /// Mild (as `Mild`) but one element in 32 a near-zero forget gate, log α = −1e13: the later tokens' decays must
+    /// survive it (`gla_core::LOG2_ALPHA_FLOOR`).
+    Spike,
 }
 
 impl Regime {
@@ -37,6 +40,13 @@ impl Regime {
             Regime::LongMemory => -rng.random_range(0.0..=1e-6),
             Regime::Moderate => -rng.random_range(0.01..=3.0),
             Regime::Mild => -rng.random_range(0.0..=0.3),
+            Regime::Spike => {
+                if rng.random_range(0..32) == 0 {
+                    -1e13
+                } else {
+                    -rng.random_range(0.0..=0.3)
+                }
+            }
         }
     }
 }
