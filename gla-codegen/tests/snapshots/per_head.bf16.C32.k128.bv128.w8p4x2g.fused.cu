@@ -1743,10 +1743,13 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             kf[c] *= exp_span(-g[u][c]);   // K̃
         }
         store_vec(s.q(b) + KO(i, d), qf);
-        float* qr = s.qk + swz32_rows<2 * C>(i, d);
-        float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
-        float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
-        float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
+        // (swz32_rows(i, d + 4) = swz32_rows(i, d) ^ 4 for d % 8 == 0, and row C + i = row i + 32 C: C % 8 == 0 keeps
+        // the swizzle phase — one swizzle a row, not four)
+        const int o = swz32_rows<2 * C>(i, d);
+        float* qr = s.qk + o;
+        float* qr4 = s.qk + (o ^ 4);
+        float* kr = s.qk + (o + 32 * C);
+        float* kr4 = s.qk + ((o ^ 4) + 32 * C);
         *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(qf[0]), tf32_half_ulp(qf[1]), tf32_half_ulp(qf[2]), tf32_half_ulp(qf[3]));
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(qf[4]), tf32_half_ulp(qf[5]), tf32_half_ulp(qf[6]), tf32_half_ulp(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(kf[0]), tf32_half_ulp(kf[1]), tf32_half_ulp(kf[2]), tf32_half_ulp(kf[3]));
@@ -2691,10 +2694,11 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
                 x[c] *= GLA_EXP2(t);
                 y[c] *= GLA_EXP2(-t);
             }
-            float* qr = s.qk + swz32_rows<2 * C>(r0 + u, d);
-            float* qr4 = s.qk + swz32_rows<2 * C>(r0 + u, d + 4);
-            float* kr = s.qk + swz32_rows<2 * C>(C + r0 + u, d);
-            float* kr4 = s.qk + swz32_rows<2 * C>(C + r0 + u, d + 4);
+            const int o = swz32_rows<2 * C>(r0 + u, d);  // (the other three as gate_decays_vec's)
+            float* qr = s.qk + o;
+            float* qr4 = s.qk + (o ^ 4);
+            float* kr = s.qk + (o + 32 * C);
+            float* kr4 = s.qk + ((o ^ 4) + 32 * C);
             *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(x[0]), tf32_half_ulp(x[1]), tf32_half_ulp(x[2]), tf32_half_ulp(x[3]));
             *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(x[4]), tf32_half_ulp(x[5]), tf32_half_ulp(x[6]), tf32_half_ulp(x[7]));
             *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(y[0]), tf32_half_ulp(y[1]), tf32_half_ulp(y[2]), tf32_half_ulp(y[3]));
@@ -2766,8 +2770,9 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
             }
             float x[8];
             load_vec((query ? q : k) + KO(r0 + u, d), x);
-            float* r = xh + swz32_rows<2 * C>(r0 + u, d);
-            float* r4 = xh + swz32_rows<2 * C>(r0 + u, d + 4);
+            const int o = swz32_rows<2 * C>(r0 + u, d);
+            float* r = xh + o;
+            float* r4 = xh + (o ^ 4);
             *reinterpret_cast<float4*>(r) = make_float4(tf32_half_ulp(x[0] * f[0]), tf32_half_ulp(x[1] * f[1]), tf32_half_ulp(x[2] * f[2]), tf32_half_ulp(x[3] * f[3]));
             *reinterpret_cast<float4*>(r4) = make_float4(tf32_half_ulp(x[4] * f[4]), tf32_half_ulp(x[5] * f[5]), tf32_half_ulp(x[6] * f[6]), tf32_half_ulp(x[7] * f[7]));
         }

@@ -1715,10 +1715,13 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
             kf[c] *= exp_span(-g[u][c]);   // K̃
         }
         store_vec(s.q(b) + KO(i, d), qf);
-        float* qr = s.qk + swz32_rows<2 * C>(i, d);
-        float* qr4 = s.qk + swz32_rows<2 * C>(i, d + 4);
-        float* kr = s.qk + swz32_rows<2 * C>(C + i, d);
-        float* kr4 = s.qk + swz32_rows<2 * C>(C + i, d + 4);
+        // (swz32_rows(i, d + 4) = swz32_rows(i, d) ^ 4 for d % 8 == 0, and row C + i = row i + 32 C: C % 8 == 0 keeps
+        // the swizzle phase — one swizzle a row, not four)
+        const int o = swz32_rows<2 * C>(i, d);
+        float* qr = s.qk + o;
+        float* qr4 = s.qk + (o ^ 4);
+        float* kr = s.qk + (o + 32 * C);
+        float* kr4 = s.qk + ((o ^ 4) + 32 * C);
         *reinterpret_cast<float4*>(qr) = make_float4(tf32_half_ulp(qf[0]), tf32_half_ulp(qf[1]), tf32_half_ulp(qf[2]), tf32_half_ulp(qf[3]));
         *reinterpret_cast<float4*>(qr4) = make_float4(tf32_half_ulp(qf[4]), tf32_half_ulp(qf[5]), tf32_half_ulp(qf[6]), tf32_half_ulp(qf[7]));
         *reinterpret_cast<float4*>(kr) = make_float4(tf32_half_ulp(kf[0]), tf32_half_ulp(kf[1]), tf32_half_ulp(kf[2]), tf32_half_ulp(kf[3]));
