@@ -287,10 +287,10 @@ impl BackwardSpec {
                     + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
                     + 2 * (c * (t + 8) + 2 * c * (c + 8))
             }
-            // the same with the running Z [WT] and the group sums [4][WT] in place of Z_N's halves (Q̃ for K̃), and
-            // q ⊙ dq [C][WT]
+            // the same with the running Z (two buffers by chunk parity) [2][WT] and the group sums [4][WT] in place of
+            // Z_N's halves (Q̃ for K̃), and q ⊙ dq [C][WT]
             "gla_bwd_walk_dk" => {
-                4 * (4 * c * t + c * c + 5 * t)
+                4 * (4 * c * t + c * c + 6 * t)
                     + 2 * (2 * c * (dv + 8) + 3 * c * (t + 8) + 2 * t * (dv + 8))
                     + 2 * (c * (t + 8) + 2 * c * (c + 8))
             }

@@ -631,8 +631,8 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     float* AL = G + C * WT;                                // [C][WT]  α
     float* DKs = AL + C * WT;                              // [C][WT]  dk, then P = q ⊙ dq − k ⊙ dk, then d log α
     float* DA = DKs + C * WT;                              // [C][C]   dA
-    float* ZR = DA + C * C;                                // [WT]     Z_N + Σ of P over the later chunks
-    float* TS = ZR + WT;                                   // [4][WT]  P's sums over 8-row groups
+    float* ZR = DA + C * C;                                // [2][WT]  Z_N + Σ of P over the later chunks (by parity)
+    float* TS = ZR + 2 * WT;                                   // [4][WT]  P's sums over 8-row groups
     float* QD = TS + 4 * WT;                               // [C][WT]  q ⊙ dq (the dq walk's), copied with the tiles
     elem_t* DOe = reinterpret_cast<elem_t*>(QD + C * WT);  // [C][LDV] dO
     elem_t* Ve = DOe + C * LDV;                            // [C][LDV] V
@@ -657,6 +657,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     float S[1][KS_NI][4];
     state_load<1, KS_NI>(S, w.dS1, a, sm0, sn0, d0, 0);
     for (int d = threadIdx.x; d < WT; d += NT) ZR[d] = d0 + d < a.dk ? a.dstates[((i64)w.g * a.h + head) * a.dk + d0 + d] : 0.f;
+    int zp = 0;  // the ZR buffer holding Z for this chunk
 
 #pragma unroll 1
     for (int c = w.ce - 1; c >= w.cb; --c) {
@@ -740,17 +741,21 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
 
         // 5. The output dk and P = q ⊙ dq − k ⊙ dk; dS_[c] = diag(e^{Γ_0}) (diag(e^{Γ_L − Γ_0}) dS_[c+1] + Q̂ᵀ dO)
         //    (Q̂ high + low: two products).
+        //    A thread owns column pd of rows 8·pg … 8·pg + 7 here and in step 6, so a per-key gate's suffix sums read
+        //    back only its own P (no barrier between); a scalar gate's row sums read every thread's (one barrier).
         const i64 ob = (row0 * a.h + head) * (i64)a.dk + d0;  // (row0, d0) of the [tokens, H, d_k] tensors
         const int rs = a.h * a.dk;
+        const int pd = threadIdx.x % WT, pg = threadIdx.x / WT;
+        static_assert(NT == 4 * WT && C == 32, "a thread's 8 rows of one column");
 #pragma unroll 1
-        for (int u = 0; u < C * WT / NT; ++u) {
-            const int idx = threadIdx.x + u * NT, i = idx / WT, d = idx % WT;
+        for (int u = 0; u < 8; ++u) {
+            const int i = 8 * pg + u, idx = i * WT + pd;
             float pv = 0.f;
-            if (i < l && d0 + d < a.dk) {
-                const i64 off = ob + (i * rs + d);
+            if (i < l && d0 + pd < a.dk) {
+                const i64 off = ob + (i * rs + pd);
                 const float dk = DKs[idx];
                 a.dk_out[off] = to_elem(dk);
-                pv = QD[idx] - to_f32(Ke[i * LDT + d]) * dk;
+                pv = QD[idx] - to_f32(Ke[i * LDT + pd]) * dk;
             }
             DKs[idx] = pv;
         }
@@ -758,48 +763,57 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
         warp_mma<1, KS_NI, true, true, C>(S, QH, LDT, sm0, DOe, LDV, sn0, C);
         warp_mma<1, KS_NI, true, true, C>(S, Ql, LDT, sm0, DOe, LDV, sn0, C);
         scale_rows<1, KS_NI>(S, sm0, [&](int r) { return decay_exp(G0[r]); });
+#if KEY_GATE != GATE_PER_KEY
         __syncthreads();  // (P complete)
+#endif
 
         // 6. The gate: d log α_t = Z_N + Σ_{s ≥ t} P_s.
 #if KEY_GATE == GATE_PER_KEY
         {
-            // Suffix sums of P down each column: 4 groups of 8 rows a column, then the groups' totals.
-            const int d = threadIdx.x % WT, grp = threadIdx.x / WT;
-            float r = 0.f;
-            for (int i = 8 * grp + 7; i >= 8 * grp; --i) {
-                r += DKs[i * WT + d];
-                DKs[i * WT + d] = r;
-            }
-            TS[grp * WT + d] = r;
-            __syncthreads();  // (every thread reaches it: NT = 4 · WT)
-            float later = ZR[d];
-            for (int g2 = grp + 1; g2 < 4; ++g2) later += TS[g2 * WT + d];
-            for (int i = 8 * grp; i < 8 * grp + 8; ++i) DKs[i * WT + d] += later;
-            // The logits of the chunk into G (Γ and α are spent): all of a thread's at once, then the derivative.
+            // Suffix sums of P down each column: this thread's 8 rows (its own P from step 5), then the later groups'
+            // totals and Z (ZR: two buffers by chunk parity, so group 0 updates one while the others read the other).
+            const int d = pd, grp = pg;
             const i64 gb = (row0 * a.h + head) * (i64)a.dk + d0;  // (row0, d0) of the logits and their gradient
             const int grs = a.h * a.dk;
-            constexpr int PER = C * WT / NT;
-            elem_t xs[PER];
+            elem_t xs[8];
+            float pv[8];
 #pragma unroll
-            for (int u = 0; u < PER; ++u) {
-                const int idx = threadIdx.x + u * NT, i = idx / WT, dd = idx - i * WT;
-                xs[u] = i < l && d0 + dd < a.dk ? a.g[gb + (i * grs + dd)] : to_elem(0.f);
+            for (int u = 0; u < 8; ++u) {
+                const int i = 8 * grp + u;
+                xs[u] = i < l && d0 + d < a.dk ? a.g[gb + (i * grs + d)] : to_elem(0.f);
+                pv[u] = DKs[i * WT + d];
             }
-            __syncthreads();  // (ZR read by every group; G's last reads done)
-            if (grp == 0) ZR[d] += TS[d] + TS[WT + d] + TS[2 * WT + d] + TS[3 * WT + d];
 #pragma unroll
-            for (int u = 0; u < PER; ++u) G[threadIdx.x + u * NT] = to_f32(xs[u]);
-#pragma unroll 1
-            for (int idx = threadIdx.x; idx < C * WT; idx += NT) {  // (this thread's own elements)
-                const int i = idx / WT, dd = idx - i * WT;
-                if (i < l && d0 + dd < a.dk) {
-                    const float r2 = DKs[idx], x = G[idx];
-                    a.dg[gb + (i * grs + dd)] = to_elem(r2 * gate_dx(x, p));
+            for (int u = 6; u >= 0; --u) pv[u] += pv[u + 1];
+            TS[grp * WT + d] = pv[0];
+            __syncthreads();  // (every thread reaches it: NT = 4 · WT; Γ's last reads, step 5's, are done)
+            float later = ZR[zp * WT + d];
+            for (int g2 = grp + 1; g2 < 4; ++g2) later += TS[g2 * WT + d];
+            if (grp == 0) ZR[(zp ^ 1) * WT + d] = later + pv[0];
+            zp ^= 1;
+            // d log α_t = Z + Σ_{s ≥ t} P_s through the gate's derivative, a thread's own 8 elements: at once where the
+            // gate has no parameters; else one at a time from shared memory (unrolled, hgrn2's spilled 68 B).
+            auto grad = [&](int u, float r2, float x) {
+                const int i = 8 * grp + u;
+                if (i < l && d0 + d < a.dk) {
+                    a.dg[gb + (i * grs + d)] = to_elem(r2 * gate_dx(x, p));
                     if (NPARAM > 0) {
                         gate_dp(x, p, t);
                         for (int k = 0; k < NPARAM; ++k) dp[k] = fmaf(r2, t[k], dp[k]);
                     }
                 }
+            };
+            if constexpr (NPARAM == 0) {
+#pragma unroll
+                for (int u = 0; u < 8; ++u) grad(u, pv[u] + later, to_f32(xs[u]));
+            } else {
+#pragma unroll
+                for (int u = 0; u < 8; ++u) {  // (own elements: Γ over which the logits go is spent, see above)
+                    G[(8 * grp + u) * WT + d] = to_f32(xs[u]);
+                    DKs[(8 * grp + u) * WT + d] = pv[u];
+                }
+#pragma unroll 1
+                for (int u = 0; u < 8; ++u) grad(u, DKs[(8 * grp + u) * WT + d] + later, G[(8 * grp + u) * WT + d]);
             }
         }
 #else
@@ -813,7 +827,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
                 a.dstates[a.seg_offsets[a.n_seqs] * a.h * a.dk + ((i64)blockIdx.x * tokens + row0 + i) * a.h + head] = s;
             }
         }
-        (void)ZR, (void)TS, (void)p, (void)t;
+        (void)ZR, (void)TS, (void)p, (void)t, (void)zp, (void)pd, (void)pg;
 #endif
         __syncthreads();  // (the tiles are rewritten by the next chunk)
     }
