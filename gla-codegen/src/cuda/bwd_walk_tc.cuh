@@ -632,7 +632,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
     float* DKs = AL + C * WT;                              // [C][WT]  dk, then P = q ⊙ dq − k ⊙ dk, then d log α
     float* DA = DKs + C * WT;                              // [C][C]   dA
     float* ZR = DA + C * C;                                // [2][WT]  Z_N + Σ of P over the later chunks (by parity)
-    float* TS = ZR + 2 * WT;                                   // [4][WT]  P's sums over 8-row groups
+    float* TS = ZR + 2 * WT;                               // [4][WT]  P's sums over 8-row groups
     float* QD = TS + 4 * WT;                               // [C][WT]  q ⊙ dq (the dq walk's), copied with the tiles
     elem_t* DOe = reinterpret_cast<elem_t*>(QD + C * WT);  // [C][LDV] dO
     elem_t* Ve = DOe + C * LDV;                            // [C][LDV] V
