@@ -570,11 +570,15 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     crate::writer::write_log_alpha_floor(&mut w);
     let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return gla_max_nan({fast}{id}(x, p), LOG_ALPHA_FLOOR); }}");
     let _ = writeln!(w, "__device__ __forceinline__ bool gate_floored(float x, const float* p) {{ return {fast}{id}(x, p) < LOG_ALPHA_FLOOR; }}");
-    let _ = writeln!(w, "__device__ __forceinline__ float gate_dx(float x, const float* p) {{ return gate_floored(x, p) ? 0.f : {id}_dx(x, p); }}");
+    // d log α / dx returned and d log α / d params into dp, both 0 below the floor: the gate evaluated once for the check.
     let _ = writeln!(
         w,
-        "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ {id}_dp(x, p, dp); if (gate_floored(x, p)) for (int i = 0; i < {np}; ++i) dp[i] = 0.f; }}",
+        "__device__ __forceinline__ float gate_grads(float x, const float* p, float* dp) {{ if (gate_floored(x, p)) {{ for (int i = 0; i < {np}; ++i) dp[i] = 0.f; return 0.f; }} {id}_dp(x, p, dp); return {id}_dx(x, p); }}",
         np = gate.params().len()
+    );
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ (void)gate_grads(x, p, dp); }}"
     );
     // The decays α = e^{log α} and the decay factors e^{Γ_i − Γ_j} (x ≤ 0): IEEE for f32; for bf16 / f16 one MUFU.EX2
     // of x·log2 e (relative error ≤ 3e-6 at |x| ≤ 44, far below the elements' 2^-8 or 2^-11; a result below 2^-126

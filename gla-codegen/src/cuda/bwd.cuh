@@ -410,11 +410,9 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, con
             const float r = P[idx];
             const i64 off = ((bos + i0 + i) * a.h + head) * (i64)width + d;
             const float x = to_f32(xs[u]);
-            a.dg[off] = to_elem(r * gate_dx(x, p));
-            if (NPARAM > 0) {
-                gate_dp(x, p, t);
+            a.dg[off] = to_elem(r * gate_grads(x, p, t));
+            if (NPARAM > 0)
                 for (int k = 0; k < NPARAM; ++k) dp[k] = fmaf(r, t[k], dp[k]);
-            }
         }
     }
 #else
@@ -446,11 +444,9 @@ __device__ __forceinline__ void chunk_gate_grads(const BwdArgs& a, float* P, con
 #if KEY_GATE == GATE_PER_HEAD
     for (int i = threadIdx.x; i < l; i += NT) {
         const float r = W[i], x = to_f32(a.g[(bos + i0 + i) * a.h + head]);
-        a.dg[(bos + i0 + i) * a.h + head] = to_elem(r * gate_dx(x, p));
-        if (NPARAM > 0) {
-            gate_dp(x, p, t);
+        a.dg[(bos + i0 + i) * a.h + head] = to_elem(r * gate_grads(x, p, t));
+        if (NPARAM > 0)
             for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
-        }
     }
 #endif
 #endif

@@ -796,11 +796,9 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_K) gla_bwd_walk_dk(co
             auto grad = [&](int u, float r2, float x) {
                 const int i = 8 * grp + u;
                 if (i < l && d0 + d < a.dk) {
-                    a.dg[gb + (i * grs + d)] = to_elem(r2 * gate_dx(x, p));
-                    if (NPARAM > 0) {
-                        gate_dp(x, p, t);
+                    a.dg[gb + (i * grs + d)] = to_elem(r2 * gate_grads(x, p, t));
+                    if (NPARAM > 0)
                         for (int k = 0; k < NPARAM; ++k) dp[k] = fmaf(r2, t[k], dp[k]);
-                    }
                 }
             };
             if constexpr (NPARAM == 0) {
@@ -1035,11 +1033,9 @@ extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_const
 #if KEY_GATE == GATE_PER_HEAD
         const i64 off = (bos + s) * a.h + head;
         const float x = to_f32(a.g[off]);
-        a.dg[off] = to_elem(r * gate_dx(x, p));
-        if (NPARAM > 0) {
-            gate_dp(x, p, t);
+        a.dg[off] = to_elem(r * gate_grads(x, p, t));
+        if (NPARAM > 0)
             for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
-        }
 #endif
     }
 #if KEY_GATE == GATE_FIXED
