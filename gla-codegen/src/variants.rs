@@ -33,6 +33,14 @@ impl KernelSpec {
         Ok(s)
     }
 
+    /// The same variant computing `pass` ([`Pass::Dv`]: the backward's dv as the time-reversed forward), validated:
+    /// the dv pass runs per-key gates on the wgmma family without a key split.
+    pub fn with_pass(self, pass: Pass) -> Result<Self, GlaError> {
+        let s = KernelSpec { pass, ..self };
+        s.validate()?;
+        Ok(s)
+    }
+
     /// Validate and build a spec. Errors name the bad field and the allowed values.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -336,6 +344,16 @@ impl KernelSpec {
                 self.key_split,
                 if self.materialize { "materialize" } else if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
                 self.tiles.ctas_per_sm
+            ));
+        }
+        if self.pass == Pass::Dv
+            && (self.shape() != GateShape::PerKey || !self.tiles.wgmma || self.key_split != 1)
+        {
+            return bad(format!(
+                "the dv pass (the time-reversed forward) runs per-key gates on wgmma consumers without a key split, got a {:?} gate, {}, key_split {}",
+                self.shape(),
+                if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
+                self.key_split
             ));
         }
         let features = Features::of(self);

@@ -277,6 +277,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr bool SLOT_PER_GROUP = {};  // every slot holds one producer group's chunks: one EMPTY barrier a slot", f.slot_per_group);
     let _ = writeln!(w, "constexpr bool STATES_ISSUE_AHEAD = {};  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j", f.states_issue_ahead);
     let _ = writeln!(w, "constexpr bool XCH_SPLIT = {};  // cluster key split: each CTA finishes half the value columns (else slice 0 all)", f.xch_split);
+    let _ = writeln!(w, "#define GLA_REVERSE {}  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃", f.reverse as u32);
     if let Some(r) = f.regs {
         let _ = writeln!(
             w,
@@ -490,7 +491,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                 },
             ],
             needs_state_buffer: false,
-            segmented: true,
+            segmented: !f.reverse,
             tma: f.tma,
             lead_permille: f.lead_permille,
             workspace_partials: f.workspace_partials(),
@@ -522,6 +523,7 @@ const KSUM_PER_BLOCK: u32 = 1024;
 /// shared memory through matrix descriptors, or A from registers; `tnsp` 1 = MN-major in shared memory):
 ///   wg_out_s: Oᵀ (64 x C) += Sᵀ (registers, bf16/f16) · Q̃ᵀ (K-major)          — m64nCk16
 ///   wg_out_v: Oᵀ (64 x C) += Vᵀ (MN-major) · Aᵀ (K-major)                       — m64nCk16
+///   wg_out_w: dVᵀ (64 x C) += dOᵀ (MN-major) · A (N-major; the dv pass)          — m64nCk16
 ///   wg_state: Sᵀ (64 x d_k) += Vᵀ (MN-major) · K̂ (N-major)                      — m64n{d_k}k16
 fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     let ty = match spec.dtype {
@@ -615,6 +617,17 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
         ", 1, 0",
         "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major",
     );
+    if Features::of(spec).reverse {
+        emit(
+            w,
+            "wg_out_w",
+            c,
+            false,
+            &op(c),
+            ", 1, 1",
+            "dVᵀ += dOᵀ A (dv pass): A = dO [C][64] M-major, B = A [C][C] N-major",
+        );
+    }
     emit(
         w,
         "wg_state",
