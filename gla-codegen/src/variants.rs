@@ -481,6 +481,21 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
             || (d == 64 && t.warps == 4 && t.ctas_per_sm == 2))
 }
 
+/// The dv pass's kernels of `gate` ([`Pass::Dv`], the backward's dv as the time-reversed forward): the bf16 / f16
+/// defaults of d = 64 and 128 made dv passes (per-key gates on wgmma; empty for other gates). `Gla::backward` runs
+/// them; `autotune --plan` compiles them with the forward variants.
+pub fn dv_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
+    [DType::BF16, DType::F16]
+        .into_iter()
+        .flat_map(|dt| [64, 128].map(|d| (dt, d)))
+        .filter_map(|(dt, d)| {
+            KernelSpec::default_for(gate, dt, d, d)
+                .and_then(|s| s.with_pass(Pass::Dv))
+                .ok()
+        })
+        .collect()
+}
+
 /// The autotuner's search space for `gate`, in a deterministic order: the variants that can win or that keep a
 /// kernel family compiled and tested (`worth_keeping`: the defaults, the runner-ups, one kernel a family), out of
 /// every valid combination ([`candidates`]). Every variant [`KernelSpec::default_for`] gives for d = 64, 128, 256
