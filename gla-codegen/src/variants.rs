@@ -346,14 +346,11 @@ impl KernelSpec {
                 self.tiles.ctas_per_sm
             ));
         }
-        if self.pass == Pass::Dv
-            && (self.shape() != GateShape::PerKey || !self.tiles.wgmma || self.key_split != 1)
-        {
+        if self.pass == Pass::Dv && (self.shape() != GateShape::PerKey || !self.tiles.wgmma) {
             return bad(format!(
-                "the dv pass (the time-reversed forward) runs per-key gates on wgmma consumers without a key split, got a {:?} gate, {}, key_split {}",
+                "the dv pass (the time-reversed forward) runs per-key gates on wgmma consumers, got a {:?} gate, {}",
                 self.shape(),
                 if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
-                self.key_split
             ));
         }
         let features = Features::of(self);
@@ -482,12 +479,12 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
 }
 
 /// The dv pass's kernels of `gate` ([`Pass::Dv`], the backward's dv as the time-reversed forward): the bf16 / f16
-/// defaults of d = 64 and 128 made dv passes (per-key gates on wgmma; empty for other gates). `Gla::backward` runs
-/// them; `autotune --plan` compiles them with the forward variants.
+/// defaults of d = 64 … 512 made dv passes (per-key gates on wgmma, key splits included; empty for other gates).
+/// `Gla::backward` runs them; `autotune --plan` compiles them with the forward variants.
 pub fn dv_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     [DType::BF16, DType::F16]
         .into_iter()
-        .flat_map(|dt| [64, 128].map(|d| (dt, d)))
+        .flat_map(|dt| [64, 128, 256, 512].map(|d| (dt, d)))
         .filter_map(|(dt, d)| {
             KernelSpec::default_for(gate, dt, d, d)
                 .and_then(|s| s.with_pass(Pass::Dv))

@@ -485,7 +485,8 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
 /// Q̃ and K̂ and contracting A over its rows) against the f64 recurrence's gradients: o = dv and the final state =
 /// dh0, for v = dO and h0 = ∂ℒ/∂S_T (both random, N(0, 1)-sized), at weak and strong decays (the exact path's
 /// A included), varlen with empty and one-token sequences (a sequence's partial last chunk is its first step), on
-/// both wgmma defaults of d ≤ 128. Tolerance as the backward's (5e-3 bf16 / f16).
+/// both wgmma defaults of d ≤ 128 and d_k = 256 as key slices (`ks2`; the default's 2-CTA cluster is the GPU
+/// tests'). Tolerance as the backward's (5e-3 bf16 / f16).
 #[test]
 fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
     use gla_codegen::Pass;
@@ -521,6 +522,21 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
             None,
             Alternating,
         ),
+        // d_k = 256 as two key slices whose f32 partial dv `gla_fwd_ksum` adds (the default's cluster is not emulated)
+        (
+            "gla",
+            DType::BF16,
+            Dims::new(1, 45, 2, 256, 128),
+            None,
+            By(-12.0),
+        ),
+        (
+            "rwkv6",
+            DType::BF16,
+            Dims::new(1, 75, 1, 256, 128),
+            cu.clone(),
+            By(0.0),
+        ),
     ];
     use rayon::prelude::*;
     let results: Vec<Result<String, String>> = cases
@@ -529,6 +545,13 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
         .map(|(i, (name, dt, dims, cu, shift))| {
             let g = gate(name);
             let spec = KernelSpec::default_for(g, *dt, dims.dk, dims.dv)
+                .and_then(|s| {
+                    if dims.dk > 128 {
+                        s.with_key_split(2)
+                    } else {
+                        Ok(s)
+                    }
+                })
                 .and_then(|s| s.with_pass(Pass::Dv))
                 .unwrap();
             let mut case = Case::random(g, *dims, *dt, 900 + i as u64, true, cu.clone());

@@ -268,7 +268,7 @@ impl Gla {
     }
 
     /// The dv pass's variant for a walk-form backward, loaded: the default forward variant's `Pass::Dv` (per-key
-    /// gates on the wgmma defaults: d ≤ 128), where `scale` has a finite inverse (the pass starts from S' = dht /
+    /// gates on the bf16 / f16 wgmma defaults), where `scale` has a finite inverse (the pass starts from S' = dht /
     /// scale). None: no such kernel, or no NVRTC to build it (a deployment running a tuning cache's backward cubin
     /// keeps its dv walk).
     fn dv_pass(
