@@ -160,7 +160,9 @@ impl Gla {
         // dv (walk form): the dv pass where it has kernels — the forward of the time-reversed problem, the
         // forward's producers and ring (`Pass::Dv`) — else the dv walk.
         let dv_pass = match spec.form {
-            BackwardForm::Walks => self.dv_pass(gate, p.dtype, dk, dv, p.scale)?,
+            BackwardForm::Walks => {
+                self.dv_pass(gate, p.dtype, q.shape(), dv, p.scale, opts.cu_seqlens)?
+            }
             BackwardForm::Chunks => None,
         };
         if let Some(ds) = dv_pass {
@@ -267,20 +269,28 @@ impl Gla {
         })
     }
 
-    /// The dv pass's variant for a walk-form backward, loaded: the default forward variant's `Pass::Dv` (per-key
-    /// gates on the bf16 / f16 wgmma defaults), where `scale` has a finite inverse (the pass starts from S' = dht /
-    /// scale). None: no such kernel, or no NVRTC to build it (a deployment running a tuning cache's backward cubin
-    /// keeps its dv walk).
+    /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
+    /// else the default forward variant's `Pass::Dv` (per-key gates on the bf16 / f16 wgmma defaults), where `scale`
+    /// has a finite inverse (the pass starts from S' = dht / scale). None: no such kernel, or no NVRTC to build it
+    /// (the backward then runs its dv walk).
     fn dv_pass(
         &self,
         gate: &'static dyn Gate,
         dtype: DType,
-        dk: usize,
+        q_shape: &[usize],
         dv: usize,
         scale: f32,
+        cu_seqlens: Option<&[usize]>,
     ) -> Result<Option<KernelSpec>> {
         if !scale.is_normal() || !(1.0 / scale).is_finite() {
             return Ok(None);
+        }
+        let dk = q_shape.get(3).copied().unwrap_or(0);
+        let cached = crate::tuned::call_shape(q_shape, cu_seqlens)
+            .and_then(|(rows, tokens)| self.inner.tuned.pick_dv(gate, dtype, dk, dv, rows, tokens));
+        if let Some(pk) = cached {
+            self.load_cubin(&pk.spec, &pk.cubin)?;
+            return Ok(Some(pk.spec));
         }
         let Ok(spec) =
             KernelSpec::default_for(gate, dtype, dk, dv).and_then(|s| s.with_pass(Pass::Dv))
