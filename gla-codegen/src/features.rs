@@ -191,7 +191,11 @@ impl Features {
             states_issue_ahead: two,
             reg_logit: tma(spec) && shape == GateShape::PerHead,
             logits_swizzled: tma(spec) && per_key,
-            rows_scaled: scalar && t.wgmma && !wg_smem_s(spec),
+            // (the dv pass contracts A over its rows: no row factor can wait for the store)
+            rows_scaled: scalar
+                && t.wgmma
+                && !wg_smem_s(spec)
+                && spec.pass != crate::spec::Pass::Dv,
             xch_split: spec.cluster && per_key,
             key_split: spec.key_split,
             cluster: spec.cluster,

@@ -14,8 +14,9 @@ pub enum Pass {
     /// with the forward's own chunk operands — A (lower triangular), Q̃ = Q ⊙ 2^Γ, K̂ = K ⊙ 2^(Γ_L − Γ) — and the
     /// chunks walked last to first from S' = dht:  dV_[n] = K̂ S' + Aᵀ dO,  S' ← diag(2^Γ_L) S' + Q̃ᵀ dO.
     /// The producers are the forward's unchanged; the consumers swap Q̃ and K̂ and contract A over its rows.
-    /// v = dO, h0 = dht, o = dv (the final state, if asked for, is dh0). Per-key gates on the wgmma family (key
-    /// splits too: dv is linear in the key slices, as O is); never segmented.
+    /// v = dO, h0 = dht, o = dv (the final state, if asked for, is dh0). Per-key, per-head and fixed gates on the
+    /// wgmma family (key splits too: dv is linear in the key slices, as O is; scalar gates without row-scaled
+    /// chunks); never segmented.
     Dv,
 }
 

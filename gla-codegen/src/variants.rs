@@ -346,9 +346,9 @@ impl KernelSpec {
                 self.tiles.ctas_per_sm
             ));
         }
-        if self.pass == Pass::Dv && (self.shape() != GateShape::PerKey || !self.tiles.wgmma) {
+        if self.pass == Pass::Dv && (self.shape() == GateShape::PerValue || !self.tiles.wgmma) {
             return bad(format!(
-                "the dv pass (the time-reversed forward) runs per-key gates on wgmma consumers, got a {:?} gate, {}",
+                "the dv pass (the time-reversed forward) runs per-key, per-head and fixed gates on wgmma consumers, got a {:?} gate, {}",
                 self.shape(),
                 if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
             ));
@@ -479,7 +479,7 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
 }
 
 /// The dv pass's kernels of `gate` ([`Pass::Dv`], the backward's dv as the time-reversed forward): the bf16 / f16
-/// defaults of d = 64 … 512 made dv passes (per-key gates on wgmma, key splits included; empty for other gates).
+/// defaults of d = 64 … 512 made dv passes (on wgmma, key splits included; empty for per-value gates).
 /// `Gla::backward` runs them; `autotune --plan` compiles them with the forward variants.
 pub fn dv_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     [DType::BF16, DType::F16]

@@ -33,6 +33,8 @@ pub fn family_templates(f: &Features) -> Vec<&'static str> {
         Family::Materialized => t.push(MATERIALIZED),
         Family::Fused => t.extend([SCAN, FUSED, COMBINE]),
         Family::WarpSpecialised => t.extend([SCAN, WS_RING, WS, COMBINE]),
+        // (the dv pass is never segmented: no combine)
+        Family::WarpSpecialisedWgmma if f.reverse => t.extend([SCAN, WS_RING, WS_WGMMA, WS]),
         Family::WarpSpecialisedWgmma => t.extend([SCAN, WS_RING, WS_WGMMA, WS, COMBINE]),
     }
     if f.key_split > 1 && !f.cluster {
@@ -498,6 +500,10 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         }
     };
     let mut plan = plan;
+    if f.reverse {
+        // The dv pass: the fused kernel alone (its source has no segment-state pass and no combine).
+        plan.kernels.retain(|k| k.name == "gla_fwd_ws");
+    }
     if spec.key_split > 1 && !spec.cluster {
         plan.kernels.push(KernelLaunch {
             name: "gla_fwd_ksum".into(),

@@ -340,8 +340,9 @@ fn snapshots_of_emitted_source() {
     }
 }
 
-/// The dv pass: per-key gates on the wgmma family only (a typed error names what it needs), never segmented, and
-/// one dv pass for each per-key bf16 / f16 default of d = 64 … 512.
+/// The dv pass: key gates on the wgmma family only (a typed error names what it needs), never segmented, scalar
+/// gates without row-scaled chunks (A keeps its row factors), and one dv pass for each bf16 / f16 wgmma default of
+/// d = 64 … 512.
 #[test]
 fn dv_pass_variants() {
     let pk = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
@@ -355,9 +356,12 @@ fn dv_pass_variants() {
     assert!(!generate(&dv).unwrap().plan.segmented);
     assert!(generate(&pk).unwrap().plan.segmented);
     let scalar = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 128, 128).unwrap();
-    match scalar.with_pass(Pass::Dv) {
-        Err(GlaError::Unsupported { msg, .. }) => assert!(msg.contains("per-key"), "{msg}"),
-        other => panic!("a scalar gate's dv pass: {other:?}"),
+    let scalar_dv = scalar.with_pass(Pass::Dv).unwrap();
+    assert!(Features::of(&scalar).rows_scaled && !Features::of(&scalar_dv).rows_scaled);
+    let value = KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 128, 128).unwrap();
+    match value.with_pass(Pass::Dv) {
+        Err(GlaError::Unsupported { msg, .. }) => assert!(msg.contains("per-head"), "{msg}"),
+        other => panic!("a value gate's dv pass: {other:?}"),
     }
     let d256 = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 256, 256).unwrap();
     assert!(
@@ -366,12 +370,17 @@ fn dv_pass_variants() {
     );
     let mmasync = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
     assert!(mmasync.with_pass(Pass::Dv).is_err(), "mma.sync consumers");
-    let ids: Vec<String> = gla_codegen::dv_pass_variants(&fixtures::PER_KEY)
-        .iter()
-        .map(|s| s.id())
-        .collect();
-    assert_eq!(ids.len(), 8, "{ids:?}");
-    assert!(gla_codegen::dv_pass_variants(&fixtures::PER_HEAD).is_empty());
+    for g in [
+        &fixtures::PER_KEY as &'static dyn gla_core::Gate,
+        &fixtures::PER_HEAD,
+    ] {
+        let ids: Vec<String> = gla_codegen::dv_pass_variants(g)
+            .iter()
+            .map(|s| s.id())
+            .collect();
+        assert_eq!(ids.len(), 8, "{ids:?}");
+    }
+    assert!(gla_codegen::dv_pass_variants(&fixtures::PER_VALUE).is_empty());
 }
 
 #[test]

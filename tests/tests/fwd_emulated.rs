@@ -478,8 +478,8 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
 /// Q̃ and K̂ and contracting A over its rows) against the f64 recurrence's gradients: o = dv and the final state =
 /// dh0, for v = dO and h0 = ∂ℒ/∂S_T (both random, N(0, 1)-sized), at weak and strong decays (the exact path's
 /// A included), varlen with empty and one-token sequences (a sequence's partial last chunk is its first step), on
-/// both wgmma defaults of d ≤ 128 and d_k = 256 as key slices (`ks2`; the default's 2-CTA cluster is the GPU
-/// tests'). Tolerance as the backward's (5e-3 bf16 / f16).
+/// the wgmma defaults of d ≤ 128 and d_k = 256 as key slices (`ks2`; the default's 2-CTA cluster is the GPU
+/// tests'), per-key and scalar gates. Tolerance as the backward's (5e-3 bf16 / f16).
 #[test]
 fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
     use gla_codegen::Pass;
@@ -530,6 +530,23 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
             cu.clone(),
             By(0.0),
         ),
+        // scalar gates (A with its row factors: no row-scaled chunks)
+        ("mamba2", DType::BF16, d128, None, By(0.0)),
+        (
+            "mamba2",
+            DType::F16,
+            Dims::new(1, 75, 2, 64, 64),
+            cu.clone(),
+            By(-12.0),
+        ),
+        (
+            "gated_retnet",
+            DType::BF16,
+            Dims::new(1, 45, 2, 256, 128),
+            None,
+            By(0.0),
+        ),
+        ("mlstm", DType::BF16, d128, None, By(12.0)),
     ];
     use rayon::prelude::*;
     let results: Vec<Result<String, String>> = cases

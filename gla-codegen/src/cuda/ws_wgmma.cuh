@@ -9,7 +9,7 @@
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
-static_assert(!GLA_REVERSE || (KEY_GATE == GATE_PER_KEY && !GLA_ROWS_SCALED), "the dv pass: per-key gates");
+static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");

@@ -2241,7 +2241,7 @@ __device__ __forceinline__ void regs_consumer() {}
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
-static_assert(!GLA_REVERSE || (KEY_GATE == GATE_PER_KEY && !GLA_ROWS_SCALED), "the dv pass: per-key gates");
+static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -3098,6 +3098,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     ws_fused_segment(a, smem, head, n, p);
 }
 
+#if !GLA_REVERSE  // (the dv pass is never segmented)
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
@@ -3155,6 +3156,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
         store_seg_decay(a, z, head, sq, dec);
     }
 }
+#endif
 
 // Two-level scan, the combine (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
 // the segments):  S = E_0;  for p = 1 .. S − 2: S_init(p) = S, S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  S_init(S − 1) = S.

@@ -2458,6 +2458,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     ws_fused_segment(a, smem, head, n, p);
 }
 
+#if !GLA_REVERSE  // (the dv pass is never segmented)
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
@@ -2515,6 +2516,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
         store_seg_decay(a, z, head, sq, dec);
     }
 }
+#endif
 
 // Two-level scan, the combine (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
 // the segments):  S = E_0;  for p = 1 .. S − 2: S_init(p) = S, S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  S_init(S − 1) = S.
