@@ -270,7 +270,7 @@ impl Gla {
     }
 
     /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
-    /// else the default forward variant's `Pass::Dv` (per-key gates on the bf16 / f16 wgmma defaults), where `scale`
+    /// else the default forward variant's `Pass::Dv` (key gates on the bf16 / f16 wgmma defaults), where `scale`
     /// has a finite inverse (the pass starts from S' = dht / scale). None: no such kernel, or no NVRTC to build it
     /// (the backward then runs its dv walk).
     fn dv_pass(
@@ -289,8 +289,18 @@ impl Gla {
         let cached = crate::tuned::call_shape(q_shape, cu_seqlens)
             .and_then(|(rows, tokens)| self.inner.tuned.pick_dv(gate, dtype, dk, dv, rows, tokens));
         if let Some(pk) = cached {
-            self.load_cubin(&pk.spec, &pk.cubin)?;
-            return Ok(Some(pk.spec));
+            match self.load_cubin(&pk.spec, &pk.cubin) {
+                Ok(_) => return Ok(Some(pk.spec)),
+                // A cubin the driver refuses: as the forward, warned once, then the default's dv pass.
+                Err(e) => self.inner.tuned.warn_once(
+                    &format!("load:{}", pk.spec.id()),
+                    &format!(
+                        "gla: tuning cache {}: {} not loaded ({e}); the default dv pass runs",
+                        pk.cache.display(),
+                        pk.spec.id()
+                    ),
+                ),
+            }
         }
         let Ok(spec) =
             KernelSpec::default_for(gate, dtype, dk, dv).and_then(|s| s.with_pass(Pass::Dv))
