@@ -265,6 +265,17 @@ pub fn gate_grad_errors(
     )
 }
 
+/// The "spike" logit shift of token `t`: +30 on token 5 of every chunk of 32, −5 elsewhere — for RWKV-6's −exp(x) one
+/// near-zero forget gate (log α ≈ −1e13) a chunk among mild ones, whose later tokens' decays must survive it
+/// (`gla_core::LOG2_ALPHA_FLOOR`).
+pub fn spike_shift(t: usize) -> f32 {
+    if t % 32 == 5 {
+        30.0
+    } else {
+        -5.0
+    }
+}
+
 /// Relative RMS error sqrt(Σ(got − want)² / Σ want²); NaN/Inf in `got` give +∞.
 pub fn rel_rms(got: &[f64], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len());

@@ -274,10 +274,8 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             let shift_at = |n: usize| {
                 if !shift.is_nan() {
                     *shift
-                } else if (n / per_token) % dims.t % 32 == 5 {
-                    30.0
                 } else {
-                    -5.0
+                    tests::spike_shift((n / per_token) % dims.t)
                 }
             };
             case.logits

@@ -162,8 +162,7 @@ fn gate_of(spec: &KernelSpec) -> &'static dyn Gate {
 enum Shift {
     By(f32),
     Alternating,
-    /// +30 on token 5 of every chunk of 32, −5 elsewhere: for RWKV-6's −exp(x) one near-zero forget gate (log α ≈
-    /// −1e13) a chunk among mild ones — the later tokens' decays must survive it (`LOG2_ALPHA_FLOOR`).
+    /// `tests::spike_shift`: one near-zero forget gate a chunk among mild ones (RWKV-6 at +30).
     Spike,
 }
 use Shift::*;
@@ -172,7 +171,7 @@ impl Shift {
     fn at(self, t: usize) -> f32 {
         match self {
             By(x) => x,
-            Spike => if t % 32 == 5 { 30.0 } else { -5.0 },
+            Spike => tests::spike_shift(t),
             Alternating => {
                 if (t / 32) % 3 == 2 {
                     -12.0

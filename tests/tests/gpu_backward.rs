@@ -229,10 +229,8 @@ fn backward_matches_the_f64_reference() {
                     let shift_at = |n: usize| {
                         if !sh.shift.is_nan() {
                             sh.shift
-                        } else if (n / per_token) % sh.dims.t % 32 == 5 {
-                            30.0
                         } else {
-                            -5.0
+                            tests::spike_shift((n / per_token) % sh.dims.t)
                         }
                     };
                     case.logits

@@ -451,7 +451,7 @@ fn near_zero_forget_gates_keep_the_later_decays_exact() {
                 let per_token = case.logits.len() / (2 * 200);
                 for (n, x) in case.logits.iter_mut().enumerate() {
                     let t = (n / per_token) % 200;
-                    let shift = if !spike { 95.0 } else if t % 32 == 5 { 30.0 } else { -5.0 };
+                    let shift = if spike { tests::spike_shift(t) } else { 95.0 };
                     *x = dt.round(*x + shift);
                 }
                 let want = case.reference(gate, None);
