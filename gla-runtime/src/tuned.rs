@@ -247,39 +247,21 @@ impl Tuned {
         }
     }
 
-    /// A forward entry's variant, if usable here ([`Tuned::usable_with`]).
+    /// A forward (or dv-pass: its forward record made `pass`) entry's variant, if usable here
+    /// ([`Tuned::usable_with`]).
     fn usable(
         &self,
         gate: &'static dyn Gate,
         dtype: DType,
+        pass: gla_codegen::Pass,
         dir: &Path,
         e: &Entry,
     ) -> Option<KernelSpec> {
         self.usable_with(dir, e, || {
-            let rec = e.spec.ok_or("a forward entry without a variant record")?;
+            let rec = e.spec.ok_or("an entry without a variant record")?;
             let spec = rec
                 .spec(gate, dtype)
-                .map_err(|err| format!("its variant no longer validates: {err}"))?;
-            let sha = self.source_sha(spec.id(), gate, || {
-                gla_codegen::generate(&spec).ok().map(|g| g.source)
-            });
-            Ok((spec, spec.id(), sha))
-        })
-    }
-
-    /// A dv-pass entry's variant (its forward record made `Pass::Dv`), if usable here ([`Tuned::usable_with`]).
-    fn usable_dv(
-        &self,
-        gate: &'static dyn Gate,
-        dtype: DType,
-        dir: &Path,
-        e: &Entry,
-    ) -> Option<KernelSpec> {
-        self.usable_with(dir, e, || {
-            let rec = e.spec.ok_or("a dv-pass entry without a variant record")?;
-            let spec = rec
-                .spec(gate, dtype)
-                .and_then(|s| s.with_pass(gla_codegen::Pass::Dv))
+                .and_then(|s| s.with_pass(pass))
                 .map_err(|err| format!("its variant no longer validates: {err}"))?;
             let sha = self.source_sha(spec.id(), gate, || {
                 gla_codegen::generate(&spec).ok().map(|g| g.source)
@@ -419,22 +401,7 @@ impl Tuned {
         tokens: usize,
     ) -> Option<Pick> {
         let key = CacheKey::dv_pass(gate, dtype, dk, dv);
-        self.memoised(
-            &self.decisions,
-            key,
-            Bucket::of(rows, tokens),
-            |key, bucket| {
-                let (spec, cubin, timed, cache, bucket) =
-                    self.decide_with(key, bucket, |dir, e| self.usable_dv(gate, dtype, dir, e))?;
-                Some(Pick {
-                    spec,
-                    cubin,
-                    timed,
-                    cache,
-                    bucket,
-                })
-            },
-        )
+        self.pick_pass(key, gate, dtype, gla_codegen::Pass::Dv, rows, tokens)
     }
 
     /// The cached decode kernel of `gate` in `dtype` (its cubin: no NVRTC), or None (the caller compiles it).
@@ -467,13 +434,27 @@ impl Tuned {
         tokens: usize,
     ) -> Option<Pick> {
         let key = CacheKey::new(gate, dtype, dk, dv);
+        self.pick_pass(key, gate, dtype, gla_codegen::Pass::Forward, rows, tokens)
+    }
+
+    /// [`Tuned::pick`] / [`Tuned::pick_dv`]: the memoised decision for `key` among entries whose record is a
+    /// `pass` variant of `gate` in `dtype`.
+    fn pick_pass(
+        &self,
+        key: CacheKey,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        pass: gla_codegen::Pass,
+        rows: usize,
+        tokens: usize,
+    ) -> Option<Pick> {
         self.memoised(
             &self.decisions,
             key,
             Bucket::of(rows, tokens),
             |key, bucket| {
                 let (spec, cubin, timed, cache, bucket) =
-                    self.decide_with(key, bucket, |dir, e| self.usable(gate, dtype, dir, e))?;
+                    self.decide_with(key, bucket, |dir, e| self.usable(gate, dtype, pass, dir, e))?;
                 Some(Pick {
                     spec,
                     cubin,
