@@ -216,7 +216,11 @@ impl BackwardSpec {
                 let pq = tokens.checked_mul(h)?.checked_mul(dk)?;
                 let rows = dk.div_ceil(WALK_TILE).checked_mul(tokens)?.checked_mul(h)?;
                 Some([
-                    if self.walk_gamma() { pq.checked_mul(2)? } else { pq },
+                    if self.walk_gamma() {
+                        pq.checked_mul(2)?
+                    } else {
+                        pq
+                    },
                     segments
                         .checked_mul(h)?
                         .checked_mul(dk)?
@@ -744,7 +748,16 @@ mod tests {
         // 64 key columns).
         assert_eq!(
             backward_grids(&key, 100, 130, 3, 2, 9, 2),
-            vec![(3, 3, 2), none, none, none, (2, 3, 2), (2, 3, 2), (3, 3, 2), none]
+            vec![
+                (3, 3, 2),
+                none,
+                none,
+                none,
+                (2, 3, 2),
+                (2, 3, 2),
+                (3, 3, 2),
+                none
+            ]
         );
         // Five segments for two sequences: the first pass and the combine run; the walks a CTA per segment.
         assert_eq!(
@@ -776,7 +789,11 @@ mod tests {
             ..key
         };
         let hg = backward_grids(&head, 100, 130, 3, 2, 9, 2);
-        assert_eq!((hg[0], hg[7]), (none, (3, 2, 1)), "no Γ pass for a scalar gate; its gate kernel");
+        assert_eq!(
+            (hg[0], hg[7]),
+            (none, (3, 2, 1)),
+            "no Γ pass for a scalar gate; its gate kernel"
+        );
         assert_eq!(head.gamma_offset(50, 3, 100), None);
         assert_eq!(
             head.workspace_elems(50, 2, 9, 5, 3, 100, 130).unwrap()[0],

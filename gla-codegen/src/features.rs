@@ -39,6 +39,9 @@ pub struct RegisterSplit {
 pub struct Features {
     pub family: Family,
     pub shape: GateShape,
+    /// [`crate::Pass::Dv`]: chunks walked last to first, the consumers contract Aᵀ and swap Q̃ and K̂ (never
+    /// segmented: the two-level scan is the forward's).
+    pub reverse: bool,
     /// bf16/f16: mma.sync / wgmma on tensor cores and approximate transcendentals; f32: CUDA-core FMAs, IEEE math.
     pub tensor_cores: bool,
     /// The scores A kept as hi + lo halves (A V on tensor cores to ~f32 precision).
@@ -172,6 +175,7 @@ impl Features {
         Features {
             family,
             shape,
+            reverse: spec.pass == crate::spec::Pass::Dv,
             tensor_cores: spec.dtype != DType::F32,
             split_a: split_a(spec),
             wgmma: t.wgmma,
@@ -187,7 +191,11 @@ impl Features {
             states_issue_ahead: two,
             reg_logit: tma(spec) && shape == GateShape::PerHead,
             logits_swizzled: tma(spec) && per_key,
-            rows_scaled: scalar && t.wgmma && !wg_smem_s(spec),
+            // (the dv pass contracts A over its rows: no row factor can wait for the store)
+            rows_scaled: scalar
+                && t.wgmma
+                && !wg_smem_s(spec)
+                && spec.pass != crate::spec::Pass::Dv,
             xch_split: spec.cluster && per_key,
             key_split: spec.key_split,
             cluster: spec.cluster,

@@ -9,6 +9,15 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Pass {
     Forward,
+    /// The backward's dv as the forward of the time-reversed problem (`.dv` ids; set with
+    /// [`KernelSpec::with_pass`]): dv_s = scale · Σ_{t≥s} (q_t · (k_s ⊙ b_t / b_s)) dO_t + (k_s ⊙ b_T / b_s) dht, so
+    /// with the forward's own chunk operands — A (lower triangular), Q̃ = Q ⊙ 2^Γ, K̂ = K ⊙ 2^(Γ_L − Γ) — and the
+    /// chunks walked last to first from S' = dht:  dV_[n] = K̂ S' + Aᵀ dO,  S' ← diag(2^Γ_L) S' + Q̃ᵀ dO.
+    /// The producers are the forward's unchanged; the consumers swap Q̃ and K̂ and contract A over its rows.
+    /// v = dO, h0 = dht, o = dv (the final state, if asked for, is dh0). Per-key, per-head and fixed gates on the
+    /// wgmma family (key splits too: dv is linear in the key slices, as O is; scalar gates without row-scaled
+    /// chunks); never segmented.
+    Dv,
 }
 
 /// Tile and warp choices.
@@ -103,6 +112,7 @@ impl KernelSpec {
             self.gate.name(),
             match self.pass {
                 Pass::Forward => "fwd",
+                Pass::Dv => "dv",
             },
             self.dtype,
             self.chunk,

@@ -33,6 +33,14 @@ impl KernelSpec {
         Ok(s)
     }
 
+    /// The same variant computing `pass` ([`Pass::Dv`]: the backward's dv as the time-reversed forward), validated:
+    /// the dv pass runs per-key gates on the wgmma family without a key split.
+    pub fn with_pass(self, pass: Pass) -> Result<Self, GlaError> {
+        let s = KernelSpec { pass, ..self };
+        s.validate()?;
+        Ok(s)
+    }
+
     /// Validate and build a spec. Errors name the bad field and the allowed values.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -338,6 +346,13 @@ impl KernelSpec {
                 self.tiles.ctas_per_sm
             ));
         }
+        if self.pass == Pass::Dv && (self.shape() == GateShape::PerValue || !self.tiles.wgmma) {
+            return bad(format!(
+                "the dv pass (the time-reversed forward) runs per-key, per-head and fixed gates on wgmma consumers, got a {:?} gate, {}",
+                self.shape(),
+                if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
+            ));
+        }
         let features = Features::of(self);
         let smem = features.smem.total;
         match self.tiles.ctas_per_sm {
@@ -461,6 +476,21 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
             && t.ctas_per_sm == 1
             && groups == if per_key { (4, 1) } else { (4, 2) })
             || (d == 64 && t.warps == 4 && t.ctas_per_sm == 2))
+}
+
+/// The dv pass's kernels of `gate` ([`Pass::Dv`], the backward's dv as the time-reversed forward): the bf16 / f16
+/// defaults of d = 64 … 512 made dv passes (on wgmma, key splits included; empty for per-value gates).
+/// `Gla::backward` runs them; `autotune --plan` compiles them with the forward variants.
+pub fn dv_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
+    [DType::BF16, DType::F16]
+        .into_iter()
+        .flat_map(|dt| [64, 128, 256, 512].map(|d| (dt, d)))
+        .filter_map(|(dt, d)| {
+            KernelSpec::default_for(gate, dt, d, d)
+                .and_then(|s| s.with_pass(Pass::Dv))
+                .ok()
+        })
+        .collect()
 }
 
 /// The autotuner's search space for `gate`, in a deterministic order: the variants that can win or that keep a

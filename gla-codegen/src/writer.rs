@@ -33,6 +33,8 @@ pub fn family_templates(f: &Features) -> Vec<&'static str> {
         Family::Materialized => t.push(MATERIALIZED),
         Family::Fused => t.extend([SCAN, FUSED, COMBINE]),
         Family::WarpSpecialised => t.extend([SCAN, WS_RING, WS, COMBINE]),
+        // (the dv pass is never segmented: no combine)
+        Family::WarpSpecialisedWgmma if f.reverse => t.extend([SCAN, WS_RING, WS_WGMMA, WS]),
         Family::WarpSpecialisedWgmma => t.extend([SCAN, WS_RING, WS_WGMMA, WS, COMBINE]),
     }
     if f.key_split > 1 && !f.cluster {
@@ -277,6 +279,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr bool SLOT_PER_GROUP = {};  // every slot holds one producer group's chunks: one EMPTY barrier a slot", f.slot_per_group);
     let _ = writeln!(w, "constexpr bool STATES_ISSUE_AHEAD = {};  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j", f.states_issue_ahead);
     let _ = writeln!(w, "constexpr bool XCH_SPLIT = {};  // cluster key split: each CTA finishes half the value columns (else slice 0 all)", f.xch_split);
+    let _ = writeln!(w, "#define GLA_REVERSE {}  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃", f.reverse as u32);
     if let Some(r) = f.regs {
         let _ = writeln!(
             w,
@@ -490,13 +493,17 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                 },
             ],
             needs_state_buffer: false,
-            segmented: true,
+            segmented: !f.reverse,
             tma: f.tma,
             lead_permille: f.lead_permille,
             workspace_partials: f.workspace_partials(),
         }
     };
     let mut plan = plan;
+    if f.reverse {
+        // The dv pass: the fused kernel alone (its source has no segment-state pass and no combine).
+        plan.kernels.retain(|k| k.name == "gla_fwd_ws");
+    }
     if spec.key_split > 1 && !spec.cluster {
         plan.kernels.push(KernelLaunch {
             name: "gla_fwd_ksum".into(),
@@ -522,6 +529,7 @@ const KSUM_PER_BLOCK: u32 = 1024;
 /// shared memory through matrix descriptors, or A from registers; `tnsp` 1 = MN-major in shared memory):
 ///   wg_out_s: Oᵀ (64 x C) += Sᵀ (registers, bf16/f16) · Q̃ᵀ (K-major)          — m64nCk16
 ///   wg_out_v: Oᵀ (64 x C) += Vᵀ (MN-major) · Aᵀ (K-major)                       — m64nCk16
+///   wg_out_w: dVᵀ (64 x C) += dOᵀ (MN-major) · A (N-major; the dv pass)          — m64nCk16
 ///   wg_state: Sᵀ (64 x d_k) += Vᵀ (MN-major) · K̂ (N-major)                      — m64n{d_k}k16
 fn write_wgmma(w: &mut String, spec: &KernelSpec) {
     let ty = match spec.dtype {
@@ -615,6 +623,17 @@ fn write_wgmma(w: &mut String, spec: &KernelSpec) {
         ", 1, 0",
         "Oᵀ += Vᵀ Aᵀ: A = V [C][64] M-major, B = A [C][C] K-major",
     );
+    if Features::of(spec).reverse {
+        emit(
+            w,
+            "wg_out_w",
+            c,
+            false,
+            &op(c),
+            ", 1, 1",
+            "dVᵀ += dOᵀ A (dv pass): A = dO [C][64] M-major, B = A [C][C] N-major",
+        );
+    }
     emit(
         w,
         "wg_state",

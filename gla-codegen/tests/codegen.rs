@@ -1,6 +1,6 @@
 //! Generator tests: validation errors, determinism, launch plans, the variant space, and committed snapshots of
 //! the emitted source (`GLA_UPDATE_SNAPSHOTS=1 cargo test -p gla-codegen` rewrites them; CI fails on a diff).
-use gla_codegen::{all_variants, fixtures, generate, Features, KernelSpec, Tiles};
+use gla_codegen::{all_variants, fixtures, generate, Features, KernelSpec, Pass, Tiles};
 use gla_core::{DType, GlaError};
 
 fn spec(c: u32, sc: u32, d: u32, bv: u32, mat: bool) -> Result<KernelSpec, GlaError> {
@@ -188,7 +188,7 @@ fn check_snapshot(name: &str, got: &str) {
 
 #[test]
 fn snapshots_of_emitted_source() {
-    let cases: [(&str, KernelSpec); 8] = [
+    let cases: [(&str, KernelSpec); 9] = [
         (
             "per_key.bf16.C32.c16.k128.bv128.w8p4.fused.cu",
             ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap(),
@@ -327,10 +327,60 @@ fn snapshots_of_emitted_source() {
             )
             .unwrap(),
         ),
+        (
+            // the backward's dv pass on the per-key default at d = 128 (the time-reversed forward)
+            "per_key.bf16.C32.c16.k128.bv128.w8p8x2g.dv.cu",
+            KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128)
+                .and_then(|s| s.with_pass(Pass::Dv))
+                .unwrap(),
+        ),
     ];
     for (name, s) in cases {
         check_snapshot(name, &generate(&s).unwrap().source);
     }
+}
+
+/// The dv pass: key gates on the wgmma family only (a typed error names what it needs), never segmented, scalar
+/// gates without row-scaled chunks (A keeps its row factors), and one dv pass for each bf16 / f16 wgmma default of
+/// d = 64 … 512.
+#[test]
+fn dv_pass_variants() {
+    let pk = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
+    let dv = pk.with_pass(Pass::Dv).unwrap();
+    assert!(
+        dv.id().starts_with("fixture_per_key.dv.bf16."),
+        "{}",
+        dv.id()
+    );
+    assert!(Features::of(&dv).reverse && !Features::of(&pk).reverse);
+    assert!(!generate(&dv).unwrap().plan.segmented);
+    assert!(generate(&pk).unwrap().plan.segmented);
+    let scalar = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 128, 128).unwrap();
+    let scalar_dv = scalar.with_pass(Pass::Dv).unwrap();
+    assert!(Features::of(&scalar).rows_scaled && !Features::of(&scalar_dv).rows_scaled);
+    let value = KernelSpec::default_for(&fixtures::PER_VALUE, DType::BF16, 128, 128).unwrap();
+    match value.with_pass(Pass::Dv) {
+        Err(GlaError::Unsupported { msg, .. }) => assert!(msg.contains("per-head"), "{msg}"),
+        other => panic!("a value gate's dv pass: {other:?}"),
+    }
+    let d256 = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 256, 256).unwrap();
+    assert!(
+        d256.with_pass(Pass::Dv).is_ok(),
+        "the d = 256 default: a cluster key split"
+    );
+    let mmasync = ws(&fixtures::PER_KEY, 32, 128, 128, 8, 4).unwrap();
+    assert!(mmasync.with_pass(Pass::Dv).is_err(), "mma.sync consumers");
+    for g in [
+        &fixtures::PER_KEY as &'static dyn gla_core::Gate,
+        &fixtures::PER_HEAD,
+    ] {
+        let ids: Vec<String> = gla_codegen::dv_pass_variants(g)
+            .iter()
+            .map(|s| s.id())
+            .collect();
+        assert_eq!(ids.len(), 8, "{ids:?}");
+    }
+    assert!(gla_codegen::dv_pass_variants(&fixtures::PER_VALUE).is_empty());
 }
 
 #[test]

@@ -114,7 +114,8 @@ pub struct CacheKey {
     pub gate: String,
     /// `format!("{:016x}", gate.content_hash())`: a gate whose definition changed gets another key.
     pub gate_hash: String,
-    /// The pass: `"fwd"`, `"bwd"` or `"dec"` (the decode step: no record beside the key, d_k = d_v = 0).
+    /// The pass: `"fwd"`, `"bwd"`, `"dv"` (the backward's dv pass, a forward record) or `"dec"` (the decode step: no
+    /// record beside the key, d_k = d_v = 0).
     pub pass: String,
     /// The dtype as [`DType`]'s `Display` writes it: `"bf16"`, `"f16"` or `"f32"`.
     pub dtype: String,
@@ -144,6 +145,15 @@ impl CacheKey {
         CacheKey {
             pass: "dec".to_string(),
             ..CacheKey::new(gate, dtype, 0, 0)
+        }
+    }
+
+    /// The dv pass's key (pass `"dv"`: the backward's dv as the time-reversed forward, `gla_codegen::Pass::Dv`; its
+    /// record is the forward variant's) of `gate`, `dtype` and head dims `dk`, `dv`.
+    pub fn dv_pass(gate: &dyn Gate, dtype: DType, dk: usize, dv: usize) -> CacheKey {
+        CacheKey {
+            pass: "dv".to_string(),
+            ..CacheKey::new(gate, dtype, dk, dv)
         }
     }
 

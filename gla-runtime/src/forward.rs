@@ -196,6 +196,13 @@ pub fn validate_forward(gate: &'static dyn Gate, r: &ForwardRequest) -> Result<R
         });
     }
     spec.validate()?;
+    if spec.pass != gla_codegen::Pass::Forward {
+        return Err(GlaError::Unsupported {
+            variant: spec.id(),
+            msg: "is a backward pass's kernel (Gla::backward runs it); name a forward variant"
+                .into(),
+        });
+    }
 
     let f32_ = DType::F32;
     match (gate.shape(), r.logits) {
@@ -678,7 +685,7 @@ impl Gla {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn run(
+    pub(crate) fn run(
         &self,
         p: &ResolvedProblem,
         q: &DeviceTensor,

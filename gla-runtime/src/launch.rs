@@ -242,6 +242,9 @@ pub(crate) struct BwdBuffers<'a> {
     pub seg_offsets: &'a [i64],
     pub seg_index: &'a [i32],
     pub seg_chunks: u32,
+    /// dv comes from the dv pass (the time-reversed forward, `gla_codegen::Pass::Dv`) launched beside this set:
+    /// the walk form's `gla_bwd_walk_dv` is not launched.
+    pub dv_by_pass: bool,
 }
 
 /// The kernels of `spec`, in `spec.kernels()` order: from `prebuilt` (a tuning cache's or the tuner's cubin of
@@ -426,6 +429,9 @@ pub(crate) fn launch_backward_set(
     )) {
         if grid.0 == 0 || grid.1 == 0 || grid.2 == 0 {
             continue; // nothing to do (no chunk at all)
+        }
+        if b.dv_by_pass && *name == "gla_bwd_walk_dv" {
+            continue; // (dv from the dv pass)
         }
         let cfg = LaunchConfig {
             grid_dim: grid,

@@ -247,18 +247,21 @@ impl Tuned {
         }
     }
 
-    /// A forward entry's variant, if usable here ([`Tuned::usable_with`]).
+    /// A forward (or dv-pass: its forward record made `pass`) entry's variant, if usable here
+    /// ([`Tuned::usable_with`]).
     fn usable(
         &self,
         gate: &'static dyn Gate,
         dtype: DType,
+        pass: gla_codegen::Pass,
         dir: &Path,
         e: &Entry,
     ) -> Option<KernelSpec> {
         self.usable_with(dir, e, || {
-            let rec = e.spec.ok_or("a forward entry without a variant record")?;
+            let rec = e.spec.ok_or("an entry without a variant record")?;
             let spec = rec
                 .spec(gate, dtype)
+                .and_then(|s| s.with_pass(pass))
                 .map_err(|err| format!("its variant no longer validates: {err}"))?;
             let sha = self.source_sha(spec.id(), gate, || {
                 gla_codegen::generate(&spec).ok().map(|g| g.source)
@@ -386,6 +389,21 @@ impl Tuned {
         )
     }
 
+    /// The cached dv pass (`Pass::Dv`) for a backward call of `gate` (`rows`, `tokens` as [`Tuned::pick`]), or None
+    /// (the caller compiles the default's, or keeps the dv walk without NVRTC). Memoised like [`Tuned::pick`].
+    pub fn pick_dv(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+        rows: usize,
+        tokens: usize,
+    ) -> Option<Pick> {
+        let key = CacheKey::dv_pass(gate, dtype, dk, dv);
+        self.pick_pass(key, gate, dtype, gla_codegen::Pass::Dv, rows, tokens)
+    }
+
     /// The cached decode kernel of `gate` in `dtype` (its cubin: no NVRTC), or None (the caller compiles it).
     pub fn pick_decode(&self, gate: &'static dyn Gate, dtype: DType) -> Option<Arc<Vec<u8>>> {
         let key = CacheKey::decode(gate, dtype);
@@ -416,13 +434,27 @@ impl Tuned {
         tokens: usize,
     ) -> Option<Pick> {
         let key = CacheKey::new(gate, dtype, dk, dv);
+        self.pick_pass(key, gate, dtype, gla_codegen::Pass::Forward, rows, tokens)
+    }
+
+    /// [`Tuned::pick`] / [`Tuned::pick_dv`]: the memoised decision for `key` among entries whose record is a
+    /// `pass` variant of `gate` in `dtype`.
+    fn pick_pass(
+        &self,
+        key: CacheKey,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        pass: gla_codegen::Pass,
+        rows: usize,
+        tokens: usize,
+    ) -> Option<Pick> {
         self.memoised(
             &self.decisions,
             key,
             Bucket::of(rows, tokens),
             |key, bucket| {
                 let (spec, cubin, timed, cache, bucket) =
-                    self.decide_with(key, bucket, |dir, e| self.usable(gate, dtype, dir, e))?;
+                    self.decide_with(key, bucket, |dir, e| self.usable(gate, dtype, pass, dir, e))?;
                 Some(Pick {
                     spec,
                     cubin,
@@ -829,6 +861,58 @@ mod tests {
         assert!(t.pick_decode(&PER_KEY, DType::F32).is_none());
         assert_eq!(t.stats().stale.len(), 1);
         // Neither the forward nor the backward key sees it.
+        assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 32, 1024).is_none());
+    }
+
+    #[test]
+    fn the_dv_pass_is_found_by_its_own_key() {
+        let d = dir("dv_pass");
+        let fwd = KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap();
+        let dv = fwd.with_pass(gla_codegen::Pass::Dv).unwrap();
+        let sha =
+            |s: &KernelSpec| cache::sha256_hex(gla_codegen::generate(s).unwrap().source.as_bytes());
+        let entry = |key: CacheKey, variant: String, source_sha: String| Entry {
+            key,
+            bucket: Bucket::of(1, 1),
+            variant,
+            spec: Some(SpecRecord::of(&fwd)),
+            backward: None,
+            cubin: String::new(),
+            cubin_sha256: String::new(),
+            validators: Validators {
+                arch: "sm_90a".into(),
+                nvrtc_version: (13, 0),
+                source_sha256: source_sha,
+                gpu: None,
+            },
+            timing: None,
+        };
+        save(
+            &d,
+            vec![
+                entry(
+                    CacheKey::dv_pass(&PER_KEY, DType::BF16, 128, 128),
+                    dv.id(),
+                    sha(&dv),
+                ),
+                // a dv entry whose source is the forward's: stale (the variant it rebuilds is the dv pass)
+                entry(
+                    CacheKey::dv_pass(&PER_KEY, DType::BF16, 64, 64),
+                    fwd.id(),
+                    sha(&fwd),
+                ),
+            ],
+        );
+        let t = Tuned::new(Some(h200()));
+        t.add(&d).unwrap();
+        let p = t
+            .pick_dv(&PER_KEY, DType::BF16, 128, 128, 32, 1024)
+            .unwrap();
+        assert_eq!(p.spec.id(), dv.id());
+        assert!(p.cubin.starts_with(b"\x7fELF"));
+        assert!(t.pick_dv(&PER_KEY, DType::BF16, 64, 64, 32, 1024).is_none());
+        assert_eq!(t.stats().stale.len(), 1);
+        // The forward key does not see it.
         assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 32, 1024).is_none());
     }
 }

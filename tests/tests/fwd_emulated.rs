@@ -460,6 +460,144 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             }
         })
         .collect();
+    report(results);
+}
+
+/// The dv pass (`Pass::Dv`: the forward of the time-reversed problem, chunks last to first, the consumers swapping
+/// Q̃ and K̂ and contracting A over its rows) against the f64 recurrence's gradients: o = dv and the final state =
+/// dh0, for v = dO and h0 = ∂ℒ/∂S_T (both random, N(0, 1)-sized), at weak and strong decays (the exact path's
+/// A included), varlen with empty and one-token sequences (a sequence's partial last chunk is its first step), on
+/// the wgmma defaults of d ≤ 128 and d_k = 256 as key slices (`ks2`; the default's 2-CTA cluster is the GPU
+/// tests'), per-key and scalar gates. Tolerance as the backward's (5e-3 bf16 / f16).
+#[test]
+fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
+    use gla_codegen::Pass;
+    use rand::{Rng, SeedableRng};
+    let _ = (&gla::gates::Gla, &tests::strengths::GlaN1);
+    let gate = |name: &str| {
+        registered_gates()
+            .into_iter()
+            .find(|g| g.name() == name)
+            .unwrap()
+    };
+    let d64 = Dims::new(2, 70, 2, 64, 64);
+    let d128 = Dims::new(1, 75, 2, 128, 128);
+    let cu = Some(vec![0, 0, 1, 41, 75]);
+    let cases: Vec<(&str, DType, Dims, Option<Vec<usize>>, Shift)> = vec![
+        ("gla", DType::BF16, d64, None, By(0.0)),
+        ("gla", DType::BF16, d128, cu.clone(), By(-12.0)),
+        ("gla", DType::F16, d64, None, By(12.0)),
+        ("rwkv6", DType::BF16, d128, None, By(0.0)),
+        ("rwkv6", DType::BF16, d128, None, Spike),
+        (
+            "gla_n01",
+            DType::BF16,
+            Dims::new(1, 75, 2, 64, 64),
+            cu.clone(),
+            By(0.0),
+        ),
+        ("const_m60", DType::BF16, d128, None, By(0.0)),
+        (
+            "hgrn2",
+            DType::BF16,
+            Dims::new(1, 170, 1, 64, 64),
+            None,
+            Alternating,
+        ),
+        // d_k = 256 as two key slices whose f32 partial dv `gla_fwd_ksum` adds (the default's cluster is not emulated)
+        (
+            "gla",
+            DType::BF16,
+            Dims::new(1, 45, 2, 256, 128),
+            None,
+            By(-12.0),
+        ),
+        (
+            "rwkv6",
+            DType::BF16,
+            Dims::new(1, 75, 1, 256, 128),
+            cu.clone(),
+            By(0.0),
+        ),
+        // scalar gates (A with its row factors: no row-scaled chunks)
+        ("mamba2", DType::BF16, d128, None, By(0.0)),
+        (
+            "mamba2",
+            DType::F16,
+            Dims::new(1, 75, 2, 64, 64),
+            cu.clone(),
+            By(-12.0),
+        ),
+        (
+            "gated_retnet",
+            DType::BF16,
+            Dims::new(1, 45, 2, 256, 128),
+            None,
+            By(0.0),
+        ),
+        ("mlstm", DType::BF16, d128, None, By(12.0)),
+    ];
+    use rayon::prelude::*;
+    let results: Vec<Result<String, String>> = cases
+        .par_iter()
+        .enumerate()
+        .map(|(i, (name, dt, dims, cu, shift))| {
+            let g = gate(name);
+            let spec = KernelSpec::default_for(g, *dt, dims.dk, dims.dv)
+                .and_then(|s| {
+                    if dims.dk > 128 {
+                        s.with_key_split(2)
+                    } else {
+                        Ok(s)
+                    }
+                })
+                .and_then(|s| s.with_pass(Pass::Dv))
+                .unwrap();
+            let mut case = Case::random(g, *dims, *dt, 900 + i as u64, true, cu.clone());
+            let per_token = case.logits.len() / (dims.b * dims.t);
+            for (n, x) in case.logits.iter_mut().enumerate() {
+                *x = dt.round(*x + shift.at((n / per_token) % dims.t));
+            }
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(1900 + i as u64);
+            let mut rn = |n: usize| -> Vec<f32> {
+                (0..n)
+                    .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
+                    .collect()
+            };
+            let d_o = rn(dims.b * dims.t * dims.h * dims.dv);
+            let dht = rn(case.n_seqs() * dims.h * dims.dk * dims.dv);
+            let want = case.reference_backward(g, &d_o, Some(&dht));
+            let reversed = Case {
+                dims: case.dims,
+                dtype: case.dtype,
+                q: case.q.clone(),
+                k: case.k.clone(),
+                v: d_o,
+                logits: case.logits.clone(),
+                params: case.params.clone(),
+                initial_state: Some(dht),
+                cu_seqlens: case.cu_seqlens.clone(),
+            };
+            let (dv, dh0) = emulate(&spec, &reversed, 1)?;
+            let (ev, eh) = (
+                rel_rms(&dv, &want.dv),
+                rel_rms(&dh0, want.d_initial_state.as_ref().unwrap()),
+            );
+            let tol = 5e-3;
+            let line = format!("{} shift {shift}: dv {ev:.2e}, dh0 {eh:.2e}", spec.id());
+            if ev <= tol && eh <= tol {
+                Ok(line)
+            } else {
+                Err(format!("{line} (tolerance {tol:.0e})"))
+            }
+        })
+        .collect();
+    report(results);
+}
+
+/// Prints each case's line; a `SKIP` (no host C++ compiler) ends the test quietly unless `GLA_REQUIRE_EMU` is set;
+/// fails with every failing case's line.
+fn report(results: Vec<Result<String, String>>) {
     let mut failures = Vec::new();
     for r in results {
         match r {

@@ -391,14 +391,21 @@ fn query_key_scales_far_from_one_stay_exact() {
     let mut failures = Vec::new();
     for (si, st) in strengths.iter().enumerate() {
         for dt in dtypes {
-            let tol = if dt == DType::BF16 { 4e-3 } else { tolerance(dt) };
+            let tol = if dt == DType::BF16 {
+                4e-3
+            } else {
+                tolerance(dt)
+            };
             for d in [128usize, 256] {
                 for log2_scale in [-30i32, 30] {
                     let seed = 7000 + 10 * si as u64 + d as u64 + (log2_scale + 30) as u64;
                     let mut case =
                         Case::random(st.gate, Dims::new(2, 200, 2, d, d), dt, seed, true, None);
                     let f = (log2_scale as f32).exp2();
-                    case.q.iter_mut().chain(case.k.iter_mut()).for_each(|x| *x *= f);
+                    case.q
+                        .iter_mut()
+                        .chain(case.k.iter_mut())
+                        .for_each(|x| *x *= f);
                     let want = case.reference(st.gate, None);
                     let spec = KernelSpec::default_for(st.gate, dt, d, d).unwrap();
                     let (eo, es) = run_case(&gla, st.gate, &case, Some(spec), Some(1), &want);
@@ -440,14 +447,24 @@ fn near_zero_forget_gates_keep_the_later_decays_exact() {
     let dims = [64usize, 128, 256];
     let specs: Vec<KernelSpec> = DType::ALL
         .into_iter()
-        .flat_map(|dt| dims.into_iter().map(move |d| KernelSpec::default_for(gate, dt, d, d).unwrap()))
+        .flat_map(|dt| {
+            dims.into_iter()
+                .map(move |d| KernelSpec::default_for(gate, dt, d, d).unwrap())
+        })
         .collect();
     precompile(&gla, &specs);
     let mut failures = Vec::new();
     for dt in DType::ALL {
         for d in dims {
             for spike in [true, false] {
-                let mut case = Case::random(gate, Dims::new(2, 200, 2, d, d), dt, 9100 + d as u64, true, None);
+                let mut case = Case::random(
+                    gate,
+                    Dims::new(2, 200, 2, d, d),
+                    dt,
+                    9100 + d as u64,
+                    true,
+                    None,
+                );
                 let per_token = case.logits.len() / (2 * 200);
                 for (n, x) in case.logits.iter_mut().enumerate() {
                     let t = (n / per_token) % 200;
@@ -458,16 +475,29 @@ fn near_zero_forget_gates_keep_the_later_decays_exact() {
                 let spec = KernelSpec::default_for(gate, dt, d, d).unwrap();
                 for segs in [None, Some(1)] {
                     let (eo, es) = run_case(&gla, gate, &case, Some(spec), segs, &want);
-                    let what = if spike { "one gate a chunk at −1e13" } else { "every gate −∞" };
-                    println!("{dt} d {d} {what} (segments {segs:?}): o {eo:.2e}, state {es:.2e} ({})", spec.id());
+                    let what = if spike {
+                        "one gate a chunk at −1e13"
+                    } else {
+                        "every gate −∞"
+                    };
+                    println!(
+                        "{dt} d {d} {what} (segments {segs:?}): o {eo:.2e}, state {es:.2e} ({})",
+                        spec.id()
+                    );
                     if !(eo.max(es) <= tolerance(dt)) {
-                        failures.push(format!("{dt} d {d} {what} (segments {segs:?}): o {eo:.2e}, state {es:.2e}"));
+                        failures.push(format!(
+                            "{dt} d {d} {what} (segments {segs:?}): o {eo:.2e}, state {es:.2e}"
+                        ));
                     }
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "out of tolerance:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "out of tolerance:\n{}",
+        failures.join("\n")
+    );
 }
 
 struct Shape {

@@ -1,5 +1,6 @@
-//! No GPU: compile ahead of time the kernels the runtime would use — the forward variant (`KernelSpec::default_for`)
-//! and the backward kernel set (`BackwardSpec::default_for`, key pass `"bwd"`) for every selected (gate, dtype, d),
+//! No GPU: compile ahead of time the kernels the runtime would use — the forward variant (`KernelSpec::default_for`),
+//! the backward kernel set (`BackwardSpec::default_for`, key pass `"bwd"`) and, where it has one, the backward's dv
+//! pass (the default's `Pass::Dv`, key pass `"dv"`) for every selected (gate, dtype, d),
 //! the decode step (key pass `"dec"`, any head dims) for every (gate, dtype) —
 //! in parallel, into the cache at `--out` as UNTIMED entries (bucket `Bucket::of(1, 1)`, `validators.gpu = None`). A GPU run refines the cache later; the runtime uses an untimed entry when no timed one
 //! is usable, so a deployment with this cache needs no NVRTC for the default variants.
@@ -10,7 +11,7 @@
 use crate::args::Options;
 use crate::progress::{bar, say};
 use gla_codegen::{
-    generate, generate_backward, BackwardRecord, BackwardSpec, KernelSpec, SpecRecord,
+    generate, generate_backward, BackwardRecord, BackwardSpec, KernelSpec, Pass, SpecRecord,
 };
 use gla_core::{DType, Gate};
 use gla_runtime::cache::{check, sha256_hex, Bucket, CacheKey, Entry, Environment, TuningCache};
@@ -62,6 +63,8 @@ impl AotReport {
 #[derive(Clone, Copy)]
 enum Kernel {
     Fwd(KernelSpec),
+    /// The backward's dv pass (`Pass::Dv`: its record is the forward variant's).
+    Dv(KernelSpec),
     Bwd(BackwardSpec),
     /// The decode step of a gate and dtype.
     Dec(&'static dyn Gate, DType),
@@ -70,7 +73,7 @@ enum Kernel {
 impl Kernel {
     fn id(&self) -> String {
         match self {
-            Kernel::Fwd(s) => s.id(),
+            Kernel::Fwd(s) | Kernel::Dv(s) => s.id(),
             Kernel::Bwd(s) => s.id(),
             Kernel::Dec(g, dt) => gla_codegen::decode_id(*g, *dt),
         }
@@ -78,13 +81,14 @@ impl Kernel {
     fn key(&self, gate: &dyn Gate, dtype: DType, d: usize) -> CacheKey {
         match self {
             Kernel::Fwd(_) => CacheKey::new(gate, dtype, d, d),
+            Kernel::Dv(_) => CacheKey::dv_pass(gate, dtype, d, d),
             Kernel::Bwd(_) => CacheKey::backward(gate, dtype, d, d),
             Kernel::Dec(..) => CacheKey::decode(gate, dtype),
         }
     }
     fn source(&self) -> Result<String, String> {
         match self {
-            Kernel::Fwd(s) => generate(s).map(|g| g.source),
+            Kernel::Fwd(s) | Kernel::Dv(s) => generate(s).map(|g| g.source),
             Kernel::Bwd(s) => generate_backward(s),
             Kernel::Dec(g, dt) => gla_codegen::generate_decode(*g, *dt),
         }
@@ -140,6 +144,15 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                             .map(Kernel::Bwd)
                             .map_err(|e| format!("no backward kernel set: {e}")),
                     ]
+                    .into_iter()
+                    // the dv pass where the gate and default have one (per-key gates on wgmma)
+                    .chain(
+                        KernelSpec::default_for(gate, dtype, d, d)
+                            .and_then(|s| s.with_pass(Pass::Dv))
+                            .ok()
+                            .map(|s| Ok(Kernel::Dv(s))),
+                    )
+                    .collect()
                 };
                 for k in kernels {
                     let kernel = match k {
@@ -248,7 +261,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                 row.cubin_bytes = c.cubin.len();
                 row.compile_s = Some(c.compile_ms / 1e3);
                 let (spec, backward) = match job.kernel {
-                    Kernel::Fwd(s) => (Some(SpecRecord::of(&s)), None),
+                    Kernel::Fwd(s) | Kernel::Dv(s) => (Some(SpecRecord::of(&s)), None),
                     Kernel::Bwd(s) => (None, Some(BackwardRecord::of(&s, None))),
                     Kernel::Dec(..) => (None, None),
                 };

@@ -38,27 +38,29 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let gate: &'static dyn Gate = &gla::gates::Gla;
     let spec = KernelSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
     let bwd = BackwardSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
+    let dv = spec.with_pass(gla_codegen::Pass::Dv).unwrap();
 
-    // First run: three compiles (the forward variant, the backward kernel set, the decode step), three entries.
+    // First run: four compiles (the forward variant, the backward kernel set, its dv pass, the decode step), four
+    // entries.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok(), "{:?}", r.rows);
-    assert_eq!((r.rows.len(), r.entries), (3, 3));
-    let mut ids: Vec<&str> = r.rows.iter().map(|r| r.variant.as_str()).collect();
+    assert_eq!((r.rows.len(), r.entries), (4, 4));
+    let mut ids: Vec<String> = r.rows.iter().map(|r| r.variant.clone()).collect();
     ids.sort();
-    assert_eq!(
-        ids,
-        [
-            bwd.id(),
-            gla_codegen::decode_id(gate, DType::BF16),
-            spec.id()
-        ]
-    );
+    let mut want = vec![
+        bwd.id(),
+        gla_codegen::decode_id(gate, DType::BF16),
+        spec.id(),
+        dv.id(),
+    ];
+    want.sort();
+    assert_eq!(ids, want);
     assert!(
         r.rows.iter().all(|r| r.compile_s.is_some()),
         "the first run compiles"
     );
     let cache = TuningCache::open(&out).unwrap();
-    assert_eq!(cache.entries().len(), 3);
+    assert_eq!(cache.entries().len(), 4);
     let e = cache
         .entries()
         .iter()
@@ -101,6 +103,19 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         sha256_hex(generate_backward(&bwd).unwrap().as_bytes())
     );
     assert!(cache.cubin(b).unwrap().starts_with(b"\x7fELF"));
+    // The dv pass's entry: its own key, the forward variant's record, the dv pass's source hash.
+    let d = cache.entries().iter().find(|e| e.key.pass == "dv").unwrap();
+    assert_eq!(d.key, CacheKey::dv_pass(gate, DType::BF16, 64, 64));
+    assert_eq!(d.variant, dv.id());
+    assert_eq!(
+        d.spec.unwrap().spec(gate, DType::BF16).unwrap().id(),
+        spec.id()
+    );
+    assert_eq!(
+        d.validators.source_sha256,
+        sha256_hex(generate(&dv).unwrap().source.as_bytes())
+    );
+    assert!(cache.cubin(d).unwrap().starts_with(b"\x7fELF"));
     // The decode entry: its key (no head dims), no record, the decode source's hash.
     let dec = cache
         .entries()
@@ -121,7 +136,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     // Second run, same selection: the entries are up to date (no compile) and not duplicated.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!((r.rows.len(), r.entries), (3, 3));
+    assert_eq!((r.rows.len(), r.entries), (4, 4));
     assert!(
         r.rows.iter().all(|r| r.compile_s.is_none()),
         "an up-to-date entry is not recompiled"
@@ -138,20 +153,20 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         r.ok() && fwd_row.compile_s.is_some(),
         "a cubin that fails its hash is recompiled"
     );
-    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 3);
+    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 4);
     std::fs::write(&path, good).unwrap();
 
     // A wider selection adds to the cache: bf16 kept (up to date), f16 added.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16,f16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!(r.entries, 6);
+    assert_eq!(r.entries, 8);
     let both = TuningCache::open(&out).unwrap();
     let dtypes: Vec<&str> = both
         .entries()
         .iter()
         .map(|e| e.key.dtype.as_str())
         .collect();
-    assert_eq!(dtypes.len(), 6);
+    assert_eq!(dtypes.len(), 8);
     assert!(
         dtypes.contains(&"bf16") && dtypes.contains(&"f16"),
         "{dtypes:?}"
@@ -181,7 +196,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
             "{stdout}"
         );
         assert!(stdout.contains(&spec.id()), "{stdout}");
-        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 6);
+        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 8);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

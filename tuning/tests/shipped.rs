@@ -33,6 +33,7 @@ fn shipped_caches_match_the_generated_kernels() {
             let Some(gate) = registered_gates().into_iter().find(|g| {
                 CacheKey::new(*g, dtype, dk, dv) == e.key
                     || CacheKey::backward(*g, dtype, dk, dv) == e.key
+                    || CacheKey::dv_pass(*g, dtype, dk, dv) == e.key
                     || CacheKey::decode(*g, dtype) == e.key
             }) else {
                 problems.push(format!(
@@ -46,6 +47,10 @@ fn shipped_caches_match_the_generated_kernels() {
                 match (e.key.pass.as_str(), e.spec, e.backward) {
                     ("fwd", Some(r), None) => r
                         .spec(gate, dtype)
+                        .and_then(|s| Ok((s.id(), generate(&s)?.source))),
+                    ("dv", Some(r), None) => r
+                        .spec(gate, dtype)
+                        .and_then(|s| s.with_pass(gla_codegen::Pass::Dv))
                         .and_then(|s| Ok((s.id(), generate(&s)?.source))),
                     ("bwd", None, Some(r)) => r
                         .spec(gate, dtype)

@@ -190,6 +190,12 @@ __device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, i
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
                  ::"r"(smem_u32(dst)), "l"(&map), "r"(col), "r"(head), "r"(row), "r"(bar) : "memory");
 }
+// A chunk that moves by cp.async instead (a sequence's partial chunk) still completes its slot's phase — the issuing
+// thread's one arrival, no bytes — so use n of a slot completes phase n however each use was loaded (the dv pass
+// walks a sequence from its partial last chunk).
+__device__ __forceinline__ void mbar_arrive_no_tx(unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(0u) : "memory");
+}
 // Whether chunk rows [i0, i0 + C) move by TMA: whole, d_k = DK, this CTA's value columns inside d_v, maps encoded.
 __device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {
     return a.tma != 0 && sq.len - i0 >= C && a.dk == DK && sq.v0 + BV <= a.dv;

@@ -8,6 +8,13 @@
 // no q, so its logits land in the slot's q tile (same shape and swizzle); the scalar gates' logits are in registers
 // already (GLA_REG_LOGIT). The host's lead segment is shorter for these variants (`Features::lead_permille`).
 
+// The token where step j of a segment of chunks [c0, c0 + nchunks) starts: chunk c0 + j, or (GLA_REVERSE, the dv pass)
+// chunk c0 + nchunks − 1 − j — the segment walked last to first. Every other index (slots, groups, phases) counts
+// steps, so the ring's protocol is the forward's.
+__device__ __forceinline__ int chunk_token(int c0, int nchunks, int j) {
+    return (GLA_REVERSE ? c0 + nchunks - 1 - j : c0 + j) * C;
+}
+
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
@@ -28,31 +35,33 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     // Start loading chunk j into its slot (returns a per-head logit to land). after_gate: called by every thread of
     // the group right after its gate read this group's logits tile, which chunk j's load overwrites.
     auto issue = [&](int j, bool after_gate = false) {
+        const int i0 = chunk_token(c0, nchunks, j);
 #if GLA_TMA
         // (chunk j belongs to this group: j % PG == g). The issuing warp waits for the slot to be free.
         if (j >= STAGES && P::tid() >= P::NT - 32) bar_wait_empty(bar_empty(j % STAGES, g));
-        if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
+        if (tma_chunk(a, sq, i0)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
 #if GLA_ISSUE_AFTER_GATE
             if (after_gate) {                   // the issuing warp waits until every warp of the group has read the logits
                 if (P::tid() >= P::NT - 32) asm volatile("bar.sync %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
                 else asm volatile("bar.arrive %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
             }
 #endif
-            tma_issue<P>(a, slot(j % STAGES), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
+            tma_issue<P>(a, slot(j % STAGES), sq, i0, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
             cp_async_commit();                  // cp_async_wait's count of groups per chunk)
-            return issue_logit<P>(a, sq, (c0 + j) * C);
+            return issue_logit<P>(a, sq, i0);
         }
+        if (P::tid() == P::NT - 32) mbar_arrive_no_tx(mbar_addr(smem, j % STAGES));  // (its phase completes all the same)
         if (j >= STAGES || after_gate) P::sync();  // cp.async: every producer thread copies, once the slot is free
 #else                                            // (and, after the gate, once every thread has read the logits)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
 #endif
-        return issue_chunk<P>(a, slot(j % STAGES), sq, (c0 + j) * C, j % STAGES, !STATES);
+        return issue_chunk<P>(a, slot(j % STAGES), sq, i0, j % STAGES, !STATES);
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
     [[maybe_unused]] bool last_mild = true;                  // (per key, wgmma scores: the group's last chunk was mild)
     for (int j = g; j < nchunks; j += PG) {
-        const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
+        const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j), jn = j + PG;
         const Tiles s = slot(b);
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
@@ -169,10 +178,16 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         regs_consumer();
 #if GLA_WGMMA
         // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
+        // (GLA_REVERSE, the dv pass: S'ᵀ from dht, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ ← S'ᵀ diag(exp(Γ_L)) + dOᵀ Q̃, chunks last to first)
         WgState S = {};
         if (const float* init = seg_init(a, n, p, head)) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
+        if constexpr (GLA_REVERSE) {                         // dv pass: S' = dht / scale (dV = scale · (K̂ S' + Aᵀ dO))
+            const float inv = 1.f / a.scale;
+#pragma unroll
+            for (int i = 0; i < DK / 2; ++i) S[i] *= inv;
+        }
         for (int j = 0; j < nchunks; ++j) {
-            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
@@ -195,13 +210,17 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
+        if constexpr (GLA_REVERSE) {                         // dv pass: the final state is dh0 = scale · S'
+#pragma unroll
+            for (int i = 0; i < DK / 2; ++i) S[i] *= a.scale;
+        }
         if (float* fin = seg_fin(a, n, p, head)) wg_state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         SRegs S = {};
         if (const float* init = seg_init(a, n, p, head)) state_global<false, Consumers>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         for (int j = 0; j < nchunks; ++j) {
-            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
             state_to_smem<Consumers>(S, s);                  // S^T for the inter-chunk product
             Consumers::sync();
@@ -235,6 +254,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     ws_fused_segment(a, smem, head, n, p);
 }
 
+#if !GLA_REVERSE  // (the dv pass is never segmented)
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
@@ -292,3 +312,4 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
         store_seg_decay(a, z, head, sq, dec);
     }
 }
+#endif

@@ -9,6 +9,7 @@
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
+static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -108,7 +109,8 @@ __device__ __forceinline__ void wg_stage_state(const WgState& S, elem_t* st) {
 }
 #endif
 
-// Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group. sa: Sᵀ as the A operand (packed by
+// Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group (the dv pass, REVERSE:
+// dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A (+ dOᵀ A_lo): the same tiles, K̂ for Q̃, A read over its rows). sa: Sᵀ as the A operand (packed by
 // wg_pack before the state decays).
 __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
 #pragma unroll
@@ -128,21 +130,30 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
 #endif
     reg_fence(o);  // defined before the fence, not sunk past it
     wg_fence();
+    const elem_t* qt = GLA_REVERSE ? s.k(b) : s.q(b);  // Q̃ (the dv pass: K̂, the same [C][d_k] swizzled layout)
 #pragma unroll
     for (int k = 0; k < DK / 16; ++k) {  // K = d: Q̃'s 16-column step k, in panel k / 4
 #if GLA_WG_SMEM_S
         (void)sa;
-        wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+        wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
 #else
-        wg_out_s(o, sa[k], wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+        wg_out_s(o, sa[k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
 #endif
     }
 #pragma unroll
     for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
         const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
+#if GLA_REVERSE
+        // (the dv pass: dOᵀ A — K = token t: A's rows 16k.., read N-major)
+        wg_out_w(o, dv, wg_desc(s.A, k * 2048, PANEL));
+#if SPLIT_A
+        wg_out_w(o, dv, wg_desc(s.A_lo, k * 2048, PANEL));
+#endif
+#else
         wg_out_v(o, dv, wg_desc(s.A, k * 32, 16));
 #if SPLIT_A
         wg_out_v(o, dv, wg_desc(s.A_lo, k * 32, 16));
+#endif
 #endif
     }
     wg_commit();
@@ -165,14 +176,14 @@ __device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
 #endif
 }
 
-// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group.
+// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group (the dv pass: S'ᵀ += dOᵀ Q̃).
 __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int b) {
     const int wg = wg_index();
     reg_fence(S);
     wg_fence();
 #pragma unroll
     for (int k = 0; k < C / 16; ++k)
-        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(s.k(b), k * 2048, PANEL));
+        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q(b) : s.k(b), k * 2048, PANEL));  // (dv pass: Q̃)
     wg_commit();
 }
 

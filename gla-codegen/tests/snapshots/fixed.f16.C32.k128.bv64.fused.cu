@@ -35,6 +35,7 @@ constexpr IssuePoint ISSUE = ISSUE_NONE, STATES_ISSUE = ISSUE_NONE;  // where a 
 constexpr bool SLOT_PER_GROUP = false;  // every slot holds one producer group's chunks: one EMPTY barrier a slot
 constexpr bool STATES_ISSUE_AHEAD = false;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
+#define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -717,6 +718,12 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
 __device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, int col, int head, int row, unsigned bar) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
                  ::"r"(smem_u32(dst)), "l"(&map), "r"(col), "r"(head), "r"(row), "r"(bar) : "memory");
+}
+// A chunk that moves by cp.async instead (a sequence's partial chunk) still completes its slot's phase — the issuing
+// thread's one arrival, no bytes — so use n of a slot completes phase n however each use was loaded (the dv pass
+// walks a sequence from its partial last chunk).
+__device__ __forceinline__ void mbar_arrive_no_tx(unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(0u) : "memory");
 }
 // Whether chunk rows [i0, i0 + C) move by TMA: whole, d_k = DK, this CTA's value columns inside d_v, maps encoded.
 __device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {

@@ -35,6 +35,7 @@ constexpr IssuePoint ISSUE = ISSUE_MID, STATES_ISSUE = ISSUE_TOP;  // where a pr
 constexpr bool SLOT_PER_GROUP = true;  // every slot holds one producer group's chunks: one EMPTY barrier a slot
 constexpr bool STATES_ISSUE_AHEAD = true;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
+#define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
 constexpr int REG_CAP = 168, REG_CONSUMER = 168, REG_PRODUCER = 168;  // setmaxnreg: registers a thread (the CTA's share; consumers; producers)
 constexpr bool REG_SPLIT = false;
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
@@ -746,6 +747,12 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
 __device__ __forceinline__ void tma_load(const elem_t* dst, const TmaMap& map, int col, int head, int row, unsigned bar) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
                  ::"r"(smem_u32(dst)), "l"(&map), "r"(col), "r"(head), "r"(row), "r"(bar) : "memory");
+}
+// A chunk that moves by cp.async instead (a sequence's partial chunk) still completes its slot's phase — the issuing
+// thread's one arrival, no bytes — so use n of a slot completes phase n however each use was loaded (the dv pass
+// walks a sequence from its partial last chunk).
+__device__ __forceinline__ void mbar_arrive_no_tx(unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(0u) : "memory");
 }
 // Whether chunk rows [i0, i0 + C) move by TMA: whole, d_k = DK, this CTA's value columns inside d_v, maps encoded.
 __device__ __forceinline__ bool tma_chunk(const FwdArgs& a, const Seq& sq, int i0) {
@@ -2234,6 +2241,7 @@ __device__ __forceinline__ void regs_consumer() {}
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
+static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -2333,7 +2341,8 @@ __device__ __forceinline__ void wg_stage_state(const WgState& S, elem_t* st) {
 }
 #endif
 
-// Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group. sa: Sᵀ as the A operand (packed by
+// Stage wg_output (issue):  Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ (+ Vᵀ A_loᵀ)  — one wgmma group (the dv pass, REVERSE:
+// dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A (+ dOᵀ A_lo): the same tiles, K̂ for Q̃, A read over its rows). sa: Sᵀ as the A operand (packed by
 // wg_pack before the state decays).
 __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
 #pragma unroll
@@ -2353,21 +2362,30 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
 #endif
     reg_fence(o);  // defined before the fence, not sunk past it
     wg_fence();
+    const elem_t* qt = GLA_REVERSE ? s.k(b) : s.q(b);  // Q̃ (the dv pass: K̂, the same [C][d_k] swizzled layout)
 #pragma unroll
     for (int k = 0; k < DK / 16; ++k) {  // K = d: Q̃'s 16-column step k, in panel k / 4
 #if GLA_WG_SMEM_S
         (void)sa;
-        wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+        wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
 #else
-        wg_out_s(o, sa[k], wg_desc(s.q(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+        wg_out_s(o, sa[k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
 #endif
     }
 #pragma unroll
     for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
         const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
+#if GLA_REVERSE
+        // (the dv pass: dOᵀ A — K = token t: A's rows 16k.., read N-major)
+        wg_out_w(o, dv, wg_desc(s.A, k * 2048, PANEL));
+#if SPLIT_A
+        wg_out_w(o, dv, wg_desc(s.A_lo, k * 2048, PANEL));
+#endif
+#else
         wg_out_v(o, dv, wg_desc(s.A, k * 32, 16));
 #if SPLIT_A
         wg_out_v(o, dv, wg_desc(s.A_lo, k * 32, 16));
+#endif
 #endif
     }
     wg_commit();
@@ -2390,14 +2408,14 @@ __device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
 #endif
 }
 
-// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group.
+// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group (the dv pass: S'ᵀ += dOᵀ Q̃).
 __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int b) {
     const int wg = wg_index();
     reg_fence(S);
     wg_fence();
 #pragma unroll
     for (int k = 0; k < C / 16; ++k)
-        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(s.k(b), k * 2048, PANEL));
+        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q(b) : s.k(b), k * 2048, PANEL));  // (dv pass: Q̃)
     wg_commit();
 }
 
@@ -2834,6 +2852,13 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
 // no q, so its logits land in the slot's q tile (same shape and swizzle); the scalar gates' logits are in registers
 // already (GLA_REG_LOGIT). The host's lead segment is shorter for these variants (`Features::lead_permille`).
 
+// The token where step j of a segment of chunks [c0, c0 + nchunks) starts: chunk c0 + j, or (GLA_REVERSE, the dv pass)
+// chunk c0 + nchunks − 1 − j — the segment walked last to first. Every other index (slots, groups, phases) counts
+// steps, so the ring's protocol is the forward's.
+__device__ __forceinline__ int chunk_token(int c0, int nchunks, int j) {
+    return (GLA_REVERSE ? c0 + nchunks - 1 - j : c0 + j) * C;
+}
+
 // One producer group P: chunks j = g, g + PG, ... of the segment, chunk j into slot j % STAGES. Slot j may be
 // refilled once the consumers are done with chunk j − STAGES (EMPTY).
 // STATES: for the segment-state pass (no q, no scores: Γ and K̂ only).
@@ -2854,31 +2879,33 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     // Start loading chunk j into its slot (returns a per-head logit to land). after_gate: called by every thread of
     // the group right after its gate read this group's logits tile, which chunk j's load overwrites.
     auto issue = [&](int j, bool after_gate = false) {
+        const int i0 = chunk_token(c0, nchunks, j);
 #if GLA_TMA
         // (chunk j belongs to this group: j % PG == g). The issuing warp waits for the slot to be free.
         if (j >= STAGES && P::tid() >= P::NT - 32) bar_wait_empty(bar_empty(j % STAGES, g));
-        if (tma_chunk(a, sq, (c0 + j) * C)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
+        if (tma_chunk(a, sq, i0)) {  // whole chunk: one thread's TMA boxes (an empty cp.async group keeps
 #if GLA_ISSUE_AFTER_GATE
             if (after_gate) {                   // the issuing warp waits until every warp of the group has read the logits
                 if (P::tid() >= P::NT - 32) asm volatile("bar.sync %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
                 else asm volatile("bar.arrive %0, %1;\n" ::"r"(BAR_XREAD + g), "n"(P::NT) : "memory");
             }
 #endif
-            tma_issue<P>(a, slot(j % STAGES), sq, (c0 + j) * C, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
+            tma_issue<P>(a, slot(j % STAGES), sq, i0, j % STAGES, !STATES, mbar_addr(smem, j % STAGES));
             cp_async_commit();                  // cp_async_wait's count of groups per chunk)
-            return issue_logit<P>(a, sq, (c0 + j) * C);
+            return issue_logit<P>(a, sq, i0);
         }
+        if (P::tid() == P::NT - 32) mbar_arrive_no_tx(mbar_addr(smem, j % STAGES));  // (its phase completes all the same)
         if (j >= STAGES || after_gate) P::sync();  // cp.async: every producer thread copies, once the slot is free
 #else                                            // (and, after the gate, once every thread has read the logits)
         if (j >= STAGES) bar_wait(bar_empty(j % STAGES, g));  // (chunk j belongs to this group: j % PG == g)
 #endif
-        return issue_chunk<P>(a, slot(j % STAGES), sq, (c0 + j) * C, j % STAGES, !STATES);
+        return issue_chunk<P>(a, slot(j % STAGES), sq, i0, j % STAGES, !STATES);
     };
     if (g >= nchunks) return;
     elem_t x = issue(g);
     [[maybe_unused]] bool last_mild = true;                  // (per key, wgmma scores: the group's last chunk was mild)
     for (int j = g; j < nchunks; j += PG) {
-        const int b = j % STAGES, i0 = (c0 + j) * C, jn = j + PG;
+        const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j), jn = j + PG;
         const Tiles s = slot(b);
         const elem_t xc = x;                                 // (GLA_REG_LOGIT: this chunk's logit, row lane)
         land_logit<P>(s, b, x);
@@ -2995,10 +3022,16 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         regs_consumer();
 #if GLA_WGMMA
         // ---- consumers (wgmma): Sᵀ, Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ, Sᵀ ← Sᵀ diag(exp(Γ_L)) + Vᵀ K̂ ----
+        // (GLA_REVERSE, the dv pass: S'ᵀ from dht, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ ← S'ᵀ diag(exp(Γ_L)) + dOᵀ Q̃, chunks last to first)
         WgState S = {};
         if (const float* init = seg_init(a, n, p, head)) wg_state_global<false>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
+        if constexpr (GLA_REVERSE) {                         // dv pass: S' = dht / scale (dV = scale · (K̂ S' + Aᵀ dO))
+            const float inv = 1.f / a.scale;
+#pragma unroll
+            for (int i = 0; i < DK / 2; ++i) S[i] *= inv;
+        }
         for (int j = 0; j < nchunks; ++j) {
-            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
@@ -3021,13 +3054,17 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
         }
+        if constexpr (GLA_REVERSE) {                         // dv pass: the final state is dh0 = scale · S'
+#pragma unroll
+            for (int i = 0; i < DK / 2; ++i) S[i] *= a.scale;
+        }
         if (float* fin = seg_fin(a, n, p, head)) wg_state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----
         SRegs S = {};
         if (const float* init = seg_init(a, n, p, head)) state_global<false, Consumers>(S, const_cast<float*>(init), a, sq.v0);  // S_0 or S_init(p)
         for (int j = 0; j < nchunks; ++j) {
-            const int b = j % STAGES, i0 = (c0 + j) * C;
+            const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
             state_to_smem<Consumers>(S, s);                  // S^T for the inter-chunk product
             Consumers::sync();
@@ -3061,6 +3098,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     ws_fused_segment(a, smem, head, n, p);
 }
 
+#if !GLA_REVERSE  // (the dv pass is never segmented)
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.
@@ -3118,6 +3156,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
         store_seg_decay(a, z, head, sq, dec);
     }
 }
+#endif
 
 // Two-level scan, the combine (elementwise over a block of COMBINE_ROWS state rows × the value tile; sequential over
 // the segments):  S = E_0;  for p = 1 .. S − 2: S_init(p) = S, S ← diag(exp(Σ Γ_L(p))) S + ΔS_p;  S_init(S − 1) = S.

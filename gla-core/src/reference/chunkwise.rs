@@ -71,7 +71,11 @@ fn cumsum(g: &[f32], width: usize, fault: Fault) -> Vec<f32> {
         for i in 0..g.len() / width {
             // (the kernels' floor on log α, nats; NaN passes: NaN < floor is false)
             let x = g[i * width + col];
-            let x = if x < LOG_ALPHA_FLOOR { LOG_ALPHA_FLOOR } else { x };
+            let x = if x < LOG_ALPHA_FLOOR {
+                LOG_ALPHA_FLOOR
+            } else {
+                x
+            };
             if fault == Fault::ExclusiveCumsum {
                 out[i * width + col] = acc;
                 acc += x;

@@ -8,6 +8,7 @@ use super::{lock, validate_forward, ForwardRequest, Gla, TensorDesc};
 use crate::launch;
 use crate::tensor::{check_tensor, DeviceTensor};
 use gla_codegen::{BackwardForm, BackwardSpec};
+use gla_codegen::{KernelSpec, Pass};
 use gla_core::error::Result;
 use gla_core::{DType, Gate, GlaError};
 use std::sync::Arc;
@@ -123,7 +124,7 @@ impl Gla {
         // Outputs and the two workspaces (every element is written before it is read).
         let dq = DeviceTensor::empty(gpu, p.dtype, q.shape())?;
         let dkt = DeviceTensor::empty(gpu, p.dtype, k.shape())?;
-        let dvt = DeviceTensor::empty(gpu, p.dtype, v.shape())?;
+        let mut dvt = DeviceTensor::empty(gpu, p.dtype, v.shape())?;
         let d_logits = logits
             .map(|l| DeviceTensor::empty(gpu, p.dtype, l.shape()))
             .transpose()?;
@@ -156,6 +157,48 @@ impl Gla {
             ),
         };
         let (seg_offsets, seg_index) = gla_codegen::walk_segments(&per_seq, seg_chunks);
+        // dv (walk form): the dv pass where it has kernels — the forward of the time-reversed problem, the
+        // forward's producers and ring (`Pass::Dv`) — else the dv walk.
+        let dv_pass = match spec.form {
+            BackwardForm::Walks => {
+                self.dv_pass(gate, p.dtype, q.shape(), dv, p.scale, opts.cu_seqlens)?
+            }
+            BackwardForm::Chunks => None,
+        };
+        if let Some(ds) = dv_pass {
+            // dv = scale · (K̂ S' + Aᵀ dO) over the chunks last to first from S' = dht: the forward's validation of
+            // (q, k, v = dO, logits, h0 = dht) on the forward variant, then the dv pass's kernel on it.
+            let mut fp = validate_forward(
+                gate,
+                &ForwardRequest {
+                    q: TensorDesc::of(q),
+                    k: TensorDesc::of(k),
+                    v: TensorDesc::of(d_o),
+                    logits: logits.map(TensorDesc::of),
+                    params: params.map(TensorDesc::of),
+                    initial_state: opts.d_final_state.map(TensorDesc::of),
+                    o: Some(TensorDesc::of(&dvt)),
+                    final_state: None,
+                    scale: Some(p.scale),
+                    output_final_state: false,
+                    cu_seqlens: opts.cu_seqlens,
+                    variant: Some(ds.with_pass(Pass::Forward)?),
+                    segments: Some(1),
+                },
+            )?;
+            fp.spec = ds;
+            self.run(
+                &fp,
+                q,
+                k,
+                d_o,
+                logits,
+                params,
+                opts.d_final_state,
+                &mut dvt,
+                None,
+            )?;
+        }
         let [w0, w1] = spec
             .workspace_elems(tokens, n, chunks, seg_index.len() / 2, h, dk, dv)
             .and_then(|w| Some([w[0].checked_mul(4)?, w[1].checked_mul(4)?]))
@@ -184,6 +227,7 @@ impl Gla {
             seg_offsets: &seg_offsets,
             seg_index: &seg_index,
             seg_chunks,
+            dv_by_pass: dv_pass.is_some(),
         };
         // The kernel set's functions, found once per set: the pick's cubin (no NVRTC), a loaded one, or a compile.
         let key = (spec.id(), gate.content_hash());
@@ -223,5 +267,50 @@ impl Gla {
             d_params,
             d_initial_state: d_h0,
         })
+    }
+
+    /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
+    /// else the default forward variant's `Pass::Dv` (key gates on the bf16 / f16 wgmma defaults), where `scale`
+    /// has a finite inverse (the pass starts from S' = dht / scale). None: no such kernel, or no NVRTC to build it
+    /// (the backward then runs its dv walk).
+    fn dv_pass(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        q_shape: &[usize],
+        dv: usize,
+        scale: f32,
+        cu_seqlens: Option<&[usize]>,
+    ) -> Result<Option<KernelSpec>> {
+        if !scale.is_normal() || !(1.0 / scale).is_finite() {
+            return Ok(None);
+        }
+        let dk = q_shape.get(3).copied().unwrap_or(0);
+        let cached = crate::tuned::call_shape(q_shape, cu_seqlens)
+            .and_then(|(rows, tokens)| self.inner.tuned.pick_dv(gate, dtype, dk, dv, rows, tokens));
+        if let Some(pk) = cached {
+            match self.load_cubin(&pk.spec, &pk.cubin) {
+                Ok(_) => return Ok(Some(pk.spec)),
+                // A cubin the driver refuses: as the forward, warned once, then the default's dv pass.
+                Err(e) => self.inner.tuned.warn_once(
+                    &format!("load:{}", pk.spec.id()),
+                    &format!(
+                        "gla: tuning cache {}: {} not loaded ({e}); the default dv pass runs",
+                        pk.cache.display(),
+                        pk.spec.id()
+                    ),
+                ),
+            }
+        }
+        let Ok(spec) =
+            KernelSpec::default_for(gate, dtype, dk, dv).and_then(|s| s.with_pass(Pass::Dv))
+        else {
+            return Ok(None);
+        };
+        match self.compile_spec(&spec) {
+            Ok(_) => Ok(Some(spec)),
+            Err(GlaError::NoNvrtc(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }

@@ -340,6 +340,12 @@ fn explicit_variants() {
     bad.chunk = 48;
     c.variant = Some(bad);
     check_err(&PER_KEY, &c, &["chunk size C"]);
+    // The backward's dv pass is no forward.
+    let dv = KernelSpec::default_for(&PER_KEY, BF, 128, 96)
+        .and_then(|s| s.with_pass(gla_codegen::Pass::Dv))
+        .unwrap();
+    c.variant = Some(dv);
+    check_err(&PER_KEY, &c, &["backward pass", "forward variant"]);
 }
 
 #[test]
