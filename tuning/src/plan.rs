@@ -4,7 +4,7 @@
 //! [`MAX_SMEM`] bytes of shared memory. CI runs it.
 
 use crate::args::Options;
-use gla_codegen::{all_variants, dv_pass_variants, generate, KernelSpec};
+use gla_codegen::{all_variants, dv_pass_variants, generate, scalar_pass_variants, KernelSpec};
 use gla_core::Gate;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -85,12 +85,17 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
     }
 }
 
-/// The variants `--plan` compiles: every variant of `all_variants` of `gates` and their dv passes
-/// (`dv_pass_variants`), narrowed by `--only` and, where given, `--dims` (d_k and d_v) and `--dtypes`.
+/// The variants `--plan` compiles: every variant of `all_variants` of `gates`, their dv passes
+/// (`dv_pass_variants`) and scalar gates' dq / dk passes (`scalar_pass_variants`), narrowed by `--only` and, where given, `--dims` (d_k and d_v) and `--dtypes`.
 pub fn plan_specs(gates: &[&'static dyn Gate], o: &Options) -> Vec<KernelSpec> {
     gates
         .iter()
-        .flat_map(|g| all_variants(*g).into_iter().chain(dv_pass_variants(*g)))
+        .flat_map(|g| {
+            all_variants(*g)
+                .into_iter()
+                .chain(dv_pass_variants(*g))
+                .chain(scalar_pass_variants(*g))
+        })
         .filter(|s| o.selects(&s.id()))
         .filter(|s| o.dtypes.as_ref().is_none_or(|d| d.contains(&s.dtype)))
         .filter(|s| {

@@ -10,7 +10,7 @@ use crate::tensor::{check_tensor, DeviceTensor};
 use gla_codegen::{BackwardForm, BackwardSpec};
 use gla_codegen::{KernelSpec, Pass};
 use gla_core::error::Result;
-use gla_core::{DType, Gate, GlaError};
+use gla_core::{DType, Gate, GateShape, GlaError};
 use std::sync::Arc;
 
 /// Options of [`Gla::backward`]: those of the forward pass that was run, and the final state's gradient.
@@ -199,6 +199,51 @@ impl Gla {
                 None,
             )?;
         }
+        // A scalar gate's dq and dk as passes too where the dv pass ran on whole sequences without h0 or dht: dq =
+        // scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q
+        // (`Pass::Dk`), both written in f32 (the gate's row sums cancel: `gla_bwd_pass_rows` takes them unrounded).
+        let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
+        let passes = if dv_pass.is_some()
+            && scalar
+            && seg_chunks == 0
+            && opts.initial_state.is_none()
+            && opts.d_final_state.is_none()
+        {
+            self.scalar_passes(gate, p.dtype, dk, dv)?
+        } else {
+            None
+        };
+        let pass_out = match passes {
+            Some((dq_spec, dk_spec)) => {
+                let mut dq32 = DeviceTensor::empty(gpu, DType::F32, q.shape())?;
+                let mut dk32 = DeviceTensor::empty(gpu, DType::F32, k.shape())?;
+                for (ps, vin, out) in [(dq_spec, k, &mut dq32), (dk_spec, q, &mut dk32)] {
+                    // (q ← dO, k ← v, v ← k or q: validated as the forward of those, then the pass's kernel)
+                    let mut fp = validate_forward(
+                        gate,
+                        &ForwardRequest {
+                            q: TensorDesc::of(d_o),
+                            k: TensorDesc::of(v),
+                            v: TensorDesc::of(vin),
+                            logits: logits.map(TensorDesc::of),
+                            params: params.map(TensorDesc::of),
+                            initial_state: None,
+                            o: None,
+                            final_state: None,
+                            scale: Some(p.scale),
+                            output_final_state: false,
+                            cu_seqlens: opts.cu_seqlens,
+                            variant: Some(ps.with_pass(Pass::Forward)?),
+                            segments: Some(1),
+                        },
+                    )?;
+                    fp.spec = ps;
+                    self.run(&fp, d_o, v, vin, logits, params, None, out, None)?;
+                }
+                Some((dq32, dk32))
+            }
+            None => None,
+        };
         let [w0, w1] = spec
             .workspace_elems(tokens, n, chunks, seg_index.len() / 2, h, dk, dv)
             .and_then(|w| Some([w[0].checked_mul(4)?, w[1].checked_mul(4)?]))
@@ -206,7 +251,14 @@ impl Gla {
                 GlaError::invalid("problem size", "the backward's workspaces overflow")
             })?;
         let states = launch::alloc_workspace(gpu, w0)?;
-        let dstates = launch::alloc_workspace(gpu, w1)?;
+        let mut dstates = launch::alloc_workspace(gpu, w1)?;
+        if pass_out.is_some() {
+            // (Z = 0 without dht; the row sums are written by gla_bwd_pass_rows)
+            gpu.stream().memset_zeros(&mut dstates).map_err(|e| GlaError::Cuda {
+                op: "cuMemsetD8Async",
+                msg: format!("{e:?}"),
+            })?;
+        }
         let buffers = launch::BwdBuffers {
             q,
             k,
@@ -228,6 +280,7 @@ impl Gla {
             seg_index: &seg_index,
             seg_chunks,
             dv_by_pass: dv_pass.is_some(),
+            passes: pass_out.as_ref().map(|(a, b)| (a, b)),
         };
         // The kernel set's functions, found once per set: the pick's cubin (no NVRTC), a loaded one, or a compile.
         let key = (spec.id(), gate.content_hash());
@@ -267,6 +320,32 @@ impl Gla {
             d_params,
             d_initial_state: d_h0,
         })
+    }
+
+    /// A scalar gate's dq and dk passes (`Pass::Dq`, `Pass::Dk`) for d_k × d_v: the default forward variant of the
+    /// swapped dims (d_v × d_k: q ← dO) made passes, compiled. None: no such kernels (per-key gates, key splits), or
+    /// no NVRTC (the walks then compute dq and dk).
+    fn scalar_passes(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+    ) -> Result<Option<(KernelSpec, KernelSpec)>> {
+        let Ok(base) = KernelSpec::default_for(gate, dtype, dv, dk) else {
+            return Ok(None);
+        };
+        let (Ok(dq), Ok(dkp)) = (base.with_pass(Pass::Dq), base.with_pass(Pass::Dk)) else {
+            return Ok(None);
+        };
+        for s in [&dq, &dkp] {
+            match self.compile_spec(s) {
+                Ok(_) => {}
+                Err(GlaError::NoNvrtc(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some((dq, dkp)))
     }
 
     /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
