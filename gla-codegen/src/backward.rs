@@ -642,7 +642,7 @@ mod tests {
 
     #[test]
     fn the_args_mirror_is_packed() {
-        assert_eq!(std::mem::size_of::<BackwardArgs>(), 25 * 8 + 6 * 4);
+        assert_eq!(std::mem::size_of::<BackwardArgs>(), 27 * 8 + 6 * 4);
         assert_eq!(std::mem::align_of::<BackwardArgs>(), 8);
     }
 
@@ -769,6 +769,7 @@ mod tests {
                 (2, 3, 2),
                 (2, 3, 2),
                 (3, 3, 2),
+                none,
                 none
             ]
         );
@@ -783,6 +784,7 @@ mod tests {
                 (2, 3, 5),
                 (2, 3, 5),
                 (3, 3, 5),
+                none,
                 none
             ]
         );
@@ -803,9 +805,9 @@ mod tests {
         };
         let hg = backward_grids(&head, 100, 130, 3, 2, 9, 2);
         assert_eq!(
-            (hg[0], hg[7]),
-            (none, (3, 2, 1)),
-            "no Γ pass for a scalar gate; its gate kernel"
+            (hg[0], hg[7], hg[8]),
+            (none, (9, 3, 1), (3, 2, 1)),
+            "no Γ pass for a scalar gate; its pass rows (a CTA per chunk and head) and gate kernel"
         );
         assert_eq!(head.gamma_offset(50, 3, 100), None);
         assert_eq!(
