@@ -20,10 +20,11 @@ pub enum Pass {
     Dv,
     /// A scalar gate's dq as a forward (`.dq` ids): dq_t = scale · S_t dO_t, and S_tᵀ = α_t S_{t−1}ᵀ + v_tᵀ k_t is the
     /// state of the forward with q ← dO, k ← v, v ← k (d_k and d_v swap; the gate is the same scalar a token). The
-    /// forward's kernel unchanged but for its store: o (= dq) is written in f32, the gate's row sums of q ⊙ dq − k ⊙
-    /// dk cancel to a small difference that rounded gradients would not keep (`gla_bwd_pass_rows` rounds it). Per-head
-    /// and fixed gates on the wgmma family without a key split; never segmented; no initial state (the walks take
-    /// calls with h0).
+    /// forward's kernel unchanged but for its store: o (= dq) is written in f32 (`gla_bwd_pass_rows` rounds it), for
+    /// the gate's row sums of q ⊙ dq − k ⊙ dk, which cancel to a small difference that rounded gradients would not
+    /// keep. Per-head and fixed gates on the wgmma family without a key split; never segmented; no initial state.
+    /// (`Gla::backward` runs it for gates without a gradient: the products' bf16 rounding is still too coarse for
+    /// those row sums over long sequences.)
     Dq,
     /// A scalar gate's dk as the dv pass (`.dk` ids): dk_s = scale · Σ_{t≥s} (b_t / b_s)(dO_t · v_s) q_t is the dv
     /// pass's sum with q ← dO, k ← v, v ← q — chunks last to first, written in f32 as [`Pass::Dq`]'s. No final-state

@@ -245,8 +245,8 @@ pub(crate) struct BwdBuffers<'a> {
     /// dv comes from the dv pass (the time-reversed forward, `gla_codegen::Pass::Dv`) launched beside this set:
     /// the walk form's `gla_bwd_walk_dv` is not launched.
     pub dv_by_pass: bool,
-    /// A scalar gate's dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`): the walks
-    /// for dq and dk (and Γ, segments) are skipped and `gla_bwd_pass_rows` rounds them and takes the gate's row sums.
+    /// dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`; gates without a gradient):
+    /// the walks for dq and dk (and segments, the gate kernel) are skipped and `gla_bwd_pass_rows` rounds them.
     pub passes: Option<(&'a DeviceTensor, &'a DeviceTensor)>,
 }
 
@@ -430,11 +430,16 @@ pub(crate) fn launch_backward_set(
         dk32: b.passes.map_or(Ok(0), |(_, t)| need("dk (f32 pass)", t, gpu, qk, DType::F32))?,
     };
     if b.passes.is_some()
-        && (spec.gate.shape() == gla_core::GateShape::PerKey || segments != n || !b.dv_by_pass || b.dht.is_some() || b.h0.is_some())
+        && (spec.gate.shape() != GateShape::Fixed
+            || gate_params > 0
+            || segments != n
+            || !b.dv_by_pass
+            || b.dht.is_some()
+            || b.h0.is_some())
     {
         return Err(GlaError::invalid(
             "backward",
-            "dq / dk passes are for scalar gates with the dv pass, whole sequences, no initial state and no final-state gradient",
+            "dq / dk passes are for gates without a gradient (fixed, no parameters) with the dv pass, whole sequences, no initial state and no final-state gradient",
         ));
     }
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
@@ -448,7 +453,13 @@ pub(crate) fn launch_backward_set(
         }
         let walked_by_passes = matches!(
             *name,
-            "gla_bwd_gamma" | "gla_bwd_seg_states" | "gla_bwd_seg_dstates" | "gla_bwd_seg_combine" | "gla_bwd_walk_dq" | "gla_bwd_walk_dk"
+            "gla_bwd_gamma"
+                | "gla_bwd_seg_states"
+                | "gla_bwd_seg_dstates"
+                | "gla_bwd_seg_combine"
+                | "gla_bwd_walk_dq"
+                | "gla_bwd_walk_dk"
+                | "gla_bwd_gate" // (no gate gradient where the passes run)
         );
         if (b.passes.is_some() && walked_by_passes) || (b.passes.is_none() && *name == "gla_bwd_pass_rows") {
             continue; // (dq, dk from their passes; gla_bwd_pass_rows only after them)
