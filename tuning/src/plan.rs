@@ -110,7 +110,7 @@ pub fn plan_specs(gates: &[&'static dyn Gate], o: &Options) -> Vec<KernelSpec> {
 pub fn plan(gates: &[&'static dyn Gate], o: &Options) -> bool {
     let specs = plan_specs(gates, o);
     println!(
-        "autotune --plan: {} registered gates ({}), {} variants (forward and dv pass), compiling for sm_90a with NVRTC on {} threads",
+        "autotune --plan: {} registered gates ({}), {} variants (forward, dv, dq and dk passes), compiling for sm_90a with NVRTC on {} threads",
         gates.len(),
         gates.iter().map(|g| g.name()).collect::<Vec<_>>().join(", "),
         specs.len(),
