@@ -39,9 +39,13 @@ pub struct RegisterSplit {
 pub struct Features {
     pub family: Family,
     pub shape: GateShape,
-    /// [`crate::Pass::Dv`]: chunks walked last to first, the consumers contract Aᵀ and swap Q̃ and K̂ (never
-    /// segmented: the two-level scan is the forward's).
+    /// [`crate::Pass::Dv`], [`crate::Pass::Dk`]: chunks walked last to first, the consumers contract Aᵀ and swap
+    /// Q̃ and K̂.
     pub reverse: bool,
+    /// A backward pass (dv, dq, dk): never segmented (the two-level scan is the forward's).
+    pub backward_pass: bool,
+    /// [`crate::Pass::Dq`], [`crate::Pass::Dk`]: o is written in f32.
+    pub out_f32: bool,
     /// bf16/f16: mma.sync / wgmma on tensor cores and approximate transcendentals; f32: CUDA-core FMAs, IEEE math.
     pub tensor_cores: bool,
     /// The scores A kept as hi + lo halves (A V on tensor cores to ~f32 precision).
@@ -175,7 +179,9 @@ impl Features {
         Features {
             family,
             shape,
-            reverse: spec.pass == crate::spec::Pass::Dv,
+            reverse: spec.pass.reverse(),
+            backward_pass: spec.pass != crate::spec::Pass::Forward,
+            out_f32: spec.pass.writes_f32(),
             tensor_cores: spec.dtype != DType::F32,
             split_a: split_a(spec),
             wgmma: t.wgmma,
@@ -195,7 +201,7 @@ impl Features {
             rows_scaled: scalar
                 && t.wgmma
                 && !wg_smem_s(spec)
-                && spec.pass != crate::spec::Pass::Dv,
+                && !spec.pass.reverse(),
             xch_split: spec.cluster && per_key,
             key_split: spec.key_split,
             cluster: spec.cluster,

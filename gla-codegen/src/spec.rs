@@ -18,6 +18,29 @@ pub enum Pass {
     /// wgmma family (key splits too: dv is linear in the key slices, as O is; scalar gates without row-scaled
     /// chunks); never segmented.
     Dv,
+    /// A scalar gate's dq as a forward (`.dq` ids): dq_t = scale · S_t dO_t, and S_tᵀ = α_t S_{t−1}ᵀ + v_tᵀ k_t is the
+    /// state of the forward with q ← dO, k ← v, v ← k (d_k and d_v swap; the gate is the same scalar a token). The
+    /// forward's kernel unchanged but for its store: o (= dq) is written in f32 (`gla_bwd_pass_rows` rounds it), for
+    /// the gate's row sums of q ⊙ dq − k ⊙ dk, which cancel to a small difference that rounded gradients would not
+    /// keep. Per-head and fixed gates on the wgmma family without a key split; never segmented; no initial state.
+    /// (`Gla::backward` runs it for gates without a gradient: the products' bf16 rounding is still too coarse for
+    /// those row sums over long sequences.)
+    Dq,
+    /// A scalar gate's dk as the dv pass (`.dk` ids): dk_s = scale · Σ_{t≥s} (b_t / b_s)(dO_t · v_s) q_t is the dv
+    /// pass's sum with q ← dO, k ← v, v ← q — chunks last to first, written in f32 as [`Pass::Dq`]'s. No final-state
+    /// gradient (the walks take calls with dht).
+    Dk,
+}
+
+impl Pass {
+    /// Chunks walked last to first ([`Pass::Dv`], [`Pass::Dk`]).
+    pub fn reverse(self) -> bool {
+        matches!(self, Pass::Dv | Pass::Dk)
+    }
+    /// Its output o is f32 ([`Pass::Dq`], [`Pass::Dk`]), else the inputs' dtype.
+    pub fn writes_f32(self) -> bool {
+        matches!(self, Pass::Dq | Pass::Dk)
+    }
 }
 
 /// Tile and warp choices.
@@ -113,6 +136,8 @@ impl KernelSpec {
             match self.pass {
                 Pass::Forward => "fwd",
                 Pass::Dv => "dv",
+                Pass::Dq => "dq",
+                Pass::Dk => "dk",
             },
             self.dtype,
             self.chunk,

@@ -353,6 +353,19 @@ impl KernelSpec {
                 if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
             ));
         }
+        if matches!(self.pass, Pass::Dq | Pass::Dk)
+            && (self.shape() == GateShape::PerKey
+                || self.shape() == GateShape::PerValue
+                || !self.tiles.wgmma
+                || self.key_split > 1)
+        {
+            return bad(format!(
+                "the dq / dk passes run scalar gates (per head, fixed) on wgmma consumers without a key split, got a {:?} gate, {}, key_split {}",
+                self.shape(),
+                if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
+                self.key_split
+            ));
+        }
         let features = Features::of(self);
         let smem = features.smem.total;
         match self.tiles.ctas_per_sm {
@@ -488,6 +501,21 @@ pub fn dv_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
         .filter_map(|(dt, d)| {
             KernelSpec::default_for(gate, dt, d, d)
                 .and_then(|s| s.with_pass(Pass::Dv))
+                .ok()
+        })
+        .collect()
+}
+
+/// A scalar gate's dq and dk passes ([`Pass::Dq`], [`Pass::Dk`]): the bf16 / f16 defaults of d = 64 and 128 (no
+/// key split) made passes; empty for per-key and per-value gates. `autotune --plan` compiles them.
+pub fn scalar_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
+    [DType::BF16, DType::F16]
+        .into_iter()
+        .flat_map(|dt| [64, 128].map(|d| (dt, d)))
+        .flat_map(|(dt, d)| [Pass::Dq, Pass::Dk].map(|p| (dt, d, p)))
+        .filter_map(|(dt, d, p)| {
+            KernelSpec::default_for(gate, dt, d, d)
+                .and_then(|s| s.with_pass(p))
                 .ok()
         })
         .collect()

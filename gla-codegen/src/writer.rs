@@ -33,8 +33,8 @@ pub fn family_templates(f: &Features) -> Vec<&'static str> {
         Family::Materialized => t.push(MATERIALIZED),
         Family::Fused => t.extend([SCAN, FUSED, COMBINE]),
         Family::WarpSpecialised => t.extend([SCAN, WS_RING, WS, COMBINE]),
-        // (the dv pass is never segmented: no combine)
-        Family::WarpSpecialisedWgmma if f.reverse => t.extend([SCAN, WS_RING, WS_WGMMA, WS]),
+        // (the backward's passes are never segmented: no combine)
+        Family::WarpSpecialisedWgmma if f.backward_pass => t.extend([SCAN, WS_RING, WS_WGMMA, WS]),
         Family::WarpSpecialisedWgmma => t.extend([SCAN, WS_RING, WS_WGMMA, WS, COMBINE]),
     }
     if f.key_split > 1 && !f.cluster {
@@ -280,6 +280,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr bool STATES_ISSUE_AHEAD = {};  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j", f.states_issue_ahead);
     let _ = writeln!(w, "constexpr bool XCH_SPLIT = {};  // cluster key split: each CTA finishes half the value columns (else slice 0 all)", f.xch_split);
     let _ = writeln!(w, "#define GLA_REVERSE {}  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃", f.reverse as u32);
+    let _ = writeln!(w, "#define GLA_OUT_F32 {}  // the backward's dq / dk passes: o written in f32", f.out_f32 as u32);
     if let Some(r) = f.regs {
         let _ = writeln!(
             w,
@@ -493,15 +494,15 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                 },
             ],
             needs_state_buffer: false,
-            segmented: !f.reverse,
+            segmented: !f.backward_pass,
             tma: f.tma,
             lead_permille: f.lead_permille,
             workspace_partials: f.workspace_partials(),
         }
     };
     let mut plan = plan;
-    if f.reverse {
-        // The dv pass: the fused kernel alone (its source has no segment-state pass and no combine).
+    if f.backward_pass {
+        // A backward pass: the fused kernel alone (its source has no segment-state pass and no combine).
         plan.kernels.retain(|k| k.name == "gla_fwd_ws");
     }
     if spec.key_split > 1 && !spec.cluster {

@@ -71,9 +71,9 @@ unsafe fn launch(
 #[repr(transparent)]
 struct BwdArgsRepr(BackwardArgs);
 
-// The C struct `BwdArgs` is 24 pointers and 8 four-byte fields: 224 bytes, 8-byte aligned, no implicit padding.
+// The C struct `BwdArgs` is 24 pointers, 6 four-byte fields and 3 pointers: 240 bytes, 8-byte aligned, no implicit padding.
 const _: () = assert!(
-    std::mem::size_of::<BackwardArgs>() == 224 && std::mem::align_of::<BackwardArgs>() == 8
+    std::mem::size_of::<BackwardArgs>() == 240 && std::mem::align_of::<BackwardArgs>() == 8
 );
 
 // SAFETY: `BackwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
@@ -245,6 +245,9 @@ pub(crate) struct BwdBuffers<'a> {
     /// dv comes from the dv pass (the time-reversed forward, `gla_codegen::Pass::Dv`) launched beside this set:
     /// the walk form's `gla_bwd_walk_dv` is not launched.
     pub dv_by_pass: bool,
+    /// dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`; gates without a gradient):
+    /// the walks for dq and dk (and segments, the gate kernel) are skipped and `gla_bwd_pass_rows` rounds them.
+    pub passes: Option<(&'a DeviceTensor, &'a DeviceTensor)>,
 }
 
 /// The kernels of `spec`, in `spec.kernels()` order: from `prebuilt` (a tuning cache's or the tuner's cubin of
@@ -423,7 +426,22 @@ pub(crate) fn launch_backward_set(
         gamma: spec
             .gamma_offset(tokens, h, dk)
             .map_or(0, |off| b.states.device_ptr(stream).0 + 4 * off as u64),
+        dq32: b.passes.map_or(Ok(0), |(t, _)| need("dq (f32 pass)", t, gpu, qk, DType::F32))?,
+        dk32: b.passes.map_or(Ok(0), |(_, t)| need("dk (f32 pass)", t, gpu, qk, DType::F32))?,
     };
+    if b.passes.is_some()
+        && (spec.gate.shape() != GateShape::Fixed
+            || gate_params > 0
+            || segments != n
+            || !b.dv_by_pass
+            || b.dht.is_some()
+            || b.h0.is_some())
+    {
+        return Err(GlaError::invalid(
+            "backward",
+            "dq / dk passes are for gates without a gradient (fixed, no parameters) with the dv pass, whole sequences, no initial state and no final-state gradient",
+        ));
+    }
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
         spec, dk, dv, h, n, chunks, segments,
     )) {
@@ -432,6 +450,19 @@ pub(crate) fn launch_backward_set(
         }
         if b.dv_by_pass && *name == "gla_bwd_walk_dv" {
             continue; // (dv from the dv pass)
+        }
+        let walked_by_passes = matches!(
+            *name,
+            "gla_bwd_gamma"
+                | "gla_bwd_seg_states"
+                | "gla_bwd_seg_dstates"
+                | "gla_bwd_seg_combine"
+                | "gla_bwd_walk_dq"
+                | "gla_bwd_walk_dk"
+                | "gla_bwd_gate" // (no gate gradient where the passes run)
+        );
+        if (b.passes.is_some() && walked_by_passes) || (b.passes.is_none() && *name == "gla_bwd_pass_rows") {
+            continue; // (dq, dk from their passes; gla_bwd_pass_rows only after them)
         }
         let cfg = LaunchConfig {
             grid_dim: grid,
@@ -944,7 +975,9 @@ impl<'a> Bound<'a> {
             b.ht.map(|t| need("final_state", t, gpu, state_elems, DType::F32))
                 .transpose()?
                 .unwrap_or(0);
-        let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, dt)?;
+        // (the backward's dq / dk passes write o in f32)
+        let o_dtype = if spec.pass.writes_f32() { DType::F32 } else { dt };
+        let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, o_dtype)?;
         let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();
         if segs == 0 || segs > 64 || (segs > 1 && !variant.plan.segmented) {
             return Err(GlaError::invalid("segments", format!("{segs} segments per sequence for variant {} (1..=64, and 1 unless its plan segments)", spec.id())));

@@ -118,6 +118,7 @@ fn emulate(
         gamma: spec
             .gamma_offset(tokens, h, dk)
             .map_or(0, |off| states.as_mut_ptr() as u64 + 4 * off as u64),
+        ..BackwardArgs::default() // (no dq / dk passes: the walks compute them)
     };
     for (name, grid) in spec
         .kernels()

@@ -50,6 +50,7 @@ fn emulate(
     let mut h0 = case.initial_state.clone().expect("an initial state");
     let mut ht = vec![f32::NAN; n * h * dk * dv];
     let mut o = Elems::nan(tokens * h * dv, dt);
+    let mut o32 = vec![f32::NAN; tokens * h * dv]; // (the dq / dk passes write o in f32)
     let lens: Vec<usize> = seqs.iter().map(|&(_, l)| l).collect();
     let segs = plan_segments(&g.plan, spec, &lens, kh, dv, Some(segments));
     let ws_floats = if g.plan.needs_state_buffer {
@@ -77,7 +78,11 @@ fn emulate(
         params: p(&mut params),
         h0: h0.as_mut_ptr() as u64,
         ht: ht.as_mut_ptr() as u64,
-        o: o.ptr(),
+        o: if spec.pass.writes_f32() {
+            o32.as_mut_ptr() as u64
+        } else {
+            o.ptr()
+        },
         states: p(&mut states),
         cu_seqlens: cu.as_mut_ptr() as u64,
         chunk_offsets: co.as_mut_ptr() as u64,
@@ -127,7 +132,12 @@ fn emulate(
             )
         }?;
     }
-    Ok((o.to_f64(dt), ht.iter().map(|&x| x as f64).collect()))
+    let out = if spec.pass.writes_f32() {
+        o32.iter().map(|&x| x as f64).collect()
+    } else {
+        o.to_f64(dt)
+    };
+    Ok((out, ht.iter().map(|&x| x as f64).collect()))
 }
 
 /// The emulator's tensor map (`EmuTensorMap` in `host_cuda.h`) of a `[tokens, H, d]` tensor at `base`: boxes of 64
@@ -586,6 +596,81 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
             let tol = 5e-3;
             let line = format!("{} shift {shift}: dv {ev:.2e}, dh0 {eh:.2e}", spec.id());
             if ev <= tol && eh <= tol {
+                Ok(line)
+            } else {
+                Err(format!("{line} (tolerance {tol:.0e})"))
+            }
+        })
+        .collect();
+    report(results);
+}
+
+/// A scalar gate's dq and dk passes (`Pass::Dq`: the forward with q ← dO, k ← v, v ← k; `Pass::Dk`: the dv pass
+/// with v ← q; f32 outputs) against the f64 reference backward's dq and dk, without an initial state or a final-state
+/// gradient (the calls they serve), at weak and strong decays, varlen with empty and one-token sequences, on the
+/// wgmma defaults of d = 64 and 128, bf16 and f16. Tolerance as the backward's (5e-3); the outputs are f32, so the
+/// error is the kernels' own (the inputs' rounding is the reference's too).
+#[test]
+fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
+    use gla_codegen::Pass;
+    use rand::{Rng, SeedableRng};
+    let _ = &gla::gates::Gla;
+    let gate = |name: &str| {
+        registered_gates()
+            .into_iter()
+            .find(|g| g.name() == name)
+            .unwrap()
+    };
+    let d64 = Dims::new(2, 70, 2, 64, 64);
+    let d128 = Dims::new(1, 75, 2, 128, 128);
+    let cu = Some(vec![0, 0, 1, 41, 75]);
+    let cases: Vec<(&str, DType, Dims, Option<Vec<usize>>, Shift)> = vec![
+        ("mamba2", DType::BF16, d128, None, By(0.0)),
+        ("mamba2", DType::F16, d64, None, By(-12.0)),
+        ("mamba2", DType::BF16, d128, cu.clone(), By(12.0)),
+        ("mlstm", DType::BF16, d64, None, By(0.0)),
+        ("gated_retnet", DType::F16, d128, cu.clone(), By(0.0)),
+        ("retnet", DType::BF16, d64, None, By(0.0)),
+    ];
+    use rayon::prelude::*;
+    let results: Vec<Result<String, String>> = cases
+        .par_iter()
+        .enumerate()
+        .flat_map(|(i, c)| [(i, c, Pass::Dq), (i, c, Pass::Dk)])
+        .map(|(i, (name, dt, dims, cu, shift), pass)| {
+            let g = gate(name);
+            let spec = KernelSpec::default_for(g, *dt, dims.dv, dims.dk)
+                .and_then(|s| s.with_pass(pass))
+                .unwrap();
+            let mut case = Case::random(g, *dims, *dt, 700 + i as u64, false, cu.clone());
+            if !case.logits.is_empty() {
+                let per_token = case.logits.len() / (dims.b * dims.t);
+                for (n, x) in case.logits.iter_mut().enumerate() {
+                    *x = dt.round(*x + shift.at((n / per_token) % dims.t));
+                }
+            }
+            let mut rng = rand::rngs::SmallRng::seed_from_u64(1700 + i as u64);
+            let d_o: Vec<f32> = (0..dims.b * dims.t * dims.h * dims.dv)
+                .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
+                .collect();
+            let want = case.reference_backward(g, &d_o, None);
+            // (q ← dO, k ← v, v ← k for dq or q for dk; no initial state)
+            let permuted = Case {
+                dims: Dims::new(dims.b, dims.t, dims.h, dims.dv, dims.dk),
+                dtype: case.dtype,
+                q: d_o,
+                k: case.v.clone(),
+                v: if pass == Pass::Dq { case.k.clone() } else { case.q.clone() },
+                logits: case.logits.clone(),
+                params: case.params.clone(),
+                initial_state: Some(vec![0.0; case.n_seqs() * dims.h * dims.dk * dims.dv]),
+                cu_seqlens: case.cu_seqlens.clone(),
+            };
+            let (got, _) = emulate(&spec, &permuted, 1)?;
+            let e = rel_rms(&got, if pass == Pass::Dq { &want.dq } else { &want.dk });
+            let tol = 5e-3;
+            let line = format!("{} shift {shift}: {e:.2e}", spec.id());
+            if e <= tol {
                 Ok(line)
             } else {
                 Err(format!("{line} (tolerance {tol:.0e})"))

@@ -4,7 +4,7 @@
 //! [`MAX_SMEM`] bytes of shared memory. CI runs it.
 
 use crate::args::Options;
-use gla_codegen::{all_variants, dv_pass_variants, generate, KernelSpec};
+use gla_codegen::{all_variants, dv_pass_variants, generate, scalar_pass_variants, KernelSpec};
 use gla_core::Gate;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -85,12 +85,17 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
     }
 }
 
-/// The variants `--plan` compiles: every variant of `all_variants` of `gates` and their dv passes
-/// (`dv_pass_variants`), narrowed by `--only` and, where given, `--dims` (d_k and d_v) and `--dtypes`.
+/// The variants `--plan` compiles: every variant of `all_variants` of `gates`, their dv passes
+/// (`dv_pass_variants`) and scalar gates' dq / dk passes (`scalar_pass_variants`), narrowed by `--only` and, where given, `--dims` (d_k and d_v) and `--dtypes`.
 pub fn plan_specs(gates: &[&'static dyn Gate], o: &Options) -> Vec<KernelSpec> {
     gates
         .iter()
-        .flat_map(|g| all_variants(*g).into_iter().chain(dv_pass_variants(*g)))
+        .flat_map(|g| {
+            all_variants(*g)
+                .into_iter()
+                .chain(dv_pass_variants(*g))
+                .chain(scalar_pass_variants(*g))
+        })
         .filter(|s| o.selects(&s.id()))
         .filter(|s| o.dtypes.as_ref().is_none_or(|d| d.contains(&s.dtype)))
         .filter(|s| {
@@ -105,7 +110,7 @@ pub fn plan_specs(gates: &[&'static dyn Gate], o: &Options) -> Vec<KernelSpec> {
 pub fn plan(gates: &[&'static dyn Gate], o: &Options) -> bool {
     let specs = plan_specs(gates, o);
     println!(
-        "autotune --plan: {} registered gates ({}), {} variants (forward and dv pass), compiling for sm_90a with NVRTC on {} threads",
+        "autotune --plan: {} registered gates ({}), {} variants (forward, dv, dq and dk passes), compiling for sm_90a with NVRTC on {} threads",
         gates.len(),
         gates.iter().map(|g| g.name()).collect::<Vec<_>>().join(", "),
         specs.len(),

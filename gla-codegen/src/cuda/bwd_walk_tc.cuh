@@ -14,6 +14,9 @@
 //       dk_s) — the per-key gate's d logits and d params here; a scalar gate's row sums go to gla_bwd_gate.
 //   gla_bwd_walk_dv  reverse, a CTA per (64 value columns E, head, segment), dS = dS[:, E] likewise:
 //       dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i,                                 A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd}
+//   gla_bwd_pass_rows scalar gates whose dq and dk came from their passes instead of the walks (Pass::Dq, Pass::Dk:
+//       the forward's kernel with q ← dO, k ← v and v ← k, resp. the dv pass's with v ← q; f32 outputs), a CTA per
+//       (chunk, head): dq, dk rounded to the inputs' dtype.
 //   gla_bwd_gate     scalar gates, a CTA per (head, sequence): the reverse cumulative sum of the row sums over the
 //       sequence, d logits, d params.
 // The per-pair decays inside a diagonal block of C/2 rows stay exact on CUDA cores in f32 (running products of α,
@@ -993,6 +996,30 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
 // ---- gla_bwd_gate: a scalar gate's d logits and d params ----
 // d log α_t = Z + Σ_{s ≥ t} w_s over the sequence, w_s the dk walk's row sums over its tiles, Z = Σ_d Z_N. A CTA per
 // (head, sequence); each thread a run of tokens (its total, a suffix scan of the totals, then its run in reverse).
+// ---- gla_bwd_pass_rows: a scalar gate's dq, dk from their f32 passes ----
+// A warp a token row: dq, dk rounded to the inputs' dtype. (The passes write f32 for the gate's row sums
+// Σ_d (q ⊙ dq − k ⊙ dk), which nearly cancel: not taken here yet — the passes' bf16 products leave dq, dk ~3e-4 off,
+// too much for that sum over long sequences, so Gla::backward runs them only for gates without a gradient.)
+extern "C" __global__ void __launch_bounds__(NT) gla_bwd_pass_rows(const __grid_constant__ BwdArgs a) {
+#if KEY_GATE == GATE_PER_KEY
+    (void)a;  // (per-key gates have no dq / dk passes: this grid is empty)
+#else
+    if (a.dq32 == nullptr || a.dk32 == nullptr) return;  // (the walks computed dq and dk)
+    const int c = blockIdx.x, head = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n = a.chunk_index[2 * c], j = a.chunk_index[2 * c + 1];
+    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
+    for (int r = warp; r < C; r += NT / 32) {
+        const i64 i = (i64)j * C + r;
+        if (i >= len) break;
+        const i64 row = ((bos + i) * a.h + head) * a.dk;
+        for (int d = lane; d < a.dk; d += 32) {
+            a.dq_out[row + d] = to_elem(a.dq32[row + d]);
+            a.dk_out[row + d] = to_elem(a.dk32[row + d]);
+        }
+    }
+#endif
+}
+
 extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_constant__ BwdArgs a) {
 #if KEY_GATE == GATE_PER_KEY
     (void)a;  // (a per-key gate finishes in gla_bwd_walk_dk: this grid is empty)

@@ -280,6 +280,22 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
+#if GLA_OUT_F32
+    // (the backward's dq / dk passes: o in f32 straight from the accumulators — the gate's row sums need it)
+    static_assert(KSPLIT == 1, "the dq / dk passes: no key split");
+    {
+        (void)os;
+        (void)j;
+        float* out = reinterpret_cast<float*>(a.o);
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
+            const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
+            if (i0 + row < sq.len && col < a.dv) out[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
+        }
+        return;
+    }
+#endif
 #if KS_CLUSTER
     if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (the receiving slice writes it)
 #elif KSPLIT > 1

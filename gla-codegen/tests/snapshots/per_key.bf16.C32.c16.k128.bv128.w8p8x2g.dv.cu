@@ -36,6 +36,7 @@ constexpr bool SLOT_PER_GROUP = true;  // every slot holds one producer group's 
 constexpr bool STATES_ISSUE_AHEAD = true;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
 #define GLA_REVERSE 1  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
+#define GLA_OUT_F32 0  // the backward's dq / dk passes: o written in f32
 constexpr int REG_CAP = 128, REG_CONSUMER = 144, REG_PRODUCER = 112;  // setmaxnreg: registers a thread (the CTA's share; consumers; producers)
 constexpr bool REG_SPLIT = true;
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // warp tiles (16x8 mma tiles) of O, S, A
@@ -2523,6 +2524,22 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     (void)s;
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
+#endif
+#if GLA_OUT_F32
+    // (the backward's dq / dk passes: o in f32 straight from the accumulators — the gate's row sums need it)
+    static_assert(KSPLIT == 1, "the dq / dk passes: no key split");
+    {
+        (void)os;
+        (void)j;
+        float* out = reinterpret_cast<float*>(a.o);
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
+            const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
+            if (i0 + row < sq.len && col < a.dv) out[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
+        }
+        return;
+    }
 #endif
 #if KS_CLUSTER
     if (!ks_exchange(smem, sq, j, x)) return;                            // O = O_0 + O_1 (the receiving slice writes it)

@@ -36,6 +36,7 @@ constexpr bool SLOT_PER_GROUP = false;  // every slot holds one producer group's
 constexpr bool STATES_ISSUE_AHEAD = false;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
 #define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
+#define GLA_OUT_F32 0  // the backward's dq / dk passes: o written in f32
 constexpr int O_WM = 2, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;

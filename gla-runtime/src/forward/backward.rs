@@ -10,7 +10,7 @@ use crate::tensor::{check_tensor, DeviceTensor};
 use gla_codegen::{BackwardForm, BackwardSpec};
 use gla_codegen::{KernelSpec, Pass};
 use gla_core::error::Result;
-use gla_core::{DType, Gate, GlaError};
+use gla_core::{DType, Gate, GateShape, GlaError};
 use std::sync::Arc;
 
 /// Options of [`Gla::backward`]: those of the forward pass that was run, and the final state's gradient.
@@ -199,6 +199,54 @@ impl Gla {
                 None,
             )?;
         }
+        // dq and dk as passes too for a gate without a gradient (fixed, no parameters: RetNet), where the dv pass ran
+        // on whole sequences without h0 or dht: dq = scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k
+        // (`Pass::Dq`), dk the dv pass with v ← q (`Pass::Dk`), both written in f32 and rounded by
+        // `gla_bwd_pass_rows`. (Gates with a gradient keep the walks: its row sums Σ_d (q ⊙ dq − k ⊙ dk) cancel, and
+        // the passes' bf16 products leave dq, dk ~3e-4 off — d log α then 0.9–2.6e-2 off at T = 2048 on the
+        // emulator, where the walks' hi + lo products stay in tolerance.)
+        let no_gate_gradient = gate.shape() == GateShape::Fixed && gate.params().is_empty();
+        let passes = if dv_pass.is_some()
+            && no_gate_gradient
+            && seg_chunks == 0
+            && opts.initial_state.is_none()
+            && opts.d_final_state.is_none()
+        {
+            self.scalar_passes(gate, p.dtype, dk, dv)?
+        } else {
+            None
+        };
+        let pass_out = match passes {
+            Some((dq_spec, dk_spec)) => {
+                let mut dq32 = DeviceTensor::empty(gpu, DType::F32, q.shape())?;
+                let mut dk32 = DeviceTensor::empty(gpu, DType::F32, k.shape())?;
+                for (ps, vin, out) in [(dq_spec, k, &mut dq32), (dk_spec, q, &mut dk32)] {
+                    // (q ← dO, k ← v, v ← k or q: validated as the forward of those, then the pass's kernel)
+                    let mut fp = validate_forward(
+                        gate,
+                        &ForwardRequest {
+                            q: TensorDesc::of(d_o),
+                            k: TensorDesc::of(v),
+                            v: TensorDesc::of(vin),
+                            logits: logits.map(TensorDesc::of),
+                            params: params.map(TensorDesc::of),
+                            initial_state: None,
+                            o: None,
+                            final_state: None,
+                            scale: Some(p.scale),
+                            output_final_state: false,
+                            cu_seqlens: opts.cu_seqlens,
+                            variant: Some(ps.with_pass(Pass::Forward)?),
+                            segments: Some(1),
+                        },
+                    )?;
+                    fp.spec = ps;
+                    self.run(&fp, d_o, v, vin, logits, params, None, out, None)?;
+                }
+                Some((dq32, dk32))
+            }
+            None => None,
+        };
         let [w0, w1] = spec
             .workspace_elems(tokens, n, chunks, seg_index.len() / 2, h, dk, dv)
             .and_then(|w| Some([w[0].checked_mul(4)?, w[1].checked_mul(4)?]))
@@ -228,6 +276,7 @@ impl Gla {
             seg_index: &seg_index,
             seg_chunks,
             dv_by_pass: dv_pass.is_some(),
+            passes: pass_out.as_ref().map(|(a, b)| (a, b)),
         };
         // The kernel set's functions, found once per set: the pick's cubin (no NVRTC), a loaded one, or a compile.
         let key = (spec.id(), gate.content_hash());
@@ -267,6 +316,32 @@ impl Gla {
             d_params,
             d_initial_state: d_h0,
         })
+    }
+
+    /// A scalar gate's dq and dk passes (`Pass::Dq`, `Pass::Dk`) for d_k × d_v: the default forward variant of the
+    /// swapped dims (d_v × d_k: q ← dO) made passes, compiled. None: no such kernels (per-key gates, key splits), or
+    /// no NVRTC (the walks then compute dq and dk).
+    fn scalar_passes(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+    ) -> Result<Option<(KernelSpec, KernelSpec)>> {
+        let Ok(base) = KernelSpec::default_for(gate, dtype, dv, dk) else {
+            return Ok(None);
+        };
+        let (Ok(dq), Ok(dkp)) = (base.with_pass(Pass::Dq), base.with_pass(Pass::Dk)) else {
+            return Ok(None);
+        };
+        for s in [&dq, &dkp] {
+            match self.compile_spec(s) {
+                Ok(_) => {}
+                Err(GlaError::NoNvrtc(_)) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some((dq, dkp)))
     }
 
     /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
