@@ -32,6 +32,11 @@ pub struct BackwardOptions<'a> {
     /// segments of k chunks (of 32 tokens) that walk in parallel; default: whole where the walks fill the GPU, else
     /// as `BackwardSpec::walk_segment_chunks` says. Ignored by the chunk form.
     pub walk_segment_chunks: Option<u32>,
+    /// Skip the gate's gradients (a frozen gate: [`Gradients::d_logits`] and [`Gradients::d_params`] are then
+    /// `None`), as autograd skips an input that needs no gradient. A per-head or fixed gate's dq and dk then come from
+    /// passes of the forward kernel, about twice as fast (walk form, whole sequences, no initial state and no
+    /// final-state gradient: the calls the passes serve); a per-key gate's are computed as always. Default false.
+    pub skip_gate_gradients: bool,
 }
 
 /// What [`Gla::backward`] returns.
@@ -43,7 +48,7 @@ pub struct Gradients {
     pub dk: DeviceTensor,
     /// `[B, T, H, d_v]`.
     pub dv: DeviceTensor,
-    /// Like the logits (absent for a fixed gate).
+    /// Like the logits (absent for a fixed gate, or with [`BackwardOptions::skip_gate_gradients`]).
     pub d_logits: Option<DeviceTensor>,
     /// f32 `[H, P]` when the gate has parameters: summed over every token and channel of each head.
     pub d_params: Option<DeviceTensor>,
@@ -125,6 +130,7 @@ impl Gla {
         let dq = DeviceTensor::empty(gpu, p.dtype, q.shape())?;
         let dkt = DeviceTensor::empty(gpu, p.dtype, k.shape())?;
         let mut dvt = DeviceTensor::empty(gpu, p.dtype, v.shape())?;
+        // (the gate's gradients, which the walks take whether asked for or not — dropped at the end when skipped)
         let d_logits = logits
             .map(|l| DeviceTensor::empty(gpu, p.dtype, l.shape()))
             .transpose()?;
@@ -199,14 +205,17 @@ impl Gla {
                 None,
             )?;
         }
-        // dq and dk as passes too for a gate without a gradient (fixed, no parameters: RetNet), where the dv pass ran
-        // on whole sequences without h0 or dht: dq = scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k
-        // (`Pass::Dq`), dk the dv pass with v ← q (`Pass::Dk`), both written in f32 and rounded by
-        // `gla_bwd_pass_rows`. (Gates with a gradient keep the walks: its row sums Σ_d (q ⊙ dq − k ⊙ dk) cancel, and
-        // the passes' bf16 products leave dq, dk ~3e-4 off — d log α then 0.9–2.6e-2 off at T = 2048 on the
-        // emulator, where the walks' hi + lo products stay in tolerance.)
-        let no_gate_gradient = gate.shape() == GateShape::Fixed && gate.params().is_empty();
+        // dq and dk as passes too for a scalar gate whose gradient is not taken (skipped, or none: RetNet's fixed
+        // decay), where the dv pass ran on whole sequences without h0 or dht: dq = scale · S_t dO_t is the forward
+        // with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q (`Pass::Dk`), both written in f32 and
+        // rounded by `gla_bwd_pass_rows`. (A gate's gradient keeps the walks: its row sums Σ_d (q ⊙ dq − k ⊙ dk)
+        // cancel, and the passes' bf16 products leave dq, dk ~3e-4 off — d log α then 0.9–2.6e-2 off at T = 2048
+        // on the emulator, where the walks' hi + lo products keep 1.6–1.9e-3.)
+        let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
+        let no_gate_gradient =
+            opts.skip_gate_gradients || (logits.is_none() && params.is_none());
         let passes = if dv_pass.is_some()
+            && scalar
             && no_gate_gradient
             && seg_chunks == 0
             && opts.initial_state.is_none()
@@ -267,8 +276,8 @@ impl Gla {
             dq: &dq,
             dk: &dkt,
             dv: &dvt,
-            dg: d_logits.as_ref(),
-            dparams: d_params.as_ref(),
+            dg: d_logits.as_ref().filter(|_| pass_out.is_none()),
+            dparams: d_params.as_ref().filter(|_| pass_out.is_none()),
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
@@ -308,6 +317,11 @@ impl Gla {
             p.scale,
             &buffers,
         )?;
+        let (d_logits, d_params) = if opts.skip_gate_gradients {
+            (None, None)
+        } else {
+            (d_logits, d_params)
+        };
         Ok(Gradients {
             dq,
             dk: dkt,
