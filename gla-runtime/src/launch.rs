@@ -312,13 +312,17 @@ pub(crate) fn launch_backward_set(
     };
     // (the gate's gradients may be left out where dq / dk passes run: no gate kernel then)
     let gate_grads_out = b.passes.is_none() || b.dg.is_some() || b.dparams.is_some();
-    if (gate_grads_out && b.logits.is_some() != b.dg.is_some()) || b.logits.is_some() != (logit_elems > 0) {
+    if (gate_grads_out && b.logits.is_some() != b.dg.is_some())
+        || b.logits.is_some() != (logit_elems > 0)
+    {
         return Err(GlaError::invalid(
             "logits",
             "the logits and their gradient go together (none for a fixed gate)",
         ));
     }
-    if (gate_grads_out && b.params.is_some() != b.dparams.is_some()) || b.params.is_some() != (gate_params > 0) {
+    if (gate_grads_out && b.params.is_some() != b.dparams.is_some())
+        || b.params.is_some() != (gate_params > 0)
+    {
         return Err(GlaError::invalid(
             "params",
             "the gate's parameters and their gradient go together",
@@ -464,7 +468,9 @@ pub(crate) fn launch_backward_set(
                 | "gla_bwd_walk_dk"
                 | "gla_bwd_gate" // (no gate gradient where the passes run)
         );
-        if (b.passes.is_some() && walked_by_passes) || (b.passes.is_none() && *name == "gla_bwd_pass_rows") {
+        if (b.passes.is_some() && walked_by_passes)
+            || (b.passes.is_none() && *name == "gla_bwd_pass_rows")
+        {
             continue; // (dq, dk from their passes; gla_bwd_pass_rows only after them)
         }
         let cfg = LaunchConfig {
