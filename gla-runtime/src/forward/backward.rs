@@ -221,7 +221,7 @@ impl Gla {
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
         {
-            self.scalar_passes(gate, p.dtype, dk, dv)?
+            self.scalar_passes(gate, p.dtype, q.shape(), dv, opts.cu_seqlens)?
         } else {
             None
         };
@@ -332,30 +332,55 @@ impl Gla {
         })
     }
 
-    /// A scalar gate's dq and dk passes (`Pass::Dq`, `Pass::Dk`) for d_k × d_v: the default forward variant of the
-    /// swapped dims (d_v × d_k: q ← dO) made passes, compiled. None: no such kernels (per-key gates, key splits), or
-    /// no NVRTC (the walks then compute dq and dk).
+    /// A scalar gate's dq and dk passes (`Pass::Dq`, `Pass::Dk`) for q of shape `q_shape` and d_v, loaded: each a
+    /// tuning cache's (pass `"dq"` / `"dk"`, its cubin: no NVRTC), else the default forward variant of the swapped
+    /// dims (d_v × d_k: q ← dO) made that pass, compiled. None: no such kernels (per-key gates, key splits), or no
+    /// NVRTC to build one (the walks then compute dq and dk).
     fn scalar_passes(
         &self,
         gate: &'static dyn Gate,
         dtype: DType,
-        dk: usize,
+        q_shape: &[usize],
         dv: usize,
+        cu_seqlens: Option<&[usize]>,
     ) -> Result<Option<(KernelSpec, KernelSpec)>> {
-        let Ok(base) = KernelSpec::default_for(gate, dtype, dv, dk) else {
-            return Ok(None);
-        };
-        let (Ok(dq), Ok(dkp)) = (base.with_pass(Pass::Dq), base.with_pass(Pass::Dk)) else {
-            return Ok(None);
-        };
-        for s in [&dq, &dkp] {
-            match self.compile_spec(s) {
-                Ok(_) => {}
+        let dk = q_shape.get(3).copied().unwrap_or(0);
+        let shape = crate::tuned::call_shape(q_shape, cu_seqlens);
+        let mut out = Vec::with_capacity(2);
+        for pass in [Pass::Dq, Pass::Dk] {
+            let cached = shape.and_then(|(rows, tokens)| {
+                self.inner
+                    .tuned
+                    .pick_backward_pass(gate, dtype, dv, dk, pass, rows, tokens)
+            });
+            if let Some(pk) = cached {
+                match self.load_cubin(&pk.spec, &pk.cubin) {
+                    Ok(_) => {
+                        out.push(pk.spec);
+                        continue;
+                    }
+                    // A cubin the driver refuses: warned once, then the default's pass.
+                    Err(e) => self.inner.tuned.warn_once(
+                        &format!("load:{}", pk.spec.id()),
+                        &format!(
+                            "gla: tuning cache {}: {} not loaded ({e}); the default pass runs",
+                            pk.cache.display(),
+                            pk.spec.id()
+                        ),
+                    ),
+                }
+            }
+            let Ok(spec) = KernelSpec::default_for(gate, dtype, dv, dk).and_then(|s| s.with_pass(pass))
+            else {
+                return Ok(None);
+            };
+            match self.compile_spec(&spec) {
+                Ok(_) => out.push(spec),
                 Err(GlaError::NoNvrtc(_)) => return Ok(None),
                 Err(e) => return Err(e),
             }
         }
-        Ok(Some((dq, dkp)))
+        Ok(Some((out[0], out[1])))
     }
 
     /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
