@@ -3,11 +3,12 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
-//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks]] [--decode] [--lineinfo]
+//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen]] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
 //!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h100)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
-//!   form of `--forms` (default chunks,walks), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
+//!   form of `--forms` (default chunks,walks; `frozen`: the walk form without the gate's gradients,
+//!   `BackwardOptions::skip_gate_gradients`), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
 //!   (`--decode`: also the decode step at N × H × d from 8 × 16 × 128 to 256 × 16 × 128, rows `"pass": "decode"`)
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!
@@ -294,7 +295,7 @@ fn backward_rows(
     gname: &str,
     strength: &str,
     gate: &'static dyn Gate,
-    forms: &[BackwardForm],
+    forms: &[(BackwardForm, bool)],
 ) -> Vec<serde_json::Value> {
     let case = Case::random(gate, Dims::new(b, t, h, d, d), DType::BF16, 44, false, None);
     let mut x = upload(gla, gate, &case);
@@ -304,15 +305,21 @@ fn backward_rows(
     let spec = KernelSpec::default_for(gate, DType::BF16, d, d).unwrap();
     let mut rows = Vec::new();
     // Each form the backward has for this problem, side by side in one run.
-    for &form in forms {
+    for &(form, frozen) in forms {
         let Ok(bspec) = gla_codegen::BackwardSpec::for_problem(gate, DType::BF16, d, d)
             .and_then(|s| s.with_form(form))
         else {
             continue;
         };
-        let (bwd_id, fname) = (bspec.id(), format!("{form:?}").to_lowercase());
+        let fname = if frozen {
+            "frozen".to_string()
+        } else {
+            format!("{form:?}").to_lowercase()
+        };
+        let bwd_id = bspec.id() + if frozen { " frozen" } else { "" };
         let opts = BackwardOptions {
             form: Some(form),
+            skip_gate_gradients: frozen,
             ..BackwardOptions::default()
         };
         for pass in ["fwd_bwd", "bwd"] {
@@ -719,13 +726,14 @@ fn main() {
         }
     }
     if args.iter().any(|a| a == "--backward") {
-        let forms: Vec<BackwardForm> = opt("--forms", "chunks,walks")
+        let forms: Vec<(BackwardForm, bool)> = opt("--forms", "chunks,walks")
             .split(',')
             .map(|f| match f {
-                "chunks" => BackwardForm::Chunks,
-                "walks" => BackwardForm::Walks,
+                "chunks" => (BackwardForm::Chunks, false),
+                "walks" => (BackwardForm::Walks, false),
+                "frozen" => (BackwardForm::Walks, true),
                 other => {
-                    eprintln!("--forms: `{other}` is not a backward form (chunks, walks)");
+                    eprintln!("--forms: `{other}` is not a backward form (chunks, walks, frozen: walks without the gate's gradients)");
                     std::process::exit(2)
                 }
             })
@@ -759,7 +767,7 @@ fn main() {
             let bwd: Vec<gla_codegen::BackwardSpec> = jobs
                 .iter()
                 .flat_map(|&(g, d)| {
-                    forms.iter().filter_map(move |&f| {
+                    forms.iter().filter_map(move |&(f, _)| {
                         gla_codegen::BackwardSpec::for_problem(g, DType::BF16, d, d)
                             .and_then(|s| s.with_form(f))
                             .ok()

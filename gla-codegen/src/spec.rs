@@ -23,8 +23,8 @@ pub enum Pass {
     /// forward's kernel unchanged but for its store: o (= dq) is written in f32 (`gla_bwd_pass_rows` rounds it), for
     /// the gate's row sums of q ⊙ dq − k ⊙ dk, which cancel to a small difference that rounded gradients would not
     /// keep. Per-head and fixed gates on the wgmma family without a key split; never segmented; no initial state.
-    /// (`Gla::backward` runs it for gates without a gradient: the products' bf16 rounding is still too coarse for
-    /// those row sums over long sequences.)
+    /// (`Gla::backward` runs it where the gate's gradient is not taken: the products' bf16 rounding is still too
+    /// coarse for those row sums over long sequences.)
     Dq,
     /// A scalar gate's dk as the dv pass (`.dk` ids): dk_s = scale · Σ_{t≥s} (b_t / b_s)(dO_t · v_s) q_t is the dv
     /// pass's sum with q ← dO, k ← v, v ← q — chunks last to first, written in f32 as [`Pass::Dq`]'s. No final-state

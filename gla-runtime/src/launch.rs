@@ -245,7 +245,7 @@ pub(crate) struct BwdBuffers<'a> {
     /// dv comes from the dv pass (the time-reversed forward, `gla_codegen::Pass::Dv`) launched beside this set:
     /// the walk form's `gla_bwd_walk_dv` is not launched.
     pub dv_by_pass: bool,
-    /// dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`; gates without a gradient):
+    /// dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`; scalar gates, no gradient):
     /// the walks for dq and dk (and segments, the gate kernel) are skipped and `gla_bwd_pass_rows` rounds them.
     pub passes: Option<(&'a DeviceTensor, &'a DeviceTensor)>,
 }
@@ -310,13 +310,19 @@ pub(crate) fn launch_backward_set(
     let opt = |what, t: Option<&DeviceTensor>, elems, dtype| {
         t.map_or(Ok(0), |t| need(what, t, gpu, elems, dtype))
     };
-    if b.logits.is_some() != b.dg.is_some() || b.logits.is_some() != (logit_elems > 0) {
+    // (the gate's gradients may be left out where dq / dk passes run: no gate kernel then)
+    let gate_grads_out = b.passes.is_none() || b.dg.is_some() || b.dparams.is_some();
+    if (gate_grads_out && b.logits.is_some() != b.dg.is_some())
+        || b.logits.is_some() != (logit_elems > 0)
+    {
         return Err(GlaError::invalid(
             "logits",
             "the logits and their gradient go together (none for a fixed gate)",
         ));
     }
-    if b.params.is_some() != b.dparams.is_some() || b.params.is_some() != (gate_params > 0) {
+    if (gate_grads_out && b.params.is_some() != b.dparams.is_some())
+        || b.params.is_some() != (gate_params > 0)
+    {
         return Err(GlaError::invalid(
             "params",
             "the gate's parameters and their gradient go together",
@@ -430,8 +436,9 @@ pub(crate) fn launch_backward_set(
         dk32: b.passes.map_or(Ok(0), |(_, t)| need("dk (f32 pass)", t, gpu, qk, DType::F32))?,
     };
     if b.passes.is_some()
-        && (spec.gate.shape() != GateShape::Fixed
-            || gate_params > 0
+        && (spec.gate.shape() == GateShape::PerKey
+            || b.dg.is_some()
+            || b.dparams.is_some()
             || segments != n
             || !b.dv_by_pass
             || b.dht.is_some()
@@ -439,7 +446,7 @@ pub(crate) fn launch_backward_set(
     {
         return Err(GlaError::invalid(
             "backward",
-            "dq / dk passes are for gates without a gradient (fixed, no parameters) with the dv pass, whole sequences, no initial state and no final-state gradient",
+            "dq / dk passes are for scalar gates whose gradient is not taken, with the dv pass, whole sequences, no initial state and no final-state gradient",
         ));
     }
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
@@ -461,7 +468,9 @@ pub(crate) fn launch_backward_set(
                 | "gla_bwd_walk_dk"
                 | "gla_bwd_gate" // (no gate gradient where the passes run)
         );
-        if (b.passes.is_some() && walked_by_passes) || (b.passes.is_none() && *name == "gla_bwd_pass_rows") {
+        if (b.passes.is_some() && walked_by_passes)
+            || (b.passes.is_none() && *name == "gla_bwd_pass_rows")
+        {
             continue; // (dq, dk from their passes; gla_bwd_pass_rows only after them)
         }
         let cfg = LaunchConfig {

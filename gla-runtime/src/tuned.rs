@@ -404,6 +404,24 @@ impl Tuned {
         self.pick_pass(key, gate, dtype, gla_codegen::Pass::Dv, rows, tokens)
     }
 
+    /// The cached kernel of a backward pass made of a forward variant (`pass`: `Pass::Dq` / `Pass::Dk`, a scalar
+    /// gate's dq / dk; `dk`, `dv` the pass kernel's head dims) for a backward call (`rows`, `tokens` as
+    /// [`Tuned::pick`]), or None (the caller compiles the default's).
+    #[allow(clippy::too_many_arguments)]
+    pub fn pick_backward_pass(
+        &self,
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+        pass: gla_codegen::Pass,
+        rows: usize,
+        tokens: usize,
+    ) -> Option<Pick> {
+        let key = CacheKey::of_pass(gate, dtype, dk, dv, pass);
+        self.pick_pass(key, gate, dtype, pass, rows, tokens)
+    }
+
     /// The cached decode kernel of `gate` in `dtype` (its cubin: no NVRTC), or None (the caller compiles it).
     pub fn pick_decode(&self, gate: &'static dyn Gate, dtype: DType) -> Option<Arc<Vec<u8>>> {
         let key = CacheKey::decode(gate, dtype);
@@ -914,5 +932,48 @@ mod tests {
         assert_eq!(t.stats().stale.len(), 1);
         // The forward key does not see it.
         assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 32, 1024).is_none());
+    }
+
+    #[test]
+    fn the_dq_and_dk_passes_are_found_by_their_own_keys() {
+        use gla_codegen::fixtures::PER_HEAD;
+        use gla_codegen::Pass;
+        let d = dir("dq_dk_passes");
+        let fwd = KernelSpec::default_for(&PER_HEAD, DType::BF16, 128, 128).unwrap();
+        let sha =
+            |s: &KernelSpec| cache::sha256_hex(gla_codegen::generate(s).unwrap().source.as_bytes());
+        let entry = |pass: Pass| {
+            let s = fwd.with_pass(pass).unwrap();
+            Entry {
+                key: CacheKey::of_pass(&PER_HEAD, DType::BF16, 128, 128, pass),
+                bucket: Bucket::of(1, 1),
+                variant: s.id(),
+                spec: Some(SpecRecord::of(&fwd)),
+                backward: None,
+                cubin: String::new(),
+                cubin_sha256: String::new(),
+                validators: Validators {
+                    arch: "sm_90a".into(),
+                    nvrtc_version: (13, 0),
+                    source_sha256: sha(&s),
+                    gpu: None,
+                },
+                timing: None,
+            }
+        };
+        save(&d, vec![entry(Pass::Dq), entry(Pass::Dk)]);
+        let t = Tuned::new(Some(h200()));
+        t.add(&d).unwrap();
+        for pass in [Pass::Dq, Pass::Dk] {
+            let p = t
+                .pick_backward_pass(&PER_HEAD, DType::BF16, 128, 128, pass, 32, 1024)
+                .unwrap();
+            assert_eq!(p.spec, fwd.with_pass(pass).unwrap());
+            assert!(p.cubin.starts_with(b"\x7fELF"));
+        }
+        // Neither the forward nor the dv key sees them.
+        assert!(t.pick(&PER_HEAD, DType::BF16, 128, 128, 32, 1024).is_none());
+        assert!(t.pick_dv(&PER_HEAD, DType::BF16, 128, 128, 32, 1024).is_none());
+        assert_eq!(t.stats().stale.len(), 0);
     }
 }

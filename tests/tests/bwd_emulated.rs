@@ -346,3 +346,88 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The gate's gradient over a long sequence (T = 2048, one head): d logits sum q ⊙ dq − k ⊙ dk over every later
+/// token, terms that nearly cancel, so an error in dq or dk adds up along the sequence (the dq / dk passes' bf16
+/// products put it 0.9–2.6e-2 off here; the walks' hi + lo products must not). Walk form, bf16, weak and stronger
+/// decays, per-key and scalar gates; dq, dk and d logits against the f64 reference directly (relative RMS, 5e-3).
+#[test]
+fn the_walks_keep_the_gates_gradient_over_long_sequences() {
+    let _ = &gla::gates::Gla;
+    let gate = |name: &str| {
+        gla_core::registered_gates()
+            .into_iter()
+            .find(|g| g.name() == name)
+            .unwrap()
+    };
+    let cases = [
+        ("mamba2", 64usize, 0.0f32),
+        ("mlstm", 64, 0.0),
+        ("mamba2", 128, -4.0),
+        ("gla", 64, 0.0),
+    ];
+    use rayon::prelude::*;
+    let results: Vec<Result<String, String>> = cases
+        .par_iter()
+        .enumerate()
+        .map(|(i, &(name, d, shift))| {
+            let (g, dt) = (gate(name), DType::BF16);
+            let dims = Dims::new(1, 2048, 1, d, d);
+            let spec = BackwardSpec::for_problem(g, dt, d, d)
+                .unwrap()
+                .with_form(BackwardForm::Walks)
+                .unwrap();
+            let kernels = match Emulated::compile(&generate_backward(&spec).unwrap(), spec.kernels()) {
+                Ok(k) => k,
+                Err(EmuError::NoCompiler(m)) if std::env::var("GLA_REQUIRE_EMU").is_err() => {
+                    return Err(format!("SKIP {m}"))
+                }
+                Err(e) => panic!("{}: {e}", spec.id()),
+            };
+            let mut case = Case::random(g, dims, dt, 4300 + i as u64, true, None);
+            for x in case.logits.iter_mut() {
+                *x = dt.round(*x + shift);
+            }
+            let mut rng = SmallRng::seed_from_u64(4400 + i as u64);
+            let mut rn = |n: usize| {
+                (0..n)
+                    .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
+                    .collect::<Vec<f32>>()
+            };
+            let d_o = rn(dims.t * d);
+            let dht = rn(d * d);
+            let want = case.reference_backward(g, &d_o, Some(&dht));
+            let got = emulate(&kernels, &spec, g, &case, &d_o, &dht, 0);
+            let errs = [
+                ("dq", rel_rms(&got.dq, &want.dq)),
+                ("dk", rel_rms(&got.dk, &want.dk)),
+                ("d logits", rel_rms(&got.dg, &want.d_logits)),
+            ];
+            let line = format!(
+                "{} T = 2048 shift {shift:+}: {}",
+                spec.id(),
+                errs.iter()
+                    .map(|(w, e)| format!("{w} {e:.2e}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if errs.iter().all(|(_, e)| *e <= tolerance(dt)) {
+                Ok(line)
+            } else {
+                Err(format!("{line} (tolerance {:.0e})", tolerance(dt)))
+            }
+        })
+        .collect();
+    let mut failures = Vec::new();
+    for r in results {
+        match r {
+            Ok(line) => println!("{line}"),
+            Err(m) if m.starts_with("SKIP ") => {
+                println!("skipped: {}", &m[5..]);
+                return;
+            }
+            Err(m) => failures.push(m),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

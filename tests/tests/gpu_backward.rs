@@ -173,17 +173,22 @@ fn backward_matches_the_f64_reference() {
     let mut failures = Vec::new();
     println!("| gate | dtype | form | shape | dq | dk | dv | d logits | d params | d h0 |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16).
+    // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16),
+    // and for a scalar gate without the gate's gradients (`skip_gate_gradients`: dq, dk from their passes where the
+    // problem has no states).
     let forms =
-        |gate: &'static dyn Gate, dt: DType, sh: &Shape| -> Vec<(BackwardForm, Option<u32>)> {
+        |gate: &'static dyn Gate, dt: DType, sh: &Shape| -> Vec<(BackwardForm, Option<u32>, bool)> {
+            let scalar = gate.shape() != GateShape::PerKey;
             [
-                (BackwardForm::Chunks, None),
-                (BackwardForm::Walks, None),
-                (BackwardForm::Walks, Some(1)),
+                (BackwardForm::Chunks, None, false),
+                (BackwardForm::Walks, None, false),
+                (BackwardForm::Walks, Some(1), false),
+                (BackwardForm::Walks, None, true),
             ]
             .into_iter()
-            .filter(|&(f, cut)| {
+            .filter(|&(f, cut, skip)| {
                 (cut.is_none() || dt == DType::BF16)
+                    && (!skip || scalar)
                     && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
                         .and_then(|s| s.with_form(f))
                         .is_ok()
@@ -196,7 +201,7 @@ fn backward_matches_the_f64_reference() {
     for gate in gates() {
         for dt in DType::ALL {
             for sh in &shapes {
-                for (form, _) in forms(gate, dt, sh) {
+                for (form, _, _) in forms(gate, dt, sh) {
                     let s = BackwardSpec::default_for(gate, dt, sh.dims.dk, sh.dims.dv)
                         .and_then(|s| s.with_form(form))
                         .unwrap();
@@ -222,7 +227,7 @@ fn backward_matches_the_f64_reference() {
         for dt in DType::ALL {
             let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };
             for (i, sh) in shapes.iter().enumerate() {
-                for (form, cut) in forms(gate, dt, sh) {
+                for (form, cut, skip) in forms(gate, dt, sh) {
                     let seed = 7700 + 10 * i as u64;
                     let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
                     let per_token = (case.logits.len() / (sh.dims.b * sh.dims.t)).max(1);
@@ -276,6 +281,7 @@ fn backward_matches_the_f64_reference() {
                         cu_seqlens: case.cu_seqlens.as_deref(),
                         form: Some(form),
                         walk_segment_chunks: cut,
+                        skip_gate_gradients: skip,
                     };
                     let g = gla
                         .backward(
@@ -292,7 +298,7 @@ fn backward_matches_the_f64_reference() {
                             panic!(
                                 "{} {dt} {form:?}{} {}: {e}",
                                 gate.name(),
-                                cut.map_or(String::new(), |k| format!(" cut {k}")),
+                                cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" },
                                 sh.name
                             )
                         });
@@ -306,16 +312,21 @@ fn backward_matches_the_f64_reference() {
                     let e_dq = rel_rms(&get(&g.dq), &want.dq);
                     let e_dk = rel_rms(&get(&g.dk), &want.dk);
                     let e_dv = rel_rms(&get(&g.dv), &want.dv);
-                    // The gate's gradients against the size of their closed form's terms (module docs).
+                    // The gate's gradients against the size of their closed form's terms (module docs); skipped: absent.
                     let got_dl = g.d_logits.as_ref().map(get).unwrap_or_default();
                     let got_dp = g.d_params.as_ref().map(get).unwrap_or_default();
-                    let (e_dl, e_dp) = gate_grad_errors(gate, &case, &want, (&got_dl, &got_dp));
+                    let (e_dl, e_dp) = if skip {
+                        let absent = g.d_logits.is_none() && g.d_params.is_none();
+                        (if absent { 0.0 } else { f64::INFINITY }, 0.0)
+                    } else {
+                        gate_grad_errors(gate, &case, &want, (&got_dl, &got_dp))
+                    };
                     let e_h0 = match (&g.d_initial_state, &want.d_initial_state) {
                         (Some(t), Some(w)) => rel_rms(&get(t), w),
                         (None, None) => 0.0,
                         _ => f64::INFINITY,
                     };
-                    println!("| {} | {dt} | {form:?}{} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")), sh.name);
+                    println!("| {} | {dt} | {form:?}{} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" }, sh.name);
                     let worst =
                         [e_dq, e_dk, e_dv, e_dl, e_dp, e_h0]
                             .into_iter()
@@ -324,7 +335,7 @@ fn backward_matches_the_f64_reference() {
                                 |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
                             );
                     if !(worst <= tol) {
-                        failures.push(format!("{} {dt} {form:?}{} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")), sh.name));
+                        failures.push(format!("{} {dt} {form:?}{} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" }, sh.name));
                     }
                 }
             }

@@ -1,6 +1,7 @@
 //! No GPU: compile ahead of time the kernels the runtime would use — the forward variant (`KernelSpec::default_for`),
-//! the backward kernel set (`BackwardSpec::default_for`, key pass `"bwd"`) and, where it has one, the backward's dv
-//! pass (the default's `Pass::Dv`, key pass `"dv"`) for every selected (gate, dtype, d),
+//! the backward kernel set (`BackwardSpec::default_for`, key pass `"bwd"`) and, where it has them, the backward's
+//! passes (the default's `Pass::Dv`, `Pass::Dq`, `Pass::Dk`, key passes `"dv"`, `"dq"`, `"dk"`) for every selected
+//! (gate, dtype, d),
 //! the decode step (key pass `"dec"`, any head dims) for every (gate, dtype) —
 //! in parallel, into the cache at `--out` as UNTIMED entries (bucket `Bucket::of(1, 1)`, `validators.gpu = None`). A GPU run refines the cache later; the runtime uses an untimed entry when no timed one
 //! is usable, so a deployment with this cache needs no NVRTC for the default variants.
@@ -63,8 +64,9 @@ impl AotReport {
 #[derive(Clone, Copy)]
 enum Kernel {
     Fwd(KernelSpec),
-    /// The backward's dv pass (`Pass::Dv`: its record is the forward variant's).
-    Dv(KernelSpec),
+    /// A backward pass made of a forward variant (`Pass::Dv`, `Pass::Dq`, `Pass::Dk`: its record is the forward
+    /// variant's).
+    Pass(KernelSpec),
     Bwd(BackwardSpec),
     /// The decode step of a gate and dtype.
     Dec(&'static dyn Gate, DType),
@@ -73,7 +75,7 @@ enum Kernel {
 impl Kernel {
     fn id(&self) -> String {
         match self {
-            Kernel::Fwd(s) | Kernel::Dv(s) => s.id(),
+            Kernel::Fwd(s) | Kernel::Pass(s) => s.id(),
             Kernel::Bwd(s) => s.id(),
             Kernel::Dec(g, dt) => gla_codegen::decode_id(*g, *dt),
         }
@@ -81,14 +83,14 @@ impl Kernel {
     fn key(&self, gate: &dyn Gate, dtype: DType, d: usize) -> CacheKey {
         match self {
             Kernel::Fwd(_) => CacheKey::new(gate, dtype, d, d),
-            Kernel::Dv(_) => CacheKey::dv_pass(gate, dtype, d, d),
+            Kernel::Pass(s) => CacheKey::of_pass(gate, dtype, s.dk as usize, s.dv as usize, s.pass),
             Kernel::Bwd(_) => CacheKey::backward(gate, dtype, d, d),
             Kernel::Dec(..) => CacheKey::decode(gate, dtype),
         }
     }
     fn source(&self) -> Result<String, String> {
         match self {
-            Kernel::Fwd(s) | Kernel::Dv(s) => generate(s).map(|g| g.source),
+            Kernel::Fwd(s) | Kernel::Pass(s) => generate(s).map(|g| g.source),
             Kernel::Bwd(s) => generate_backward(s),
             Kernel::Dec(g, dt) => gla_codegen::generate_decode(*g, *dt),
         }
@@ -145,13 +147,14 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                             .map_err(|e| format!("no backward kernel set: {e}")),
                     ]
                     .into_iter()
-                    // the dv pass where the gate and default have one (per-key gates on wgmma)
-                    .chain(
+                    // the backward's passes where the gate and default have them (dv: every gate but per-value
+                    // ones on wgmma; dq, dk: scalar gates without a key split)
+                    .chain([Pass::Dv, Pass::Dq, Pass::Dk].into_iter().filter_map(|p| {
                         KernelSpec::default_for(gate, dtype, d, d)
-                            .and_then(|s| s.with_pass(Pass::Dv))
+                            .and_then(|s| s.with_pass(p))
                             .ok()
-                            .map(|s| Ok(Kernel::Dv(s))),
-                    )
+                            .map(|s| Ok(Kernel::Pass(s)))
+                    }))
                     .collect()
                 };
                 for k in kernels {
@@ -261,7 +264,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                 row.cubin_bytes = c.cubin.len();
                 row.compile_s = Some(c.compile_ms / 1e3);
                 let (spec, backward) = match job.kernel {
-                    Kernel::Fwd(s) | Kernel::Dv(s) => (Some(SpecRecord::of(&s)), None),
+                    Kernel::Fwd(s) | Kernel::Pass(s) => (Some(SpecRecord::of(&s)), None),
                     Kernel::Bwd(s) => (None, Some(BackwardRecord::of(&s, None))),
                     Kernel::Dec(..) => (None, None),
                 };

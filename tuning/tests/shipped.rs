@@ -34,6 +34,8 @@ fn shipped_caches_match_the_generated_kernels() {
                 CacheKey::new(*g, dtype, dk, dv) == e.key
                     || CacheKey::backward(*g, dtype, dk, dv) == e.key
                     || CacheKey::dv_pass(*g, dtype, dk, dv) == e.key
+                    || CacheKey::of_pass(*g, dtype, dk, dv, gla_codegen::Pass::Dq) == e.key
+                    || CacheKey::of_pass(*g, dtype, dk, dv, gla_codegen::Pass::Dk) == e.key
                     || CacheKey::decode(*g, dtype) == e.key
             }) else {
                 problems.push(format!(
@@ -48,9 +50,15 @@ fn shipped_caches_match_the_generated_kernels() {
                     ("fwd", Some(r), None) => r
                         .spec(gate, dtype)
                         .and_then(|s| Ok((s.id(), generate(&s)?.source))),
-                    ("dv", Some(r), None) => r
+                    (p @ ("dv" | "dq" | "dk"), Some(r), None) => r
                         .spec(gate, dtype)
-                        .and_then(|s| s.with_pass(gla_codegen::Pass::Dv))
+                        .and_then(|s| {
+                            s.with_pass(match p {
+                                "dv" => gla_codegen::Pass::Dv,
+                                "dq" => gla_codegen::Pass::Dq,
+                                _ => gla_codegen::Pass::Dk,
+                            })
+                        })
                         .and_then(|s| Ok((s.id(), generate(&s)?.source))),
                     ("bwd", None, Some(r)) => r
                         .spec(gate, dtype)

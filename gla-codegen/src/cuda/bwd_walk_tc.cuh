@@ -999,7 +999,7 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
 // ---- gla_bwd_pass_rows: a scalar gate's dq, dk from their f32 passes ----
 // A warp a token row: dq, dk rounded to the inputs' dtype. (The passes write f32 for the gate's row sums
 // Σ_d (q ⊙ dq − k ⊙ dk), which nearly cancel: not taken here yet — the passes' bf16 products leave dq, dk ~3e-4 off,
-// too much for that sum over long sequences, so Gla::backward runs them only for gates without a gradient.)
+// too much for that sum over long sequences, so Gla::backward runs them only where the gate's gradient is not taken.)
 extern "C" __global__ void __launch_bounds__(NT) gla_bwd_pass_rows(const __grid_constant__ BwdArgs a) {
 #if KEY_GATE == GATE_PER_KEY
     (void)a;  // (per-key gates have no dq / dk passes: this grid is empty)

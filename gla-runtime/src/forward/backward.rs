@@ -32,6 +32,11 @@ pub struct BackwardOptions<'a> {
     /// segments of k chunks (of 32 tokens) that walk in parallel; default: whole where the walks fill the GPU, else
     /// as `BackwardSpec::walk_segment_chunks` says. Ignored by the chunk form.
     pub walk_segment_chunks: Option<u32>,
+    /// Skip the gate's gradients (a frozen gate: [`Gradients::d_logits`] and [`Gradients::d_params`] are then
+    /// `None`), as autograd skips an input that needs no gradient. A per-head or fixed gate's dq and dk then come from
+    /// passes of the forward kernel, about twice as fast (walk form, whole sequences, no initial state and no
+    /// final-state gradient: the calls the passes serve); a per-key gate's are computed as always. Default false.
+    pub skip_gate_gradients: bool,
 }
 
 /// What [`Gla::backward`] returns.
@@ -43,7 +48,7 @@ pub struct Gradients {
     pub dk: DeviceTensor,
     /// `[B, T, H, d_v]`.
     pub dv: DeviceTensor,
-    /// Like the logits (absent for a fixed gate).
+    /// Like the logits (absent for a fixed gate, or with [`BackwardOptions::skip_gate_gradients`]).
     pub d_logits: Option<DeviceTensor>,
     /// f32 `[H, P]` when the gate has parameters: summed over every token and channel of each head.
     pub d_params: Option<DeviceTensor>,
@@ -125,6 +130,7 @@ impl Gla {
         let dq = DeviceTensor::empty(gpu, p.dtype, q.shape())?;
         let dkt = DeviceTensor::empty(gpu, p.dtype, k.shape())?;
         let mut dvt = DeviceTensor::empty(gpu, p.dtype, v.shape())?;
+        // (the gate's gradients, which the walks take whether asked for or not — dropped at the end when skipped)
         let d_logits = logits
             .map(|l| DeviceTensor::empty(gpu, p.dtype, l.shape()))
             .transpose()?;
@@ -199,20 +205,23 @@ impl Gla {
                 None,
             )?;
         }
-        // dq and dk as passes too for a gate without a gradient (fixed, no parameters: RetNet), where the dv pass ran
-        // on whole sequences without h0 or dht: dq = scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k
-        // (`Pass::Dq`), dk the dv pass with v ← q (`Pass::Dk`), both written in f32 and rounded by
-        // `gla_bwd_pass_rows`. (Gates with a gradient keep the walks: its row sums Σ_d (q ⊙ dq − k ⊙ dk) cancel, and
-        // the passes' bf16 products leave dq, dk ~3e-4 off — d log α then 0.9–2.6e-2 off at T = 2048 on the
-        // emulator, where the walks' hi + lo products stay in tolerance.)
-        let no_gate_gradient = gate.shape() == GateShape::Fixed && gate.params().is_empty();
+        // dq and dk as passes too for a scalar gate whose gradient is not taken (skipped, or none: RetNet's fixed
+        // decay), where the dv pass ran on whole sequences without h0 or dht: dq = scale · S_t dO_t is the forward
+        // with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q (`Pass::Dk`), both written in f32 and
+        // rounded by `gla_bwd_pass_rows`. (A gate's gradient keeps the walks: its row sums Σ_d (q ⊙ dq − k ⊙ dk)
+        // cancel, and the passes' bf16 products leave dq, dk ~3e-4 off — d log α then 0.9–2.6e-2 off at T = 2048
+        // on the emulator, where the walks' hi + lo products keep 1.6–1.9e-3.)
+        let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
+        let no_gate_gradient =
+            opts.skip_gate_gradients || (logits.is_none() && params.is_none());
         let passes = if dv_pass.is_some()
+            && scalar
             && no_gate_gradient
             && seg_chunks == 0
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
         {
-            self.scalar_passes(gate, p.dtype, dk, dv)?
+            self.scalar_passes(gate, p.dtype, q.shape(), dv, opts.cu_seqlens)?
         } else {
             None
         };
@@ -267,8 +276,8 @@ impl Gla {
             dq: &dq,
             dk: &dkt,
             dv: &dvt,
-            dg: d_logits.as_ref(),
-            dparams: d_params.as_ref(),
+            dg: d_logits.as_ref().filter(|_| pass_out.is_none()),
+            dparams: d_params.as_ref().filter(|_| pass_out.is_none()),
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
@@ -308,6 +317,11 @@ impl Gla {
             p.scale,
             &buffers,
         )?;
+        let (d_logits, d_params) = if opts.skip_gate_gradients {
+            (None, None)
+        } else {
+            (d_logits, d_params)
+        };
         Ok(Gradients {
             dq,
             dk: dkt,
@@ -318,30 +332,55 @@ impl Gla {
         })
     }
 
-    /// A scalar gate's dq and dk passes (`Pass::Dq`, `Pass::Dk`) for d_k × d_v: the default forward variant of the
-    /// swapped dims (d_v × d_k: q ← dO) made passes, compiled. None: no such kernels (per-key gates, key splits), or
-    /// no NVRTC (the walks then compute dq and dk).
+    /// A scalar gate's dq and dk passes (`Pass::Dq`, `Pass::Dk`) for q of shape `q_shape` and d_v, loaded: each a
+    /// tuning cache's (pass `"dq"` / `"dk"`, its cubin: no NVRTC), else the default forward variant of the swapped
+    /// dims (d_v × d_k: q ← dO) made that pass, compiled. None: no such kernels (per-key gates, key splits), or no
+    /// NVRTC to build one (the walks then compute dq and dk).
     fn scalar_passes(
         &self,
         gate: &'static dyn Gate,
         dtype: DType,
-        dk: usize,
+        q_shape: &[usize],
         dv: usize,
+        cu_seqlens: Option<&[usize]>,
     ) -> Result<Option<(KernelSpec, KernelSpec)>> {
-        let Ok(base) = KernelSpec::default_for(gate, dtype, dv, dk) else {
-            return Ok(None);
-        };
-        let (Ok(dq), Ok(dkp)) = (base.with_pass(Pass::Dq), base.with_pass(Pass::Dk)) else {
-            return Ok(None);
-        };
-        for s in [&dq, &dkp] {
-            match self.compile_spec(s) {
-                Ok(_) => {}
+        let dk = q_shape.get(3).copied().unwrap_or(0);
+        let shape = crate::tuned::call_shape(q_shape, cu_seqlens);
+        let mut out = Vec::with_capacity(2);
+        for pass in [Pass::Dq, Pass::Dk] {
+            let cached = shape.and_then(|(rows, tokens)| {
+                self.inner
+                    .tuned
+                    .pick_backward_pass(gate, dtype, dv, dk, pass, rows, tokens)
+            });
+            if let Some(pk) = cached {
+                match self.load_cubin(&pk.spec, &pk.cubin) {
+                    Ok(_) => {
+                        out.push(pk.spec);
+                        continue;
+                    }
+                    // A cubin the driver refuses: warned once, then the default's pass.
+                    Err(e) => self.inner.tuned.warn_once(
+                        &format!("load:{}", pk.spec.id()),
+                        &format!(
+                            "gla: tuning cache {}: {} not loaded ({e}); the default pass runs",
+                            pk.cache.display(),
+                            pk.spec.id()
+                        ),
+                    ),
+                }
+            }
+            let Ok(spec) = KernelSpec::default_for(gate, dtype, dv, dk).and_then(|s| s.with_pass(pass))
+            else {
+                return Ok(None);
+            };
+            match self.compile_spec(&spec) {
+                Ok(_) => out.push(spec),
                 Err(GlaError::NoNvrtc(_)) => return Ok(None),
                 Err(e) => return Err(e),
             }
         }
-        Ok(Some((dq, dkp)))
+        Ok(Some((out[0], out[1])))
     }
 
     /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
