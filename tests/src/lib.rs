@@ -265,6 +265,31 @@ pub fn gate_grad_errors(
     )
 }
 
+/// An emulator test's end: prints each case's line; a `SKIP …` case (no host C++ compiler) ends the test quietly
+/// unless `GLA_REQUIRE_EMU` is set; fails with every failing case's line.
+pub fn report_cases(results: Vec<Result<String, String>>) {
+    let mut failures = Vec::new();
+    for r in results {
+        match r {
+            Ok(line) => println!("{line}"),
+            Err(m) if m.starts_with("SKIP ") && std::env::var("GLA_REQUIRE_EMU").is_err() => {
+                println!("skipped: {}", &m[5..]);
+                return;
+            }
+            Err(m) => failures.push(m),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `what e, what e, …` of a case's relative errors (two decimals).
+pub fn error_list(errs: &[(&str, f64)]) -> String {
+    errs.iter()
+        .map(|(w, e)| format!("{w} {e:.2e}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The "spike" logit shift of token `t`: +30 on token 5 of every chunk of 32, −5 elsewhere — for RWKV-6's −exp(x) one
 /// near-zero forget gate (log α ≈ −1e13) a chunk among mild ones, whose later tokens' decays must survive it
 /// (`gla_core::LOG2_ALPHA_FLOOR`).
@@ -294,6 +319,15 @@ pub fn builtin_and_value_gates() -> Vec<&'static dyn Gate> {
         .collect();
     assert!(g.len() >= 8, "the built-in gates and the value gate");
     g
+}
+
+/// The registered gate called `name` (the built-in gates, the strength gates, the value gate).
+pub fn gate_named(name: &str) -> &'static dyn Gate {
+    let _ = (&gla::gates::Gla, &gates::ValueGla, &strengths::GlaN1); // link the gates' registrations
+    gla_core::registered_gates()
+        .into_iter()
+        .find(|g| g.name() == name)
+        .unwrap_or_else(|| panic!("no registered gate `{name}`"))
 }
 
 /// The tolerance of issue 4, as relative RMS error vs the f64 reference.

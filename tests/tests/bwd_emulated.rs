@@ -310,14 +310,7 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             } else {
                 String::new()
             };
-            let line = format!(
-                "{}{cut} shift {shift:+}: {}",
-                spec.id(),
-                errs.iter()
-                    .map(|(w, e)| format!("{w} {e:.2e}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            let line = format!("{}{cut} shift {shift:+}: {}", spec.id(), tests::error_list(&errs));
             let failed = errs
                 .iter()
                 .filter(|(_, e)| !(*e <= tolerance(dtype)))
@@ -353,13 +346,7 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
 /// decays, per-key and scalar gates; dq, dk and d logits against the f64 reference directly (relative RMS, 5e-3).
 #[test]
 fn the_walks_keep_the_gates_gradient_over_long_sequences() {
-    let _ = &gla::gates::Gla;
-    let gate = |name: &str| {
-        gla_core::registered_gates()
-            .into_iter()
-            .find(|g| g.name() == name)
-            .unwrap()
-    };
+    let gate = tests::gate_named;
     let cases = [
         ("mamba2", 64usize, 0.0f32),
         ("mlstm", 64, 0.0),
@@ -403,14 +390,7 @@ fn the_walks_keep_the_gates_gradient_over_long_sequences() {
                 ("dk", rel_rms(&got.dk, &want.dk)),
                 ("d logits", rel_rms(&got.dg, &want.d_logits)),
             ];
-            let line = format!(
-                "{} T = 2048 shift {shift:+}: {}",
-                spec.id(),
-                errs.iter()
-                    .map(|(w, e)| format!("{w} {e:.2e}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+            let line = format!("{} T = 2048 shift {shift:+}: {}", spec.id(), tests::error_list(&errs));
             if errs.iter().all(|(_, e)| *e <= tolerance(dt)) {
                 Ok(line)
             } else {
@@ -418,16 +398,5 @@ fn the_walks_keep_the_gates_gradient_over_long_sequences() {
             }
         })
         .collect();
-    let mut failures = Vec::new();
-    for r in results {
-        match r {
-            Ok(line) => println!("{line}"),
-            Err(m) if m.starts_with("SKIP ") => {
-                println!("skipped: {}", &m[5..]);
-                return;
-            }
-            Err(m) => failures.push(m),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    tests::report_cases(results);
 }

@@ -12,7 +12,7 @@
 //! `plan_segments`), sequence arrays from `seq_arrays`; outputs start as NaN. Tolerance (relative RMS vs f64): f32
 //! 1e-5, bf16 / f16 3e-3. Skips, saying so, without a host C++ compiler unless `GLA_REQUIRE_EMU=1`.
 use gla_codegen::{generate, ForwardArgs, KernelSpec, Tiles, TmaMap};
-use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
+use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::launch::{plan_segments, resolve_axis, seq_arrays, GridSizes};
 use tests::emu::{Elems, EmuError, Emulated};
 use tests::{rel_rms, Case};
@@ -205,17 +205,7 @@ impl std::fmt::Display for Shift {
 
 #[test]
 fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
-    let _ = (
-        &gla::gates::Gla,
-        &tests::gates::ValueGla,
-        &tests::strengths::GlaN1,
-    );
-    let gate = |name: &str| {
-        registered_gates()
-            .into_iter()
-            .find(|g| g.name() == name)
-            .unwrap()
-    };
+    let gate = tests::gate_named;
     let d64 = Dims::new(2, 70, 2, 64, 64);
     let vary = Dims::new(1, 75, 2, 64, 48);
     let d128 = Dims::new(1, 75, 2, 128, 128);
@@ -470,7 +460,7 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             }
         })
         .collect();
-    report(results);
+    tests::report_cases(results);
 }
 
 /// The dv pass (`Pass::Dv`: the forward of the time-reversed problem, chunks last to first, the consumers swapping
@@ -483,13 +473,7 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
 fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
     use gla_codegen::Pass;
     use rand::{Rng, SeedableRng};
-    let _ = (&gla::gates::Gla, &tests::strengths::GlaN1);
-    let gate = |name: &str| {
-        registered_gates()
-            .into_iter()
-            .find(|g| g.name() == name)
-            .unwrap()
-    };
+    let gate = tests::gate_named;
     let d64 = Dims::new(2, 70, 2, 64, 64);
     let d128 = Dims::new(1, 75, 2, 128, 128);
     let cu = Some(vec![0, 0, 1, 41, 75]);
@@ -602,7 +586,7 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
             }
         })
         .collect();
-    report(results);
+    tests::report_cases(results);
 }
 
 /// A scalar gate's dq and dk passes (`Pass::Dq`: the forward with q ← dO, k ← v, v ← k; `Pass::Dk`: the dv pass
@@ -614,13 +598,7 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
 fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
     use gla_codegen::Pass;
     use rand::{Rng, SeedableRng};
-    let _ = &gla::gates::Gla;
-    let gate = |name: &str| {
-        registered_gates()
-            .into_iter()
-            .find(|g| g.name() == name)
-            .unwrap()
-    };
+    let gate = tests::gate_named;
     let d64 = Dims::new(2, 70, 2, 64, 64);
     let d128 = Dims::new(1, 75, 2, 128, 128);
     let cu = Some(vec![0, 0, 1, 41, 75]);
@@ -677,22 +655,6 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
             }
         })
         .collect();
-    report(results);
+    tests::report_cases(results);
 }
 
-/// Prints each case's line; a `SKIP` (no host C++ compiler) ends the test quietly unless `GLA_REQUIRE_EMU` is set;
-/// fails with every failing case's line.
-fn report(results: Vec<Result<String, String>>) {
-    let mut failures = Vec::new();
-    for r in results {
-        match r {
-            Ok(line) => println!("{line}"),
-            Err(m) if m.starts_with("SKIP ") && std::env::var("GLA_REQUIRE_EMU").is_err() => {
-                println!("skipped: {}", &m[5..]);
-                return;
-            }
-            Err(m) => failures.push(m),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-}

@@ -167,43 +167,19 @@ impl Gla {
         // forward's producers and ring (`Pass::Dv`) — else the dv walk.
         let dv_pass = match spec.form {
             BackwardForm::Walks => {
-                self.dv_pass(gate, p.dtype, q.shape(), dv, p.scale, opts.cu_seqlens)?
+                // (the pass starts from S' = dht / scale: a scale with a finite inverse)
+                if p.scale.is_normal() && (1.0 / p.scale).is_finite() {
+                    self.backward_pass(gate, p.dtype, Pass::Dv, dk, dv, q.shape(), opts.cu_seqlens)?
+                } else {
+                    None
+                }
             }
             BackwardForm::Chunks => None,
         };
         if let Some(ds) = dv_pass {
-            // dv = scale · (K̂ S' + Aᵀ dO) over the chunks last to first from S' = dht: the forward's validation of
-            // (q, k, v = dO, logits, h0 = dht) on the forward variant, then the dv pass's kernel on it.
-            let mut fp = validate_forward(
-                gate,
-                &ForwardRequest {
-                    q: TensorDesc::of(q),
-                    k: TensorDesc::of(k),
-                    v: TensorDesc::of(d_o),
-                    logits: logits.map(TensorDesc::of),
-                    params: params.map(TensorDesc::of),
-                    initial_state: opts.d_final_state.map(TensorDesc::of),
-                    o: Some(TensorDesc::of(&dvt)),
-                    final_state: None,
-                    scale: Some(p.scale),
-                    output_final_state: false,
-                    cu_seqlens: opts.cu_seqlens,
-                    variant: Some(ds.with_pass(Pass::Forward)?),
-                    segments: Some(1),
-                },
-            )?;
-            fp.spec = ds;
-            self.run(
-                &fp,
-                q,
-                k,
-                d_o,
-                logits,
-                params,
-                opts.d_final_state,
-                &mut dvt,
-                None,
-            )?;
+            // dv = scale · (K̂ S' + Aᵀ dO) over the chunks last to first from S' = dht
+            let inputs = [q, k, d_o];
+            self.run_pass(gate, ds, inputs, logits, params, opts.d_final_state, &mut dvt, p.scale, opts.cu_seqlens)?;
         }
         // dq and dk as passes too for a scalar gate whose gradient is not taken (skipped, or none: RetNet's fixed
         // decay), where the dv pass ran on whole sequences without h0 or dht: dq = scale · S_t dO_t is the forward
@@ -221,7 +197,12 @@ impl Gla {
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
         {
-            self.scalar_passes(gate, p.dtype, q.shape(), dv, opts.cu_seqlens)?
+            // (d_k and d_v swapped: q ← dO)
+            let pass = |ps| self.backward_pass(gate, p.dtype, ps, dv, dk, q.shape(), opts.cu_seqlens);
+            match (pass(Pass::Dq)?, pass(Pass::Dk)?) {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            }
         } else {
             None
         };
@@ -230,27 +211,9 @@ impl Gla {
                 let mut dq32 = DeviceTensor::empty(gpu, DType::F32, q.shape())?;
                 let mut dk32 = DeviceTensor::empty(gpu, DType::F32, k.shape())?;
                 for (ps, vin, out) in [(dq_spec, k, &mut dq32), (dk_spec, q, &mut dk32)] {
-                    // (q ← dO, k ← v, v ← k or q: validated as the forward of those, then the pass's kernel)
-                    let mut fp = validate_forward(
-                        gate,
-                        &ForwardRequest {
-                            q: TensorDesc::of(d_o),
-                            k: TensorDesc::of(v),
-                            v: TensorDesc::of(vin),
-                            logits: logits.map(TensorDesc::of),
-                            params: params.map(TensorDesc::of),
-                            initial_state: None,
-                            o: None,
-                            final_state: None,
-                            scale: Some(p.scale),
-                            output_final_state: false,
-                            cu_seqlens: opts.cu_seqlens,
-                            variant: Some(ps.with_pass(Pass::Forward)?),
-                            segments: Some(1),
-                        },
-                    )?;
-                    fp.spec = ps;
-                    self.run(&fp, d_o, v, vin, logits, params, None, out, None)?;
+                    // (q ← dO, k ← v, v ← k or q)
+                    let inputs = [d_o, v, vin];
+                    self.run_pass(gate, ps, inputs, logits, params, None, out, p.scale, opts.cu_seqlens)?;
                 }
                 Some((dq32, dk32))
             }
@@ -332,92 +295,41 @@ impl Gla {
         })
     }
 
-    /// A scalar gate's dq and dk passes (`Pass::Dq`, `Pass::Dk`) for q of shape `q_shape` and d_v, loaded: each a
-    /// tuning cache's (pass `"dq"` / `"dk"`, its cubin: no NVRTC), else the default forward variant of the swapped
-    /// dims (d_v × d_k: q ← dO) made that pass, compiled. None: no such kernels (per-key gates, key splits), or no
-    /// NVRTC to build one (the walks then compute dq and dk).
-    fn scalar_passes(
+    /// A backward pass made of a forward variant (`Pass::Dv`, `Pass::Dq`, `Pass::Dk`) whose kernel has head dims
+    /// `kdk` × `kdv`, loaded for a call with q of shape `q_shape`: a tuning cache's (its key pass, its cubin: no
+    /// NVRTC), else the default forward variant of those dims made that pass, compiled. None: no such kernel for the
+    /// gate, or no NVRTC to build it (the backward then runs the walk it replaces).
+    #[allow(clippy::too_many_arguments)]
+    fn backward_pass(
         &self,
         gate: &'static dyn Gate,
         dtype: DType,
+        pass: Pass,
+        kdk: usize,
+        kdv: usize,
         q_shape: &[usize],
-        dv: usize,
-        cu_seqlens: Option<&[usize]>,
-    ) -> Result<Option<(KernelSpec, KernelSpec)>> {
-        let dk = q_shape.get(3).copied().unwrap_or(0);
-        let shape = crate::tuned::call_shape(q_shape, cu_seqlens);
-        let mut out = Vec::with_capacity(2);
-        for pass in [Pass::Dq, Pass::Dk] {
-            let cached = shape.and_then(|(rows, tokens)| {
-                self.inner
-                    .tuned
-                    .pick_backward_pass(gate, dtype, dv, dk, pass, rows, tokens)
-            });
-            if let Some(pk) = cached {
-                match self.load_cubin(&pk.spec, &pk.cubin) {
-                    Ok(_) => {
-                        out.push(pk.spec);
-                        continue;
-                    }
-                    // A cubin the driver refuses: warned once, then the default's pass.
-                    Err(e) => self.inner.tuned.warn_once(
-                        &format!("load:{}", pk.spec.id()),
-                        &format!(
-                            "gla: tuning cache {}: {} not loaded ({e}); the default pass runs",
-                            pk.cache.display(),
-                            pk.spec.id()
-                        ),
-                    ),
-                }
-            }
-            let Ok(spec) = KernelSpec::default_for(gate, dtype, dv, dk).and_then(|s| s.with_pass(pass))
-            else {
-                return Ok(None);
-            };
-            match self.compile_spec(&spec) {
-                Ok(_) => out.push(spec),
-                Err(GlaError::NoNvrtc(_)) => return Ok(None),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(Some((out[0], out[1])))
-    }
-
-    /// The dv pass's variant for a walk-form backward, loaded: a tuning cache's (pass `"dv"`, its cubin: no NVRTC),
-    /// else the default forward variant's `Pass::Dv` (key gates on the bf16 / f16 wgmma defaults), where `scale`
-    /// has a finite inverse (the pass starts from S' = dht / scale). None: no such kernel, or no NVRTC to build it
-    /// (the backward then runs its dv walk).
-    fn dv_pass(
-        &self,
-        gate: &'static dyn Gate,
-        dtype: DType,
-        q_shape: &[usize],
-        dv: usize,
-        scale: f32,
         cu_seqlens: Option<&[usize]>,
     ) -> Result<Option<KernelSpec>> {
-        if !scale.is_normal() || !(1.0 / scale).is_finite() {
-            return Ok(None);
-        }
-        let dk = q_shape.get(3).copied().unwrap_or(0);
-        let cached = crate::tuned::call_shape(q_shape, cu_seqlens)
-            .and_then(|(rows, tokens)| self.inner.tuned.pick_dv(gate, dtype, dk, dv, rows, tokens));
+        let cached = crate::tuned::call_shape(q_shape, cu_seqlens).and_then(|(rows, tokens)| {
+            self.inner
+                .tuned
+                .pick_backward_pass(gate, dtype, kdk, kdv, pass, rows, tokens)
+        });
         if let Some(pk) = cached {
             match self.load_cubin(&pk.spec, &pk.cubin) {
                 Ok(_) => return Ok(Some(pk.spec)),
-                // A cubin the driver refuses: as the forward, warned once, then the default's dv pass.
+                // A cubin the driver refuses: as the forward, warned once, then the default's pass.
                 Err(e) => self.inner.tuned.warn_once(
                     &format!("load:{}", pk.spec.id()),
                     &format!(
-                        "gla: tuning cache {}: {} not loaded ({e}); the default dv pass runs",
+                        "gla: tuning cache {}: {} not loaded ({e}); the default pass runs",
                         pk.cache.display(),
                         pk.spec.id()
                     ),
                 ),
             }
         }
-        let Ok(spec) =
-            KernelSpec::default_for(gate, dtype, dk, dv).and_then(|s| s.with_pass(Pass::Dv))
+        let Ok(spec) = KernelSpec::default_for(gate, dtype, kdk, kdv).and_then(|s| s.with_pass(pass))
         else {
             return Ok(None);
         };
@@ -427,4 +339,45 @@ impl Gla {
             Err(e) => Err(e),
         }
     }
+
+    /// Run the pass `spec` (`Pass::Dv` / `Dq` / `Dk`) on `inputs` in the forward's roles (q, k, v) from the state
+    /// `h0` into `out` (f32 for dq / dk): validated as the forward of those inputs on its forward variant, then the
+    /// pass's kernel, never segmented.
+    #[allow(clippy::too_many_arguments)]
+    fn run_pass(
+        &self,
+        gate: &'static dyn Gate,
+        spec: KernelSpec,
+        inputs: [&DeviceTensor; 3],
+        logits: Option<&DeviceTensor>,
+        params: Option<&DeviceTensor>,
+        h0: Option<&DeviceTensor>,
+        out: &mut DeviceTensor,
+        scale: f32,
+        cu_seqlens: Option<&[usize]>,
+    ) -> Result<()> {
+        let [q, k, v] = inputs;
+        let mut fp = validate_forward(
+            gate,
+            &ForwardRequest {
+                q: TensorDesc::of(q),
+                k: TensorDesc::of(k),
+                v: TensorDesc::of(v),
+                logits: logits.map(TensorDesc::of),
+                params: params.map(TensorDesc::of),
+                initial_state: h0.map(TensorDesc::of),
+                o: None,
+                final_state: None,
+                scale: Some(scale),
+                output_final_state: false,
+                cu_seqlens,
+                variant: Some(spec.with_pass(Pass::Forward)?),
+                segments: Some(1),
+            },
+        )?;
+        fp.spec = spec;
+        self.run(&fp, q, k, v, logits, params, h0, out, None)
+    }
+
+
 }
