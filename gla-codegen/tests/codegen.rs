@@ -383,6 +383,35 @@ fn dv_pass_variants() {
     assert!(gla_codegen::dv_pass_variants(&fixtures::PER_VALUE).is_empty());
 }
 
+/// A scalar gate's dq / dk passes: per-head and fixed gates on wgmma without a key split (a typed error names what
+/// they need), o in f32, dk walked last to first, never segmented; four of each a scalar gate (bf16 / f16 × d = 64,
+/// 128), none for per-key and per-value gates.
+#[test]
+fn dq_dk_pass_variants() {
+    let scalar = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 128, 128).unwrap();
+    let dq = scalar.with_pass(Pass::Dq).unwrap();
+    let dk = scalar.with_pass(Pass::Dk).unwrap();
+    assert!(dq.id().starts_with("fixture_per_head.dq.bf16."), "{}", dq.id());
+    assert!(dk.id().starts_with("fixture_per_head.dk.bf16."), "{}", dk.id());
+    let (fq, fk) = (Features::of(&dq), Features::of(&dk));
+    assert!(fq.out_f32 && fk.out_f32 && !Features::of(&scalar).out_f32);
+    assert!(!fq.reverse && fk.reverse && fq.rows_scaled && !fk.rows_scaled);
+    assert!(generate(&dq).unwrap().source.contains("#define GLA_OUT_F32 1"));
+    assert!(!generate(&dq).unwrap().plan.segmented && !generate(&dk).unwrap().plan.segmented);
+    let pk = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
+    match pk.with_pass(Pass::Dq) {
+        Err(GlaError::Unsupported { msg, .. }) => assert!(msg.contains("scalar gates"), "{msg}"),
+        other => panic!("a per-key gate's dq pass: {other:?}"),
+    }
+    let d256 = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 256, 256).unwrap();
+    assert!(d256.with_pass(Pass::Dk).is_err(), "the d = 256 default: a key split");
+    for g in [&fixtures::PER_HEAD as &'static dyn gla_core::Gate, &fixtures::FIXED] {
+        assert_eq!(gla_codegen::scalar_pass_variants(g).len(), 8);
+    }
+    assert!(gla_codegen::scalar_pass_variants(&fixtures::PER_KEY).is_empty());
+    assert!(gla_codegen::scalar_pass_variants(&fixtures::PER_VALUE).is_empty());
+}
+
 #[test]
 fn default_variant_exists_for_every_dtype_and_head_dim() {
     for g in [
