@@ -148,12 +148,6 @@ impl CacheKey {
         }
     }
 
-    /// The dv pass's key (pass `"dv"`: the backward's dv as the time-reversed forward, `gla_codegen::Pass::Dv`; its
-    /// record is the forward variant's) of `gate`, `dtype` and head dims `dk`, `dv`.
-    pub fn dv_pass(gate: &dyn Gate, dtype: DType, dk: usize, dv: usize) -> CacheKey {
-        CacheKey::of_pass(gate, dtype, dk, dv, gla_codegen::Pass::Dv)
-    }
-
     /// The key of a backward pass made of a forward variant (`gla_codegen::Pass::Dv`, `Dq`, `Dk`: pass `"dv"`,
     /// `"dq"`, `"dk"`, the record the forward variant's) of `gate`, `dtype` and the pass kernel's head dims `dk`, `dv`
     /// (a dq / dk pass has the problem's swapped: q ← dO). `Pass::Forward` gives [`CacheKey::new`]'s.

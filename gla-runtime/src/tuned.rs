@@ -389,23 +389,8 @@ impl Tuned {
         )
     }
 
-    /// The cached dv pass (`Pass::Dv`) for a backward call of `gate` (`rows`, `tokens` as [`Tuned::pick`]), or None
-    /// (the caller compiles the default's, or keeps the dv walk without NVRTC). Memoised like [`Tuned::pick`].
-    pub fn pick_dv(
-        &self,
-        gate: &'static dyn Gate,
-        dtype: DType,
-        dk: usize,
-        dv: usize,
-        rows: usize,
-        tokens: usize,
-    ) -> Option<Pick> {
-        let key = CacheKey::dv_pass(gate, dtype, dk, dv);
-        self.pick_pass(key, gate, dtype, gla_codegen::Pass::Dv, rows, tokens)
-    }
-
-    /// The cached kernel of a backward pass made of a forward variant (`pass`: `Pass::Dq` / `Pass::Dk`, a scalar
-    /// gate's dq / dk; `dk`, `dv` the pass kernel's head dims) for a backward call (`rows`, `tokens` as
+    /// The cached kernel of a backward pass made of a forward variant (`pass`: `Pass::Dv`, or `Pass::Dq` / `Pass::Dk`,
+    /// a scalar gate's dq / dk; `dk`, `dv` the pass kernel's head dims) for a backward call (`rows`, `tokens` as
     /// [`Tuned::pick`]), or None (the caller compiles the default's).
     #[allow(clippy::too_many_arguments)]
     pub fn pick_backward_pass(
@@ -455,7 +440,7 @@ impl Tuned {
         self.pick_pass(key, gate, dtype, gla_codegen::Pass::Forward, rows, tokens)
     }
 
-    /// [`Tuned::pick`] / [`Tuned::pick_dv`]: the memoised decision for `key` among entries whose record is a
+    /// [`Tuned::pick`] / [`Tuned::pick_backward_pass`]: the memoised decision for `key` among entries whose record is a
     /// `pass` variant of `gate` in `dtype`.
     fn pick_pass(
         &self,
@@ -884,6 +869,7 @@ mod tests {
 
     #[test]
     fn the_dv_pass_is_found_by_its_own_key() {
+        use gla_codegen::Pass;
         let d = dir("dv_pass");
         let fwd = KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap();
         let dv = fwd.with_pass(gla_codegen::Pass::Dv).unwrap();
@@ -909,13 +895,13 @@ mod tests {
             &d,
             vec![
                 entry(
-                    CacheKey::dv_pass(&PER_KEY, DType::BF16, 128, 128),
+                    CacheKey::of_pass(&PER_KEY, DType::BF16, 128, 128, Pass::Dv),
                     dv.id(),
                     sha(&dv),
                 ),
                 // a dv entry whose source is the forward's: stale (the variant it rebuilds is the dv pass)
                 entry(
-                    CacheKey::dv_pass(&PER_KEY, DType::BF16, 64, 64),
+                    CacheKey::of_pass(&PER_KEY, DType::BF16, 64, 64, Pass::Dv),
                     fwd.id(),
                     sha(&fwd),
                 ),
@@ -924,11 +910,11 @@ mod tests {
         let t = Tuned::new(Some(h200()));
         t.add(&d).unwrap();
         let p = t
-            .pick_dv(&PER_KEY, DType::BF16, 128, 128, 32, 1024)
+            .pick_backward_pass(&PER_KEY, DType::BF16, 128, 128, Pass::Dv, 32, 1024)
             .unwrap();
         assert_eq!(p.spec.id(), dv.id());
         assert!(p.cubin.starts_with(b"\x7fELF"));
-        assert!(t.pick_dv(&PER_KEY, DType::BF16, 64, 64, 32, 1024).is_none());
+        assert!(t.pick_backward_pass(&PER_KEY, DType::BF16, 64, 64, Pass::Dv, 32, 1024).is_none());
         assert_eq!(t.stats().stale.len(), 1);
         // The forward key does not see it.
         assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 32, 1024).is_none());
@@ -973,7 +959,7 @@ mod tests {
         }
         // Neither the forward nor the dv key sees them.
         assert!(t.pick(&PER_HEAD, DType::BF16, 128, 128, 32, 1024).is_none());
-        assert!(t.pick_dv(&PER_HEAD, DType::BF16, 128, 128, 32, 1024).is_none());
+        assert!(t.pick_backward_pass(&PER_HEAD, DType::BF16, 128, 128, Pass::Dv, 32, 1024).is_none());
         assert_eq!(t.stats().stale.len(), 0);
     }
 }
