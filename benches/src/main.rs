@@ -3,7 +3,7 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
-//!         [--gates gla,mamba2] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen]] [--decode] [--lineinfo]
+//!         [--gates gla,mamba2,<any registered gate>] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen]] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
 //!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h100)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
@@ -569,13 +569,20 @@ fn main() {
     );
     let mut flush = L2Flush::new(gpu).expect("L2 flush buffer");
     let which = opt("--gates", "gla,mamba2");
-    let gates: Vec<(&str, &'static dyn Gate)> = [
-        ("gla", &gla::gates::Gla as &'static dyn Gate),
-        ("mamba2", &gla::gates::Mamba2),
-    ]
-    .into_iter()
-    .filter(|(n, _)| which.split(',').any(|w| w == *n))
-    .collect();
+    // (any registered gate by name, in the order given; an unknown name is an error that lists the known ones)
+    let _ = &gla::gates::Gla; // (links the built-in gates' registrations)
+    let registered = gla_core::registered_gates();
+    let mut gates: Vec<(&str, &'static dyn Gate)> = Vec::new();
+    for w in which.split(',').filter(|w| !w.is_empty()) {
+        match registered.iter().find(|g| g.name() == w) {
+            Some(&g) => gates.push((g.name(), g)),
+            None => {
+                let known: Vec<&str> = registered.iter().map(|g| g.name()).collect();
+                eprintln!("--gates: no registered gate `{w}` (known: {})", known.join(", "));
+                std::process::exit(2);
+            }
+        }
+    }
     let mut shapes = vec![
         (8, 4096, 16, 128),
         (8, 4096, 32, 64),

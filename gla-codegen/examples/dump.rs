@@ -1,10 +1,10 @@
 //! Print the CUDA source of one variant: `cargo run -p gla-codegen --example dump -- per_key bf16 64 16 128 64 fused 8 4 1` (gate dtype C c D block_v fused|mat warps producer_warps producer_groups [wgmma 0|1] [ctas_per_sm 1|2] [key_split 1|2: d_v doubled])
 //!
 //! `--resolved <variant id>`: the source of the variant with that id (a fixture gate's, `fixture_per_key.fwd…`, or a
-//! built-in gate's, `gla.fwd.bf16.C32.c16.k128.v128.bv128.w8p8x2g.fused`, or a dv pass, `gla.dv.…`) with every preprocessor conditional whose
+//! built-in gate's, `gla.fwd.bf16.C32.c16.k128.v128.bv128.w8p8x2g.fused`, or a dv pass, `gla.dv.…`, or a dq / dk pass, `mamba2.dq.…`) with every preprocessor conditional whose
 //! outcome is known resolved (gla_codegen::resolve): the code that actually runs. An unknown id prints the closest
 //! ids and exits with status 2.
-use gla_codegen::{all_variants, dv_pass_variants, fixtures, generate, KernelSpec, Tiles};
+use gla_codegen::{all_variants, dv_pass_variants, fixtures, generate, scalar_pass_variants, KernelSpec, Tiles};
 use gla_core::{DType, Gate};
 
 fn main() {
@@ -81,10 +81,15 @@ fn resolved(id: &str) {
         &fixtures::PER_VALUE,
     ];
     gates.extend(gla_core::registered_gates());
-    // (and each gate's dv passes, `gla.dv.…`)
+    // (and each gate's dv passes, `gla.dv.…`, and a scalar gate's dq / dk passes, `mamba2.dq.…`)
     let variants: Vec<KernelSpec> = gates
         .into_iter()
-        .flat_map(|g| all_variants(g).into_iter().chain(dv_pass_variants(g)))
+        .flat_map(|g| {
+            all_variants(g)
+                .into_iter()
+                .chain(dv_pass_variants(g))
+                .chain(scalar_pass_variants(g))
+        })
         .collect();
     let Some(spec) = variants.iter().find(|s| s.id() == id) else {
         let mut near: Vec<(usize, String)> = variants

@@ -46,6 +46,10 @@ pub struct Features {
     pub backward_pass: bool,
     /// [`crate::Pass::Dq`], [`crate::Pass::Dk`]: o is written in f32.
     pub out_f32: bool,
+    /// [`crate::Pass::Dq`], [`crate::Pass::Dk`]: Sᵀ, Q̃ and K̂ enter their products as hi + lo halves (Sᵀ_hi Q̃_hiᵀ +
+    /// Sᵀ_lo Q̃_hiᵀ + Sᵀ_hi Q̃_loᵀ, Vᵀ K̂_hi + Vᵀ K̂_lo), so dq and dk are f32-like: the gate's gradient sums
+    /// q ⊙ dq − k ⊙ dk, which nearly cancel, over the sequence. No row-scaled chunks (Q̃ is always decayed).
+    pub split_operands: bool,
     /// bf16/f16: mma.sync / wgmma on tensor cores and approximate transcendentals; f32: CUDA-core FMAs, IEEE math.
     pub tensor_cores: bool,
     /// The scores A kept as hi + lo halves (A V on tensor cores to ~f32 precision).
@@ -182,6 +186,7 @@ impl Features {
             reverse: spec.pass.reverse(),
             backward_pass: spec.pass != crate::spec::Pass::Forward,
             out_f32: spec.pass.writes_f32(),
+            split_operands: split_operands(spec),
             tensor_cores: spec.dtype != DType::F32,
             split_a: split_a(spec),
             wgmma: t.wgmma,
@@ -201,7 +206,8 @@ impl Features {
             rows_scaled: scalar
                 && t.wgmma
                 && !wg_smem_s(spec)
-                && !spec.pass.reverse(),
+                && !spec.pass.reverse()
+                && !split_operands(spec),
             xch_split: spec.cluster && per_key,
             key_split: spec.key_split,
             cluster: spec.cluster,
@@ -241,7 +247,15 @@ fn register_split(spec: &KernelSpec) -> RegisterSplit {
     let file = 65536 / t.ctas_per_sm.max(1) as i64;
     let cap = ((file / (nt + pt)) / 8 * 8).min(255);
     let per_key = spec.gate.shape() == GateShape::PerKey;
-    let consumer: i64 = if t.ctas_per_sm > 1 {
+    // (the dq / dk passes' consumers also hold Sᵀ's low halves: 16 more registers at d = 64, 32 at 128 — without
+    // them in the split their kernels spilled 16 B)
+    let consumer: i64 = if split_operands(spec) {
+        if t.ctas_per_sm > 1 {
+            120
+        } else {
+            184
+        }
+    } else if t.ctas_per_sm > 1 {
         104
     } else if wg_smem_s(spec) {
         120
@@ -311,6 +325,9 @@ pub struct SmemLayout {
     pub stage_k: u32,
     pub stage_v: u32,
     pub stage_x: u32,
+    /// [`Features::split_operands`]: the low halves of Q̃ and K̂ (same layout as q / k; 0 otherwise).
+    pub stage_q_lo: u32,
+    pub stage_k_lo: u32,
     pub g: u32,
     pub st: u32,
     pub a: u32,
@@ -415,6 +432,8 @@ impl SmemLayout {
             stage_k: so[1],
             stage_v: so[2],
             stage_x: so[3],
+            stage_q_lo: 0,
+            stage_k_lo: 0,
             g: base + ro[0],
             st: base + ro[1],
             a: base + ro[2],
@@ -464,6 +483,8 @@ impl SmemLayout {
                 if split_a(spec) { a_bytes } else { 0 }, // A_lo
                 if per_key { 2 * dk * 4 } else { 0 }, // Γ_L, exp(Γ_L)
                 if per_key { 0 } else { c * 4 }, // Γ (scalar gates)
+                if split_operands(spec) { c * ldk * e } else { 0 }, // Q̃_lo (the dq / dk passes)
+                if split_operands(spec) { c * ldk * e } else { 0 }, // K̂_lo
             ],
             if wg { SWIZZLE_ALIGN } else { 128 },
         );
@@ -548,6 +569,8 @@ impl SmemLayout {
             stage_k: so[1],
             stage_v: so[2],
             stage_x: so[3],
+            stage_q_lo: if split_operands(spec) { so[8] } else { 0 },
+            stage_k_lo: if split_operands(spec) { so[9] } else { 0 },
             g: if ps_stride > 0 {
                 base + ro[4]
             } else if per_key {
@@ -644,6 +667,11 @@ fn tma(spec: &KernelSpec) -> bool {
         && !spec.materialize
         && spec.dk % 64 == 0
         && t.block_v % 64 == 0
+}
+
+/// Whether the dq / dk passes' decayed operands and state copy are hi + lo halves ([`Features::split_operands`]).
+fn split_operands(spec: &KernelSpec) -> bool {
+    spec.pass.writes_f32() && spec.dtype != DType::F32
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates

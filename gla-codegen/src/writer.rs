@@ -281,6 +281,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr bool XCH_SPLIT = {};  // cluster key split: each CTA finishes half the value columns (else slice 0 all)", f.xch_split);
     let _ = writeln!(w, "#define GLA_REVERSE {}  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃", f.reverse as u32);
     let _ = writeln!(w, "#define GLA_OUT_F32 {}  // the backward's dq / dk passes: o written in f32", f.out_f32 as u32);
+    let _ = writeln!(w, "#define GLA_SPLIT_OPS {}  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products", f.split_operands as u32);
     if let Some(r) = f.regs {
         let _ = writeln!(
             w,
@@ -324,8 +325,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned STAGE_BYTES = {}, STAGE_Q = {}, STAGE_K = {}, STAGE_V = {}, STAGE_X = {};",
-        lay.stage_bytes, lay.stage_q, lay.stage_k, lay.stage_v, lay.stage_x
+        "constexpr unsigned STAGE_BYTES = {}, STAGE_Q = {}, STAGE_K = {}, STAGE_V = {}, STAGE_X = {}, STAGE_Q_LO = {}, STAGE_K_LO = {};",
+        lay.stage_bytes, lay.stage_q, lay.stage_k, lay.stage_v, lay.stage_x, lay.stage_q_lo, lay.stage_k_lo
     );
     let _ = writeln!(
         w,

@@ -245,8 +245,9 @@ pub(crate) struct BwdBuffers<'a> {
     /// dv comes from the dv pass (the time-reversed forward, `gla_codegen::Pass::Dv`) launched beside this set:
     /// the walk form's `gla_bwd_walk_dv` is not launched.
     pub dv_by_pass: bool,
-    /// dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`; scalar gates, no gradient):
-    /// the walks for dq and dk (and segments, the gate kernel) are skipped and `gla_bwd_pass_rows` rounds them.
+    /// A scalar gate's dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`): the walks
+    /// for dq and dk (and Γ, segments) are skipped and `gla_bwd_pass_rows` rounds them and takes the gate's row sums
+    /// for `gla_bwd_gate` (run only where the gate's gradients are asked for: `dg` / `dparams`).
     pub passes: Option<(&'a DeviceTensor, &'a DeviceTensor)>,
 }
 
@@ -437,8 +438,6 @@ pub(crate) fn launch_backward_set(
     };
     if b.passes.is_some()
         && (spec.gate.shape() == GateShape::PerKey
-            || b.dg.is_some()
-            || b.dparams.is_some()
             || segments != n
             || !b.dv_by_pass
             || b.dht.is_some()
@@ -446,7 +445,7 @@ pub(crate) fn launch_backward_set(
     {
         return Err(GlaError::invalid(
             "backward",
-            "dq / dk passes are for scalar gates whose gradient is not taken, with the dv pass, whole sequences, no initial state and no final-state gradient",
+            "dq / dk passes are for scalar gates with the dv pass, whole sequences, no initial state and no final-state gradient",
         ));
     }
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
@@ -466,9 +465,11 @@ pub(crate) fn launch_backward_set(
                 | "gla_bwd_seg_combine"
                 | "gla_bwd_walk_dq"
                 | "gla_bwd_walk_dk"
-                | "gla_bwd_gate" // (no gate gradient where the passes run)
         );
+        // (after the passes the gate's kernel runs only where its gradients are asked for)
+        let gate_skipped = *name == "gla_bwd_gate" && !gate_grads_out;
         if (b.passes.is_some() && walked_by_passes)
+            || gate_skipped
             || (b.passes.is_none() && *name == "gla_bwd_pass_rows")
         {
             continue; // (dq, dk from their passes; gla_bwd_pass_rows only after them)

@@ -123,6 +123,8 @@ fn backward_matches_the_f64_reference() {
         cu: Option<Vec<usize>>,
         state: bool,
         shift: f32,
+        /// Long: the walk form alone, bf16 / f16 (a scalar gate's dq / dk passes and the gate's gradient over them).
+        long: bool,
     }
     let shapes = [
         Shape {
@@ -131,6 +133,7 @@ fn backward_matches_the_f64_reference() {
             cu: None,
             state: true,
             shift: 0.0,
+            long: false,
         },
         Shape {
             name: "T=70 dk=128 dv=96",
@@ -138,6 +141,7 @@ fn backward_matches_the_f64_reference() {
             cu: None,
             state: false,
             shift: 0.0,
+            long: false,
         },
         Shape {
             name: "varlen (0, 1, 90, 37) + states",
@@ -145,6 +149,7 @@ fn backward_matches_the_f64_reference() {
             cu: Some(vec![0, 0, 1, 91, 128]),
             state: true,
             shift: 0.0,
+            long: false,
         },
         Shape {
             name: "T=40 D=256 logits-12",
@@ -152,6 +157,7 @@ fn backward_matches_the_f64_reference() {
             cu: None,
             state: true,
             shift: -12.0,
+            long: false,
         },
         Shape {
             name: "T=100 D=128 logits+12",
@@ -159,6 +165,7 @@ fn backward_matches_the_f64_reference() {
             cu: None,
             state: true,
             shift: 12.0,
+            long: false,
         },
         // shift NaN: +30 on token 5 of every chunk of 32, −5 elsewhere — for RWKV-6's −exp(x) one near-zero forget
         // gate a chunk among mild ones (gla_codegen::LOG2_ALPHA_FLOOR)
@@ -168,14 +175,33 @@ fn backward_matches_the_f64_reference() {
             cu: None,
             state: true,
             shift: f32::NAN,
+            long: false,
+        },
+        // Long sequences without states: a scalar gate's dq and dk come from their passes, and the gate's gradient
+        // sums q ⊙ dq − k ⊙ dk (which nearly cancel) over them
+        Shape {
+            name: "T=2048 D=64 (long)",
+            dims: Dims::new(1, 2048, 2, 64, 64),
+            cu: None,
+            state: false,
+            shift: 0.0,
+            long: true,
+        },
+        Shape {
+            name: "T=1024 D=128 logits-4 (long)",
+            dims: Dims::new(1, 1024, 2, 128, 128),
+            cu: None,
+            state: false,
+            shift: -4.0,
+            long: true,
         },
     ];
     let mut failures = Vec::new();
     println!("| gate | dtype | form | shape | dq | dk | dv | d logits | d params | d h0 |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16),
-    // and for a scalar gate without the gate's gradients (`skip_gate_gradients`: dq, dk from their passes where the
-    // problem has no states).
+    // and for a scalar gate without the gate's gradients (`skip_gate_gradients`: the gate's kernel left out after
+    // the dq / dk passes, which run where the problem has no states). The long shapes: the walk form, bf16 / f16.
     let forms =
         |gate: &'static dyn Gate, dt: DType, sh: &Shape| -> Vec<(BackwardForm, Option<u32>, bool)> {
             let scalar = gate.shape() != GateShape::PerKey;
@@ -189,6 +215,7 @@ fn backward_matches_the_f64_reference() {
             .filter(|&(f, cut, skip)| {
                 (cut.is_none() || dt == DType::BF16)
                     && (!skip || scalar)
+                    && (!sh.long || (f == BackwardForm::Walks && cut.is_none() && !skip && dt != DType::F32))
                     && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
                         .and_then(|s| s.with_form(f))
                         .is_ok()

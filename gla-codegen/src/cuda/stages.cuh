@@ -65,6 +65,9 @@ struct Tiles {
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
     __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k, later K̂ = k ⊙ exp(Γ_L − Γ)
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
+    // GLA_SPLIT_OPS (the dq / dk passes): the low halves Q̃ − Q̃_hi, K̂ − K̂_hi (q, k's layout)
+    __device__ __forceinline__ elem_t* q_lo(int b) const { return stage(b, STAGE_Q_LO); }
+    __device__ __forceinline__ elem_t* k_lo(int b) const { return stage(b, STAGE_K_LO); }
     // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
     // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
     __device__ __forceinline__ elem_t* x(int b) const { return GLA_X_PER_GROUP ? xg : stage(b, STAGE_X); }
@@ -827,14 +830,22 @@ __device__ __forceinline__ void decay_pass(const Tiles& s, int b, const float (&
         load_vec(s.k(b) + KO(i, d), kf);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kf[u] *= f;
+#if GLA_SPLIT_OPS
+        store_vec_split(s.k(b) + KO(i, d), s.k_lo(b) + KO(i, d), kf);  // K̂ = K̂_hi + K̂_lo
+#else
         store_vec(s.k(b) + KO(i, d), kf);
+#endif
         if constexpr (Q) {
             const float fq = exp_nonpos(gi);
             float qf[VEC];
             load_vec(s.q(b) + KO(i, d), qf);
 #pragma unroll
             for (int u = 0; u < VEC; ++u) qf[u] *= fq;
+#if GLA_SPLIT_OPS
+            store_vec_split(s.q(b) + KO(i, d), s.q_lo(b) + KO(i, d), qf);  // Q̃ = Q̃_hi + Q̃_lo
+#else
             store_vec(s.q(b) + KO(i, d), qf);
+#endif
         }
     }
 }

@@ -10,6 +10,7 @@
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
 static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
+static_assert(!GLA_SPLIT_OPS || (!GLA_WG_SMEM_S && !GLA_ROWS_SCALED), "the dq / dk passes: Sᵀ's halves in registers, Q̃ decayed");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -17,7 +18,9 @@ static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
 typedef float WgOut[C / 2];  // Oᵀ: both products accumulate into it (scalar gates get Q̃ = Q ⊙ exp(Γ) from decay_keys)
-typedef unsigned WgStateA[DK / 16][4];
+// Sᵀ as the output product's A operand: DK / 16 k-steps of bf16/f16 pairs; GLA_SPLIT_OPS: then the low halves'.
+constexpr int SA_STEPS = (GLA_SPLIT_OPS ? 2 : 1) * (DK / 16);
+typedef unsigned WgStateA[SA_STEPS][4];
 
 // Matrix descriptor of a swizzled tile at byte offset off: 128-byte swizzle, 8-row groups 1024 bytes apart (SBO),
 // lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
@@ -44,7 +47,7 @@ __device__ __forceinline__ void reg_fence(float (&r)[N]) {
 }
 __device__ __forceinline__ void reg_fence(WgStateA& r) {
 #pragma unroll
-    for (int k = 0; k < DK / 16; ++k)
+    for (int k = 0; k < SA_STEPS; ++k)
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[k][i])::"memory");
 }
@@ -119,6 +122,14 @@ __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
         sa[k][1] = pack2(S[8 * k + 2], S[8 * k + 3]);
         sa[k][2] = pack2(S[8 * k + 4], S[8 * k + 5]);
         sa[k][3] = pack2(S[8 * k + 6], S[8 * k + 7]);
+#if GLA_SPLIT_OPS
+        // (the low halves: Sᵀ − Sᵀ_hi, k-step DK / 16 + k)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 h = unpack2(sa[k][i]);
+            sa[DK / 16 + k][i] = pack2(S[8 * k + 2 * i] - h.x, S[8 * k + 2 * i + 1] - h.y);
+        }
+#endif
     }
 }
 __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b) {
@@ -138,6 +149,11 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
         wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
 #else
         wg_out_s(o, sa[k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
+#if GLA_SPLIT_OPS
+        // (the dq / dk passes: + Sᵀ_lo Q̃_hiᵀ + Sᵀ_hi Q̃_loᵀ — the products to ~f32 precision)
+        wg_out_s(o, sa[DK / 16 + k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
+        wg_out_s(o, sa[k], wg_desc(GLA_REVERSE ? s.k_lo(b) : s.q_lo(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#endif
 #endif
     }
 #pragma unroll
@@ -176,14 +192,18 @@ __device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
 #endif
 }
 
-// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group (the dv pass: S'ᵀ += dOᵀ Q̃).
+// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group (the dv pass: S'ᵀ += dOᵀ Q̃; GLA_SPLIT_OPS: + Vᵀ K̂_lo).
 __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int b) {
     const int wg = wg_index();
     reg_fence(S);
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < C / 16; ++k)
+    for (int k = 0; k < C / 16; ++k) {
         wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q(b) : s.k(b), k * 2048, PANEL));  // (dv pass: Q̃)
+#if GLA_SPLIT_OPS
+        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q_lo(b) : s.k_lo(b), k * 2048, PANEL));  // + Vᵀ K̂_lo
+#endif
+    }
     wg_commit();
 }
 

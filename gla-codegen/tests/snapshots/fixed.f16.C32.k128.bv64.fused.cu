@@ -37,6 +37,7 @@ constexpr bool STATES_ISSUE_AHEAD = false;  // the segment-state pass issues a g
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
 #define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
 #define GLA_OUT_F32 0  // the backward's dq / dk passes: o written in f32
+#define GLA_SPLIT_OPS 0  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 2;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
 constexpr int LDC = C + 8;
@@ -50,7 +51,7 @@ constexpr float BLOCK_SPAN = 176.0f, NEGLIGIBLE = 64.0f;  // the exact path's bl
 #define KEY_GATE GATE_FIXED
 #define SPLIT_A 1      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)
 constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chunk n computes)
-constexpr unsigned STAGE_BYTES = 22016, STAGE_Q = 0, STAGE_K = 8704, STAGE_V = 17408, STAGE_X = 22016;
+constexpr unsigned STAGE_BYTES = 22016, STAGE_Q = 0, STAGE_K = 8704, STAGE_V = 17408, STAGE_X = 22016, STAGE_Q_LO = 0, STAGE_K_LO = 0;
 constexpr unsigned OFF_G = 44032, OFF_ST = 44160, OFF_A = 62592, OFF_VT = 65152, OFF_ALO = 65152, OFF_GL = 67712;  // 67712 B of shared memory
 constexpr unsigned OFF_TOT = 44160, TOT_BYTES = 18432, ST_BYTES = 18432, OFF_OS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
@@ -595,6 +596,9 @@ struct Tiles {
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
     __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k, later K̂ = k ⊙ exp(Γ_L − Γ)
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
+    // GLA_SPLIT_OPS (the dq / dk passes): the low halves Q̃ − Q̃_hi, K̂ − K̂_hi (q, k's layout)
+    __device__ __forceinline__ elem_t* q_lo(int b) const { return stage(b, STAGE_Q_LO); }
+    __device__ __forceinline__ elem_t* k_lo(int b) const { return stage(b, STAGE_K_LO); }
     // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
     // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
     __device__ __forceinline__ elem_t* x(int b) const { return GLA_X_PER_GROUP ? xg : stage(b, STAGE_X); }
@@ -1357,14 +1361,22 @@ __device__ __forceinline__ void decay_pass(const Tiles& s, int b, const float (&
         load_vec(s.k(b) + KO(i, d), kf);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kf[u] *= f;
+#if GLA_SPLIT_OPS
+        store_vec_split(s.k(b) + KO(i, d), s.k_lo(b) + KO(i, d), kf);  // K̂ = K̂_hi + K̂_lo
+#else
         store_vec(s.k(b) + KO(i, d), kf);
+#endif
         if constexpr (Q) {
             const float fq = exp_nonpos(gi);
             float qf[VEC];
             load_vec(s.q(b) + KO(i, d), qf);
 #pragma unroll
             for (int u = 0; u < VEC; ++u) qf[u] *= fq;
+#if GLA_SPLIT_OPS
+            store_vec_split(s.q(b) + KO(i, d), s.q_lo(b) + KO(i, d), qf);  // Q̃ = Q̃_hi + Q̃_lo
+#else
             store_vec(s.q(b) + KO(i, d), qf);
+#endif
         }
     }
 }

@@ -37,6 +37,7 @@ constexpr bool STATES_ISSUE_AHEAD = true;  // the segment-state pass issues a gr
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
 #define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
 #define GLA_OUT_F32 0  // the backward's dq / dk passes: o written in f32
+#define GLA_SPLIT_OPS 0  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products
 constexpr int REG_CAP = 168, REG_CONSUMER = 168, REG_PRODUCER = 168;  // setmaxnreg: registers a thread (the CTA's share; consumers; producers)
 constexpr bool REG_SPLIT = false;
 constexpr int O_WM = 1, O_WN = 4, S_WM = 4, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
@@ -52,7 +53,7 @@ constexpr float BLOCK_SPAN = 176.0f, NEGLIGIBLE = 64.0f;  // the exact path's bl
 #define KEY_GATE GATE_PER_HEAD
 #define SPLIT_A 1      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)
 constexpr int STAGES = 4;   // chunk slots in the producer -> consumer ring
-constexpr unsigned STAGE_BYTES = 34816, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576;
+constexpr unsigned STAGE_BYTES = 34816, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576, STAGE_Q_LO = 0, STAGE_K_LO = 0;
 constexpr unsigned OFF_G = 33792, OFF_ST = 139264, OFF_A = 25600, OFF_VT = 0, OFF_ALO = 29696, OFF_GL = 33792;  // 167936 B of shared memory
 constexpr unsigned OFF_TOT = 139264, TOT_BYTES = 0, ST_BYTES = 0, OFF_OS = 139264;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
@@ -624,6 +625,9 @@ struct Tiles {
     __device__ __forceinline__ elem_t* q(int b) const { return stage(b, STAGE_Q); }  // [C][LDK] raw q, later q ⊙ exp(Γ)
     __device__ __forceinline__ elem_t* k(int b) const { return stage(b, STAGE_K); }  // [C][LDK] raw k, later K̂ = k ⊙ exp(Γ_L − Γ)
     __device__ __forceinline__ elem_t* v(int b) const { return stage(b, STAGE_V); }  // [C][LDV] v (row-major)
+    // GLA_SPLIT_OPS (the dq / dk passes): the low halves Q̃ − Q̃_hi, K̂ − K̂_hi (q, k's layout)
+    __device__ __forceinline__ elem_t* q_lo(int b) const { return stage(b, STAGE_Q_LO); }
+    __device__ __forceinline__ elem_t* k_lo(int b) const { return stage(b, STAGE_K_LO); }
     // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
     // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
     __device__ __forceinline__ elem_t* x(int b) const { return GLA_X_PER_GROUP ? xg : stage(b, STAGE_X); }
@@ -1386,14 +1390,22 @@ __device__ __forceinline__ void decay_pass(const Tiles& s, int b, const float (&
         load_vec(s.k(b) + KO(i, d), kf);
 #pragma unroll
         for (int u = 0; u < VEC; ++u) kf[u] *= f;
+#if GLA_SPLIT_OPS
+        store_vec_split(s.k(b) + KO(i, d), s.k_lo(b) + KO(i, d), kf);  // K̂ = K̂_hi + K̂_lo
+#else
         store_vec(s.k(b) + KO(i, d), kf);
+#endif
         if constexpr (Q) {
             const float fq = exp_nonpos(gi);
             float qf[VEC];
             load_vec(s.q(b) + KO(i, d), qf);
 #pragma unroll
             for (int u = 0; u < VEC; ++u) qf[u] *= fq;
+#if GLA_SPLIT_OPS
+            store_vec_split(s.q(b) + KO(i, d), s.q_lo(b) + KO(i, d), qf);  // Q̃ = Q̃_hi + Q̃_lo
+#else
             store_vec(s.q(b) + KO(i, d), qf);
+#endif
         }
     }
 }
@@ -2243,6 +2255,7 @@ __device__ __forceinline__ void regs_consumer() {}
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
 static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
+static_assert(!GLA_SPLIT_OPS || (!GLA_WG_SMEM_S && !GLA_ROWS_SCALED), "the dq / dk passes: Sᵀ's halves in registers, Q̃ decayed");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -2250,7 +2263,9 @@ static_assert(BAR_WG + NWG <= 16, "sm_90 has 16 named barriers");
 constexpr int LDO = BV + 8;  // output staging rows (conflict-free stmatrix)
 typedef float WgState[DK / 2];
 typedef float WgOut[C / 2];  // Oᵀ: both products accumulate into it (scalar gates get Q̃ = Q ⊙ exp(Γ) from decay_keys)
-typedef unsigned WgStateA[DK / 16][4];
+// Sᵀ as the output product's A operand: DK / 16 k-steps of bf16/f16 pairs; GLA_SPLIT_OPS: then the low halves'.
+constexpr int SA_STEPS = (GLA_SPLIT_OPS ? 2 : 1) * (DK / 16);
+typedef unsigned WgStateA[SA_STEPS][4];
 
 // Matrix descriptor of a swizzled tile at byte offset off: 128-byte swizzle, 8-row groups 1024 bytes apart (SBO),
 // lbo between 64-element panels along M / N (MN-major operands; K-major ones ignore it: 16).
@@ -2277,7 +2292,7 @@ __device__ __forceinline__ void reg_fence(float (&r)[N]) {
 }
 __device__ __forceinline__ void reg_fence(WgStateA& r) {
 #pragma unroll
-    for (int k = 0; k < DK / 16; ++k)
+    for (int k = 0; k < SA_STEPS; ++k)
 #pragma unroll
         for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[k][i])::"memory");
 }
@@ -2352,6 +2367,14 @@ __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
         sa[k][1] = pack2(S[8 * k + 2], S[8 * k + 3]);
         sa[k][2] = pack2(S[8 * k + 4], S[8 * k + 5]);
         sa[k][3] = pack2(S[8 * k + 6], S[8 * k + 7]);
+#if GLA_SPLIT_OPS
+        // (the low halves: Sᵀ − Sᵀ_hi, k-step DK / 16 + k)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float2 h = unpack2(sa[k][i]);
+            sa[DK / 16 + k][i] = pack2(S[8 * k + 2 * i] - h.x, S[8 * k + 2 * i + 1] - h.y);
+        }
+#endif
     }
 }
 __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b) {
@@ -2371,6 +2394,11 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
         wg_out_t(o, wg_desc(s.st, wg * (64 * DK * 2) + (k / 4) * (64 * 128) + (k % 4) * 32, 16), wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
 #else
         wg_out_s(o, sa[k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
+#if GLA_SPLIT_OPS
+        // (the dq / dk passes: + Sᵀ_lo Q̃_hiᵀ + Sᵀ_hi Q̃_loᵀ — the products to ~f32 precision)
+        wg_out_s(o, sa[DK / 16 + k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
+        wg_out_s(o, sa[k], wg_desc(GLA_REVERSE ? s.k_lo(b) : s.q_lo(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+#endif
 #endif
     }
 #pragma unroll
@@ -2409,14 +2437,18 @@ __device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
 #endif
 }
 
-// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group (the dv pass: S'ᵀ += dOᵀ Q̃).
+// Stage wg_state (issue):  Sᵀ += Vᵀ K̂  — one wgmma group (the dv pass: S'ᵀ += dOᵀ Q̃; GLA_SPLIT_OPS: + Vᵀ K̂_lo).
 __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int b) {
     const int wg = wg_index();
     reg_fence(S);
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < C / 16; ++k)
+    for (int k = 0; k < C / 16; ++k) {
         wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q(b) : s.k(b), k * 2048, PANEL));  // (dv pass: Q̃)
+#if GLA_SPLIT_OPS
+        wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q_lo(b) : s.k_lo(b), k * 2048, PANEL));  // + Vᵀ K̂_lo
+#endif
+    }
     wg_commit();
 }
 

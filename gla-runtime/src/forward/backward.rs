@@ -33,9 +33,9 @@ pub struct BackwardOptions<'a> {
     /// as `BackwardSpec::walk_segment_chunks` says. Ignored by the chunk form.
     pub walk_segment_chunks: Option<u32>,
     /// Skip the gate's gradients (a frozen gate: [`Gradients::d_logits`] and [`Gradients::d_params`] are then
-    /// `None`), as autograd skips an input that needs no gradient. A per-head or fixed gate's dq and dk then come from
-    /// passes of the forward kernel, about twice as fast (walk form, whole sequences, no initial state and no
-    /// final-state gradient: the calls the passes serve); a per-key gate's are computed as always. Default false.
+    /// `None`), as autograd skips an input that needs no gradient. Where a per-head or fixed gate's dq and dk come
+    /// from passes of the forward kernel (walk form, whole sequences, no initial state and no final-state gradient)
+    /// this leaves out the gate's kernel; elsewhere the walks compute them anyway and they are dropped. Default false.
     pub skip_gate_gradients: bool,
 }
 
@@ -181,18 +181,14 @@ impl Gla {
             let inputs = [q, k, d_o];
             self.run_pass(gate, ds, inputs, logits, params, opts.d_final_state, &mut dvt, p.scale, opts.cu_seqlens)?;
         }
-        // dq and dk as passes too for a scalar gate whose gradient is not taken (skipped, or none: RetNet's fixed
-        // decay), where the dv pass ran on whole sequences without h0 or dht: dq = scale · S_t dO_t is the forward
-        // with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q (`Pass::Dk`), both written in f32 and
-        // rounded by `gla_bwd_pass_rows`. (A gate's gradient keeps the walks: its row sums Σ_d (q ⊙ dq − k ⊙ dk)
-        // cancel, and the passes' bf16 products leave dq, dk ~3e-4 off — d log α then 0.9–2.6e-2 off at T = 2048
-        // on the emulator, where the walks' hi + lo products keep 1.6–1.9e-3.)
+        // A scalar gate's dq and dk as passes too, where the dv pass ran on whole sequences without h0 or dht: dq =
+        // scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q
+        // (`Pass::Dk`), both written in f32 and rounded by `gla_bwd_pass_rows`, which takes the gate's row sums
+        // Σ_d (q ⊙ dq − k ⊙ dk) unrounded. Those nearly cancel over the sequence, so the passes carry Sᵀ, Q̃ and K̂
+        // as hi + lo halves (`Features::split_operands`; with bf16 products d log α was 0.9–2.6e-2 off at T = 2048).
         let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
-        let no_gate_gradient =
-            opts.skip_gate_gradients || (logits.is_none() && params.is_none());
         let passes = if dv_pass.is_some()
             && scalar
-            && no_gate_gradient
             && seg_chunks == 0
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
@@ -226,7 +222,16 @@ impl Gla {
                 GlaError::invalid("problem size", "the backward's workspaces overflow")
             })?;
         let states = launch::alloc_workspace(gpu, w0)?;
-        let dstates = launch::alloc_workspace(gpu, w1)?;
+        let mut dstates = launch::alloc_workspace(gpu, w1)?;
+        if pass_out.is_some() {
+            // (Z = 0 without dht; the row sums are written by gla_bwd_pass_rows)
+            gpu.stream()
+                .memset_zeros(&mut dstates)
+                .map_err(|e| GlaError::Cuda {
+                    op: "cuMemsetD8Async",
+                    msg: format!("{e:?}"),
+                })?;
+        }
         let buffers = launch::BwdBuffers {
             q,
             k,
@@ -239,8 +244,9 @@ impl Gla {
             dq: &dq,
             dk: &dkt,
             dv: &dvt,
-            dg: d_logits.as_ref().filter(|_| pass_out.is_none()),
-            dparams: d_params.as_ref().filter(|_| pass_out.is_none()),
+            // (the walks write the gate's gradients in any case; after the passes the gate kernel runs only if asked)
+            dg: d_logits.as_ref().filter(|_| pass_out.is_none() || !opts.skip_gate_gradients),
+            dparams: d_params.as_ref().filter(|_| pass_out.is_none() || !opts.skip_gate_gradients),
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
