@@ -436,14 +436,13 @@ pub(crate) fn launch_backward_set(
     };
     if b.dq_dk_by_pass
         && (spec.gate.shape() == GateShape::PerKey
-            || segments != n
             || !b.dv_by_pass
             || b.dht.is_some()
             || b.h0.is_some())
     {
         return Err(GlaError::invalid(
             "backward",
-            "dq / dk passes are for scalar gates with the dv pass, whole sequences, no initial state and no final-state gradient",
+            "dq / dk passes are for scalar gates with the dv pass, no initial state and no final-state gradient",
         ));
     }
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(

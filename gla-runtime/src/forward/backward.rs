@@ -181,7 +181,8 @@ impl Gla {
             let inputs = [q, k, d_o];
             self.run_pass(gate, ds, inputs, logits, params, opts.d_final_state, &mut dvt, p.scale, opts.cu_seqlens, None)?;
         }
-        // A scalar gate's dq and dk as passes too, where the dv pass ran on whole sequences without h0 or dht: dq =
+        // A scalar gate's dq and dk as passes too, where the dv pass ran, without h0 or dht (whole sequences, even
+        // where the walks would cut them into segments: a pass walks 512 chunks faster than the walks' segments): dq =
         // scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q
         // (`Pass::Dk`), straight into dq and dk; their stores take the gate's row sums Σ_d (q ⊙ dq − k ⊙ dk) from
         // the unrounded accumulators into the workspace where `gla_bwd_gate` reads them (`launch::RowSums`). Those
@@ -190,7 +191,6 @@ impl Gla {
         let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
         let passes = if dv_pass.is_some()
             && scalar
-            && seg_chunks == 0
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
         {
