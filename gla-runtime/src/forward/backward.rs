@@ -34,7 +34,7 @@ pub struct BackwardOptions<'a> {
     pub walk_segment_chunks: Option<u32>,
     /// Skip the gate's gradients (a frozen gate: [`Gradients::d_logits`] and [`Gradients::d_params`] are then
     /// `None`), as autograd skips an input that needs no gradient. Where a per-head or fixed gate's dq and dk come
-    /// from passes of the forward kernel (walk form, whole sequences, no initial state and no final-state gradient)
+    /// from passes of the forward kernel (walk form, no initial state and no final-state gradient)
     /// this leaves out the gate's kernel; elsewhere the walks compute them anyway and they are dropped. Default false.
     pub skip_gate_gradients: bool,
 }
