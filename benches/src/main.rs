@@ -5,7 +5,7 @@
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
 //!         [--gates gla,mamba2,<any registered gate>] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen]] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
-//!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h100)
+//!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h200)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
 //!   form of `--forms` (default chunks,walks; `frozen`: the walk form without the gate's gradients,
 //!   `BackwardOptions::skip_gate_gradients`), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)

@@ -32,7 +32,7 @@ pub const BWD_THREADS: u32 = 256;
 pub const BWD_KERNELS: [&str; 3] = ["gla_bwd_states", "gla_bwd_dstates", "gla_bwd_chunk"];
 /// The walk form's kernels, in launch order (the three segment kernels have empty grids where every sequence is
 /// one segment, `gla_bwd_gate` for per-key gates).
-pub const BWD_WALK_KERNELS: [&str; 9] = [
+pub const BWD_WALK_KERNELS: [&str; 8] = [
     "gla_bwd_gamma",
     "gla_bwd_seg_states",
     "gla_bwd_seg_dstates",
@@ -40,7 +40,6 @@ pub const BWD_WALK_KERNELS: [&str; 9] = [
     "gla_bwd_walk_dq",
     "gla_bwd_walk_dk",
     "gla_bwd_walk_dv",
-    "gla_bwd_pass_rows",
     "gla_bwd_gate",
 ];
 /// Columns of a state slice a walk CTA carries (`WT` of `cuda/bwd_walk_tc.cuh`).
@@ -307,8 +306,6 @@ impl BackwardSpec {
             }
             // the threads' runs' totals [NT]
             "gla_bwd_gate" => 4 * BWD_THREADS,
-            // none (a warp a token row, in registers)
-            "gla_bwd_pass_rows" => 0,
             // none (a thread a column of a chunk, in registers)
             "gla_bwd_gamma" => 0,
             // the chunk form's tensor-core state scans' (bwd_scan_tc.cuh) in segment mode; the combine none
@@ -402,13 +399,7 @@ pub fn backward_grids(
             } else {
                 (0, 0, 0)
             };
-            // (scalar gates after their dq / dk passes: a CTA per (chunk, head); it returns at once without them)
-            let rows = if spec.gate.shape() == GateShape::PerKey {
-                (0, 0, 0)
-            } else {
-                (chunks as u32, h32, 1)
-            };
-            vec![gamma, first, first, combine, keys, keys, values, rows, gate]
+            vec![gamma, first, first, combine, keys, keys, values, gate]
         }
     }
 }
@@ -491,10 +482,6 @@ pub struct BackwardArgs {
     pub seg_chunks: i32,
     /// f32 `[tokens, H, d_k]`: chunk-local Γ (`gla_bwd_gamma`), where [`BackwardSpec::walk_gamma`]; else 0.
     pub gamma: u64,
-    /// f32 `[tokens, H, d_k]` each: a scalar gate's dq and dk from their passes (`gla_codegen::Pass::Dq`, `Dk`),
-    /// rounded by `gla_bwd_pass_rows`; else 0 (the walks compute them).
-    pub dq32: u64,
-    pub dk32: u64,
 }
 
 /// The CUDA source of `spec`'s three kernels (self-contained, no `#include`).
@@ -642,7 +629,7 @@ mod tests {
 
     #[test]
     fn the_args_mirror_is_packed() {
-        assert_eq!(std::mem::size_of::<BackwardArgs>(), 27 * 8 + 6 * 4);
+        assert_eq!(std::mem::size_of::<BackwardArgs>(), 25 * 8 + 6 * 4);
         assert_eq!(std::mem::align_of::<BackwardArgs>(), 8);
     }
 
@@ -769,7 +756,6 @@ mod tests {
                 (2, 3, 2),
                 (2, 3, 2),
                 (3, 3, 2),
-                none,
                 none
             ]
         );
@@ -784,7 +770,6 @@ mod tests {
                 (2, 3, 5),
                 (2, 3, 5),
                 (3, 3, 5),
-                none,
                 none
             ]
         );
@@ -805,9 +790,9 @@ mod tests {
         };
         let hg = backward_grids(&head, 100, 130, 3, 2, 9, 2);
         assert_eq!(
-            (hg[0], hg[7], hg[8]),
-            (none, (9, 3, 1), (3, 2, 1)),
-            "no Γ pass for a scalar gate; its pass rows (a CTA per chunk and head) and gate kernel"
+            (hg[0], hg[7]),
+            (none, (3, 2, 1)),
+            "no Γ pass for a scalar gate; its gate kernel a CTA per (head, sequence)"
         );
         assert_eq!(head.gamma_offset(50, 3, 100), None);
         assert_eq!(

@@ -44,8 +44,9 @@ pub struct Features {
     pub reverse: bool,
     /// A backward pass (dv, dq, dk): never segmented (the two-level scan is the forward's).
     pub backward_pass: bool,
-    /// [`crate::Pass::Dq`], [`crate::Pass::Dk`]: o is written in f32.
-    pub out_f32: bool,
+    /// [`crate::Pass::Dq`], [`crate::Pass::Dk`]: the store takes the gate's row sums Σ_e rs_w ⊙ o per token and
+    /// consumer warpgroup (64 columns) from the f32 accumulators (`ForwardArgs::rs_w`, `rs_out`).
+    pub row_sums: bool,
     /// [`crate::Pass::Dq`], [`crate::Pass::Dk`]: Sᵀ, Q̃ and K̂ enter their products as hi + lo halves (Sᵀ_hi Q̃_hiᵀ +
     /// Sᵀ_lo Q̃_hiᵀ + Sᵀ_hi Q̃_loᵀ, Vᵀ K̂_hi + Vᵀ K̂_lo), so dq and dk are f32-like: the gate's gradient sums
     /// q ⊙ dq − k ⊙ dk, which nearly cancel, over the sequence. No row-scaled chunks (Q̃ is always decayed).
@@ -185,7 +186,7 @@ impl Features {
             shape,
             reverse: spec.pass.reverse(),
             backward_pass: spec.pass != crate::spec::Pass::Forward,
-            out_f32: spec.pass.writes_f32(),
+            row_sums: spec.pass.row_sums(),
             split_operands: split_operands(spec),
             tensor_cores: spec.dtype != DType::F32,
             split_a: split_a(spec),
@@ -363,6 +364,8 @@ pub struct SmemLayout {
     /// its two mbarriers at `xbar` (XFULL, XEMPTY); 0 otherwise.
     pub xch: u32,
     pub xbar: u32,
+    /// [`Features::row_sums`]: the consumers' per-warp row sums of a chunk, f32 [warps][C] (0 otherwise).
+    pub rs: u32,
     /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
@@ -453,6 +456,7 @@ impl SmemLayout {
             mbar: 0,
             xch: 0,
             xbar: 0,
+            rs: 0,
             total: base + rest,
         }
     }
@@ -549,6 +553,11 @@ impl SmemLayout {
                     0
                 }, // the cluster key split's exchange tile
                 if spec.cluster { 2 * 8 } else { 0 }, // its mbarriers XFULL, XEMPTY
+                if wg && spec.pass.row_sums() {
+                    spec.tiles.warps * c * 4
+                } else {
+                    0
+                }, // the passes' per-warp row sums
             ],
             if wg { SWIZZLE_ALIGN } else { 128 },
         );
@@ -600,6 +609,11 @@ impl SmemLayout {
             },
             xch: if spec.cluster { base + ro[7] } else { 0 },
             xbar: if spec.cluster { base + ro[8] } else { 0 },
+            rs: if wg && spec.pass.row_sums() {
+                base + ro[9]
+            } else {
+                0
+            },
             total: base + rest + slack,
         }
     }
@@ -671,7 +685,7 @@ fn tma(spec: &KernelSpec) -> bool {
 
 /// Whether the dq / dk passes' decayed operands and state copy are hi + lo halves ([`Features::split_operands`]).
 fn split_operands(spec: &KernelSpec) -> bool {
-    spec.pass.writes_f32() && spec.dtype != DType::F32
+    spec.pass.row_sums() && spec.dtype != DType::F32
 }
 
 /// Whether the scores A are kept as hi + lo halves (A V = A_hi V + A_lo V): for the tensor-core dtypes and the gates

@@ -246,6 +246,14 @@ pub struct ForwardArgs {
     pub tm_k: TmaMap,
     pub tm_v: TmaMap,
     pub tm_g: TmaMap,
+    /// The backward's dq / dk passes ([`crate::Pass::row_sums`]): `[B,T,H,d_v]` in the spec's dtype — the original q
+    /// (dq pass) or k (dk pass), whose products with o the store sums per token; else 0.
+    pub rs_w: u64,
+    /// f32 `[⌈d_v / 64⌉, tokens, H]`: per 64 columns and token, Σ_e rs_w ⊙ o (the dq pass writes it, the dk pass
+    /// subtracts its own: the gate's row sums Σ (q ⊙ dq − k ⊙ dk)); else 0.
+    pub rs_out: u64,
+    /// Explicit tail padding to the struct's 64-byte alignment (no implicit padding bytes: 704 in all).
+    pub _pad: [u64; 6],
 }
 
 /// One encoded CUtensorMap: 128 opaque bytes, 64-byte aligned (as the driver and the kernel's parameter require).

@@ -20,15 +20,14 @@ pub enum Pass {
     Dv,
     /// A scalar gate's dq as a forward (`.dq` ids): dq_t = scale · S_t dO_t, and S_tᵀ = α_t S_{t−1}ᵀ + v_tᵀ k_t is the
     /// state of the forward with q ← dO, k ← v, v ← k (d_k and d_v swap; the gate is the same scalar a token). The
-    /// forward's kernel unchanged but for its store: o (= dq) is written in f32 (`gla_bwd_pass_rows` rounds it), for
-    /// the gate's row sums of q ⊙ dq − k ⊙ dk, which cancel to a small difference that rounded gradients would not
-    /// keep. Per-head and fixed gates on the wgmma family without a key split; never segmented; no initial state.
-    /// (`Gla::backward` runs it where the gate's gradient is not taken: the products' bf16 rounding is still too
-    /// coarse for those row sums over long sequences.)
+    /// forward's kernel with its products' operands as hi + lo halves and, at its store, the gate's row sums
+    /// Σ_e q ⊙ dq per token and 64 columns from the unrounded f32 dq ([`Pass::row_sums`]): the gate's gradient sums
+    /// q ⊙ dq − k ⊙ dk, which cancel to a small difference that rounded gradients would not keep. Per-head and fixed
+    /// gates on the wgmma family without a key split; never segmented; no initial state.
     Dq,
     /// A scalar gate's dk as the dv pass (`.dk` ids): dk_s = scale · Σ_{t≥s} (b_t / b_s)(dO_t · v_s) q_t is the dv
-    /// pass's sum with q ← dO, k ← v, v ← q — chunks last to first, written in f32 as [`Pass::Dq`]'s. No final-state
-    /// gradient (the walks take calls with dht).
+    /// pass's sum with q ← dO, k ← v, v ← q — chunks last to first; its store subtracts Σ_e k ⊙ dk from
+    /// [`Pass::Dq`]'s row sums. No final-state gradient (the walks take calls with dht).
     Dk,
 }
 
@@ -37,8 +36,8 @@ impl Pass {
     pub fn reverse(self) -> bool {
         matches!(self, Pass::Dv | Pass::Dk)
     }
-    /// Its output o is f32 ([`Pass::Dq`], [`Pass::Dk`]), else the inputs' dtype.
-    pub fn writes_f32(self) -> bool {
+    /// Its store also takes the gate's row sums (`ForwardArgs::rs_w`, `rs_out`: [`Pass::Dq`], [`Pass::Dk`]).
+    pub fn row_sums(self) -> bool {
         matches!(self, Pass::Dq | Pass::Dk)
     }
 }

@@ -280,7 +280,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "constexpr bool STATES_ISSUE_AHEAD = {};  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j", f.states_issue_ahead);
     let _ = writeln!(w, "constexpr bool XCH_SPLIT = {};  // cluster key split: each CTA finishes half the value columns (else slice 0 all)", f.xch_split);
     let _ = writeln!(w, "#define GLA_REVERSE {}  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃", f.reverse as u32);
-    let _ = writeln!(w, "#define GLA_OUT_F32 {}  // the backward's dq / dk passes: o written in f32", f.out_f32 as u32);
+    let _ = writeln!(w, "#define GLA_ROW_SUMS {}  // the backward's dq / dk passes: the store takes the gate's row sums Σ rs_w ⊙ o", f.row_sums as u32);
     let _ = writeln!(w, "#define GLA_SPLIT_OPS {}  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products", f.split_operands as u32);
     if let Some(r) = f.regs {
         let _ = writeln!(
@@ -335,8 +335,8 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     );
     let _ = writeln!(
         w,
-        "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {}, OFF_OS = {};  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile",
-        lay.tot, lay.tot_bytes, lay.st_bytes, lay.os
+        "constexpr unsigned OFF_TOT = {}, TOT_BYTES = {}, ST_BYTES = {}, OFF_OS = {}, OFF_RS = {};  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile, the passes' row sums",
+        lay.tot, lay.tot_bytes, lay.st_bytes, lay.os, lay.rs
     );
     let _ = writeln!(
         w,

@@ -384,7 +384,7 @@ fn dv_pass_variants() {
 }
 
 /// A scalar gate's dq / dk passes: per-head and fixed gates on wgmma without a key split (a typed error names what
-/// they need), o in f32, Sᵀ / Q̃ / K̂ as hi + lo halves, dk walked last to first, never segmented; four of each a scalar gate (bf16 / f16 × d = 64,
+/// they need), the gate's row sums at the store, Sᵀ / Q̃ / K̂ as hi + lo halves, dk walked last to first, never segmented; four of each a scalar gate (bf16 / f16 × d = 64,
 /// 128), none for per-key and per-value gates.
 #[test]
 fn dq_dk_pass_variants() {
@@ -394,7 +394,7 @@ fn dq_dk_pass_variants() {
     assert!(dq.id().starts_with("fixture_per_head.dq.bf16."), "{}", dq.id());
     assert!(dk.id().starts_with("fixture_per_head.dk.bf16."), "{}", dk.id());
     let (fq, fk) = (Features::of(&dq), Features::of(&dk));
-    assert!(fq.out_f32 && fk.out_f32 && !Features::of(&scalar).out_f32);
+    assert!(fq.row_sums && fk.row_sums && !Features::of(&scalar).row_sums);
     // (Sᵀ, Q̃, K̂ as hi + lo halves: Q̃ always decayed, the low halves in every slot, consumers with more registers)
     assert!(!fq.reverse && fk.reverse && !fq.rows_scaled && !fk.rows_scaled);
     assert!(fq.split_operands && fk.split_operands && !Features::of(&scalar).split_operands);
@@ -402,7 +402,7 @@ fn dq_dk_pass_variants() {
     assert_eq!(Features::of(&scalar).smem.stage_q_lo, 0);
     assert!(fq.regs.unwrap().consumer > Features::of(&scalar).regs.unwrap().consumer);
     let src = generate(&dq).unwrap().source;
-    assert!(src.contains("#define GLA_OUT_F32 1") && src.contains("#define GLA_SPLIT_OPS 1"));
+    assert!(src.contains("#define GLA_ROW_SUMS 1") && src.contains("#define GLA_SPLIT_OPS 1"));
     assert!(!generate(&dq).unwrap().plan.segmented && !generate(&dk).unwrap().plan.segmented);
     let pk = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
     match pk.with_pass(Pass::Dq) {

@@ -637,6 +637,7 @@ impl Gla {
             opts.initial_state,
             &mut o,
             fs.as_mut(),
+            None,
         )?;
         Ok(ForwardOutput { o, final_state: fs })
     }
@@ -681,6 +682,7 @@ impl Gla {
             opts.initial_state,
             o,
             final_state,
+            None,
         )
     }
 
@@ -696,6 +698,7 @@ impl Gla {
         h0: Option<&DeviceTensor>,
         o: &mut DeviceTensor,
         ht: Option<&mut DeviceTensor>,
+        row_sums: Option<launch::RowSums<'_>>,
     ) -> Result<()> {
         let gpu = &self.inner.gpu;
         let variant = self.compile_spec(&p.spec)?;
@@ -736,6 +739,7 @@ impl Gla {
             o,
             states,
             meta: &meta,
+            row_sums,
         };
         let bound = Bound::new(gpu, &variant, bufs, kh, kdk, p.dims.dv, p.scale, segs)?;
         launch::launch_plan(&variant, &bound)

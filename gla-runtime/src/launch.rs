@@ -23,10 +23,10 @@ use gla_core::error::Result;
 use gla_core::{DType, GateShape, GlaError};
 use std::sync::Arc;
 
-// The C struct `FwdArgs` is 12 pointers, 8 four-byte fields (128 bytes), then 4 64-byte-aligned 128-byte tensor
-// maps: 640 bytes, 64-byte aligned, no implicit padding.
+// The C struct `FwdArgs` is 12 pointers, 8 four-byte fields (128 bytes), 4 64-byte-aligned 128-byte tensor maps,
+// 2 pointers and 6 explicit padding words: 704 bytes, 64-byte aligned, no implicit padding.
 const _: () =
-    assert!(std::mem::size_of::<ForwardArgs>() == 640 && std::mem::align_of::<ForwardArgs>() == 64);
+    assert!(std::mem::size_of::<ForwardArgs>() == 704 && std::mem::align_of::<ForwardArgs>() == 64);
 
 /// [`ForwardArgs`] as a kernel parameter. A newtype because the orphan rule forbids implementing cudarc's
 /// `DeviceRepr` for gla-codegen's type here.
@@ -71,9 +71,9 @@ unsafe fn launch(
 #[repr(transparent)]
 struct BwdArgsRepr(BackwardArgs);
 
-// The C struct `BwdArgs` is 24 pointers, 6 four-byte fields and 3 pointers: 240 bytes, 8-byte aligned, no implicit padding.
+// The C struct `BwdArgs` is 24 pointers, 6 four-byte fields and 1 pointer: 224 bytes, 8-byte aligned, no implicit padding.
 const _: () = assert!(
-    std::mem::size_of::<BackwardArgs>() == 240 && std::mem::align_of::<BackwardArgs>() == 8
+    std::mem::size_of::<BackwardArgs>() == 224 && std::mem::align_of::<BackwardArgs>() == 8
 );
 
 // SAFETY: `BackwardArgs` is `#[repr(C)]`, `Copy`, made of u64/i32/f32 fields with no padding (asserted above), and
@@ -245,10 +245,10 @@ pub(crate) struct BwdBuffers<'a> {
     /// dv comes from the dv pass (the time-reversed forward, `gla_codegen::Pass::Dv`) launched beside this set:
     /// the walk form's `gla_bwd_walk_dv` is not launched.
     pub dv_by_pass: bool,
-    /// A scalar gate's dq and dk from their passes (f32 `[B, T, H, d_k]` each, `Pass::Dq` / `Pass::Dk`): the walks
-    /// for dq and dk (and Γ, segments) are skipped and `gla_bwd_pass_rows` rounds them and takes the gate's row sums
-    /// for `gla_bwd_gate` (run only where the gate's gradients are asked for: `dg` / `dparams`).
-    pub passes: Option<(&'a DeviceTensor, &'a DeviceTensor)>,
+    /// A scalar gate's dq and dk came from their passes (`Pass::Dq` / `Pass::Dk`, into `dq` / `dk`), which left the
+    /// gate's row sums in `dstates` (`ForwardArgs::rs_out`, Z zeroed): the walks for dq and dk (and Γ, segments) are
+    /// skipped; `gla_bwd_gate` runs only where the gate's gradients are asked for (`dg` / `dparams`).
+    pub dq_dk_by_pass: bool,
 }
 
 /// The kernels of `spec`, in `spec.kernels()` order: from `prebuilt` (a tuning cache's or the tuner's cubin of
@@ -312,7 +312,7 @@ pub(crate) fn launch_backward_set(
         t.map_or(Ok(0), |t| need(what, t, gpu, elems, dtype))
     };
     // (the gate's gradients may be left out where dq / dk passes run: no gate kernel then)
-    let gate_grads_out = b.passes.is_none() || b.dg.is_some() || b.dparams.is_some();
+    let gate_grads_out = !b.dq_dk_by_pass || b.dg.is_some() || b.dparams.is_some();
     if (gate_grads_out && b.logits.is_some() != b.dg.is_some())
         || b.logits.is_some() != (logit_elems > 0)
     {
@@ -433,19 +433,16 @@ pub(crate) fn launch_backward_set(
         gamma: spec
             .gamma_offset(tokens, h, dk)
             .map_or(0, |off| b.states.device_ptr(stream).0 + 4 * off as u64),
-        dq32: b.passes.map_or(Ok(0), |(t, _)| need("dq (f32 pass)", t, gpu, qk, DType::F32))?,
-        dk32: b.passes.map_or(Ok(0), |(_, t)| need("dk (f32 pass)", t, gpu, qk, DType::F32))?,
     };
-    if b.passes.is_some()
+    if b.dq_dk_by_pass
         && (spec.gate.shape() == GateShape::PerKey
-            || segments != n
             || !b.dv_by_pass
             || b.dht.is_some()
             || b.h0.is_some())
     {
         return Err(GlaError::invalid(
             "backward",
-            "dq / dk passes are for scalar gates with the dv pass, whole sequences, no initial state and no final-state gradient",
+            "dq / dk passes are for scalar gates with the dv pass, no initial state and no final-state gradient",
         ));
     }
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
@@ -468,11 +465,8 @@ pub(crate) fn launch_backward_set(
         );
         // (after the passes the gate's kernel runs only where its gradients are asked for)
         let gate_skipped = *name == "gla_bwd_gate" && !gate_grads_out;
-        if (b.passes.is_some() && walked_by_passes)
-            || gate_skipped
-            || (b.passes.is_none() && *name == "gla_bwd_pass_rows")
-        {
-            continue; // (dq, dk from their passes; gla_bwd_pass_rows only after them)
+        if (b.dq_dk_by_pass && walked_by_passes) || gate_skipped {
+            continue; // (dq, dk from their passes)
         }
         let cfg = LaunchConfig {
             grid_dim: grid,
@@ -821,6 +815,18 @@ pub struct Buffers<'a> {
     /// workspace (`gla_codegen::segment_workspace_bytes`) when a segmented plan splits the problem (`P > 1`).
     pub states: Option<&'a mut CudaSlice<u8>>,
     pub meta: &'a SeqMeta,
+    /// The backward's dq / dk passes (`Pass::row_sums`): where their stores put the gate's row sums.
+    pub row_sums: Option<RowSums<'a>>,
+}
+
+/// Where a dq / dk pass's store takes the gate's row sums (`ForwardArgs::rs_w`, `rs_out`).
+pub struct RowSums<'a> {
+    /// The original q (dq pass) or k (dk pass): `[B, T, H, d_v]` of the pass (its o's shape), the inputs' dtype.
+    pub w: &'a DeviceTensor,
+    /// A workspace holding f32 `[⌈d_v / 64⌉, tokens, H]` at byte `offset` (the backward's, where `gla_bwd_gate`
+    /// reads them).
+    pub out: &'a CudaSlice<u8>,
+    pub offset: usize,
 }
 
 /// Launch arguments checked against the variant and the buffers; borrows the buffers while it lives.
@@ -985,9 +991,28 @@ impl<'a> Bound<'a> {
             b.ht.map(|t| need("final_state", t, gpu, state_elems, DType::F32))
                 .transpose()?
                 .unwrap_or(0);
-        // (the backward's dq / dk passes write o in f32)
-        let o_dtype = if spec.pass.writes_f32() { DType::F32 } else { dt };
-        let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, o_dtype)?;
+        let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, dt)?;
+        // (the backward's dq / dk passes: the gate's row sums, [⌈d_v / 64⌉, tokens, H] f32 in a workspace)
+        let (rs_w, rs_out) = match (spec.pass.row_sums(), &b.row_sums) {
+            (false, None) => (0, 0),
+            (true, Some(r)) => {
+                let w = need("row sums' q / k", r.w, gpu, prod(&[tokens, hv, dv])?, dt)?;
+                let bytes = prod(&[dv.div_ceil(64), tokens, hv, 4])?;
+                if r.out.len() < r.offset.saturating_add(bytes) || r.offset % 4 != 0 {
+                    return Err(GlaError::invalid(
+                        "row sums",
+                        format!("workspace of {} bytes: {bytes} from byte {} (a multiple of 4) needed", r.out.len(), r.offset),
+                    ));
+                }
+                (w, r.out.device_ptr(gpu.stream()).0 + r.offset as u64)
+            }
+            (true, None) => {
+                return Err(GlaError::invalid("row sums", format!("{} takes the gate's row sums and needs their buffers", spec.id())))
+            }
+            (false, Some(_)) => {
+                return Err(GlaError::invalid("row sums", format!("{} takes no row sums (only the backward's dq / dk passes do)", spec.id())))
+            }
+        };
         let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();
         if segs == 0 || segs > 64 || (segs > 1 && !variant.plan.segmented) {
             return Err(GlaError::invalid("segments", format!("{segs} segments per sequence for variant {} (1..=64, and 1 unless its plan segments)", spec.id())));
@@ -1051,6 +1076,8 @@ impl<'a> Bound<'a> {
             scale,
             segs: segs as i32,
             lead: variant.plan.lead_permille,
+            rs_w,
+            rs_out,
             ..Default::default()
         };
         if variant.plan.tma && dk == spec.dk as usize && tokens > 0 {
@@ -1407,6 +1434,7 @@ mod tests {
         assert_eq!(&a.tma as *const i32 as usize - base, 120);
         assert_eq!(&a.tm_q as *const _ as usize - base, 128);
         assert_eq!(&a.tm_g as *const _ as usize - base, 128 + 3 * 128);
-        assert_eq!(std::mem::size_of::<ArgsRepr>(), 640);
+        assert_eq!(&a.rs_w as *const u64 as usize - base, 640);
+        assert_eq!(std::mem::size_of::<ArgsRepr>(), 704);
     }
 }

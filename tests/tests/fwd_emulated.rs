@@ -18,11 +18,14 @@ use tests::emu::{Elems, EmuError, Emulated};
 use tests::{rel_rms, Case};
 
 /// Runs `spec`'s plan on `case` with `segments` segments a sequence where the plan is segmented (the two-level scan:
-/// state pass, combine, fused pass; `launch::plan_segments`, 1: none); returns (o, final state).
+/// state pass, combine, fused pass; `launch::plan_segments`, 1: none); returns (o, final state). `rows`: the dq /
+/// dk passes' row-sum weights (`[tokens, H, d_v]`, as o) and their f32 `[⌈d_v / 64⌉, tokens, H]` output, which the
+/// dq pass writes and the dk pass updates.
 fn emulate(
     spec: &KernelSpec,
     case: &Case,
     segments: usize,
+    rows: Option<(&[f32], &mut Vec<f32>)>,
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
     let g = generate(spec).map_err(|e| e.to_string())?;
     let names: Vec<&str> = g.plan.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -50,7 +53,10 @@ fn emulate(
     let mut h0 = case.initial_state.clone().expect("an initial state");
     let mut ht = vec![f32::NAN; n * h * dk * dv];
     let mut o = Elems::nan(tokens * h * dv, dt);
-    let mut o32 = vec![f32::NAN; tokens * h * dv]; // (the dq / dk passes write o in f32)
+    let (mut rs_w, rs_out) = match rows {
+        Some((w, out)) => (Elems::of(w, dt), out.as_mut_ptr() as u64),
+        None => (Elems::of(&[], dt), 0),
+    };
     let lens: Vec<usize> = seqs.iter().map(|&(_, l)| l).collect();
     let segs = plan_segments(&g.plan, spec, &lens, kh, dv, Some(segments));
     let ws_floats = if g.plan.needs_state_buffer {
@@ -78,11 +84,7 @@ fn emulate(
         params: p(&mut params),
         h0: h0.as_mut_ptr() as u64,
         ht: ht.as_mut_ptr() as u64,
-        o: if spec.pass.writes_f32() {
-            o32.as_mut_ptr() as u64
-        } else {
-            o.ptr()
-        },
+        o: o.ptr(),
         states: p(&mut states),
         cu_seqlens: cu.as_mut_ptr() as u64,
         chunk_offsets: co.as_mut_ptr() as u64,
@@ -107,6 +109,9 @@ fn emulate(
         } else {
             TmaMap::default()
         },
+        rs_w: if rs_out == 0 { 0 } else { rs_w.ptr() },
+        rs_out,
+        ..Default::default()
     };
     let sizes = GridSizes {
         h: kh,
@@ -132,12 +137,7 @@ fn emulate(
             )
         }?;
     }
-    let out = if spec.pass.writes_f32() {
-        o32.iter().map(|&x| x as f64).collect()
-    } else {
-        o.to_f64(dt)
-    };
-    Ok((out, ht.iter().map(|&x| x as f64).collect()))
+    Ok((o.to_f64(dt), ht.iter().map(|&x| x as f64).collect()))
 }
 
 /// The emulator's tensor map (`EmuTensorMap` in `host_cuda.h`) of a `[tokens, H, d]` tensor at `base`: boxes of 64
@@ -445,7 +445,7 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
             for (n, x) in case.logits.iter_mut().enumerate() {
                 *x = dt.round(*x + shift.at((n / per_token) % dims.t));
             }
-            let (o, ht) = emulate(&spec, &case, *segs)?;
+            let (o, ht) = emulate(&spec, &case, *segs, None)?;
             let (want_o, want_ht) = case.reference(g, None);
             let (eo, eh) = (rel_rms(&o, &want_o), rel_rms(&ht, &want_ht));
             let tol = if *dt == DType::F32 { 1e-5 } else { 3e-3 };
@@ -572,7 +572,7 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
                 initial_state: Some(dht),
                 cu_seqlens: case.cu_seqlens.clone(),
             };
-            let (dv, dh0) = emulate(&spec, &reversed, 1)?;
+            let (dv, dh0) = emulate(&spec, &reversed, 1, None)?;
             let (ev, eh) = (
                 rel_rms(&dv, &want.dv),
                 rel_rms(&dh0, want.d_initial_state.as_ref().unwrap()),
@@ -590,13 +590,12 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
 }
 
 /// A scalar gate's dq and dk passes (`Pass::Dq`: the forward with q ← dO, k ← v, v ← k; `Pass::Dk`: the dv pass
-/// with v ← q; f32 outputs) against the f64 reference backward's dq and dk, without an initial state or a final-state
-/// gradient (the calls they serve), at weak and strong decays, varlen with empty and one-token sequences, on the
-/// wgmma defaults of d = 64 and 128, bf16 and f16. Tolerance as the backward's (5e-3); the outputs are f32, so the
-/// error is the kernels' own (the inputs' rounding is the reference's too).
+/// with v ← q) against the f64 reference backward's dq and dk, without an initial state or a final-state gradient
+/// (the calls they serve), at weak and strong decays, varlen with empty and one-token sequences, on the wgmma
+/// defaults of d = 64 and 128, bf16 and f16: dq, dk (rounded to the dtype) and the gate's row sums their stores
+/// leave (Σ_d q ⊙ dq − k ⊙ dk a token, f32) each within the backward's tolerance (5e-3 relative RMS).
 #[test]
 fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
-    use gla_codegen::Pass;
     use rand::{Rng, SeedableRng};
     let gate = tests::gate_named;
     let d64 = Dims::new(2, 70, 2, 64, 64);
@@ -614,12 +613,8 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
     let results: Vec<Result<String, String>> = cases
         .par_iter()
         .enumerate()
-        .flat_map(|(i, c)| [(i, c, Pass::Dq), (i, c, Pass::Dk)])
-        .map(|(i, (name, dt, dims, cu, shift), pass)| {
+        .map(|(i, (name, dt, dims, cu, shift))| {
             let g = gate(name);
-            let spec = KernelSpec::default_for(g, *dt, dims.dv, dims.dk)
-                .and_then(|s| s.with_pass(pass))
-                .unwrap();
             let mut case = Case::random(g, *dims, *dt, 700 + i as u64, false, cu.clone());
             if !case.logits.is_empty() {
                 let per_token = case.logits.len() / (dims.b * dims.t);
@@ -632,23 +627,24 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
                 .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
                 .collect();
             let want = case.reference_backward(g, &d_o, None);
-            // (q ← dO, k ← v, v ← k for dq or q for dk; no initial state)
-            let permuted = Case {
-                dims: Dims::new(dims.b, dims.t, dims.h, dims.dv, dims.dk),
-                dtype: case.dtype,
-                q: d_o,
-                k: case.v.clone(),
-                v: if pass == Pass::Dq { case.k.clone() } else { case.q.clone() },
-                logits: case.logits.clone(),
-                params: case.params.clone(),
-                initial_state: Some(vec![0.0; case.n_seqs() * dims.h * dims.dk * dims.dv]),
-                cu_seqlens: case.cu_seqlens.clone(),
-            };
-            let (got, _) = emulate(&spec, &permuted, 1)?;
-            let e = rel_rms(&got, if pass == Pass::Dq { &want.dq } else { &want.dk });
+            let (got, rows) = run_scalar_passes(g, &case, &d_o)?;
+            let (h, d) = (dims.h, dims.dk);
+            let tokens = rows.len() / (h * d.div_ceil(64));
+            // (the reference's row sums Σ_d q ⊙ dq − k ⊙ dk, a (token, head), in f64)
+            let want_rows: Vec<f64> = (0..tokens * h)
+                .map(|r| (0..d).map(|c| case.q[r * d + c] as f64 * want.dq[r * d + c] - case.k[r * d + c] as f64 * want.dk[r * d + c]).sum())
+                .collect();
+            let got_rows: Vec<f64> = (0..tokens * h)
+                .map(|r| (0..d.div_ceil(64)).map(|u| rows[u * tokens * h + r] as f64).sum())
+                .collect();
+            let errs = [
+                ("dq", rel_rms(&got[0], &want.dq)),
+                ("dk", rel_rms(&got[1], &want.dk)),
+                ("row sums", rel_rms(&got_rows, &want_rows)),
+            ];
             let tol = 5e-3;
-            let line = format!("{} shift {shift}: {e:.2e}", spec.id());
-            if e <= tol {
+            let line = format!("{name} {dt} {dims:?} shift {shift}: {}", tests::error_list(&errs));
+            if errs.iter().all(|&(_, e)| e <= tol) {
                 Ok(line)
             } else {
                 Err(format!("{line} (tolerance {tol:.0e})"))
@@ -658,17 +654,45 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
     tests::report_cases(results);
 }
 
+/// Runs a scalar gate's dq pass then its dk pass on the emulator as `Gla::backward` does (q ← dO, k ← v, v ← k for
+/// dq or q for dk; no initial state; the row sums' weights q, then k): ([dq, dk], the row sums f32 `[⌈d_k / 64⌉,
+/// tokens, H]`).
+fn run_scalar_passes(g: &'static dyn Gate, case: &Case, d_o: &[f32]) -> Result<([Vec<f64>; 2], Vec<f32>), String> {
+    use gla_codegen::Pass;
+    let dims = case.dims;
+    let tokens = case.cu_seqlens.as_ref().and_then(|c| c.last().copied()).unwrap_or(dims.b * dims.t);
+    let mut rows = vec![f32::NAN; dims.dk.div_ceil(64) * tokens * dims.h];
+    let mut got = [Vec::new(), Vec::new()];
+    for (n, pass) in [Pass::Dq, Pass::Dk].into_iter().enumerate() {
+        let spec = KernelSpec::default_for(g, case.dtype, dims.dv, dims.dk)
+            .and_then(|s| s.with_pass(pass))
+            .map_err(|e| e.to_string())?;
+        let permuted = Case {
+            dims: Dims::new(dims.b, dims.t, dims.h, dims.dv, dims.dk),
+            dtype: case.dtype,
+            q: d_o.to_vec(),
+            k: case.v.clone(),
+            v: if pass == Pass::Dq { case.k.clone() } else { case.q.clone() },
+            logits: case.logits.clone(),
+            params: case.params.clone(),
+            initial_state: Some(vec![0.0; case.n_seqs() * dims.h * dims.dk * dims.dv]),
+            cu_seqlens: case.cu_seqlens.clone(),
+        };
+        let w = if pass == Pass::Dq { &case.q } else { &case.k };
+        got[n] = emulate(&spec, &permuted, 1, Some((w, &mut rows)))?.0;
+    }
+    Ok((got, rows))
+}
 
 /// The gate's gradient from the passes' f32 dq and dk: d log α_t = Σ_{s ≥ t} Σ_d (q ⊙ dq − k ⊙ dk)_{s,d} (no
 /// final-state gradient), where the two row sums nearly cancel — so the passes' own error, not a rounding, is what
 /// reaches it, and it adds up over the sequence: the check that their products carry Sᵀ, Q̃ and K̂ as hi + lo halves
 /// (with bf16 products alone this was 0.9–2.6e-2). Long sequences (T = 2048, one head, d = 64 and 128), weak and
-/// strong decays: the emulated passes' row sums taken in f32 as `gla_bwd_pass_rows` and `gla_bwd_gate` take them,
+/// strong decays: the row sums the emulated passes' stores leave, reverse-summed in f32 as `gla_bwd_gate` does,
 /// against the f64 reference's dq and dk through the same sums in f64. Tolerance: 5e-3 relative RMS (the walks keep
 /// 1.6–1.9e-3 in `bwd_emulated`).
 #[test]
 fn the_scalar_passes_keep_the_gates_gradient_over_long_sequences_on_the_emulator() {
-    use gla_codegen::Pass;
     use rand::{Rng, SeedableRng};
     let gate = tests::gate_named;
     let cases: Vec<(&str, DType, Dims, f32)> = vec![
@@ -693,42 +717,23 @@ fn the_scalar_passes_keep_the_gates_gradient_over_long_sequences_on_the_emulator
                 .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
                 .collect();
             let want = case.reference_backward(g, &d_o, None);
-            let mut got = Vec::new();
-            for pass in [Pass::Dq, Pass::Dk] {
-                let spec = KernelSpec::default_for(g, *dt, dims.dv, dims.dk)
-                    .and_then(|s| s.with_pass(pass))
-                    .unwrap();
-                // (q ← dO, k ← v, v ← k for dq or q for dk; no initial state)
-                let permuted = Case {
-                    dims: Dims::new(dims.b, dims.t, dims.h, dims.dv, dims.dk),
-                    dtype: case.dtype,
-                    q: d_o.clone(),
-                    k: case.v.clone(),
-                    v: if pass == Pass::Dq { case.k.clone() } else { case.q.clone() },
-                    logits: case.logits.clone(),
-                    params: case.params.clone(),
-                    initial_state: Some(vec![0.0; dims.h * dims.dk * dims.dv]),
-                    cu_seqlens: None,
-                };
-                got.push(emulate(&spec, &permuted, 1)?.0);
+            let (got, rows) = run_scalar_passes(g, &case, &d_o)?;
+            // (one head: the stores' row sums, summed over the key tiles and reverse-summed in f32 as gla_bwd_gate
+            // does; the reference's in f64)
+            let (d, tiles) = (dims.dk, dims.dk.div_ceil(64));
+            let mut acc = 0f32;
+            let mut got_dlog = vec![0f64; dims.t];
+            for t in (0..dims.t).rev() {
+                acc += (0..tiles).map(|u| rows[u * dims.t + t]).sum::<f32>();
+                got_dlog[t] = acc as f64;
             }
-            // (one head: row t is q[t·d_k ..]; the sums as the kernels take them, f32, and in f64 for the reference)
-            let d = dims.dk;
-            let dlog = |dq: &[f64], dk: &[f64], in_f32: bool| -> Vec<f64> {
-                let (mut acc, mut out) = (0f64, vec![0f64; dims.t]);
-                for t in (0..dims.t).rev() {
-                    let mut r = 0f64;
-                    for c in 0..d {
-                        let j = t * d + c;
-                        let x = case.q[j] as f64 * dq[j] - case.k[j] as f64 * dk[j];
-                        r = if in_f32 { (r as f32 + x as f32) as f64 } else { r + x };
-                    }
-                    acc = if in_f32 { (acc as f32 + r as f32) as f64 } else { acc + r };
-                    out[t] = acc;
-                }
-                out
-            };
-            let e = rel_rms(&dlog(&got[0], &got[1], true), &dlog(&want.dq, &want.dk, false));
+            let mut acc = 0f64;
+            let mut want_dlog = vec![0f64; dims.t];
+            for t in (0..dims.t).rev() {
+                acc += (0..d).map(|c| case.q[t * d + c] as f64 * want.dq[t * d + c] - case.k[t * d + c] as f64 * want.dk[t * d + c]).sum::<f64>();
+                want_dlog[t] = acc;
+            }
+            let e = rel_rms(&got_dlog, &want_dlog);
             let tol = 5e-3;
             let line = format!(
                 "{name} {dt} T={} d={d} shift {shift}: d log α {e:.2e} (dq {:.2e}, dk {:.2e})",

@@ -2,7 +2,7 @@
 """The tuning cache as a PNG heatmap: which variant wins per (gate, dtype, d) and shape bucket, and by how much over
 the default variant.
 
-    python3 tuning/python/heatmap.py tuning/caches/h100            # writes tuning/caches/h100/heatmap.png
+    python3 tuning/python/heatmap.py tuning/caches/h200            # writes tuning/caches/h200/heatmap.png
 
 Reads <cache>/index.json (gla-runtime's tuning cache, format 1). One row per key (gate, dtype, d_k x d_v), one
 column per shape bucket (N*H = 2^r rows, T = 2^t tokens); a cell's colour is the gain of the cached winner over

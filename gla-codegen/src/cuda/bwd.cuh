@@ -44,8 +44,6 @@ struct BwdArgs {               // mirrors gla_codegen::BackwardArgs (#[repr(C)])
     float scale;
     int seg_chunks;            // chunks a segment (walk form; 0: a sequence is one segment)
     float* gamma;              // walk form, per-key gates: [B*T, H, dk] chunk-local Γ (gla_bwd_gamma), else null
-    const float* dq32;         // walk form, scalar gates: [B*T, H, dk] dq from its pass (f32), else null
-    const float* dk32;         // [B*T, H, dk] dk from its pass, else null
 };
 
 // A hint: bring the 128-byte line at p into L2 (no register, no wait).

@@ -14,11 +14,10 @@
 //       dk_s) — the per-key gate's d logits and d params here; a scalar gate's row sums go to gla_bwd_gate.
 //   gla_bwd_walk_dv  reverse, a CTA per (64 value columns E, head, segment), dS = dS[:, E] likewise:
 //       dv_j = K̂_j dS_[c+1] + Σ_{i≥j} A_ij dÔ_i,                                 A_ij = Σ_d q_id k_jd e^{Γ_id − Γ_jd}
-//   gla_bwd_pass_rows scalar gates whose dq and dk came from their passes instead of the walks (Pass::Dq, Pass::Dk:
-//       the forward's kernel with q ← dO, k ← v and v ← k, resp. the dv pass's with v ← q; f32 outputs), a CTA per
-//       (chunk, head): dq, dk rounded, and the row sums of q ⊙ dq − k ⊙ dk for gla_bwd_gate (Z = 0: no dht there).
 //   gla_bwd_gate     scalar gates, a CTA per (head, sequence): the reverse cumulative sum of the row sums over the
-//       sequence, d logits, d params.
+//       sequence, d logits, d params. (Where a scalar gate's dq and dk came from their passes — Pass::Dq, Pass::Dk:
+//       the forward's kernel with q ← dO, k ← v and v ← k, resp. the dv pass's with v ← q — those passes' stores
+//       leave the row sums of q ⊙ dq − k ⊙ dk in the same place, and Z = 0: no dht there.)
 // The per-pair decays inside a diagonal block of C/2 rows stay exact on CUDA cores in f32 (running products of α,
 // every partial product ≤ 1); every other product runs on tensor cores, the states and decayed operands as high + low
 // element pairs (f32-like accuracy). Segments (their kernels below) start from the states that the first pass and
@@ -996,39 +995,6 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
 // ---- gla_bwd_gate: a scalar gate's d logits and d params ----
 // d log α_t = Z + Σ_{s ≥ t} w_s over the sequence, w_s the dk walk's row sums over its tiles, Z = Σ_d Z_N. A CTA per
 // (head, sequence); each thread a run of tokens (its total, a suffix scan of the totals, then its run in reverse).
-// ---- gla_bwd_pass_rows: a scalar gate's dq, dk from their f32 passes, and the gate's row sums ----
-// A warp a token row: dq, dk rounded to the inputs' dtype, and W_u = Σ_{d in key tile u} (q ⊙ dq − k ⊙ dk) in f32 —
-// the two sums nearly cancel, so they are taken before any rounding, from passes whose products carry Sᵀ, Q̃ and K̂
-// as hi + lo halves (GLA_SPLIT_OPS): gla_bwd_gate's input, as the dk walk leaves it (Z = 0: no dht there).
-extern "C" __global__ void __launch_bounds__(NT) gla_bwd_pass_rows(const __grid_constant__ BwdArgs a) {
-#if KEY_GATE == GATE_PER_KEY
-    (void)a;  // (per-key gates have no dq / dk passes: this grid is empty)
-#else
-    if (a.dq32 == nullptr || a.dk32 == nullptr) return;  // (the walks computed dq and dk)
-    const int c = blockIdx.x, head = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n = a.chunk_index[2 * c], j = a.chunk_index[2 * c + 1];
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos, tokens = a.cu_seqlens[a.n_seqs];
-    float* W = a.dstates + a.seg_offsets[a.n_seqs] * a.h * a.dk;
-    for (int r = warp; r < C; r += NT / 32) {
-        const i64 i = (i64)j * C + r;
-        if (i >= len) break;
-        const i64 row = ((bos + i) * a.h + head) * a.dk;
-        for (int u = 0; u * WT < a.dk; ++u) {
-            float s = 0.f;
-            for (int d = u * WT + lane; d < min(a.dk, (u + 1) * WT); d += 32) {
-                const float dq = a.dq32[row + d], dk = a.dk32[row + d];
-                s = fmaf(to_f32(a.q[row + d]), dq, fmaf(-to_f32(a.k[row + d]), dk, s));
-                a.dq_out[row + d] = to_elem(dq);
-                a.dk_out[row + d] = to_elem(dk);
-            }
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if (lane == 0) W[((i64)u * tokens + bos + i) * a.h + head] = s;
-        }
-    }
-#endif
-}
-
 extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_constant__ BwdArgs a) {
 #if KEY_GATE == GATE_PER_KEY
     (void)a;  // (a per-key gate finishes in gla_bwd_walk_dk: this grid is empty)

@@ -26,6 +26,9 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int tma;                   // 1: tm_q .. tm_g are encoded (GLA_TMA kernels then load whole chunks by TMA)
     int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
+    const elem_t* rs_w;        // GLA_ROW_SUMS: [B*T, H, dv] the original q (dq pass) or k (dk pass), else null
+    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted)
+    unsigned long long pad_[6];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
 };
 
 // x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then

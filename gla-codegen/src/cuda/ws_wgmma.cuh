@@ -300,20 +300,44 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
-#if GLA_OUT_F32
-    // (the backward's dq / dk passes: o in f32 straight from the accumulators — the gate's row sums need it)
+#if GLA_ROW_SUMS
+    // (the backward's dq / dk passes) The gate's row sums from the f32 accumulators, before o is rounded: per token
+    // and consumer warpgroup u (its 64 columns), Σ_e rs_w ⊙ o — the dq pass writes them, the dk pass subtracts its
+    // own: Σ (q ⊙ dq − k ⊙ dk), terms that nearly cancel, for gla_bwd_gate's reverse sum. A thread's element e is
+    // value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1): its two rows a token, then the 8 lanes of
+    // a token (g) by shuffles, then the 4 warps through shared memory.
     static_assert(KSPLIT == 1, "the dq / dk passes: no key split");
     {
-        (void)os;
-        (void)j;
-        float* out = reinterpret_cast<float*>(a.o);
-        const int g = lane >> 2, t = lane & 3;
+        const int g = lane >> 2, t = lane & 3, col0 = sq.v0 + 64 * wg + 16 * w + g;
+        float part[C / 4];  // token 8 (m >> 1) + 2 t + (m & 1)
 #pragma unroll
-        for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
-            const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
-            if (i0 + row < sq.len && col < a.dv) out[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
+        for (int m = 0; m < C / 4; ++m) {
+            const int row = 8 * (m >> 1) + 2 * t + (m & 1);
+            const i64 base = ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv;
+            float acc = 0.f;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // rows col0, col0 + 8: elements 4 (m >> 1) + 2 h + (m & 1)
+                const int col = col0 + 8 * h;
+                if (i0 + row < sq.len && col < a.dv) acc = fmaf(to_f32(a.rs_w[base + col]), x[4 * (m >> 1) + 2 * h + (m & 1)], acc);
+            }
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            part[m] = acc;
         }
-        return;
+        float* rs = reinterpret_cast<float*>(smem + OFF_RS) + (4 * wg + w) * C;
+        if (g == 0)
+#pragma unroll
+            for (int m = 0; m < C / 4; ++m) rs[8 * (m >> 1) + 2 * t + (m & 1)] = part[m];
+        asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+        const int r = threadIdx.x & 127;  // (the warpgroup's thread r sums token r)
+        const int u = (sq.v0 + 64 * wg) / 64;
+        if (r < C && i0 + r < sq.len && sq.v0 + 64 * wg < a.dv) {
+            const float* rw = reinterpret_cast<const float*>(smem + OFF_RS) + 4 * wg * C + r;
+            const float sum = (rw[0] + rw[C]) + (rw[2 * C] + rw[3 * C]);
+            float* out = a.rs_out + ((i64)u * a.cu_seqlens[a.n_seqs] + sq.bos + i0 + r) * nvh(a) + vhead(sq);
+            *out = GLA_REVERSE ? *out - sum : sum;  // (dk pass: after the dq pass, stream-ordered)
+        }
+        // (rs is rewritten only after the staging store's two barriers below)
     }
 #endif
 #if KS_CLUSTER

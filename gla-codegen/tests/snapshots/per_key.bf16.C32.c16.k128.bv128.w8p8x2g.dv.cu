@@ -36,7 +36,7 @@ constexpr bool SLOT_PER_GROUP = true;  // every slot holds one producer group's 
 constexpr bool STATES_ISSUE_AHEAD = true;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
 #define GLA_REVERSE 1  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
-#define GLA_OUT_F32 0  // the backward's dq / dk passes: o written in f32
+#define GLA_ROW_SUMS 0  // the backward's dq / dk passes: the store takes the gate's row sums Σ rs_w ⊙ o
 #define GLA_SPLIT_OPS 0  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products
 constexpr int REG_CAP = 128, REG_CONSUMER = 144, REG_PRODUCER = 112;  // setmaxnreg: registers a thread (the CTA's share; consumers; producers)
 constexpr bool REG_SPLIT = true;
@@ -55,7 +55,7 @@ constexpr float BLOCK_SPAN = 176.0f, NEGLIGIBLE = 64.0f;  // the exact path's bl
 constexpr int STAGES = 4;   // chunk slots in the producer -> consumer ring
 constexpr unsigned STAGE_BYTES = 33792, STAGE_Q = 0, STAGE_K = 8192, STAGE_V = 16384, STAGE_X = 24576, STAGE_Q_LO = 0, STAGE_K_LO = 0;
 constexpr unsigned OFF_G = 146432, OFF_ST = 135168, OFF_A = 24576, OFF_VT = 0, OFF_ALO = 28672, OFF_GL = 32768;  // 232448 B of shared memory
-constexpr unsigned OFF_TOT = 135168, TOT_BYTES = 1024, ST_BYTES = 0, OFF_OS = 137216;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
+constexpr unsigned OFF_TOT = 135168, TOT_BYTES = 1024, ST_BYTES = 0, OFF_OS = 137216, OFF_RS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile, the passes' row sums
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 8, COMBINE_BLOCKS = 16;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 32768, TOT_STRIDE = 1024;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 146432, PS_STRIDE = 32768;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
@@ -128,6 +128,9 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int tma;                   // 1: tm_q .. tm_g are encoded (GLA_TMA kernels then load whole chunks by TMA)
     int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
+    const elem_t* rs_w;        // GLA_ROW_SUMS: [B*T, H, dv] the original q (dq pass) or k (dk pass), else null
+    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted)
+    unsigned long long pad_[6];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
 };
 
 // x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then
@@ -2557,20 +2560,44 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
-#if GLA_OUT_F32
-    // (the backward's dq / dk passes: o in f32 straight from the accumulators — the gate's row sums need it)
+#if GLA_ROW_SUMS
+    // (the backward's dq / dk passes) The gate's row sums from the f32 accumulators, before o is rounded: per token
+    // and consumer warpgroup u (its 64 columns), Σ_e rs_w ⊙ o — the dq pass writes them, the dk pass subtracts its
+    // own: Σ (q ⊙ dq − k ⊙ dk), terms that nearly cancel, for gla_bwd_gate's reverse sum. A thread's element e is
+    // value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1): its two rows a token, then the 8 lanes of
+    // a token (g) by shuffles, then the 4 warps through shared memory.
     static_assert(KSPLIT == 1, "the dq / dk passes: no key split");
     {
-        (void)os;
-        (void)j;
-        float* out = reinterpret_cast<float*>(a.o);
-        const int g = lane >> 2, t = lane & 3;
+        const int g = lane >> 2, t = lane & 3, col0 = sq.v0 + 64 * wg + 16 * w + g;
+        float part[C / 4];  // token 8 (m >> 1) + 2 t + (m & 1)
 #pragma unroll
-        for (int e = 0; e < C / 2; ++e) {  // element e: value row 16 w + g + 8·((e >> 1) & 1), token 8·(e >> 2) + 2 t + (e & 1)
-            const int col = sq.v0 + 64 * wg + 16 * w + g + 8 * ((e >> 1) & 1), row = 8 * (e >> 2) + 2 * t + (e & 1);
-            if (i0 + row < sq.len && col < a.dv) out[((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = x[e];
+        for (int m = 0; m < C / 4; ++m) {
+            const int row = 8 * (m >> 1) + 2 * t + (m & 1);
+            const i64 base = ((sq.bos + i0 + row) * nvh(a) + vhead(sq)) * (i64)a.dv;
+            float acc = 0.f;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {  // rows col0, col0 + 8: elements 4 (m >> 1) + 2 h + (m & 1)
+                const int col = col0 + 8 * h;
+                if (i0 + row < sq.len && col < a.dv) acc = fmaf(to_f32(a.rs_w[base + col]), x[4 * (m >> 1) + 2 * h + (m & 1)], acc);
+            }
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+            part[m] = acc;
         }
-        return;
+        float* rs = reinterpret_cast<float*>(smem + OFF_RS) + (4 * wg + w) * C;
+        if (g == 0)
+#pragma unroll
+            for (int m = 0; m < C / 4; ++m) rs[8 * (m >> 1) + 2 * t + (m & 1)] = part[m];
+        asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+        const int r = threadIdx.x & 127;  // (the warpgroup's thread r sums token r)
+        const int u = (sq.v0 + 64 * wg) / 64;
+        if (r < C && i0 + r < sq.len && sq.v0 + 64 * wg < a.dv) {
+            const float* rw = reinterpret_cast<const float*>(smem + OFF_RS) + 4 * wg * C + r;
+            const float sum = (rw[0] + rw[C]) + (rw[2 * C] + rw[3 * C]);
+            float* out = a.rs_out + ((i64)u * a.cu_seqlens[a.n_seqs] + sq.bos + i0 + r) * nvh(a) + vhead(sq);
+            *out = GLA_REVERSE ? *out - sum : sum;  // (dk pass: after the dq pass, stream-ordered)
+        }
+        // (rs is rewritten only after the staging store's two barriers below)
     }
 #endif
 #if KS_CLUSTER

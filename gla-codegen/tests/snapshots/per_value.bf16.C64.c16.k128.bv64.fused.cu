@@ -36,7 +36,7 @@ constexpr bool SLOT_PER_GROUP = false;  // every slot holds one producer group's
 constexpr bool STATES_ISSUE_AHEAD = false;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
 #define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
-#define GLA_OUT_F32 0  // the backward's dq / dk passes: o written in f32
+#define GLA_ROW_SUMS 0  // the backward's dq / dk passes: the store takes the gate's row sums Σ rs_w ⊙ o
 #define GLA_SPLIT_OPS 0  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products
 constexpr int O_WM = 1, O_WN = 4, S_WM = 2, S_WN = 4, A_WM = 1, A_WN = 4;  // warp tiles (16x8 mma tiles) of O, S, A
 constexpr int LDK = DK + 8;  // padded row lengths (bank-conflict-free fragment loads)
@@ -53,7 +53,7 @@ constexpr float BLOCK_SPAN = 176.0f, NEGLIGIBLE = 64.0f;  // the exact path's bl
 constexpr int STAGES = 2;   // input stage buffers (2: chunk n+1 loads while chunk n computes)
 constexpr unsigned STAGE_BYTES = 53248, STAGE_Q = 0, STAGE_K = 17408, STAGE_V = 34816, STAGE_X = 44032, STAGE_Q_LO = 0, STAGE_K_LO = 0;
 constexpr unsigned OFF_G = 106496, OFF_ST = 123904, OFF_A = 142336, OFF_VT = 151552, OFF_ALO = 160768, OFF_GL = 160768;  // 160768 B of shared memory
-constexpr unsigned OFF_TOT = 123904, TOT_BYTES = 18432, ST_BYTES = 18432, OFF_OS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile
+constexpr unsigned OFF_TOT = 123904, TOT_BYTES = 18432, ST_BYTES = 18432, OFF_OS = 0, OFF_RS = 0;  // gate_cumsum's segment totals (per producer group), the state tile, the output staging tile, the passes' row sums
 constexpr int COMBINE_PER = 4, COMBINE_ROWS = 16, COMBINE_BLOCKS = 8;  // the segment combine's state-row blocks (grid y = H · blocks)
 constexpr unsigned G_STRIDE = 0, TOT_STRIDE = 0;  // bytes between the producer groups' Γ tiles and totals
 constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups' tf32 operand tiles [Q̃; K̃]
@@ -126,6 +126,9 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int tma;                   // 1: tm_q .. tm_g are encoded (GLA_TMA kernels then load whole chunks by TMA)
     int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
+    const elem_t* rs_w;        // GLA_ROW_SUMS: [B*T, H, dv] the original q (dq pass) or k (dk pass), else null
+    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted)
+    unsigned long long pad_[6];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
 };
 
 // x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then

@@ -34,7 +34,7 @@ pub struct BackwardOptions<'a> {
     pub walk_segment_chunks: Option<u32>,
     /// Skip the gate's gradients (a frozen gate: [`Gradients::d_logits`] and [`Gradients::d_params`] are then
     /// `None`), as autograd skips an input that needs no gradient. Where a per-head or fixed gate's dq and dk come
-    /// from passes of the forward kernel (walk form, whole sequences, no initial state and no final-state gradient)
+    /// from passes of the forward kernel (walk form, no initial state and no final-state gradient)
     /// this leaves out the gate's kernel; elsewhere the walks compute them anyway and they are dropped. Default false.
     pub skip_gate_gradients: bool,
 }
@@ -127,8 +127,8 @@ impl Gla {
         let chunks = meta.total_chunks();
 
         // Outputs and the two workspaces (every element is written before it is read).
-        let dq = DeviceTensor::empty(gpu, p.dtype, q.shape())?;
-        let dkt = DeviceTensor::empty(gpu, p.dtype, k.shape())?;
+        let mut dq = DeviceTensor::empty(gpu, p.dtype, q.shape())?;
+        let mut dkt = DeviceTensor::empty(gpu, p.dtype, k.shape())?;
         let mut dvt = DeviceTensor::empty(gpu, p.dtype, v.shape())?;
         // (the gate's gradients, which the walks take whether asked for or not — dropped at the end when skipped)
         let d_logits = logits
@@ -179,17 +179,18 @@ impl Gla {
         if let Some(ds) = dv_pass {
             // dv = scale · (K̂ S' + Aᵀ dO) over the chunks last to first from S' = dht
             let inputs = [q, k, d_o];
-            self.run_pass(gate, ds, inputs, logits, params, opts.d_final_state, &mut dvt, p.scale, opts.cu_seqlens)?;
+            self.run_pass(gate, ds, inputs, logits, params, opts.d_final_state, &mut dvt, p.scale, opts.cu_seqlens, None)?;
         }
-        // A scalar gate's dq and dk as passes too, where the dv pass ran on whole sequences without h0 or dht: dq =
+        // A scalar gate's dq and dk as passes too, where the dv pass ran, without h0 or dht (whole sequences, even
+        // where the walks would cut them into segments: a pass walks 512 chunks faster than the walks' segments): dq =
         // scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q
-        // (`Pass::Dk`), both written in f32 and rounded by `gla_bwd_pass_rows`, which takes the gate's row sums
-        // Σ_d (q ⊙ dq − k ⊙ dk) unrounded. Those nearly cancel over the sequence, so the passes carry Sᵀ, Q̃ and K̂
-        // as hi + lo halves (`Features::split_operands`; with bf16 products d log α was 0.9–2.6e-2 off at T = 2048).
+        // (`Pass::Dk`), straight into dq and dk; their stores take the gate's row sums Σ_d (q ⊙ dq − k ⊙ dk) from
+        // the unrounded accumulators into the workspace where `gla_bwd_gate` reads them (`launch::RowSums`). Those
+        // nearly cancel over the sequence, so the passes carry Sᵀ, Q̃ and K̂ as hi + lo halves
+        // (`Features::split_operands`; with bf16 products d log α was 0.9–2.6e-2 off at T = 2048).
         let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
         let passes = if dv_pass.is_some()
             && scalar
-            && seg_chunks == 0
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
         {
@@ -202,19 +203,6 @@ impl Gla {
         } else {
             None
         };
-        let pass_out = match passes {
-            Some((dq_spec, dk_spec)) => {
-                let mut dq32 = DeviceTensor::empty(gpu, DType::F32, q.shape())?;
-                let mut dk32 = DeviceTensor::empty(gpu, DType::F32, k.shape())?;
-                for (ps, vin, out) in [(dq_spec, k, &mut dq32), (dk_spec, q, &mut dk32)] {
-                    // (q ← dO, k ← v, v ← k or q)
-                    let inputs = [d_o, v, vin];
-                    self.run_pass(gate, ps, inputs, logits, params, None, out, p.scale, opts.cu_seqlens)?;
-                }
-                Some((dq32, dk32))
-            }
-            None => None,
-        };
         let [w0, w1] = spec
             .workspace_elems(tokens, n, chunks, seg_index.len() / 2, h, dk, dv)
             .and_then(|w| Some([w[0].checked_mul(4)?, w[1].checked_mul(4)?]))
@@ -223,14 +211,24 @@ impl Gla {
             })?;
         let states = launch::alloc_workspace(gpu, w0)?;
         let mut dstates = launch::alloc_workspace(gpu, w1)?;
-        if pass_out.is_some() {
-            // (Z = 0 without dht; the row sums are written by gla_bwd_pass_rows)
+        if let Some((dq_spec, dk_spec)) = passes {
+            // (Z = 0 without dht; the row sums after the segments' Z, as the dk walk leaves them)
             gpu.stream()
                 .memset_zeros(&mut dstates)
                 .map_err(|e| GlaError::Cuda {
                     op: "cuMemsetD8Async",
                     msg: format!("{e:?}"),
                 })?;
+            let offset = 4 * (seg_index.len() / 2) * h * dk;
+            // (q ← dO, k ← v, v ← k or q; the row sums' weights: q for dq, k for dk — the dk pass subtracts)
+            for (ps, vin, w, out) in [(dq_spec, k, q, &mut dq), (dk_spec, q, k, &mut dkt)] {
+                let rows = launch::RowSums {
+                    w,
+                    out: &dstates,
+                    offset,
+                };
+                self.run_pass(gate, ps, [d_o, v, vin], logits, params, None, out, p.scale, opts.cu_seqlens, Some(rows))?;
+            }
         }
         let buffers = launch::BwdBuffers {
             q,
@@ -245,8 +243,8 @@ impl Gla {
             dk: &dkt,
             dv: &dvt,
             // (the walks write the gate's gradients in any case; after the passes the gate kernel runs only if asked)
-            dg: d_logits.as_ref().filter(|_| pass_out.is_none() || !opts.skip_gate_gradients),
-            dparams: d_params.as_ref().filter(|_| pass_out.is_none() || !opts.skip_gate_gradients),
+            dg: d_logits.as_ref().filter(|_| passes.is_none() || !opts.skip_gate_gradients),
+            dparams: d_params.as_ref().filter(|_| passes.is_none() || !opts.skip_gate_gradients),
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
@@ -254,7 +252,7 @@ impl Gla {
             seg_index: &seg_index,
             seg_chunks,
             dv_by_pass: dv_pass.is_some(),
-            passes: pass_out.as_ref().map(|(a, b)| (a, b)),
+            dq_dk_by_pass: passes.is_some(),
         };
         // The kernel set's functions, found once per set: the pick's cubin (no NVRTC), a loaded one, or a compile.
         let key = (spec.id(), gate.content_hash());
@@ -361,6 +359,7 @@ impl Gla {
         out: &mut DeviceTensor,
         scale: f32,
         cu_seqlens: Option<&[usize]>,
+        row_sums: Option<launch::RowSums<'_>>,
     ) -> Result<()> {
         let [q, k, v] = inputs;
         let mut fp = validate_forward(
@@ -382,7 +381,7 @@ impl Gla {
             },
         )?;
         fp.spec = spec;
-        self.run(&fp, q, k, v, logits, params, h0, out, None)
+        self.run(&fp, q, k, v, logits, params, h0, out, None, row_sums)
     }
 
 
