@@ -81,7 +81,7 @@ fn group_bar(stages: usize, groups: usize, g: usize, k: usize) -> usize {
 enum Issue {
     /// After the chunk is published (`!GLA_MID_ISSUE`), or (`mid`) after the gate's vote.
     Late,
-    /// `GLA_EARLY_ISSUE`: right after the gate, before the vote; the issuing warp waits on BAR_XREAD for the
+    /// `Issue::AfterGate` (`GLA_ISSUE_AFTER_GATE`): right after the gate, before the vote; the issuing warp waits on BAR_XREAD for the
     /// group's other warps to have read the logits (they arrive there), unless `xread` is false (broken on purpose).
     Early { xread: bool },
 }
@@ -559,7 +559,7 @@ fn three_tma_slots_for_two_groups_are_sound_once_the_group_waits_for_its_issue()
 
 #[test]
 fn early_issue_after_the_gate_is_sound() {
-    // GLA_EARLY_ISSUE (v18): chunk j + 2 issued right after chunk j's gate, before the vote; the issuing warp waits
+    // Issue::AfterGate (v18): chunk j + 2 issued right after chunk j's gate, before the vote; the issuing warp waits
     // on BAR_XREAD for the group's other warps, which arrive there once their gate has read the logits tile.
     let mut rng = SmallRng::seed_from_u64(2026_12_05);
     for n in 0..=17 {
