@@ -24,6 +24,13 @@ pub mod gates {
     }
 }
 
+/// `n` values uniform in [−1, 1) from `rng`, rounded to `dtype` (a backward's dO or dht).
+pub fn uniform(rng: &mut SmallRng, n: usize, dtype: DType) -> Vec<f32> {
+    (0..n)
+        .map(|_| dtype.round(rng.random_range(-1.0f32..1.0)))
+        .collect()
+}
+
 /// One random problem on the host.
 pub struct Case {
     pub dims: Dims,

@@ -17,7 +17,7 @@ use gla_codegen::{
 use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::launch::seq_arrays;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use tests::emu::{Elems, EmuError, Emulated};
 use tests::{gate_grad_errors, rel_rms, Case};
 
@@ -284,11 +284,7 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
                 .enumerate()
                 .for_each(|(n, x)| *x = dtype.round(*x + shift_at(n)));
             let mut rng = SmallRng::seed_from_u64(99 + i as u64);
-            let mut rn = |n: usize| {
-                (0..n)
-                    .map(|_| dtype.round(rng.random_range(-1.0f32..1.0)))
-                    .collect::<Vec<f32>>()
-            };
+            let mut rn = |n: usize| tests::uniform(&mut rng, n, dtype);
             let d_o = rn(dims.b * dims.t * dims.h * dims.dv);
             let dht = rn(case.n_seqs() * dims.h * dims.dk * dims.dv);
             let want = case.reference_backward(gate, &d_o, Some(&dht));
@@ -310,7 +306,11 @@ fn the_backward_kernels_match_the_f64_gradients_on_the_emulator() {
             } else {
                 String::new()
             };
-            let line = format!("{}{cut} shift {shift:+}: {}", spec.id(), tests::error_list(&errs));
+            let line = format!(
+                "{}{cut} shift {shift:+}: {}",
+                spec.id(),
+                tests::error_list(&errs)
+            );
             let failed = errs
                 .iter()
                 .filter(|(_, e)| !(*e <= tolerance(dtype)))
@@ -364,23 +364,20 @@ fn the_walks_keep_the_gates_gradient_over_long_sequences() {
                 .unwrap()
                 .with_form(BackwardForm::Walks)
                 .unwrap();
-            let kernels = match Emulated::compile(&generate_backward(&spec).unwrap(), spec.kernels()) {
-                Ok(k) => k,
-                Err(EmuError::NoCompiler(m)) if std::env::var("GLA_REQUIRE_EMU").is_err() => {
-                    return Err(format!("SKIP {m}"))
-                }
-                Err(e) => panic!("{}: {e}", spec.id()),
-            };
+            let kernels =
+                match Emulated::compile(&generate_backward(&spec).unwrap(), spec.kernels()) {
+                    Ok(k) => k,
+                    Err(EmuError::NoCompiler(m)) if std::env::var("GLA_REQUIRE_EMU").is_err() => {
+                        return Err(format!("SKIP {m}"))
+                    }
+                    Err(e) => panic!("{}: {e}", spec.id()),
+                };
             let mut case = Case::random(g, dims, dt, 4300 + i as u64, true, None);
             for x in case.logits.iter_mut() {
                 *x = dt.round(*x + shift);
             }
             let mut rng = SmallRng::seed_from_u64(4400 + i as u64);
-            let mut rn = |n: usize| {
-                (0..n)
-                    .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
-                    .collect::<Vec<f32>>()
-            };
+            let mut rn = |n: usize| tests::uniform(&mut rng, n, dt);
             let d_o = rn(dims.t * d);
             let dht = rn(d * d);
             let want = case.reference_backward(g, &d_o, Some(&dht));
@@ -390,7 +387,11 @@ fn the_walks_keep_the_gates_gradient_over_long_sequences() {
                 ("dk", rel_rms(&got.dk, &want.dk)),
                 ("d logits", rel_rms(&got.dg, &want.d_logits)),
             ];
-            let line = format!("{} T = 2048 shift {shift:+}: {}", spec.id(), tests::error_list(&errs));
+            let line = format!(
+                "{} T = 2048 shift {shift:+}: {}",
+                spec.id(),
+                tests::error_list(&errs)
+            );
             if errs.iter().all(|(_, e)| *e <= tolerance(dt)) {
                 Ok(line)
             } else {

@@ -472,7 +472,7 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
 #[test]
 fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
     use gla_codegen::Pass;
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
     let gate = tests::gate_named;
     let d64 = Dims::new(2, 70, 2, 64, 64);
     let d128 = Dims::new(1, 75, 2, 128, 128);
@@ -553,11 +553,7 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
                 *x = dt.round(*x + shift.at((n / per_token) % dims.t));
             }
             let mut rng = rand::rngs::SmallRng::seed_from_u64(1900 + i as u64);
-            let mut rn = |n: usize| -> Vec<f32> {
-                (0..n)
-                    .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
-                    .collect()
-            };
+            let mut rn = |n: usize| tests::uniform(&mut rng, n, *dt);
             let d_o = rn(dims.b * dims.t * dims.h * dims.dv);
             let dht = rn(case.n_seqs() * dims.h * dims.dk * dims.dv);
             let want = case.reference_backward(g, &d_o, Some(&dht));
@@ -596,7 +592,7 @@ fn the_dv_pass_matches_the_f64_gradients_on_the_emulator() {
 /// leave (Σ_d q ⊙ dq − k ⊙ dk a token, f32) each within the backward's tolerance (5e-3 relative RMS).
 #[test]
 fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
     let gate = tests::gate_named;
     let d64 = Dims::new(2, 70, 2, 64, 64);
     let d128 = Dims::new(1, 75, 2, 128, 128);
@@ -623,19 +619,28 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
                 }
             }
             let mut rng = rand::rngs::SmallRng::seed_from_u64(1700 + i as u64);
-            let d_o: Vec<f32> = (0..dims.b * dims.t * dims.h * dims.dv)
-                .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
-                .collect();
+            let d_o = tests::uniform(&mut rng, dims.b * dims.t * dims.h * dims.dv, *dt);
             let want = case.reference_backward(g, &d_o, None);
             let (got, rows) = run_scalar_passes(g, &case, &d_o)?;
             let (h, d) = (dims.h, dims.dk);
             let tokens = rows.len() / (h * d.div_ceil(64));
             // (the reference's row sums Σ_d q ⊙ dq − k ⊙ dk, a (token, head), in f64)
             let want_rows: Vec<f64> = (0..tokens * h)
-                .map(|r| (0..d).map(|c| case.q[r * d + c] as f64 * want.dq[r * d + c] - case.k[r * d + c] as f64 * want.dk[r * d + c]).sum())
+                .map(|r| {
+                    (0..d)
+                        .map(|c| {
+                            case.q[r * d + c] as f64 * want.dq[r * d + c]
+                                - case.k[r * d + c] as f64 * want.dk[r * d + c]
+                        })
+                        .sum()
+                })
                 .collect();
             let got_rows: Vec<f64> = (0..tokens * h)
-                .map(|r| (0..d.div_ceil(64)).map(|u| rows[u * tokens * h + r] as f64).sum())
+                .map(|r| {
+                    (0..d.div_ceil(64))
+                        .map(|u| rows[u * tokens * h + r] as f64)
+                        .sum()
+                })
                 .collect();
             let errs = [
                 ("dq", rel_rms(&got[0], &want.dq)),
@@ -643,7 +648,10 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
                 ("row sums", rel_rms(&got_rows, &want_rows)),
             ];
             let tol = 5e-3;
-            let line = format!("{name} {dt} {dims:?} shift {shift}: {}", tests::error_list(&errs));
+            let line = format!(
+                "{name} {dt} {dims:?} shift {shift}: {}",
+                tests::error_list(&errs)
+            );
             if errs.iter().all(|&(_, e)| e <= tol) {
                 Ok(line)
             } else {
@@ -657,10 +665,18 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
 /// Runs a scalar gate's dq pass then its dk pass on the emulator as `Gla::backward` does (q ← dO, k ← v, v ← k for
 /// dq or q for dk; no initial state; the row sums' weights q, then k): ([dq, dk], the row sums f32 `[⌈d_k / 64⌉,
 /// tokens, H]`).
-fn run_scalar_passes(g: &'static dyn Gate, case: &Case, d_o: &[f32]) -> Result<([Vec<f64>; 2], Vec<f32>), String> {
+fn run_scalar_passes(
+    g: &'static dyn Gate,
+    case: &Case,
+    d_o: &[f32],
+) -> Result<([Vec<f64>; 2], Vec<f32>), String> {
     use gla_codegen::Pass;
     let dims = case.dims;
-    let tokens = case.cu_seqlens.as_ref().and_then(|c| c.last().copied()).unwrap_or(dims.b * dims.t);
+    let tokens = case
+        .cu_seqlens
+        .as_ref()
+        .and_then(|c| c.last().copied())
+        .unwrap_or(dims.b * dims.t);
     let mut rows = vec![f32::NAN; dims.dk.div_ceil(64) * tokens * dims.h];
     let mut got = [Vec::new(), Vec::new()];
     for (n, pass) in [Pass::Dq, Pass::Dk].into_iter().enumerate() {
@@ -672,7 +688,11 @@ fn run_scalar_passes(g: &'static dyn Gate, case: &Case, d_o: &[f32]) -> Result<(
             dtype: case.dtype,
             q: d_o.to_vec(),
             k: case.v.clone(),
-            v: if pass == Pass::Dq { case.k.clone() } else { case.q.clone() },
+            v: if pass == Pass::Dq {
+                case.k.clone()
+            } else {
+                case.q.clone()
+            },
             logits: case.logits.clone(),
             params: case.params.clone(),
             initial_state: Some(vec![0.0; case.n_seqs() * dims.h * dims.dk * dims.dv]),
@@ -693,13 +713,18 @@ fn run_scalar_passes(g: &'static dyn Gate, case: &Case, d_o: &[f32]) -> Result<(
 /// 1.6–1.9e-3 in `bwd_emulated`).
 #[test]
 fn the_scalar_passes_keep_the_gates_gradient_over_long_sequences_on_the_emulator() {
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
     let gate = tests::gate_named;
     let cases: Vec<(&str, DType, Dims, f32)> = vec![
         ("mamba2", DType::BF16, Dims::new(1, 2048, 1, 64, 64), 0.0),
         ("mamba2", DType::BF16, Dims::new(1, 2048, 1, 128, 128), -4.0),
         ("mlstm", DType::BF16, Dims::new(1, 2048, 1, 64, 64), 0.0),
-        ("gated_retnet", DType::BF16, Dims::new(1, 2048, 1, 128, 128), 0.0),
+        (
+            "gated_retnet",
+            DType::BF16,
+            Dims::new(1, 2048, 1, 128, 128),
+            0.0,
+        ),
         ("mamba2", DType::F16, Dims::new(1, 2048, 1, 64, 64), 4.0),
     ];
     use rayon::prelude::*;
@@ -713,9 +738,7 @@ fn the_scalar_passes_keep_the_gates_gradient_over_long_sequences_on_the_emulator
                 *x = dt.round(*x + shift);
             }
             let mut rng = rand::rngs::SmallRng::seed_from_u64(1500 + i as u64);
-            let d_o: Vec<f32> = (0..dims.b * dims.t * dims.h * dims.dv)
-                .map(|_| dt.round(rng.random_range(-1.0f32..1.0)))
-                .collect();
+            let d_o = tests::uniform(&mut rng, dims.b * dims.t * dims.h * dims.dv, *dt);
             let want = case.reference_backward(g, &d_o, None);
             let (got, rows) = run_scalar_passes(g, &case, &d_o)?;
             // (one head: the stores' row sums, summed over the key tiles and reverse-summed in f32 as gla_bwd_gate
@@ -730,7 +753,12 @@ fn the_scalar_passes_keep_the_gates_gradient_over_long_sequences_on_the_emulator
             let mut acc = 0f64;
             let mut want_dlog = vec![0f64; dims.t];
             for t in (0..dims.t).rev() {
-                acc += (0..d).map(|c| case.q[t * d + c] as f64 * want.dq[t * d + c] - case.k[t * d + c] as f64 * want.dk[t * d + c]).sum::<f64>();
+                acc += (0..d)
+                    .map(|c| {
+                        case.q[t * d + c] as f64 * want.dq[t * d + c]
+                            - case.k[t * d + c] as f64 * want.dk[t * d + c]
+                    })
+                    .sum::<f64>();
                 want_dlog[t] = acc;
             }
             let e = rel_rms(&got_dlog, &want_dlog);

@@ -202,26 +202,29 @@ fn backward_matches_the_f64_reference() {
     // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16),
     // and for a scalar gate without the gate's gradients (`skip_gate_gradients`: the gate's kernel left out after
     // the dq / dk passes, which run where the problem has no states). The long shapes: the walk form, bf16 / f16.
-    let forms =
-        |gate: &'static dyn Gate, dt: DType, sh: &Shape| -> Vec<(BackwardForm, Option<u32>, bool)> {
-            let scalar = gate.shape() != GateShape::PerKey;
-            [
-                (BackwardForm::Chunks, None, false),
-                (BackwardForm::Walks, None, false),
-                (BackwardForm::Walks, Some(1), false),
-                (BackwardForm::Walks, None, true),
-            ]
-            .into_iter()
-            .filter(|&(f, cut, skip)| {
-                (cut.is_none() || dt == DType::BF16)
-                    && (!skip || scalar)
-                    && (!sh.long || (f == BackwardForm::Walks && cut.is_none() && !skip && dt != DType::F32))
-                    && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
-                        .and_then(|s| s.with_form(f))
-                        .is_ok()
-            })
-            .collect()
-        };
+    let forms = |gate: &'static dyn Gate,
+                 dt: DType,
+                 sh: &Shape|
+     -> Vec<(BackwardForm, Option<u32>, bool)> {
+        let scalar = gate.shape() != GateShape::PerKey;
+        [
+            (BackwardForm::Chunks, None, false),
+            (BackwardForm::Walks, None, false),
+            (BackwardForm::Walks, Some(1), false),
+            (BackwardForm::Walks, None, true),
+        ]
+        .into_iter()
+        .filter(|&(f, cut, skip)| {
+            (cut.is_none() || dt == DType::BF16)
+                && (!skip || scalar)
+                && (!sh.long
+                    || (f == BackwardForm::Walks && cut.is_none() && !skip && dt != DType::F32))
+                && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
+                    .and_then(|s| s.with_form(f))
+                    .is_ok()
+        })
+        .collect()
+    };
     // Every kernel set the loop runs, compiled on all cores first (the loop's calls then find it loaded): one NVRTC
     // compile after another would take minutes.
     let mut sets: Vec<(String, BackwardSpec)> = Vec::new();
@@ -325,7 +328,8 @@ fn backward_matches_the_f64_reference() {
                             panic!(
                                 "{} {dt} {form:?}{} {}: {e}",
                                 gate.name(),
-                                cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" },
+                                cut.map_or(String::new(), |k| format!(" cut {k}"))
+                                    + if skip { " no gate grads" } else { "" },
                                 sh.name
                             )
                         });
