@@ -179,7 +179,18 @@ impl Gla {
         if let Some(ds) = dv_pass {
             // dv = scale · (K̂ S' + Aᵀ dO) over the chunks last to first from S' = dht
             let inputs = [q, k, d_o];
-            self.run_pass(gate, ds, inputs, logits, params, opts.d_final_state, &mut dvt, p.scale, opts.cu_seqlens, None)?;
+            self.run_pass(
+                gate,
+                ds,
+                inputs,
+                logits,
+                params,
+                opts.d_final_state,
+                &mut dvt,
+                p.scale,
+                opts.cu_seqlens,
+                None,
+            )?;
         }
         // A scalar gate's dq and dk as passes too, where the dv pass ran, without h0 or dht (whole sequences, even
         // where the walks would cut them into segments: a pass walks 512 chunks faster than the walks' segments): dq =
@@ -195,7 +206,8 @@ impl Gla {
             && opts.d_final_state.is_none()
         {
             // (d_k and d_v swapped: q ← dO)
-            let pass = |ps| self.backward_pass(gate, p.dtype, ps, dv, dk, q.shape(), opts.cu_seqlens);
+            let pass =
+                |ps| self.backward_pass(gate, p.dtype, ps, dv, dk, q.shape(), opts.cu_seqlens);
             match (pass(Pass::Dq)?, pass(Pass::Dk)?) {
                 (Some(a), Some(b)) => Some((a, b)),
                 _ => None,
@@ -212,14 +224,15 @@ impl Gla {
         let states = launch::alloc_workspace(gpu, w0)?;
         let mut dstates = launch::alloc_workspace(gpu, w1)?;
         if let Some((dq_spec, dk_spec)) = passes {
-            // (Z = 0 without dht; the row sums after the segments' Z, as the dk walk leaves them)
+            // Z = 0 (no dht) for gla_bwd_gate; the row sums follow the segments' Z, as the dk walk leaves them, and
+            // the dq pass writes every one of them.
+            let offset = 4 * (seg_index.len() / 2) * h * dk;
             gpu.stream()
-                .memset_zeros(&mut dstates)
+                .memset_zeros(&mut dstates.slice_mut(..offset))
                 .map_err(|e| GlaError::Cuda {
                     op: "cuMemsetD8Async",
                     msg: format!("{e:?}"),
                 })?;
-            let offset = 4 * (seg_index.len() / 2) * h * dk;
             // (q ← dO, k ← v, v ← k or q; the row sums' weights: q for dq, k for dk — the dk pass subtracts)
             for (ps, vin, w, out) in [(dq_spec, k, q, &mut dq), (dk_spec, q, k, &mut dkt)] {
                 let rows = launch::RowSums {
@@ -227,7 +240,18 @@ impl Gla {
                     out: &dstates,
                     offset,
                 };
-                self.run_pass(gate, ps, [d_o, v, vin], logits, params, None, out, p.scale, opts.cu_seqlens, Some(rows))?;
+                self.run_pass(
+                    gate,
+                    ps,
+                    [d_o, v, vin],
+                    logits,
+                    params,
+                    None,
+                    out,
+                    p.scale,
+                    opts.cu_seqlens,
+                    Some(rows),
+                )?;
             }
         }
         let buffers = launch::BwdBuffers {
@@ -243,8 +267,12 @@ impl Gla {
             dk: &dkt,
             dv: &dvt,
             // (the walks write the gate's gradients in any case; after the passes the gate kernel runs only if asked)
-            dg: d_logits.as_ref().filter(|_| passes.is_none() || !opts.skip_gate_gradients),
-            dparams: d_params.as_ref().filter(|_| passes.is_none() || !opts.skip_gate_gradients),
+            dg: d_logits
+                .as_ref()
+                .filter(|_| passes.is_none() || !opts.skip_gate_gradients),
+            dparams: d_params
+                .as_ref()
+                .filter(|_| passes.is_none() || !opts.skip_gate_gradients),
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
@@ -333,7 +361,8 @@ impl Gla {
                 ),
             }
         }
-        let Ok(spec) = KernelSpec::default_for(gate, dtype, kdk, kdv).and_then(|s| s.with_pass(pass))
+        let Ok(spec) =
+            KernelSpec::default_for(gate, dtype, kdk, kdv).and_then(|s| s.with_pass(pass))
         else {
             return Ok(None);
         };
@@ -383,6 +412,4 @@ impl Gla {
         fp.spec = spec;
         self.run(&fp, q, k, v, logits, params, h0, out, None, row_sums)
     }
-
-
 }
