@@ -578,7 +578,10 @@ fn main() {
             Some(&g) => gates.push((g.name(), g)),
             None => {
                 let known: Vec<&str> = registered.iter().map(|g| g.name()).collect();
-                eprintln!("--gates: no registered gate `{w}` (known: {})", known.join(", "));
+                eprintln!(
+                    "--gates: no registered gate `{w}` (known: {})",
+                    known.join(", ")
+                );
                 std::process::exit(2);
             }
         }

@@ -4,7 +4,9 @@
 //! built-in gate's, `gla.fwd.bf16.C32.c16.k128.v128.bv128.w8p8x2g.fused`, or a dv pass, `gla.dv.…`, or a dq / dk pass, `mamba2.dq.…`) with every preprocessor conditional whose
 //! outcome is known resolved (gla_codegen::resolve): the code that actually runs. An unknown id prints the closest
 //! ids and exits with status 2.
-use gla_codegen::{all_variants, dv_pass_variants, fixtures, generate, scalar_pass_variants, KernelSpec, Tiles};
+use gla_codegen::{
+    all_variants, dv_pass_variants, fixtures, generate, scalar_pass_variants, KernelSpec, Tiles,
+};
 use gla_core::{DType, Gate};
 
 fn main() {

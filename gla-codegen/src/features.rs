@@ -479,9 +479,9 @@ impl SmemLayout {
         let a_bytes = c * ldc * e;
         let (so, slot_bytes) = carve_aligned(
             &[
-                c * ldk * e,                             // q → Q̃
-                c * ldk * e,                             // k → K̂
-                c * ldv * e,                             // v
+                c * ldk * e,                                        // q → Q̃
+                c * ldk * e,                                        // k → K̂
+                c * ldv * e,                                        // v
                 if xg { 0 } else { x }, // logits → K̃ / scratch (x_per_group: below)
                 a_bytes,                // A
                 if split_a(spec) { a_bytes } else { 0 }, // A_lo

@@ -391,8 +391,16 @@ fn dq_dk_pass_variants() {
     let scalar = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 128, 128).unwrap();
     let dq = scalar.with_pass(Pass::Dq).unwrap();
     let dk = scalar.with_pass(Pass::Dk).unwrap();
-    assert!(dq.id().starts_with("fixture_per_head.dq.bf16."), "{}", dq.id());
-    assert!(dk.id().starts_with("fixture_per_head.dk.bf16."), "{}", dk.id());
+    assert!(
+        dq.id().starts_with("fixture_per_head.dq.bf16."),
+        "{}",
+        dq.id()
+    );
+    assert!(
+        dk.id().starts_with("fixture_per_head.dk.bf16."),
+        "{}",
+        dk.id()
+    );
     let (fq, fk) = (Features::of(&dq), Features::of(&dk));
     assert!(fq.row_sums && fk.row_sums && !Features::of(&scalar).row_sums);
     // (Sᵀ, Q̃, K̂ as hi + lo halves: Q̃ always decayed, the low halves in every slot, consumers with more registers)
@@ -410,8 +418,14 @@ fn dq_dk_pass_variants() {
         other => panic!("a per-key gate's dq pass: {other:?}"),
     }
     let d256 = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 256, 256).unwrap();
-    assert!(d256.with_pass(Pass::Dk).is_err(), "the d = 256 default: a key split");
-    for g in [&fixtures::PER_HEAD as &'static dyn gla_core::Gate, &fixtures::FIXED] {
+    assert!(
+        d256.with_pass(Pass::Dk).is_err(),
+        "the d = 256 default: a key split"
+    );
+    for g in [
+        &fixtures::PER_HEAD as &'static dyn gla_core::Gate,
+        &fixtures::FIXED,
+    ] {
         assert_eq!(gla_codegen::scalar_pass_variants(g).len(), 8);
     }
     assert!(gla_codegen::scalar_pass_variants(&fixtures::PER_KEY).is_empty());

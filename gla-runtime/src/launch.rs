@@ -1001,16 +1001,32 @@ impl<'a> Bound<'a> {
                 if r.out.len() < r.offset.saturating_add(bytes) || r.offset % 4 != 0 {
                     return Err(GlaError::invalid(
                         "row sums",
-                        format!("workspace of {} bytes: {bytes} from byte {} (a multiple of 4) needed", r.out.len(), r.offset),
+                        format!(
+                            "workspace of {} bytes: {bytes} from byte {} (a multiple of 4) needed",
+                            r.out.len(),
+                            r.offset
+                        ),
                     ));
                 }
                 (w, r.out.device_ptr(gpu.stream()).0 + r.offset as u64)
             }
             (true, None) => {
-                return Err(GlaError::invalid("row sums", format!("{} takes the gate's row sums and needs their buffers", spec.id())))
+                return Err(GlaError::invalid(
+                    "row sums",
+                    format!(
+                        "{} takes the gate's row sums and needs their buffers",
+                        spec.id()
+                    ),
+                ))
             }
             (false, Some(_)) => {
-                return Err(GlaError::invalid("row sums", format!("{} takes no row sums (only the backward's dq / dk passes do)", spec.id())))
+                return Err(GlaError::invalid(
+                    "row sums",
+                    format!(
+                        "{} takes no row sums (only the backward's dq / dk passes do)",
+                        spec.id()
+                    ),
+                ))
             }
         };
         let lens: Vec<usize> = meta.seqs.iter().map(|s| s.1).collect();

@@ -914,7 +914,9 @@ mod tests {
             .unwrap();
         assert_eq!(p.spec.id(), dv.id());
         assert!(p.cubin.starts_with(b"\x7fELF"));
-        assert!(t.pick_backward_pass(&PER_KEY, DType::BF16, 64, 64, Pass::Dv, 32, 1024).is_none());
+        assert!(t
+            .pick_backward_pass(&PER_KEY, DType::BF16, 64, 64, Pass::Dv, 32, 1024)
+            .is_none());
         assert_eq!(t.stats().stale.len(), 1);
         // The forward key does not see it.
         assert!(t.pick(&PER_KEY, DType::BF16, 128, 128, 32, 1024).is_none());
@@ -959,7 +961,9 @@ mod tests {
         }
         // Neither the forward nor the dv key sees them.
         assert!(t.pick(&PER_HEAD, DType::BF16, 128, 128, 32, 1024).is_none());
-        assert!(t.pick_backward_pass(&PER_HEAD, DType::BF16, 128, 128, Pass::Dv, 32, 1024).is_none());
+        assert!(t
+            .pick_backward_pass(&PER_HEAD, DType::BF16, 128, 128, Pass::Dv, 32, 1024)
+            .is_none());
         assert_eq!(t.stats().stale.len(), 0);
     }
 }

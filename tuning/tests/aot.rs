@@ -105,7 +105,10 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     assert!(cache.cubin(b).unwrap().starts_with(b"\x7fELF"));
     // The dv pass's entry: its own key, the forward variant's record, the dv pass's source hash.
     let d = cache.entries().iter().find(|e| e.key.pass == "dv").unwrap();
-    assert_eq!(d.key, CacheKey::of_pass(gate, DType::BF16, 64, 64, gla_codegen::Pass::Dv));
+    assert_eq!(
+        d.key,
+        CacheKey::of_pass(gate, DType::BF16, 64, 64, gla_codegen::Pass::Dv)
+    );
     assert_eq!(d.variant, dv.id());
     assert_eq!(
         d.spec.unwrap().spec(gate, DType::BF16).unwrap().id(),

@@ -33,9 +33,13 @@ fn shipped_caches_match_the_generated_kernels() {
             let Some(gate) = registered_gates().into_iter().find(|g| {
                 CacheKey::new(*g, dtype, dk, dv) == e.key
                     || CacheKey::backward(*g, dtype, dk, dv) == e.key
-                    || [gla_codegen::Pass::Dv, gla_codegen::Pass::Dq, gla_codegen::Pass::Dk]
-                        .into_iter()
-                        .any(|p| CacheKey::of_pass(*g, dtype, dk, dv, p) == e.key)
+                    || [
+                        gla_codegen::Pass::Dv,
+                        gla_codegen::Pass::Dq,
+                        gla_codegen::Pass::Dk,
+                    ]
+                    .into_iter()
+                    .any(|p| CacheKey::of_pass(*g, dtype, dk, dv, p) == e.key)
                     || CacheKey::decode(*g, dtype) == e.key
             }) else {
                 problems.push(format!(
