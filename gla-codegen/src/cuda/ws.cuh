@@ -60,6 +60,13 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     if (g >= nchunks) return;
     elem_t x = issue(g);
     [[maybe_unused]] bool last_mild = true;                  // (per key, wgmma scores: the group's last chunk was mild)
+#if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
+    [[maybe_unused]] const VecLane<P> lanes;                 // the gate's lane map, kept across chunks (HOIST_LANES)
+    auto lane_map = [&] {
+        if constexpr (HOIST_LANES) return lanes;
+        else return VecLane<P>();
+    };
+#endif
     for (int j = g; j < nchunks; j += PG) {
         const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j), jn = j + PG;
         const Tiles s = slot(b);
@@ -113,7 +120,7 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             // (warp_uniform: the branch holds wgmma; gate_decays_vec's answer is group-uniform.) After a chunk that
             // was not mild the group votes before the decays: a chunk's strength predicts the next one's.
             const bool early = AT == ISSUE_AFTER_GATE && jn < nchunks;  // the next chunk loads during the decays
-            last_mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, !last_mild, [&] { if (early) x = issue(jn, true); }));
+            last_mild = warp_uniform((int)gate_decays_vec<P>(a, s, sq, i0, b, lane_map(), !last_mild, [&] { if (early) x = issue(jn, true); }));
             if (last_mild) wg_scores<P>(s);                  // A = (Q̃ K̃^T) ⊙ M  (one tf32 wgmma group; else the exact
                                                              // path ran: A = (Q K^T) ⊙ D on wgmma, §4.3, Q̃ and K̂)
 #else

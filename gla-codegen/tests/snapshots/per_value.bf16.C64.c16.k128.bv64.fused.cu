@@ -1590,12 +1590,44 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 #endif
 
 #if GLA_WG_SCORES
+// gate_decays_vec's lane map for one producer thread of group G: thread (octet o, segment m) owns key columns
+// d = 8o .. 8o + 7 of rows r0 = m·SR .. r0 + SR − 1, and the segments of an octet are lanes OPW apart in one warp —
+// with the slot-relative offsets of its rows in the logits tile (XO), in q / k (KO) and in [Q̃; K̃] (swz32_rows).
+// `produce` builds it once, before the chunk loop, where the producers have the registers to keep it (at most 384
+// threads); at 512 threads it is built where it is used (`opaque`: recomputed, not kept live).
+template <class G>
+struct VecLane {
+    static constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
+    int lane, seg, d, r0;
+    int xo[SR], ko[SR], so[SR];
+    __device__ __forceinline__ VecLane() {
+        const int tid = opaque<NT + PT>(G::tid());
+        lane = tid & 31;
+        seg = lane / OPW;
+        d = ((tid >> 5) * OPW + lane % OPW) * 8;
+        r0 = seg * SR;
+#pragma unroll
+        for (int u = 0; u < SR; ++u) {
+            xo[u] = pin(XO(r0 + u, d));
+            ko[u] = pin(KO(r0 + u, d));
+            so[u] = pin(swz32_rows<2 * C>(r0 + u, d));
+        }
+    }
+    // (kept where it is hoisted: ptxas would otherwise recompute the offsets from the thread index every chunk)
+    static __device__ __forceinline__ int pin(int x) {
+        if constexpr (NT + PT <= 384) asm volatile("" : "+r"(x));
+        return x;
+    }
+};
+// Whether `produce` keeps the lane map of its producer threads across the chunk loop (see VecLane).
+constexpr bool HOIST_LANES = NT + PT <= 384;
+
 // Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
 // the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
 template <class G>
-__device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
-    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
-    const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+__device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, const VecLane<G>& L, float (&g)[C / (G::NT / (DK / 8))][8], float (&gl)[8]) {
+    constexpr int SEGS = VecLane<G>::SEGS, SR = VecLane<G>::SR, OPW = VecLane<G>::OPW;  // OPW: octets a warp
+    const int lane = L.lane, seg = L.seg, d = L.d, r0 = L.r0;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
     const bool full = rows == C && a.dk == DK;
@@ -1604,7 +1636,7 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
 #pragma unroll
         for (int u = 0; u < SR; ++u) {
             float x[8];
-            load_vec(s.x(b) + XO(r0 + u, d), x);
+            load_vec(s.x(b) + L.xo[u], x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 acc[c] = gate_log2_acc(x[c], p, acc[c]);
@@ -1616,7 +1648,7 @@ __device__ __forceinline__ void gate_gamma_vec(const FwdArgs& a, const Tiles& s,
         for (int u = 0; u < SR; ++u) {
             const int i = r0 + u;
             float x[8];
-            load_vec(s.x(b) + XO(i, d), x);
+            load_vec(s.x(b) + L.xo[u], x);
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
                 if (i < rows && d + c < a.dk) acc[c] = gate_log2_acc(x[c], p, acc[c]);
@@ -1670,19 +1702,19 @@ __device__ __forceinline__ void store_gamma_last(const Tiles& s, int d, const fl
 // (Applying K̂ on the state pass's idle consumers instead, from the producers' exponents, was slower: benches/NOTES.md.)
 template <class G, class AfterGate>
 __device__ __forceinline__ void gate_khat_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, AfterGate&& after_gate) {
-    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
-    const int tid = G::tid(), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    constexpr int SEGS = VecLane<G>::SEGS, SR = VecLane<G>::SR;
+    const VecLane<G> L;
     float g[SR][8], gl[8];
-    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    gate_gamma_vec<G>(a, s, sq, i0, b, L, g, gl);
     after_gate();  // (the logits tile is read: GLA_ISSUE_AFTER_GATE loads the group's next chunk from here on)
-    if (seg == SEGS - 1) store_gamma_last(s, d, gl);
+    if (L.seg == SEGS - 1) store_gamma_last(s, L.d, gl);
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
         float kf[8];
-        load_vec(s.k(b) + KO(r0 + u, d), kf);
+        load_vec(s.k(b) + L.ko[u], kf);
 #pragma unroll
         for (int c = 0; c < 8; ++c) kf[c] *= exp_nonpos(gl[c] - g[u][c]);
-        store_vec(s.k(b) + KO(r0 + u, d), kf);
+        store_vec(s.k(b) + L.ko[u], kf);
     }
 }
 
@@ -1707,13 +1739,13 @@ __device__ __forceinline__ void exact_scores_vec(const Tiles& s, int b, const fl
 // (GLA_ISSUE_AFTER_GATE: the group's next chunk is loaded from there on).
 // Returns (group-uniform) whether the chunk is mild (then wg_scores makes A); ends on a barrier either way.
 template <class G, class AfterGate>
-__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, bool vote_first, AfterGate&& after_gate) {
-    constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;  // OPW: octets a warp
+__device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b, const VecLane<G>& L, bool vote_first, AfterGate&& after_gate) {
+    constexpr int OCT = VecLane<G>::OCT, SEGS = VecLane<G>::SEGS, SR = VecLane<G>::SR;
     static_assert(VEC == 8 && SEGS * OCT == G::NT && SEGS >= 2 && SEGS <= 32 && (SEGS & (SEGS - 1)) == 0 && C % SEGS == 0,
                   "one (octet, segment) per thread, an octet's segments in one warp");
-    const int tid = opaque<NT + PT>(G::tid()), lane = tid & 31, seg = lane / OPW, d = ((tid >> 5) * OPW + lane % OPW) * 8, r0 = seg * SR;
+    const int seg = L.seg, d = L.d;
     float g[SR][8], gl[8];  // this thread's Γ, and Γ_L of its columns
-    gate_gamma_vec<G>(a, s, sq, i0, b, g, gl);
+    gate_gamma_vec<G>(a, s, sq, i0, b, L, g, gl);
     after_gate();  // (the logits tile is no longer read: the group's next chunk may be loaded into it)
     float e[8];  // exp(Γ_L)
 #pragma unroll
@@ -1728,19 +1760,18 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
     }
 #pragma unroll
     for (int u = 0; u < SR; ++u) {
-        const int i = r0 + u;
         float qf[8], kf[8];
-        load_vec(s.q(b) + KO(i, d), qf);
-        load_vec(s.k(b) + KO(i, d), kf);
+        load_vec(s.q(b) + L.ko[u], qf);
+        load_vec(s.k(b) + L.ko[u], kf);
 #pragma unroll
         for (int c = 0; c < 8; ++c) {
             qf[c] *= exp_nonpos(g[u][c]);  // Q̃
             kf[c] *= exp_span(-g[u][c]);   // K̃
         }
-        store_vec(s.q(b) + KO(i, d), qf);
+        store_vec(s.q(b) + L.ko[u], qf);
         // (swz32_rows(i, d + 4) = swz32_rows(i, d) ^ 4 for d % 8 == 0, and row C + i = row i + 32 C: C % 8 == 0 keeps
         // the swizzle phase — one swizzle a row, not four)
-        const int o = swz32_rows<2 * C>(i, d);
+        const int o = L.so[u];
         float* qr = s.qk + o;
         float* qr4 = s.qk + (o ^ 4);
         float* kr = s.qk + (o + 32 * C);
@@ -1751,7 +1782,7 @@ __device__ __forceinline__ bool gate_decays_vec(const FwdArgs& a, const Tiles& s
         *reinterpret_cast<float4*>(kr4) = make_float4(tf32_half_ulp(kf[4]), tf32_half_ulp(kf[5]), tf32_half_ulp(kf[6]), tf32_half_ulp(kf[7]));
 #pragma unroll
         for (int c = 0; c < 8; ++c) kf[c] *= e[c];  // K̂ = K̃ ⊙ exp(Γ_L)
-        store_vec(s.k(b) + KO(i, d), kf);
+        store_vec(s.k(b) + L.ko[u], kf);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // [Q̃; K̃], to the tensor cores
     if (vote_first) {  // (voted mild above)
