@@ -571,6 +571,7 @@ fn main() {
     let which = opt("--gates", "gla,mamba2");
     // (any registered gate by name, in the order given; an unknown name is an error that lists the known ones)
     let _ = &gla::gates::Gla; // (links the built-in gates' registrations)
+    let _ = &tests::gates::ValueGla; // (and the tests' per-value gate, `value_gla`)
     let registered = gla_core::registered_gates();
     let mut gates: Vec<(&str, &'static dyn Gate)> = Vec::new();
     for w in which.split(',').filter(|w| !w.is_empty()) {

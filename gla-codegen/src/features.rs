@@ -44,6 +44,13 @@ pub struct Features {
     pub reverse: bool,
     /// A backward pass (dv, dq, dk): never segmented (the two-level scan is the forward's).
     pub backward_pass: bool,
+    /// Whether the plan may cut narrow problems into segments (the two-level scan): not the backward's passes, and
+    /// not per-value gates on wgmma consumers (their segment-state pass and combine are not written yet).
+    pub segmented: bool,
+    /// Per-value gates on wgmma consumers: the producers write V̂ = V ⊙ 2^(Γ_L − Γ) over the value columns and, on a
+    /// chunk whose span passes SPAN_MAX, the intra-chunk output P by running products of α; the consumers scale Sᵀ's
+    /// rows by 2^Γ_L and the output by 2^(Γ − Γ_L) (mild) or 2^Γ plus P (see `value_operands`).
+    pub value_rows: bool,
     /// [`crate::Pass::Dq`], [`crate::Pass::Dk`]: the store takes the gate's row sums Σ_e rs_w ⊙ o per token and
     /// consumer warpgroup (64 columns) from the f32 accumulators (`ForwardArgs::rs_w`, `rs_out`).
     pub row_sums: bool,
@@ -68,6 +75,9 @@ pub struct Features {
     pub two_tma_groups: bool,
     /// Per key, two producer warpgroups: each group's logits in its own tile (the fourth slot fits).
     pub x_per_group: bool,
+    /// Per key with the producers' wgmma scores, at most 384 threads a CTA: the producer warps have the registers to
+    /// keep the gate's lane map across the chunk loop (`VecLane`; at 512 threads it is rebuilt each chunk).
+    pub roomy_producers: bool,
     /// Every slot belongs to one producer group (slot j mod STAGES, group j mod PG): one EMPTY barrier a slot.
     pub slot_per_group: bool,
     /// Where a producer group of the fused pass issues its next chunk j + PG while working on chunk j ([`Issue`]).
@@ -186,6 +196,9 @@ impl Features {
             shape,
             reverse: spec.pass.reverse(),
             backward_pass: spec.pass != crate::spec::Pass::Forward,
+            segmented: spec.pass == crate::spec::Pass::Forward
+                && !(shape == GateShape::PerValue && t.wgmma),
+            value_rows: shape == GateShape::PerValue && t.wgmma,
             row_sums: spec.pass.row_sums(),
             split_operands: split_operands(spec),
             tensor_cores: spec.dtype != DType::F32,
@@ -197,6 +210,7 @@ impl Features {
             producer_groups: t.producer_groups.max(1),
             two_tma_groups: two,
             x_per_group: x_per_group(spec),
+            roomy_producers: wg_scores(spec) && 32 * (t.warps + t.producer_warps) <= 384,
             slot_per_group,
             issue,
             states_issue,
@@ -467,6 +481,7 @@ impl SmemLayout {
         let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
         let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
         let per_key = spec.gate.shape() == GateShape::PerKey;
+        let per_value = spec.gate.shape() == GateShape::PerValue;
         let wg = spec.tiles.wgmma;
         // wgmma: q, k, v and A in the swizzled layout (unpadded rows; A's rows one 64-element panel), 1024-aligned.
         let (ldk, ldv, ldc) = if wg {
@@ -479,16 +494,29 @@ impl SmemLayout {
         let a_bytes = c * ldc * e;
         let (so, slot_bytes) = carve_aligned(
             &[
-                c * ldk * e,                                        // q → Q̃
-                c * ldk * e,                                        // k → K̂
-                c * ldv * e,                                        // v
+                c * ldk * e,                             // q → Q̃
+                c * ldk * e,                             // k → K̂
+                c * ldv * e,                             // v
                 if xg { 0 } else { x }, // logits → K̃ / scratch (x_per_group: below)
                 a_bytes,                // A
                 if split_a(spec) { a_bytes } else { 0 }, // A_lo
-                if per_key { 2 * dk * 4 } else { 0 }, // Γ_L, exp(Γ_L)
-                if per_key { 0 } else { c * 4 }, // Γ (scalar gates)
+                if per_key {
+                    2 * dk * 4
+                } else if per_value {
+                    2 * bv * 4 + 16
+                } else {
+                    0
+                }, // Γ_L, exp(Γ_L) (per value: then the chunk's mild flag)
+                if per_key {
+                    0
+                } else if per_value {
+                    c * (bv + 4) * 4
+                } else {
+                    c * 4
+                }, // Γ (scalar gates; per value C x BV, padded rows)
                 if split_operands(spec) { c * ldk * e } else { 0 }, // Q̃_lo (the dq / dk passes)
                 if split_operands(spec) { c * ldk * e } else { 0 }, // K̂_lo
+                if per_value { c * bv * 4 } else { 0 }, // P: a strong chunk's intra-chunk output (per value)
             ],
             if wg { SWIZZLE_ALIGN } else { 128 },
         );
@@ -589,7 +617,7 @@ impl SmemLayout {
             },
             st: base + ro[0],
             a: so[4],
-            vt: 0,
+            vt: if per_value { so[10] } else { 0 },
             a_lo: so[5],
             gl: so[6],
             tot: base + ro[2],
@@ -692,5 +720,5 @@ fn split_operands(spec: &KernelSpec) -> bool {
 /// whose A feeds that product (per-key, per-head, fixed). Rounding A once to bf16 alone costs ~1.5e-3 relative
 /// RMS at the output (tests/examples/rounding_budget.rs).
 fn split_a(spec: &KernelSpec) -> bool {
-    spec.dtype != DType::F32 && spec.gate.shape() != GateShape::PerValue
+    spec.dtype != DType::F32 && (spec.gate.shape() != GateShape::PerValue || spec.tiles.wgmma)
 }

@@ -296,8 +296,10 @@ impl KernelSpec {
             if self.dtype == DType::F32 {
                 return bad("warp specialisation needs a tensor-core dtype (bf16 or f16); use producer_warps = 0 for f32".into());
             }
-            if self.shape() == GateShape::PerValue {
-                return bad("warp specialisation supports per-key, per-head and fixed gates, not per-value; use producer_warps = 0".into());
+            if self.shape() == GateShape::PerValue
+                && !(self.tiles.wgmma && self.tiles.producer_groups == 1 && self.key_split == 1)
+            {
+                return bad("a per-value gate is warp-specialised on wgmma consumers with one producer group and no key split; use wgmma, or producer_warps = 0".into());
             }
         }
         if self.tiles.wgmma {
@@ -745,6 +747,28 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+    // Per-value gates on wgmma consumers (tensor-core dtypes, C 32, one producer warpgroup, no key split: see
+    // `value_operands`): 64 value columns a consumer warpgroup, d = 64 (one warpgroup; one or two CTAs an SM) and
+    // d = 128 (one or two warpgroups).
+    if gate.shape() == GateShape::PerValue {
+        for dtype in [DType::BF16, DType::F16] {
+            for (d, warps, ctas_per_sm) in
+                [(64u32, 4u32, 1u32), (64, 4, 2), (128, 4, 1), (128, 8, 1)]
+            {
+                let tiles = Tiles {
+                    block_v: 16 * warps,
+                    warps,
+                    producer_warps: 4,
+                    producer_groups: 1,
+                    wgmma: true,
+                    ctas_per_sm,
+                };
+                if let Ok(s) = KernelSpec::new(gate, dtype, 32, 16, d, d, false, tiles) {
+                    out.push(s);
                 }
             }
         }

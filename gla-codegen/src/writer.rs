@@ -34,7 +34,7 @@ pub fn family_templates(f: &Features) -> Vec<&'static str> {
         Family::Fused => t.extend([SCAN, FUSED, COMBINE]),
         Family::WarpSpecialised => t.extend([SCAN, WS_RING, WS, COMBINE]),
         // (the backward's passes are never segmented: no combine)
-        Family::WarpSpecialisedWgmma if f.backward_pass => t.extend([SCAN, WS_RING, WS_WGMMA, WS]),
+        Family::WarpSpecialisedWgmma if !f.segmented => t.extend([SCAN, WS_RING, WS_WGMMA, WS]),
         Family::WarpSpecialisedWgmma => t.extend([SCAN, WS_RING, WS_WGMMA, WS, COMBINE]),
     }
     if f.key_split > 1 && !f.cluster {
@@ -278,7 +278,10 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
     let _ = writeln!(w, "#define GLA_ROWS_SCALED {}    // scalar gates on wgmma: mild chunks scale O's rows by 2^Γ_i instead of q", b(f.rows_scaled));
     let _ = writeln!(w, "constexpr bool SLOT_PER_GROUP = {};  // every slot holds one producer group's chunks: one EMPTY barrier a slot", f.slot_per_group);
     let _ = writeln!(w, "constexpr bool STATES_ISSUE_AHEAD = {};  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j", f.states_issue_ahead);
+    let _ = writeln!(w, "constexpr bool ROOMY_PRODUCERS = {};  // per key, wg scores, <= 384 threads: the producers keep the gate's lane map across chunks", f.roomy_producers);
     let _ = writeln!(w, "constexpr bool XCH_SPLIT = {};  // cluster key split: each CTA finishes half the value columns (else slice 0 all)", f.xch_split);
+    let _ = writeln!(w, "#define GLA_SEGMENTED {}  // the two-level scan's segment-state pass is part of the source", f.segmented as u32);
+    let _ = writeln!(w, "#define GLA_VALUE_ROWS {}  // per value on wgmma: V̂ and P by the producers, Sᵀ's rows and O scaled by the consumers", f.value_rows as u32);
     let _ = writeln!(w, "#define GLA_REVERSE {}  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃", f.reverse as u32);
     let _ = writeln!(w, "#define GLA_ROW_SUMS {}  // the backward's dq / dk passes: the store takes the gate's row sums Σ rs_w ⊙ o", f.row_sums as u32);
     let _ = writeln!(w, "#define GLA_SPLIT_OPS {}  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products", f.split_operands as u32);
@@ -495,15 +498,16 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
                 },
             ],
             needs_state_buffer: false,
-            segmented: !f.backward_pass,
+            segmented: f.segmented,
             tma: f.tma,
             lead_permille: f.lead_permille,
             workspace_partials: f.workspace_partials(),
         }
     };
     let mut plan = plan;
-    if f.backward_pass {
-        // A backward pass: the fused kernel alone (its source has no segment-state pass and no combine).
+    if !f.segmented {
+        // A backward pass, a per-value gate on wgmma: the fused kernel alone (its source has no segment-state pass
+        // and no combine).
         plan.kernels.retain(|k| k.name == "gla_fwd_ws");
     }
     if spec.key_split > 1 && !spec.cluster {

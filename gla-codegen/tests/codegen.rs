@@ -715,7 +715,10 @@ fn warp_specialised_variants_are_validated_with_a_reason() {
             "producer_warps must be 0 (no warp specialisation), 4 or 8",
         ),
         (ws(pk, 32, 128, 64, 16, 4), "at most 8 consumer warps"),
-        (ws(&fixtures::PER_VALUE, 32, 128, 64, 8, 4), "not per-value"),
+        (
+            ws(&fixtures::PER_VALUE, 32, 128, 64, 8, 4),
+            "a per-value gate is warp-specialised on wgmma consumers",
+        ),
         (
             KernelSpec::new(
                 pk,
@@ -953,10 +956,22 @@ fn warp_specialised_plan_and_slot_ring() {
         }
     }
     assert!(seen > 50, "{seen} warp-specialised variants");
-    // none for value gates
-    assert!(all_variants(&fixtures::PER_VALUE)
-        .iter()
-        .all(|v| !v.tiles.specialised()));
+    // value gates: on wgmma consumers only, one producer group, never segmented (no segment-state pass)
+    let pv: Vec<_> = all_variants(&fixtures::PER_VALUE)
+        .into_iter()
+        .filter(|v| v.tiles.specialised())
+        .collect();
+    assert!(!pv.is_empty());
+    for v in &pv {
+        assert!(
+            v.tiles.wgmma && v.tiles.producer_groups == 1 && v.key_split == 1,
+            "{}",
+            v.id()
+        );
+        let g = generate(v).unwrap();
+        assert!(!g.plan.segmented && g.plan.kernels.len() == 1, "{}", v.id());
+        assert!(g.source.contains("#define GLA_VALUE_ROWS 1"), "{}", v.id());
+    }
 }
 
 #[test]
@@ -1380,7 +1395,7 @@ fn key_split_variants_are_validated_and_planned() {
         g1.source.contains("#define KSPLIT 1")
             && g1.plan.kernels.iter().all(|k| k.name != "gla_fwd_ksum")
     );
-    // (Per-value gates have no wgmma variant to split: the warp-specialised kernels refuse them first.)
+    // (Per-value gates on wgmma are not key-split.)
     let e = KernelSpec::new(
         &fixtures::PER_VALUE,
         DType::BF16,
@@ -1391,9 +1406,10 @@ fn key_split_variants_are_validated_and_planned() {
         false,
         tiles(true),
     )
+    .and_then(|s| s.with_key_split(2))
     .unwrap_err()
     .to_string();
-    assert!(e.contains("not per-value"), "{e}");
+    assert!(e.contains("no key split"), "{e}");
     // Key splits 2 and 4 on every fused family (the plain and mma.sync kernels write f32 partials from
     // output_chunk); not on the materialized plan, and no other count.
     let plain = Tiles {

@@ -338,6 +338,7 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
         // block of 32), 10·log σ(x) blocks of 2–8 rows with every level live, constant −60 blocks of 2 with every
         // level negligible; d = 64 has 2 rows a thread, d = 128 four
         ("gla_n1", DType::BF16, d128, None, By(-2.0), None),
+        ("gla_n1", DType::BF16, d64, None, By(-2.0), None),
         ("gla_n01", DType::BF16, d128, cu.clone(), By(0.0), None),
         ("gla_n01", DType::BF16, d64, None, By(0.0), None),
         ("const_m60", DType::BF16, d64, None, By(0.0), None),
@@ -384,7 +385,23 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
     ];
     // (gate, dtype, dims, shift, key split): d_k over 128 as key slices whose f32 partial outputs `gla_fwd_ksum`
     // adds (d_k = 512: the default, 4 slices; d_k = 256: 2 slices without the cluster the default uses)
+    // (and the key slices' 384-thread wgmma variant, 4 rows a producer thread: the exact path's one block of 32 and
+    // blocks of 2)
     let key_splits: Vec<(&str, DType, Dims, Shift, u32)> = vec![
+        (
+            "gla_n1",
+            DType::BF16,
+            Dims::new(1, 75, 2, 256, 128),
+            By(-2.0),
+            2,
+        ),
+        (
+            "const_m60",
+            DType::BF16,
+            Dims::new(1, 45, 2, 256, 128),
+            By(0.0),
+            2,
+        ),
         ("gla", DType::BF16, Dims::new(1, 40, 1, 512, 64), By(0.0), 0),
         (
             "gla",
@@ -457,6 +474,96 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
                 Ok(line)
             } else {
                 Err(format!("{line} (tolerance {tol:.0e})"))
+            }
+        })
+        .collect();
+    tests::report_cases(results);
+}
+
+/// Per-value gates on wgmma consumers (`value_operands`: V̂ and, on chunks over SPAN_MAX, the exact intra-chunk
+/// part P by the producers; Sᵀ's rows and O scaled by the consumers) against the f64 recurrence: mild, strong and
+/// alternating chunks, varlen with empty and one-token sequences, d = 64 (one consumer warpgroup) and 128, bf16 and
+/// f16, an initial state. Tolerance 3e-3 relative RMS.
+#[test]
+fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
+    let gate = tests::gate_named;
+    let cu = Some(vec![0, 0, 1, 41, 75]);
+    let cases: Vec<(&str, DType, Dims, Option<Vec<usize>>, Shift, u32)> = vec![
+        (
+            "value_gla",
+            DType::BF16,
+            Dims::new(1, 75, 2, 128, 128),
+            cu.clone(),
+            By(0.0),
+            8,
+        ),
+        (
+            "value_gla",
+            DType::BF16,
+            Dims::new(2, 70, 2, 128, 128),
+            None,
+            By(-12.0),
+            8,
+        ),
+        (
+            "value_gla",
+            DType::BF16,
+            Dims::new(1, 170, 2, 128, 128),
+            None,
+            Alternating,
+            8,
+        ),
+        (
+            "value_gla",
+            DType::F16,
+            Dims::new(1, 75, 2, 64, 64),
+            cu.clone(),
+            Alternating,
+            4,
+        ),
+        (
+            "value_gla",
+            DType::BF16,
+            Dims::new(2, 70, 2, 64, 64),
+            None,
+            By(0.0),
+            4,
+        ),
+    ];
+    use rayon::prelude::*;
+    let results: Vec<Result<String, String>> = cases
+        .par_iter()
+        .enumerate()
+        .map(|(i, (name, dt, dims, cu, shift, warps))| {
+            let g = gate(name);
+            let tiles = Tiles {
+                block_v: 16 * warps,
+                warps: *warps,
+                producer_warps: 4,
+                producer_groups: 1,
+                wgmma: true,
+                ctas_per_sm: 1,
+            };
+            let kd = gla_codegen::specialised_dim(dims.dk).unwrap();
+            let vd = gla_codegen::specialised_dim(dims.dv).unwrap();
+            let spec =
+                KernelSpec::new(g, *dt, 32, 16, kd, vd, false, tiles).map_err(|e| e.to_string())?;
+            let mut case = Case::random(g, *dims, *dt, 900 + i as u64, true, cu.clone());
+            let per_token = case.logits.len() / (dims.b * dims.t);
+            for (n, x) in case.logits.iter_mut().enumerate() {
+                *x = dt.round(*x + shift.at((n / per_token) % dims.t));
+            }
+            let (o, ht) = emulate(&spec, &case, 1, None)?;
+            let (want_o, want_ht) = case.reference(g, None);
+            let (eo, eh) = (rel_rms(&o, &want_o), rel_rms(&ht, &want_ht));
+            let line = format!(
+                "{} shift {shift}: o {eo:.2e}, final state {eh:.2e}",
+                spec.id()
+            );
+            if eo <= 3e-3 && eh <= 3e-3 {
+                Ok(line)
+            } else {
+                Err(format!("{line} (tolerance 3e-3)"))
             }
         })
         .collect();

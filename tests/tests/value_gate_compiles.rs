@@ -15,11 +15,13 @@ fn every_value_gate_variant_compiles_without_spills() {
     let gate: &'static dyn Gate = &tests::gates::ValueGla;
     assert_eq!(gate.shape(), GateShape::PerValue);
     let specs = all_variants(gate);
-    // The tuner's space for a value gate: every plain fused and materialized kernel of every dtype and head dim.
+    // The tuner's space for a value gate: every plain fused and materialized kernel of every dtype and head dim, and
+    // the bf16 wgmma kernels of d = 64 and 128 (f16 runs the same kernels: all_variants keeps its defaults only).
     assert!(
         specs.len() >= 18
             && specs.iter().any(|s| s.materialize)
-            && specs.iter().any(|s| s.sub_chunk == 32),
+            && specs.iter().any(|s| s.sub_chunk == 32)
+            && specs.iter().filter(|s| s.tiles.wgmma).count() >= 2,
         "got {}",
         specs.len()
     );

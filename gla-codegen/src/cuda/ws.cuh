@@ -61,9 +61,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     elem_t x = issue(g);
     [[maybe_unused]] bool last_mild = true;                  // (per key, wgmma scores: the group's last chunk was mild)
 #if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
-    [[maybe_unused]] const VecLane<P> lanes;                 // the gate's lane map, kept across chunks (HOIST_LANES)
+    [[maybe_unused]] const VecLane<P> lanes;                 // the gate's lane map, kept across chunks (ROOMY_PRODUCERS)
     auto lane_map = [&] {
-        if constexpr (HOIST_LANES) return lanes;
+        if constexpr (ROOMY_PRODUCERS) return lanes;
         else return VecLane<P>();
     };
 #endif
@@ -101,6 +101,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
                 gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))  (ends on a barrier)
                 decay_operands<P>(s, b, false, false);           // K̂ = K ⊙ exp(Γ_L − Γ)
             }
+#elif GLA_VALUE_ROWS
+            static_assert(!STATES, "per value on wgmma: no segment-state pass");
 #else
             float gam[GPL];
             scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam, xc);  // Γ (every warp)
@@ -136,6 +138,10 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
+#elif GLA_VALUE_ROWS
+        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ over this CTA's value columns (s.G, C x BV)
+        intra_scores<P>(s, b);                               // A = (Q Kᵀ) ⊙ M  (no decay: it acts on V's columns)
+        value_operands<P>(s, b);                             // Γ_L, 2^Γ_L, mild?  strong: P;  V̂ = V ⊙ 2^(Γ_L − Γ)
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
@@ -199,6 +205,15 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
+#if GLA_VALUE_ROWS
+            // (per value: a mild chunk packs Sᵀ decayed and takes the intra-chunk product, a strong one packs it as
+            // it entered and adds the producers' P at the store — value_operands)
+            const bool mild = warp_uniform((int)value_mild(s));
+            if (mild) wg_decay(S, s);                        // Sᵀ ← diag(2^Γ_L) Sᵀ
+            wg_pack(S, sa);
+            if (!mild) wg_decay(S, s);
+            wg_output(sa, o, s, b, mild);                    // Oᵀ = Sᵀ Qᵀ (+ V̂ᵀ Aᵀ on a mild chunk)   (async)
+#else
 #if GLA_WG_SMEM_S
             wg_stage_state(S, s.st);                         // Sᵀ (bf16) for the output product, in shared memory
 #else
@@ -206,6 +221,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #endif
             wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
+#endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
@@ -261,7 +277,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     ws_fused_segment(a, smem, head, n, p);
 }
 
-#if !GLA_REVERSE  // (the dv pass is never segmented)
+#if GLA_SEGMENTED  // (the backward's passes and per-value gates on wgmma are never segmented)
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.

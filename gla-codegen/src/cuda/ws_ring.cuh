@@ -37,6 +37,11 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
     s.GL = reinterpret_cast<float*>(smem + OFF_GL + off);
     s.EGL = s.GL + DK;
     s.G = reinterpret_cast<float*>(smem + OFF_G + g * G_STRIDE);
+#elif GLA_VALUE_ROWS
+    s.GL = reinterpret_cast<float*>(smem + OFF_GL + off);  // Γ_L, 2^Γ_L of the value columns, the mild flag
+    s.EGL = s.GL + BV;
+    s.G = reinterpret_cast<float*>(smem + OFF_G + off);
+    s.P = reinterpret_cast<float*>(smem + OFF_VT + off);
 #else
     s.G = reinterpret_cast<float*>(smem + OFF_G + off);
 #endif

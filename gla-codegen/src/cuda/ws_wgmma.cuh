@@ -11,6 +11,7 @@ constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
 static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
 static_assert(!GLA_SPLIT_OPS || (!GLA_WG_SMEM_S && !GLA_ROWS_SCALED), "the dq / dk passes: Sᵀ's halves in registers, Q̃ decayed");
+static_assert(!GLA_VALUE_ROWS || (!GLA_WG_SMEM_S && !GLA_REVERSE && KSPLIT == 1), "per value: Sᵀ in registers, forward, no key split");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -132,7 +133,7 @@ __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
 #endif
     }
 }
-__device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b) {
+__device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b, bool intra = true) {
     const int wg = wg_index();
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) o[i] = 0.f;
@@ -158,6 +159,7 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
     }
 #pragma unroll
     for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
+        if (!intra) break;  // (per value, a strong chunk: the producers' P instead; warp-uniform)
         const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
 #if GLA_REVERSE
         // (the dv pass: dOᵀ A — K = token t: A's rows 16k.., read N-major)
@@ -185,6 +187,12 @@ __device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
         const float2 f = *reinterpret_cast<const float2*>(s.EGL + 8 * j + 2 * t);  // exp(Γ_L), from the producers
         S[4 * j] *= f.x; S[4 * j + 1] *= f.y; S[4 * j + 2] *= f.x; S[4 * j + 3] *= f.y;
     }
+#elif GLA_VALUE_ROWS
+    // (per value: row r of Sᵀ is value column r — accumulator element i is row 16 w + g + 8·((i >> 1) & 1))
+    const int r = 64 * wg_index() + 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2);
+    const float f0 = s.EGL[r], f1 = s.EGL[r + 8];
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) S[i] *= ((i >> 1) & 1) ? f1 : f0;
 #else
     const float f = exp_nonpos(s.G[C - 1]);
 #pragma unroll
@@ -294,6 +302,19 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
         for (int m = 0; m < C / 4; ++m) f[m] = rows ? a.scale * exp_nonpos(s.G[8 * (m >> 1) + 2 * (lane & 3) + (m & 1)]) : a.scale;
 #pragma unroll
         for (int i = 0; i < C / 2; ++i) x[i] = f[2 * (i >> 2) + (i & 1)] * o[i];
+    }
+#elif GLA_VALUE_ROWS
+    // Per value (value_operands): element i is value column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1);
+    // mild chunks O = 2^(Γ − Γ_L) ⊙ o, strong ones O = 2^Γ ⊙ o + P.
+    {
+        const bool mild = value_mild(s);
+        const int r = 64 * wg + 16 * w + (lane >> 2), t = lane & 3;
+#pragma unroll
+        for (int i = 0; i < C / 2; ++i) {
+            const int e = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+            const float gam = s.G[tok * LDG + e];
+            x[i] = a.scale * (mild ? exp_span(gam - s.GL[e]) * o[i] : fmaf(exp_nonpos(gam), o[i], s.P[tok * BV + e]));
+        }
     }
 #else
     (void)s;

@@ -34,7 +34,10 @@ constexpr IssuePoint ISSUE = ISSUE_MID, STATES_ISSUE = ISSUE_TOP;  // where a pr
 #define GLA_ROWS_SCALED 1    // scalar gates on wgmma: mild chunks scale O's rows by 2^Γ_i instead of q
 constexpr bool SLOT_PER_GROUP = true;  // every slot holds one producer group's chunks: one EMPTY barrier a slot
 constexpr bool STATES_ISSUE_AHEAD = true;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
+constexpr bool ROOMY_PRODUCERS = false;  // per key, wg scores, <= 384 threads: the producers keep the gate's lane map across chunks
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
+#define GLA_SEGMENTED 1  // the two-level scan's segment-state pass is part of the source
+#define GLA_VALUE_ROWS 0  // per value on wgmma: V̂ and P by the producers, Sᵀ's rows and O scaled by the consumers
 #define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
 #define GLA_ROW_SUMS 0  // the backward's dq / dk passes: the store takes the gate's row sums Σ rs_w ⊙ o
 #define GLA_SPLIT_OPS 0  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products
@@ -621,6 +624,7 @@ struct Tiles {
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
     float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     elem_t* xg;       // GLA_X_PER_GROUP: the producer group's logits tile (x(b) of every slot the group fills)
+    float* P;         // [C][BV] GLA_VALUE_ROWS: a strong chunk's intra-chunk output (value_operands)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -1303,6 +1307,70 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 }
 #endif
 
+#if GLA_VALUE_ROWS
+// Stage value_operands (per value on wgmma consumers, the producer group; Γ in s.G from gate_cumsum, A = (Q Kᵀ) ⊙ M
+// from intra_scores). The decay acts on the value columns e, outside the key contraction:
+//   O_ie = 2^Γ_ie (Sᵀ qᵢ)_e + Σ_{j<=i} A_ij 2^(Γ_ie − Γ_je) v_je,     Sᵀ ← diag(2^Γ_L) Sᵀ + V̂ᵀ K,  V̂ = V ⊙ 2^(Γ_L − Γ)
+// A chunk is mild when every column's span is at most SPAN_MAX (Γ_L >= −SPAN_MAX, the group's vote); its consumers
+// then take one product and one factor at the store,
+//   O_ie = 2^(Γ_ie − Γ_Le) · [(diag(2^Γ_L) Sᵀ) Qᵀ + V̂ᵀ Aᵀ]_ei          (2^(Γ_ie − Γ_Le) <= 2^SPAN_MAX)
+// else the intra-chunk part is computed here, exactly, by running products of α (every factor <= 1, no exponential
+// of a span; one column a thread), and the consumers add it:
+//   P_ie = Σ_{j<=i} A_ij v_je Π_{j<m<=i} α_me,                      O_ie = 2^Γ_ie (Sᵀ Qᵀ)_ei + P_ie
+// Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote. Writes Γ_L, 2^Γ_L and the chunk's
+// mild flag (s.GL[2 BV]) for the consumers, V̂ over v in place, P on strong chunks; ends on the vote's barrier
+// plus this thread's own stores (the FULL barrier publishes them).
+template <class G>
+__device__ __forceinline__ void value_operands(const Tiles& s, int b) {
+    const int tid = G::tid();
+    bool mild = true;
+    for (int e = tid; e < BV; e += G::NT) mild = mild && s.G[(C - 1) * LDG + e] >= -SPAN_MAX;  // (NaN: not mild)
+    mild = G::all(mild);
+    elem_t* v = s.v(b);
+    for (int e = tid; e < BV; e += G::NT) {
+        const float gl = s.G[(C - 1) * LDG + e];
+        if (!mild) {
+            float vr[C], w[C];  // column e of V (raw), and Π α over rows j + 1 .. i
+#pragma unroll
+            for (int j = 0; j < C; ++j) vr[j] = to_f32(v[VO(j, e)]);
+            float gprev = 0.f;
+#pragma unroll
+            for (int i = 0; i < C; ++i) {
+                const float gi = s.G[i * LDG + e];
+                if (i > 0) {
+                    const float al = exp_nonpos(gi - gprev);  // α_ie
+#pragma unroll
+                    for (int j = 0; j < i; ++j) w[j] *= al;
+                }
+                w[i] = 1.f;
+                gprev = gi;
+                float acc = 0.f;
+#pragma unroll
+                for (int j = 0; j <= i; ++j) {
+                    float aij = to_f32(s.A[AO(i, j)]);
+#if SPLIT_A
+                    aij += to_f32(s.A_lo[AO(i, j)]);
+#endif
+                    acc = fmaf(aij * w[j], vr[j], acc);
+                }
+                s.P[i * BV + e] = acc;
+            }
+        }
+#pragma unroll 4
+        for (int i = 0; i < C; ++i) {  // V̂ = V ⊙ 2^(Γ_L − Γ)
+            const int o = VO(i, e);
+            v[o] = to_elem(to_f32(v[o]) * exp_nonpos(gl - s.G[i * LDG + e]));
+        }
+        s.GL[e] = gl;
+        s.EGL[e] = exp_nonpos(gl);
+    }
+    if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // V̂, to the consumers' tensor cores
+}
+// The consumers' view of the chunk in slot s: whether value_operands found it mild.
+__device__ __forceinline__ bool value_mild(const Tiles& s) { return s.GL[2 * BV] != 0.f; }
+#endif
+
 #if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
 // Scalar gates with wgmma consumers (one output accumulator), chunks whose decay span is at most SPAN_MAX ("row
 // scaled"): q stays raw, the scores carry the column factor only and the consumers scale O's rows —
@@ -1621,8 +1689,9 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 // gate_decays_vec's lane map for one producer thread of group G: thread (octet o, segment m) owns key columns
 // d = 8o .. 8o + 7 of rows r0 = m·SR .. r0 + SR − 1, and the segments of an octet are lanes OPW apart in one warp —
 // with the slot-relative offsets of its rows in the logits tile (XO), in q / k (KO) and in [Q̃; K̃] (swz32_rows).
-// `produce` builds it once, before the chunk loop, where the producers have the registers to keep it (at most 384
-// threads); at 512 threads it is built where it is used (`opaque`: recomputed, not kept live).
+// `produce` builds it once, before the chunk loop, where the producers have the registers to keep it
+// (ROOMY_PRODUCERS: at most 384 threads); at 512 threads it is built where it is used (`opaque`: recomputed, not kept
+// live).
 template <class G>
 struct VecLane {
     static constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
@@ -1643,12 +1712,10 @@ struct VecLane {
     }
     // (kept where it is hoisted: ptxas would otherwise recompute the offsets from the thread index every chunk)
     static __device__ __forceinline__ int pin(int x) {
-        if constexpr (NT + PT <= 384) asm volatile("" : "+r"(x));
+        if constexpr (ROOMY_PRODUCERS) asm volatile("" : "+r"(x));
         return x;
     }
 };
-// Whether `produce` keeps the lane map of its producer threads across the chunk loop (see VecLane).
-constexpr bool HOIST_LANES = NT + PT <= 384;
 
 // Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
 // the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
@@ -2218,6 +2285,11 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
     s.GL = reinterpret_cast<float*>(smem + OFF_GL + off);
     s.EGL = s.GL + DK;
     s.G = reinterpret_cast<float*>(smem + OFF_G + g * G_STRIDE);
+#elif GLA_VALUE_ROWS
+    s.GL = reinterpret_cast<float*>(smem + OFF_GL + off);  // Γ_L, 2^Γ_L of the value columns, the mild flag
+    s.EGL = s.GL + BV;
+    s.G = reinterpret_cast<float*>(smem + OFF_G + off);
+    s.P = reinterpret_cast<float*>(smem + OFF_VT + off);
 #else
     s.G = reinterpret_cast<float*>(smem + OFF_G + off);
 #endif
@@ -2290,6 +2362,7 @@ constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
 static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
 static_assert(!GLA_SPLIT_OPS || (!GLA_WG_SMEM_S && !GLA_ROWS_SCALED), "the dq / dk passes: Sᵀ's halves in registers, Q̃ decayed");
+static_assert(!GLA_VALUE_ROWS || (!GLA_WG_SMEM_S && !GLA_REVERSE && KSPLIT == 1), "per value: Sᵀ in registers, forward, no key split");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -2411,7 +2484,7 @@ __device__ __forceinline__ void wg_pack(const WgState& S, WgStateA& sa) {
 #endif
     }
 }
-__device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b) {
+__device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s, int b, bool intra = true) {
     const int wg = wg_index();
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) o[i] = 0.f;
@@ -2437,6 +2510,7 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
     }
 #pragma unroll
     for (int k = 0; k < C / 16; ++k) {  // K = token: V's rows 16k.. of this warpgroup's panel; A's columns 16k..
+        if (!intra) break;  // (per value, a strong chunk: the producers' P instead; warp-uniform)
         const unsigned long long dv = wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL);
 #if GLA_REVERSE
         // (the dv pass: dOᵀ A — K = token t: A's rows 16k.., read N-major)
@@ -2464,6 +2538,12 @@ __device__ __forceinline__ void wg_decay(WgState& S, const Tiles& s) {
         const float2 f = *reinterpret_cast<const float2*>(s.EGL + 8 * j + 2 * t);  // exp(Γ_L), from the producers
         S[4 * j] *= f.x; S[4 * j + 1] *= f.y; S[4 * j + 2] *= f.x; S[4 * j + 3] *= f.y;
     }
+#elif GLA_VALUE_ROWS
+    // (per value: row r of Sᵀ is value column r — accumulator element i is row 16 w + g + 8·((i >> 1) & 1))
+    const int r = 64 * wg_index() + 16 * ((threadIdx.x >> 5) & 3) + ((threadIdx.x & 31) >> 2);
+    const float f0 = s.EGL[r], f1 = s.EGL[r + 8];
+#pragma unroll
+    for (int i = 0; i < DK / 2; ++i) S[i] *= ((i >> 1) & 1) ? f1 : f0;
 #else
     const float f = exp_nonpos(s.G[C - 1]);
 #pragma unroll
@@ -2573,6 +2653,19 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
         for (int m = 0; m < C / 4; ++m) f[m] = rows ? a.scale * exp_nonpos(s.G[8 * (m >> 1) + 2 * (lane & 3) + (m & 1)]) : a.scale;
 #pragma unroll
         for (int i = 0; i < C / 2; ++i) x[i] = f[2 * (i >> 2) + (i & 1)] * o[i];
+    }
+#elif GLA_VALUE_ROWS
+    // Per value (value_operands): element i is value column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1);
+    // mild chunks O = 2^(Γ − Γ_L) ⊙ o, strong ones O = 2^Γ ⊙ o + P.
+    {
+        const bool mild = value_mild(s);
+        const int r = 64 * wg + 16 * w + (lane >> 2), t = lane & 3;
+#pragma unroll
+        for (int i = 0; i < C / 2; ++i) {
+            const int e = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+            const float gam = s.G[tok * LDG + e];
+            x[i] = a.scale * (mild ? exp_span(gam - s.GL[e]) * o[i] : fmaf(exp_nonpos(gam), o[i], s.P[tok * BV + e]));
+        }
     }
 #else
     (void)s;
@@ -3012,9 +3105,9 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
     elem_t x = issue(g);
     [[maybe_unused]] bool last_mild = true;                  // (per key, wgmma scores: the group's last chunk was mild)
 #if KEY_GATE == GATE_PER_KEY && GLA_WG_SCORES
-    [[maybe_unused]] const VecLane<P> lanes;                 // the gate's lane map, kept across chunks (HOIST_LANES)
+    [[maybe_unused]] const VecLane<P> lanes;                 // the gate's lane map, kept across chunks (ROOMY_PRODUCERS)
     auto lane_map = [&] {
-        if constexpr (HOIST_LANES) return lanes;
+        if constexpr (ROOMY_PRODUCERS) return lanes;
         else return VecLane<P>();
     };
 #endif
@@ -3052,6 +3145,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
                 gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))  (ends on a barrier)
                 decay_operands<P>(s, b, false, false);           // K̂ = K ⊙ exp(Γ_L − Γ)
             }
+#elif GLA_VALUE_ROWS
+            static_assert(!STATES, "per value on wgmma: no segment-state pass");
 #else
             float gam[GPL];
             scan_publish(a, s, sq, i0, b, fixed_log_alpha, P::tid() >> 5, threadIdx.x & 31, gam, xc);  // Γ (every warp)
@@ -3087,6 +3182,10 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             const bool mild = gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);  // Γ = log2e · cumsum(gate(x))
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
+#elif GLA_VALUE_ROWS
+        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ over this CTA's value columns (s.G, C x BV)
+        intra_scores<P>(s, b);                               // A = (Q Kᵀ) ⊙ M  (no decay: it acts on V's columns)
+        value_operands<P>(s, b);                             // Γ_L, 2^Γ_L, mild?  strong: P;  V̂ = V ⊙ 2^(Γ_L − Γ)
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
@@ -3150,6 +3249,15 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
+#if GLA_VALUE_ROWS
+            // (per value: a mild chunk packs Sᵀ decayed and takes the intra-chunk product, a strong one packs it as
+            // it entered and adds the producers' P at the store — value_operands)
+            const bool mild = warp_uniform((int)value_mild(s));
+            if (mild) wg_decay(S, s);                        // Sᵀ ← diag(2^Γ_L) Sᵀ
+            wg_pack(S, sa);
+            if (!mild) wg_decay(S, s);
+            wg_output(sa, o, s, b, mild);                    // Oᵀ = Sᵀ Qᵀ (+ V̂ᵀ Aᵀ on a mild chunk)   (async)
+#else
 #if GLA_WG_SMEM_S
             wg_stage_state(S, s.st);                         // Sᵀ (bf16) for the output product, in shared memory
 #else
@@ -3157,6 +3265,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #endif
             wg_decay(S, s);                                  // Sᵀ ← Sᵀ diag(exp(Γ_L))
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
+#endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
@@ -3212,7 +3321,7 @@ extern "C" __global__ void WS_CLUSTER __launch_bounds__(NT + PT, CTAS_PER_SM) gl
     ws_fused_segment(a, smem, head, n, p);
 }
 
-#if !GLA_REVERSE  // (the dv pass is never segmented)
+#if GLA_SEGMENTED  // (the backward's passes and per-value gates on wgmma are never segmented)
 // Two-level scan, pass 1, warp-specialised (the same role split and ring as gla_fwd_ws): ΔS_p and Σ Γ_L of
 // segment p from S = 0. Producers load k, v, logits and compute Γ and K̂ of the next chunks; the consumers add
 // Σ Γ_L and run S ← diag(exp(Γ_L)) S + K̂^T V. No output.

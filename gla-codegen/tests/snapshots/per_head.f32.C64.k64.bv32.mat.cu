@@ -34,7 +34,10 @@ constexpr IssuePoint ISSUE = ISSUE_NONE, STATES_ISSUE = ISSUE_NONE;  // where a 
 #define GLA_ROWS_SCALED 0    // scalar gates on wgmma: mild chunks scale O's rows by 2^Γ_i instead of q
 constexpr bool SLOT_PER_GROUP = false;  // every slot holds one producer group's chunks: one EMPTY barrier a slot
 constexpr bool STATES_ISSUE_AHEAD = false;  // the segment-state pass issues a group's chunk j + 2 at the top of chunk j
+constexpr bool ROOMY_PRODUCERS = false;  // per key, wg scores, <= 384 threads: the producers keep the gate's lane map across chunks
 constexpr bool XCH_SPLIT = false;  // cluster key split: each CTA finishes half the value columns (else slice 0 all)
+#define GLA_SEGMENTED 1  // the two-level scan's segment-state pass is part of the source
+#define GLA_VALUE_ROWS 0  // per value on wgmma: V̂ and P by the producers, Sᵀ's rows and O scaled by the consumers
 #define GLA_REVERSE 0  // the backward's dv pass: chunks last to first, dVᵀ = S'ᵀ K̂ᵀ + dOᵀ A, S'ᵀ += dOᵀ Q̃
 #define GLA_ROW_SUMS 0  // the backward's dq / dk passes: the store takes the gate's row sums Σ rs_w ⊙ o
 #define GLA_SPLIT_OPS 0  // the dq / dk passes: Sᵀ, Q̃, K̂ as hi + lo halves in their products
@@ -584,6 +587,7 @@ struct Tiles {
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
     float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     elem_t* xg;       // GLA_X_PER_GROUP: the producer group's logits tile (x(b) of every slot the group fills)
+    float* P;         // [C][BV] GLA_VALUE_ROWS: a strong chunk's intra-chunk output (value_operands)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
         return reinterpret_cast<elem_t*>(base + (STAGES > 1 ? b : 0) * STAGE_BYTES + off);
@@ -1266,6 +1270,70 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 }
 #endif
 
+#if GLA_VALUE_ROWS
+// Stage value_operands (per value on wgmma consumers, the producer group; Γ in s.G from gate_cumsum, A = (Q Kᵀ) ⊙ M
+// from intra_scores). The decay acts on the value columns e, outside the key contraction:
+//   O_ie = 2^Γ_ie (Sᵀ qᵢ)_e + Σ_{j<=i} A_ij 2^(Γ_ie − Γ_je) v_je,     Sᵀ ← diag(2^Γ_L) Sᵀ + V̂ᵀ K,  V̂ = V ⊙ 2^(Γ_L − Γ)
+// A chunk is mild when every column's span is at most SPAN_MAX (Γ_L >= −SPAN_MAX, the group's vote); its consumers
+// then take one product and one factor at the store,
+//   O_ie = 2^(Γ_ie − Γ_Le) · [(diag(2^Γ_L) Sᵀ) Qᵀ + V̂ᵀ Aᵀ]_ei          (2^(Γ_ie − Γ_Le) <= 2^SPAN_MAX)
+// else the intra-chunk part is computed here, exactly, by running products of α (every factor <= 1, no exponential
+// of a span; one column a thread), and the consumers add it:
+//   P_ie = Σ_{j<=i} A_ij v_je Π_{j<m<=i} α_me,                      O_ie = 2^Γ_ie (Sᵀ Qᵀ)_ei + P_ie
+// Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote. Writes Γ_L, 2^Γ_L and the chunk's
+// mild flag (s.GL[2 BV]) for the consumers, V̂ over v in place, P on strong chunks; ends on the vote's barrier
+// plus this thread's own stores (the FULL barrier publishes them).
+template <class G>
+__device__ __forceinline__ void value_operands(const Tiles& s, int b) {
+    const int tid = G::tid();
+    bool mild = true;
+    for (int e = tid; e < BV; e += G::NT) mild = mild && s.G[(C - 1) * LDG + e] >= -SPAN_MAX;  // (NaN: not mild)
+    mild = G::all(mild);
+    elem_t* v = s.v(b);
+    for (int e = tid; e < BV; e += G::NT) {
+        const float gl = s.G[(C - 1) * LDG + e];
+        if (!mild) {
+            float vr[C], w[C];  // column e of V (raw), and Π α over rows j + 1 .. i
+#pragma unroll
+            for (int j = 0; j < C; ++j) vr[j] = to_f32(v[VO(j, e)]);
+            float gprev = 0.f;
+#pragma unroll
+            for (int i = 0; i < C; ++i) {
+                const float gi = s.G[i * LDG + e];
+                if (i > 0) {
+                    const float al = exp_nonpos(gi - gprev);  // α_ie
+#pragma unroll
+                    for (int j = 0; j < i; ++j) w[j] *= al;
+                }
+                w[i] = 1.f;
+                gprev = gi;
+                float acc = 0.f;
+#pragma unroll
+                for (int j = 0; j <= i; ++j) {
+                    float aij = to_f32(s.A[AO(i, j)]);
+#if SPLIT_A
+                    aij += to_f32(s.A_lo[AO(i, j)]);
+#endif
+                    acc = fmaf(aij * w[j], vr[j], acc);
+                }
+                s.P[i * BV + e] = acc;
+            }
+        }
+#pragma unroll 4
+        for (int i = 0; i < C; ++i) {  // V̂ = V ⊙ 2^(Γ_L − Γ)
+            const int o = VO(i, e);
+            v[o] = to_elem(to_f32(v[o]) * exp_nonpos(gl - s.G[i * LDG + e]));
+        }
+        s.GL[e] = gl;
+        s.EGL[e] = exp_nonpos(gl);
+    }
+    if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // V̂, to the consumers' tensor cores
+}
+// The consumers' view of the chunk in slot s: whether value_operands found it mild.
+__device__ __forceinline__ bool value_mild(const Tiles& s) { return s.GL[2 * BV] != 0.f; }
+#endif
+
 #if KEY_GATE != GATE_PER_KEY && KEY_GATE != GATE_PER_VALUE
 // Scalar gates with wgmma consumers (one output accumulator), chunks whose decay span is at most SPAN_MAX ("row
 // scaled"): q stays raw, the scores carry the column factor only and the consumers scale O's rows —
@@ -1584,8 +1652,9 @@ __device__ __forceinline__ bool gate_decays(const FwdArgs& a, const Tiles& s, co
 // gate_decays_vec's lane map for one producer thread of group G: thread (octet o, segment m) owns key columns
 // d = 8o .. 8o + 7 of rows r0 = m·SR .. r0 + SR − 1, and the segments of an octet are lanes OPW apart in one warp —
 // with the slot-relative offsets of its rows in the logits tile (XO), in q / k (KO) and in [Q̃; K̃] (swz32_rows).
-// `produce` builds it once, before the chunk loop, where the producers have the registers to keep it (at most 384
-// threads); at 512 threads it is built where it is used (`opaque`: recomputed, not kept live).
+// `produce` builds it once, before the chunk loop, where the producers have the registers to keep it
+// (ROOMY_PRODUCERS: at most 384 threads); at 512 threads it is built where it is used (`opaque`: recomputed, not kept
+// live).
 template <class G>
 struct VecLane {
     static constexpr int OCT = DK / 8, SEGS = G::NT / OCT, SR = C / SEGS, OPW = 32 / SEGS;
@@ -1606,12 +1675,10 @@ struct VecLane {
     }
     // (kept where it is hoisted: ptxas would otherwise recompute the offsets from the thread index every chunk)
     static __device__ __forceinline__ int pin(int x) {
-        if constexpr (NT + PT <= 384) asm volatile("" : "+r"(x));
+        if constexpr (ROOMY_PRODUCERS) asm volatile("" : "+r"(x));
         return x;
     }
 };
-// Whether `produce` keeps the lane map of its producer threads across the chunk loop (see VecLane).
-constexpr bool HOIST_LANES = NT + PT <= 384;
 
 // Γ of a thread's (octet, segment) in gate_decays_vec's lane map: the gate over its rows, then the shuffle scan of
 // the segment sums over the octet's lanes (g: Γ of its rows, gl: Γ_L of its columns).
