@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// `--help`.
 pub const USAGE: &str = "\
-usage: autotune [--plan | --report] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
+usage: autotune [--plan | --report | --restamp] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
                 [--out DIR] [--buckets default|B,T,H;...] [--devices all|0,1,...] [--backward]
                 [--regret default|B,T,H;...]
 
@@ -25,6 +25,10 @@ gate x dtype — into the cache at --out, as untimed entries; a GPU run later re
   --report          write the cache at --out as Markdown (DIR/report.md: per key and bucket the chosen variant, its
                     time, the default's and the gain) and print it; no compile, no GPU (the PNG heatmap of the same:
                     python3 tuning/python/heatmap.py DIR)
+  --restamp         bring the cache at --out up to date with this codegen where its kernels did not change: an entry
+                    whose current source compiles (same NVRTC) to its cubin byte for byte gets the new source hash
+                    (its timing holds: same machine code); the others stay stale and are listed (they need a GPU
+                    run); no GPU needed. Exit 1 if any stays stale
   --only <part>     only the variants whose id contains <part> (e.g. `w8p4`, `gla.fwd.bf16.C32`)
   --gates a,b       only these registered gates (default: every registered gate)
   --dims d,...      square head dims d_k = d_v, each in 1..=512 (default 64,128,256)
@@ -60,6 +64,8 @@ pub struct Options {
     pub help: bool,
     pub plan: bool,
     pub report: bool,
+    /// `--restamp`.
+    pub restamp: bool,
     pub only: Option<String>,
     pub gates: Option<Vec<String>>,
     pub dims: Option<Vec<usize>>,
@@ -87,6 +93,7 @@ impl Default for Options {
             help: false,
             plan: false,
             report: false,
+            restamp: false,
             only: None,
             gates: None,
             dims: None,
@@ -194,6 +201,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             ("-h" | "--help", _) => o.help = true,
             ("--plan", _) => o.plan = true,
             ("--report", _) => o.report = true,
+            ("--restamp", _) => o.restamp = true,
             ("--backward", _) => o.backward = true,
             ("--only", Some(v)) => o.only = Some(v),
             ("--gates", Some(v)) => {

@@ -31,6 +31,7 @@ pub mod plan;
 mod progress;
 pub mod regret;
 pub mod report;
+pub mod restamp;
 pub mod search;
 
 use gla_core::{registered_gates, Gate};
@@ -95,6 +96,30 @@ pub fn run(args: &[String]) -> ExitCode {
                     o.out.display()
                 );
                 ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if o.restamp {
+        return match restamp::restamp(&o.out) {
+            Ok(r) => {
+                for s in &r.stale {
+                    println!("stale: {s}");
+                }
+                println!(
+                    "{} entries current, {} restamped (same machine code), {} stale",
+                    r.current,
+                    r.restamped,
+                    r.stale.len()
+                );
+                if r.stale.is_empty() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
             }
             Err(e) => {
                 eprintln!("error: {e}");

@@ -245,3 +245,64 @@ fn usage() {
         );
     }
 }
+
+/// `--restamp`: an entry whose current source compiles to its cubin byte for byte gets the new source hash; one
+/// whose cubin differs from what the source compiles to (a changed kernel) stays stale and is listed.
+#[test]
+fn restamp_keeps_entries_whose_cubin_is_unchanged_and_lists_the_others() {
+    if !nvrtc_or_skip("restamp_keeps_entries_whose_cubin_is_unchanged_and_lists_the_others") {
+        return;
+    }
+    let dir = temp_dir("restamp");
+    let out = dir.join("cache");
+    let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
+    assert!(r.ok() && r.entries == 4, "{:?}", r.rows);
+    let gate: &'static dyn Gate = &gla::gates::Gla;
+    let fwd_key = CacheKey::new(gate, DType::BF16, 64, 64);
+    let dec_key = CacheKey::decode(gate, DType::BF16);
+    // As if the templates had changed since: the forward entry's source hash is old but its cubin is what the
+    // source compiles to; the decode entry's cubin is another kernel's.
+    let mut cache = TuningCache::open(&out).unwrap();
+    let fwd = cache
+        .entries()
+        .iter()
+        .find(|e| e.key == fwd_key)
+        .unwrap()
+        .clone();
+    let dec = cache
+        .entries()
+        .iter()
+        .find(|e| e.key == dec_key)
+        .unwrap()
+        .clone();
+    let fwd_cubin = cache.cubin(&fwd).unwrap();
+    let mut old = fwd.clone();
+    old.validators.source_sha256 = "0".repeat(64);
+    cache.insert(old, fwd_cubin.clone());
+    let mut changed = dec.clone();
+    changed.validators.source_sha256 = "0".repeat(64);
+    cache.insert(changed, fwd_cubin.clone());
+    cache.save().unwrap();
+
+    let rep = tuning::restamp::restamp(&out).unwrap();
+    assert_eq!((rep.current, rep.restamped), (2, 1), "{rep:?}");
+    assert_eq!(rep.stale.len(), 1, "{rep:?}");
+    assert!(
+        rep.stale[0].contains(&dec.variant) && rep.stale[0].contains("kernel changed"),
+        "{rep:?}"
+    );
+    let cache = TuningCache::open(&out).unwrap();
+    let e = cache.entries().iter().find(|e| e.key == fwd_key).unwrap();
+    assert_eq!(e.validators.source_sha256, fwd.validators.source_sha256);
+    assert_eq!(e.cubin_sha256, sha256_hex(&fwd_cubin));
+    let e = cache.entries().iter().find(|e| e.key == dec_key).unwrap();
+    assert_eq!(e.validators.source_sha256, "0".repeat(64));
+    // A second run: three current, the changed one still stale.
+    let rep = tuning::restamp::restamp(&out).unwrap();
+    assert_eq!(
+        (rep.current, rep.restamped, rep.stale.len()),
+        (3, 0, 1),
+        "{rep:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
