@@ -11,6 +11,7 @@
 //! needed; cuobjdump comes from `GLA_CUOBJDUMP` or `.cuda/tools/nvidia/cu13/bin/` (`bash benches/sass.sh` fetches
 //! it), and without it only byte-identical cubins are restamped.
 
+use crate::progress::{bar, say};
 use gla_codegen::{generate, generate_backward, Pass};
 use gla_core::{registered_gates, DType, Gate};
 use gla_runtime::cache::{sha256_hex, CacheKey, Entry, TuningCache};
@@ -183,17 +184,26 @@ pub fn restamp(dir: &Path) -> Result<RestampReport, String> {
     if tool.is_none() {
         println!("(no cuobjdump: only byte-identical cubins are restamped; `bash benches/sass.sh <id>` fetches it)");
     }
+    let pb = bar(sources.len(), "compiling");
     let cubins: HashMap<String, Result<Vec<u8>, String>> = sources
         .into_par_iter()
         .map(|(sha, (id, source))| {
+            pb.set_message(id.clone());
             let c = nvrtc::compile(&source, &id)
                 .map(|c| c.cubin)
                 .map_err(|e| e.to_string());
+            if let Err(e) = &c {
+                say(&pb, format!("  {id}: {e}"));
+            }
+            pb.inc(1);
             (sha, c)
         })
         .collect();
+    pb.finish_and_clear();
+    let pb = bar(todo.len(), "comparing");
     let mut same_code: HashMap<(String, String), bool> = HashMap::new(); // (old cubin, new source) -> same SASS
     for (mut e, sha, _) in todo {
+        pb.inc(1);
         let what = format!("{} at {:?}", e.variant, e.bucket);
         let new = match &cubins[&sha] {
             Ok(c) => c,
@@ -231,6 +241,7 @@ pub fn restamp(dir: &Path) -> Result<RestampReport, String> {
             ));
         }
     }
+    pb.finish_and_clear();
     cache.save().map_err(|e| e.to_string())?;
     Ok(report)
 }
