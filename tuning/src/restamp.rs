@@ -4,7 +4,8 @@
 //! cache stale until a GPU re-tunes it. What runs is the machine code: an entry whose current source compiles, with
 //! the NVRTC version it was compiled with, to its very cubin (SHA-256), or to a cubin whose SASS and resource usage
 //! (`cuobjdump -sass -res-usage`: every instruction, each kernel's registers, stack, shared and constant memory — not
-//! the module's count of global symbols and its constant bank 4, which grow with constants no kernel reads) equal its
+//! the module's count of global symbols and the size of its constant bank 4, which can change while every instruction
+//! stays the same) equal its
 //! cubin's — NVRTC's cubins differ in their metadata when a template changes that a kernel does not use — runs the
 //! same instructions, so its timing still holds: it takes the new source hash and keeps its cubin. An entry whose machine code
 //! differs is left as it is (stale) and listed: that kernel changed and needs a GPU (`autotune --out DIR`). No GPU
@@ -54,8 +55,8 @@ fn machine_code(tool: &Path, cubin: &[u8], tag: &str) -> Result<String, String> 
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    // (Without the module's "Common" usage — its count of global symbols and the size of its constant bank 4 change
-    // with constants no kernel reads: every instruction and each kernel's own usage are compared.)
+    // (Without the module's "Common" usage — its count of global symbols and the size of its constant bank 4 can
+    // change while every instruction stays the same: the instructions and each kernel's own usage are compared.)
     let text = String::from_utf8_lossy(&out.stdout);
     let mut kept = Vec::new();
     let mut common = false;
