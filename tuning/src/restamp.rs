@@ -1,16 +1,14 @@
 //! `autotune --restamp --out DIR`: carry a cache's entries across a codegen change that does not change their
 //! kernels. A cache entry is valid for the source it was timed with (`validators.source_sha256`); any edit of the
 //! templates — a comment, a branch of another family — changes every variant's source and would leave the whole
-//! cache stale until a GPU re-tunes it. What runs is the machine code: an entry whose current source compiles, with
-//! the NVRTC version it was compiled with, to its very cubin (SHA-256), or to a cubin whose SASS and resource usage
-//! (`cuobjdump -sass -res-usage`: every instruction, each kernel's registers, stack, shared and constant memory — not
-//! the module's count of global symbols and the size of its constant bank 4, which can change while every instruction
-//! stays the same) equal its
-//! cubin's — NVRTC's cubins differ in their metadata when a template changes that a kernel does not use — runs the
-//! same instructions, so its timing still holds: it takes the new source hash and keeps its cubin. An entry whose machine code
-//! differs is left as it is (stale) and listed: that kernel changed and needs a GPU (`autotune --out DIR`). No GPU
-//! needed; cuobjdump comes from `GLA_CUOBJDUMP` or `.cuda/tools/nvidia/cu13/bin/` (`bash benches/sass.sh` fetches
-//! it), and without it only byte-identical cubins are restamped.
+//! cache stale until a GPU re-tunes it. What runs is the machine code. An entry whose current source compiles, with
+//! the NVRTC version it was compiled with, to its very cubin (SHA-256), or to a cubin with the same SASS and resource
+//! usage (`cuobjdump -sass -res-usage`: every instruction, each kernel's registers, stack, shared and constant memory;
+//! not the module's count of global symbols and size of constant bank 4, which can change while every instruction
+//! stays the same), runs the same instructions: its timing holds, it takes the new source hash and keeps its cubin.
+//! An entry whose machine code differs is left as it is (stale) and listed: that kernel changed and needs a GPU
+//! (`autotune --out DIR`). No GPU needed; cuobjdump comes from `GLA_CUOBJDUMP` or `.cuda/tools/nvidia/cu13/bin/`
+//! (`bash benches/sass.sh` fetches it); without it only byte-identical cubins are restamped.
 
 use crate::progress::{bar, say};
 use gla_codegen::{generate, generate_backward, Pass};
