@@ -5,7 +5,7 @@
 //! outcome is known resolved (gla_codegen::resolve): the code that actually runs. An unknown id prints the closest
 //! ids and exits with status 2.
 use gla_codegen::{
-    all_variants, dv_pass_variants, fixtures, generate, scalar_pass_variants, KernelSpec, Tiles,
+    all_variants, dq_dk_pass_variants, dv_pass_variants, fixtures, generate, KernelSpec, Tiles,
 };
 use gla_core::{DType, Gate};
 
@@ -90,7 +90,7 @@ fn resolved(id: &str) {
             all_variants(g)
                 .into_iter()
                 .chain(dv_pass_variants(g))
-                .chain(scalar_pass_variants(g))
+                .chain(dq_dk_pass_variants(g))
         })
         .collect();
     let Some(spec) = variants.iter().find(|s| s.id() == id) else {

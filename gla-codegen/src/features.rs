@@ -150,7 +150,7 @@ impl Features {
     /// [`Features::smem`]).
     pub fn of(spec: &KernelSpec) -> Self {
         let t = &spec.tiles;
-        let shape = spec.gate.shape();
+        let shape = spec.shape();
         let per_key = shape == GateShape::PerKey;
         let scalar = matches!(shape, GateShape::PerHead | GateShape::Fixed);
         let smem = SmemLayout::of(spec);
@@ -261,12 +261,15 @@ fn register_split(spec: &KernelSpec) -> RegisterSplit {
     let (nt, pt) = (32 * t.warps as i64, 32 * t.producer_warps as i64);
     let file = 65536 / t.ctas_per_sm.max(1) as i64;
     let cap = ((file / (nt + pt)) / 8 * 8).min(255);
-    let per_key = spec.gate.shape() == GateShape::PerKey;
+    let per_key = spec.shape() == GateShape::PerKey;
     // (the dq / dk passes' consumers also hold Sᵀ's low halves: 16 more registers at d = 64, 32 at 128 — without
-    // them in the split their kernels spilled 16 B)
+    // them in the split their kernels spilled 16 B; a per-key gate's passes, per-value kernels of 8 + 4 warps, give
+    // the producers' running products 152: with 136 they spilled 576 B)
     let consumer: i64 = if split_operands(spec) {
         if t.ctas_per_sm > 1 {
             120
+        } else if spec.shape() == GateShape::PerValue {
+            176
         } else {
             184
         }
@@ -407,7 +410,7 @@ impl SmemLayout {
         let e = spec.dtype.size_bytes() as u32;
         let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
         let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
-        let shape = spec.gate.shape();
+        let shape = spec.shape();
         let per_value = shape == GateShape::PerValue;
         let x = match shape {
             GateShape::PerKey => c * ldk * e,
@@ -480,8 +483,8 @@ impl SmemLayout {
         let e = spec.dtype.size_bytes() as u32;
         let (c, dk, bv) = (spec.chunk, spec.dk, spec.tiles.block_v);
         let (ldk, ldc, ldv) = (dk + 8, c + 8, bv + 8);
-        let per_key = spec.gate.shape() == GateShape::PerKey;
-        let per_value = spec.gate.shape() == GateShape::PerValue;
+        let per_key = spec.shape() == GateShape::PerKey;
+        let per_value = spec.shape() == GateShape::PerValue;
         let wg = spec.tiles.wgmma;
         // wgmma: q, k, v and A in the swizzled layout (unpadded rows; A's rows one 64-element panel), 1024-aligned.
         let (ldk, ldv, ldc) = if wg {
@@ -514,8 +517,16 @@ impl SmemLayout {
                 } else {
                     c * 4
                 }, // Γ (scalar gates; per value C x BV, padded rows)
-                if split_operands(spec) { c * ldk * e } else { 0 }, // Q̃_lo (the dq / dk passes)
-                if split_operands(spec) { c * ldk * e } else { 0 }, // K̂_lo
+                if split_operands(spec) && !per_value {
+                    c * ldk * e
+                } else {
+                    0
+                }, // Q̃_lo (the dq / dk passes)
+                if split_operands(spec) {
+                    c * if per_value { ldv } else { ldk } * e
+                } else {
+                    0
+                }, // K̂_lo (per value, a per-key gate's passes: V̂_lo; q and k stay raw)
                 if per_value { c * bv * 4 } else { 0 }, // P: a strong chunk's intra-chunk output (per value)
             ],
             if wg { SWIZZLE_ALIGN } else { 128 },
@@ -606,7 +617,11 @@ impl SmemLayout {
             stage_k: so[1],
             stage_v: so[2],
             stage_x: so[3],
-            stage_q_lo: if split_operands(spec) { so[8] } else { 0 },
+            stage_q_lo: if split_operands(spec) && !per_value {
+                so[8]
+            } else {
+                0
+            },
             stage_k_lo: if split_operands(spec) { so[9] } else { 0 },
             g: if ps_stride > 0 {
                 base + ro[4]
@@ -663,7 +678,7 @@ fn wg_smem_s(spec: &KernelSpec) -> bool {
 fn wg_scores(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
     t.wgmma
-        && spec.gate.shape() == GateShape::PerKey
+        && spec.shape() == GateShape::PerKey
         && split_a(spec)
         && spec.chunk == 32
         && t.producer_groups >= 1
@@ -702,7 +717,7 @@ fn mid_issue(spec: &KernelSpec) -> bool {
 /// (the one-group w8p4g: 0.249 vs 0.240 — the tuner takes x2g there); 8 + 8 warps spill with it.
 fn tma(spec: &KernelSpec) -> bool {
     let t = &spec.tiles;
-    let scalar = matches!(spec.gate.shape(), GateShape::PerHead | GateShape::Fixed);
+    let scalar = matches!(spec.shape(), GateShape::PerHead | GateShape::Fixed);
     let scalar_fit = scalar && t.wgmma && t.producer_warps == 4 && spec.chunk == 32;
     (wg_scores(spec) || scalar_fit)
         && t.specialised()
@@ -720,5 +735,5 @@ fn split_operands(spec: &KernelSpec) -> bool {
 /// whose A feeds that product (per-key, per-head, fixed). Rounding A once to bf16 alone costs ~1.5e-3 relative
 /// RMS at the output (tests/examples/rounding_budget.rs).
 fn split_a(spec: &KernelSpec) -> bool {
-    spec.dtype != DType::F32 && (spec.gate.shape() != GateShape::PerValue || spec.tiles.wgmma)
+    spec.dtype != DType::F32 && (spec.shape() != GateShape::PerValue || spec.tiles.wgmma)
 }

@@ -169,9 +169,14 @@ impl KernelSpec {
         )
     }
 
-    /// The gate's shape (convenience).
+    /// The gate's shape as the variant's kernels apply it: the gate's own, but a per-key gate's [`Pass::Dq`] /
+    /// [`Pass::Dk`] put it on the value side (q ← dO, k ← v, v ← k: the decay acts on the output's columns, d_k), so
+    /// those passes are per-value kernels.
     pub fn shape(&self) -> GateShape {
-        self.gate.shape()
+        match (self.gate.shape(), self.pass) {
+            (GateShape::PerKey, Pass::Dq | Pass::Dk) => GateShape::PerValue,
+            (s, _) => s,
+        }
     }
 
     /// The largest d_k the variant serves: `key_split · dk`.

@@ -356,14 +356,11 @@ impl KernelSpec {
             ));
         }
         if matches!(self.pass, Pass::Dq | Pass::Dk)
-            && (self.shape() == GateShape::PerKey
-                || self.shape() == GateShape::PerValue
-                || !self.tiles.wgmma
-                || self.key_split > 1)
+            && (self.gate.shape() == GateShape::PerValue || !self.tiles.wgmma || self.key_split > 1)
         {
             return bad(format!(
-                "the dq / dk passes run scalar gates (per head, fixed) on wgmma consumers without a key split, got a {:?} gate, {}, key_split {}",
-                self.shape(),
+                "the dq / dk passes run per-key gates (as per-value kernels), per-head and fixed gates on wgmma consumers without a key split, got a {:?} gate, {}, key_split {}",
+                self.gate.shape(),
                 if self.tiles.wgmma { "wgmma" } else { "no wgmma" },
                 self.key_split
             ));
@@ -508,19 +505,57 @@ pub fn dv_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
         .collect()
 }
 
-/// A scalar gate's dq and dk passes ([`Pass::Dq`], [`Pass::Dk`]): the bf16 / f16 defaults of d = 64 and 128 (no
-/// key split) made passes; empty for per-key and per-value gates. `autotune --plan` compiles them.
-pub fn scalar_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
+/// The dq and dk passes ([`Pass::Dq`], [`Pass::Dk`]) of `gate` that `Gla::backward` runs: bf16 / f16, d = 64 and
+/// 128 ([`KernelSpec::pass_default`]); empty for per-value gates. `autotune --plan` compiles them.
+pub fn dq_dk_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     [DType::BF16, DType::F16]
         .into_iter()
         .flat_map(|dt| [64, 128].map(|d| (dt, d)))
         .flat_map(|(dt, d)| [Pass::Dq, Pass::Dk].map(|p| (dt, d, p)))
-        .filter_map(|(dt, d, p)| {
-            KernelSpec::default_for(gate, dt, d, d)
-                .and_then(|s| s.with_pass(p))
-                .ok()
-        })
+        .filter_map(|(dt, d, p)| KernelSpec::pass_default(gate, dt, d, d, p).ok())
         .collect()
+}
+
+impl KernelSpec {
+    /// The kernel of backward pass `pass` for a call with head dims `dk` × `dv` *of the pass's kernel* (the dq / dk
+    /// passes swap them: q ← dO): the default forward variant made that pass — but a per-key gate's dq / dk passes
+    /// are per-value kernels ([`KernelSpec::shape`]): one producer warpgroup and wgmma consumers, 64 value columns a
+    /// consumer warpgroup (d = 64: 4 + 4 warps; d = 128: 8 + 4). Errors where the pass has no kernel.
+    pub fn pass_default(
+        gate: &'static dyn Gate,
+        dtype: DType,
+        dk: usize,
+        dv: usize,
+        pass: Pass,
+    ) -> Result<Self, GlaError> {
+        if gate.shape() == GateShape::PerKey && matches!(pass, Pass::Dq | Pass::Dk) {
+            let (kd, vd) = (specialised_dim(dk), specialised_dim(dv));
+            let warps = match (kd, vd) {
+                (Some(64), Some(64)) => 4,
+                (Some(128), Some(128)) => 8,
+                _ => {
+                    return Err(GlaError::Unsupported {
+                        variant: format!("{}.{:?}", gate.name(), pass),
+                        msg: format!(
+                            "a per-key gate's dq / dk passes run d_k = d_v = 64 or 128, got {dk} x {dv}"
+                        ),
+                    })
+                }
+            };
+            let d = kd.unwrap_or(64);
+            let tiles = Tiles {
+                block_v: 16 * warps,
+                warps,
+                producer_warps: 4,
+                producer_groups: 1,
+                wgmma: true,
+                ctas_per_sm: 1,
+            };
+            return KernelSpec::new(gate, dtype, 32, 16, d, d, false, tiles)
+                .and_then(|s| s.with_pass(pass));
+        }
+        KernelSpec::default_for(gate, dtype, dk, dv).and_then(|s| s.with_pass(pass))
+    }
 }
 
 /// The autotuner's search space for `gate`, in a deterministic order: the variants that can win or that keep a

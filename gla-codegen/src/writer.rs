@@ -314,7 +314,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "constexpr float BLOCK_SPAN = {:.1}f, NEGLIGIBLE = {:.1}f;  // the exact path's block factorisation bound and its skipped levels' bound (log2 units)",
         BLOCK_SPAN, NEGLIGIBLE
     );
-    write_gate_shape(w, gate.shape());
+    write_gate_shape(w, spec.shape()); // (a per-key gate's dq / dk passes: per value)
     let _ = writeln!(w, "#define SPLIT_A {}      // scores kept as hi + lo halves (A V on tensor cores to ~f32 precision)", f.split_a as u32);
     let _ = writeln!(
         w,

@@ -383,9 +383,9 @@ fn dv_pass_variants() {
     assert!(gla_codegen::dv_pass_variants(&fixtures::PER_VALUE).is_empty());
 }
 
-/// A scalar gate's dq / dk passes: per-head and fixed gates on wgmma without a key split (a typed error names what
-/// they need), the gate's row sums at the store, Sᵀ / Q̃ / K̂ as hi + lo halves, dk walked last to first, never segmented; four of each a scalar gate (bf16 / f16 × d = 64,
-/// 128), none for per-key and per-value gates.
+/// The dq / dk passes: per-head and fixed gates on wgmma without a key split (a typed error names what they need),
+/// the gate's row sums at the store, Sᵀ / Q̃ / K̂ as hi + lo halves, dk walked last to first, never segmented; four of
+/// each a scalar or per-key gate (bf16 / f16 × d = 64, 128; per key as per-value kernels), none for per-value gates.
 #[test]
 fn dq_dk_pass_variants() {
     let scalar = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 128, 128).unwrap();
@@ -412,11 +412,33 @@ fn dq_dk_pass_variants() {
     let src = generate(&dq).unwrap().source;
     assert!(src.contains("#define GLA_ROW_SUMS 1") && src.contains("#define GLA_SPLIT_OPS 1"));
     assert!(!generate(&dq).unwrap().plan.segmented && !generate(&dk).unwrap().plan.segmented);
+    // A per-key gate's dq / dk passes are per-value kernels (the decay on the output's columns, d_k): one producer
+    // warpgroup, V̂ as hi + lo halves in the K̂_lo tile (q and k raw: no Q̃_lo), the dk pass reversed.
     let pk = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
     match pk.with_pass(Pass::Dq) {
-        Err(GlaError::Unsupported { msg, .. }) => assert!(msg.contains("scalar gates"), "{msg}"),
-        other => panic!("a per-key gate's dq pass: {other:?}"),
+        Err(GlaError::Unsupported { msg, .. }) => {
+            assert!(msg.contains("one producer group"), "{msg}")
+        }
+        other => panic!("the per-key default (two producer groups) as a dq pass: {other:?}"),
     }
+    for d in [64, 128] {
+        for pass in [Pass::Dq, Pass::Dk] {
+            let s = KernelSpec::pass_default(&fixtures::PER_KEY, DType::BF16, d, d, pass).unwrap();
+            let f = Features::of(&s);
+            assert_eq!(s.shape(), gla_core::GateShape::PerValue);
+            assert!(
+                f.value_rows && f.split_operands && f.row_sums && f.reverse == (pass == Pass::Dk)
+            );
+            assert!(f.smem.stage_q_lo == 0 && f.smem.stage_k_lo > 0);
+            let src = generate(&s).unwrap().source;
+            assert!(
+                src.contains("#define KEY_GATE GATE_PER_VALUE")
+                    && src.contains("#define GLA_VALUE_ROWS 1")
+            );
+        }
+    }
+    assert!(KernelSpec::pass_default(&fixtures::PER_KEY, DType::BF16, 256, 256, Pass::Dq).is_err());
+    assert!(KernelSpec::pass_default(&fixtures::PER_VALUE, DType::BF16, 64, 64, Pass::Dq).is_err());
     let d256 = KernelSpec::default_for(&fixtures::PER_HEAD, DType::BF16, 256, 256).unwrap();
     assert!(
         d256.with_pass(Pass::Dk).is_err(),
@@ -426,10 +448,13 @@ fn dq_dk_pass_variants() {
         &fixtures::PER_HEAD as &'static dyn gla_core::Gate,
         &fixtures::FIXED,
     ] {
-        assert_eq!(gla_codegen::scalar_pass_variants(g).len(), 8);
+        assert_eq!(gla_codegen::dq_dk_pass_variants(g).len(), 8);
     }
-    assert!(gla_codegen::scalar_pass_variants(&fixtures::PER_KEY).is_empty());
-    assert!(gla_codegen::scalar_pass_variants(&fixtures::PER_VALUE).is_empty());
+    assert_eq!(
+        gla_codegen::dq_dk_pass_variants(&fixtures::PER_KEY).len(),
+        8
+    );
+    assert!(gla_codegen::dq_dk_pass_variants(&fixtures::PER_VALUE).is_empty());
 }
 
 #[test]

@@ -942,7 +942,7 @@ impl<'a> Bound<'a> {
         let v = need("v", b.v, gpu, prod(&[tokens, hv, dv])?, dt)?;
         // Logits per token: per key [h, d_k] (the slices' view of [H, d_k · s]), per head [H] (one logit a real head,
         // shared by its key slices), per value [H, d_v].
-        let per_token = match spec.gate.shape() {
+        let per_token = match spec.shape() {
             GateShape::PerKey => Some(h * dk),
             GateShape::PerHead => Some(hv),
             GateShape::PerValue => Some(hv * dv),

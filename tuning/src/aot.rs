@@ -148,10 +148,9 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                     ]
                     .into_iter()
                     // the backward's passes where the gate and default have them (dv: every gate but per-value
-                    // ones on wgmma; dq, dk: scalar gates without a key split)
+                    // ones on wgmma; dq, dk: per-key and scalar gates without a key split)
                     .chain([Pass::Dv, Pass::Dq, Pass::Dk].into_iter().filter_map(|p| {
-                        KernelSpec::default_for(gate, dtype, d, d)
-                            .and_then(|s| s.with_pass(p))
+                        KernelSpec::pass_default(gate, dtype, d, d, p)
                             .ok()
                             .map(|s| Ok(Kernel::Pass(s)))
                     }))

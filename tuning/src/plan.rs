@@ -4,7 +4,7 @@
 //! [`MAX_SMEM`] bytes of shared memory. CI runs it.
 
 use crate::args::Options;
-use gla_codegen::{all_variants, dv_pass_variants, generate, scalar_pass_variants, KernelSpec};
+use gla_codegen::{all_variants, dq_dk_pass_variants, dv_pass_variants, generate, KernelSpec};
 use gla_core::Gate;
 use rayon::prelude::*;
 use std::time::Instant;
@@ -86,7 +86,7 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
 }
 
 /// The variants `--plan` compiles: every variant of `all_variants` of `gates`, their dv passes
-/// (`dv_pass_variants`) and scalar gates' dq / dk passes (`scalar_pass_variants`), narrowed by `--only` and, where given, `--dims` (d_k and d_v) and `--dtypes`.
+/// (`dv_pass_variants`) and scalar gates' dq / dk passes (`dq_dk_pass_variants`), narrowed by `--only` and, where given, `--dims` (d_k and d_v) and `--dtypes`.
 pub fn plan_specs(gates: &[&'static dyn Gate], o: &Options) -> Vec<KernelSpec> {
     gates
         .iter()
@@ -94,7 +94,7 @@ pub fn plan_specs(gates: &[&'static dyn Gate], o: &Options) -> Vec<KernelSpec> {
             all_variants(*g)
                 .into_iter()
                 .chain(dv_pass_variants(*g))
-                .chain(scalar_pass_variants(*g))
+                .chain(dq_dk_pass_variants(*g))
         })
         .filter(|s| o.selects(&s.id()))
         .filter(|s| o.dtypes.as_ref().is_none_or(|d| d.contains(&s.dtype)))

@@ -9,9 +9,9 @@
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int NWG = NW / 4;
 static_assert(NW % 4 == 0 && BV == 64 * NWG && DK % 64 == 0 && C % 16 == 0 && C <= 64, "wgmma consumers: 64 value columns per warpgroup");
-static_assert(!GLA_REVERSE || (KEY_GATE != GATE_PER_VALUE && !GLA_ROWS_SCALED), "the dv pass: key gates, A with its row factors");
+static_assert(!GLA_REVERSE || ((KEY_GATE != GATE_PER_VALUE || GLA_VALUE_ROWS) && !GLA_ROWS_SCALED), "the dv / dk passes: A with its row factors");
 static_assert(!GLA_SPLIT_OPS || (!GLA_WG_SMEM_S && !GLA_ROWS_SCALED), "the dq / dk passes: Sᵀ's halves in registers, Q̃ decayed");
-static_assert(!GLA_VALUE_ROWS || (!GLA_WG_SMEM_S && !GLA_REVERSE && KSPLIT == 1), "per value: Sᵀ in registers, forward, no key split");
+static_assert(!GLA_VALUE_ROWS || (!GLA_WG_SMEM_S && KSPLIT == 1), "per value: Sᵀ in registers, no key split");
 constexpr int BAR_WG = BAR_EMPTY + EMPTY_BARS;  // one per consumer warpgroup (the output staging tile)
 constexpr int BAR_XREAD = BAR_WG + 2;             // GLA_ISSUE_AFTER_GATE: one per producer group (its logits are read)
 static_assert(!GLA_ISSUE_AFTER_GATE || BAR_XREAD + PG <= 16, "sm_90 has 16 named barriers");
@@ -151,9 +151,10 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
 #else
         wg_out_s(o, sa[k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
 #if GLA_SPLIT_OPS
-        // (the dq / dk passes: + Sᵀ_lo Q̃_hiᵀ + Sᵀ_hi Q̃_loᵀ — the products to ~f32 precision)
+        // (the dq / dk passes: + Sᵀ_lo Q̃_hiᵀ + Sᵀ_hi Q̃_loᵀ — the products to ~f32 precision; per value q and k are
+        // raw, exact in the dtype: Sᵀ_lo Qᵀ only)
         wg_out_s(o, sa[DK / 16 + k], wg_desc(qt, (k / 4) * PANEL + (k % 4) * 32, 16));
-        wg_out_s(o, sa[k], wg_desc(GLA_REVERSE ? s.k_lo(b) : s.q_lo(b), (k / 4) * PANEL + (k % 4) * 32, 16));
+        if (!GLA_VALUE_ROWS) wg_out_s(o, sa[k], wg_desc(GLA_REVERSE ? s.k_lo(b) : s.q_lo(b), (k / 4) * PANEL + (k % 4) * 32, 16));
 #endif
 #endif
     }
@@ -167,10 +168,16 @@ __device__ __forceinline__ void wg_output(WgStateA& sa, WgOut& o, const Tiles& s
 #if SPLIT_A
         wg_out_w(o, dv, wg_desc(s.A_lo, k * 2048, PANEL));
 #endif
+#if GLA_SPLIT_OPS && GLA_VALUE_ROWS
+        wg_out_w(o, wg_desc(s.v_lo(b), wg * PANEL + k * 2048, PANEL), wg_desc(s.A, k * 2048, PANEL));  // + Ṽ_loᵀ A_hi
+#endif
 #else
         wg_out_v(o, dv, wg_desc(s.A, k * 32, 16));
 #if SPLIT_A
         wg_out_v(o, dv, wg_desc(s.A_lo, k * 32, 16));
+#endif
+#if GLA_SPLIT_OPS && GLA_VALUE_ROWS
+        wg_out_v(o, wg_desc(s.v_lo(b), wg * PANEL + k * 2048, PANEL), wg_desc(s.A, k * 32, 16));  // + V̂_loᵀ A_hiᵀ
 #endif
 #endif
     }
@@ -208,7 +215,9 @@ __device__ __forceinline__ void wg_state_update(WgState& S, const Tiles& s, int 
 #pragma unroll
     for (int k = 0; k < C / 16; ++k) {
         wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q(b) : s.k(b), k * 2048, PANEL));  // (dv pass: Q̃)
-#if GLA_SPLIT_OPS
+#if GLA_SPLIT_OPS && GLA_VALUE_ROWS
+        wg_state(S, wg_desc(s.v_lo(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q(b) : s.k(b), k * 2048, PANEL));  // + V̂_loᵀ K
+#elif GLA_SPLIT_OPS
         wg_state(S, wg_desc(s.v(b), wg * PANEL + k * 2048, PANEL), wg_desc(GLA_REVERSE ? s.q_lo(b) : s.k_lo(b), k * 2048, PANEL));  // + Vᵀ K̂_lo
 #endif
     }
@@ -289,7 +298,8 @@ __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, 
 }
 #endif
 
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s) {
+// carry: a per-key gate's dk pass, the gate gradient's running sums of this thread's two key columns (GLA_ROW_SUMS).
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s, float (&carry)[2]) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
     float x[C / 2];
@@ -305,7 +315,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     }
 #elif GLA_VALUE_ROWS
     // Per value (value_operands): element i is value column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1);
-    // mild chunks O = 2^(Γ − Γ_L) ⊙ o, strong ones O = 2^Γ ⊙ o + P.
+    // mild chunks O = 2^(Γ − Γ_L) ⊙ o, strong ones O = 2^Γ ⊙ o + P (GLA_REVERSE: 2^(−Γ) ⊙ o, and 2^(Γ_L − Γ) ⊙ o + P).
     {
         const bool mild = value_mild(s);
         const int r = 64 * wg + 16 * w + (lane >> 2), t = lane & 3;
@@ -313,7 +323,8 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
         for (int i = 0; i < C / 2; ++i) {
             const int e = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
             const float gam = s.G[tok * LDG + e];
-            x[i] = a.scale * (mild ? exp_span(gam - s.GL[e]) * o[i] : fmaf(exp_nonpos(gam), o[i], s.P[tok * BV + e]));
+            if (GLA_REVERSE) x[i] = a.scale * (mild ? exp_span(-gam) * o[i] : fmaf(exp_nonpos(s.GL[e] - gam), o[i], s.P[tok * BV + e]));
+            else x[i] = a.scale * (mild ? exp_span(gam - s.GL[e]) * o[i] : fmaf(exp_nonpos(gam), o[i], s.P[tok * BV + e]));
         }
     }
 #else
@@ -321,7 +332,51 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) x[i] = a.scale * o[i];
 #endif
-#if GLA_ROW_SUMS
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+    // (a per-key gate's dq / dk passes) The gate's gradient by key column e, from the f32 accumulators before o is
+    // rounded: the dq pass writes E = q ⊙ dq, the dk pass turns it into d log α_se = Σ_{t>=s} (E − k ⊙ dk)_te
+    // (chunks come last to first: the running sum of the later chunks, `carry`, a (row, thread); within the chunk a
+    // row's tokens are 8 m + 2 t + u — groups m, the quad's lanes t — so a suffix sum over the quad by shuffles, then
+    // the groups from the last). Element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1).
+    static_assert(KSPLIT == 1, "the dq / dk passes: no key split");
+    {
+        const int t = lane & 3, r = sq.v0 + 64 * wg + 16 * w + (lane >> 2);
+        float ev[C / 2];
+#pragma unroll
+        for (int i = 0; i < C / 2; ++i) {
+            const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+            const bool ok = i0 + tok < sq.len && col < a.dv;
+            const i64 off = ((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col;
+            const float wx = ok ? to_f32(a.rs_w[off]) * x[i] : 0.f;
+            if (GLA_REVERSE) ev[i] = ok ? a.rs_out[off] - wx : 0.f;
+            else if (ok) a.rs_out[off] = wx;
+        }
+        if (GLA_REVERSE) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float run = carry[h];
+#pragma unroll
+                for (int m = C / 8 - 1; m >= 0; --m) {
+                    const float e0 = ev[4 * m + 2 * h], e1 = ev[4 * m + 2 * h + 1], pair = e0 + e1;
+                    const float p1 = __shfl_down_sync(0xffffffffu, pair, 1, 4);
+                    float suf = pair + (t < 3 ? p1 : 0.f);
+                    const float p2 = __shfl_down_sync(0xffffffffu, suf, 2, 4);
+                    suf += t < 2 ? p2 : 0.f;                    // Σ pairs of lanes >= t
+                    const float total = __shfl_sync(0xffffffffu, suf, 0, 4);
+                    ev[4 * m + 2 * h + 1] = run + (suf - pair) + e1;
+                    ev[4 * m + 2 * h] = ev[4 * m + 2 * h + 1] + e0;
+                    run += total;
+                }
+                carry[h] = run;
+            }
+#pragma unroll
+            for (int i = 0; i < C / 2; ++i) {
+                const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+                if (i0 + tok < sq.len && col < a.dv) a.rs_out[((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = ev[i];
+            }
+        }
+    }
+#elif GLA_ROW_SUMS
     // (the backward's dq / dk passes) The gate's row sums from the f32 accumulators, before o is rounded: per token
     // and consumer warpgroup u (its 64 columns), Σ_e rs_w ⊙ o — the dq pass writes them, the dk pass subtracts its
     // own: Σ (q ⊙ dq − k ⊙ dk), terms that nearly cancel, for gla_bwd_gate's reverse sum. A thread's element e is

@@ -607,6 +607,8 @@ struct Tiles {
     // GLA_SPLIT_OPS (the dq / dk passes): the low halves Q̃ − Q̃_hi, K̂ − K̂_hi (q, k's layout)
     __device__ __forceinline__ elem_t* q_lo(int b) const { return stage(b, STAGE_Q_LO); }
     __device__ __forceinline__ elem_t* k_lo(int b) const { return stage(b, STAGE_K_LO); }
+    // GLA_SPLIT_OPS per value (a per-key gate's dq / dk passes): V̂ − V̂_hi (v's layout, in the K̂_lo tile; q, k raw)
+    __device__ __forceinline__ elem_t* v_lo(int b) const { return stage(b, STAGE_K_LO); }
     // raw gate logits ([C][LDK] per key, [C][LDV] per value, [C] per head); dead after gate_cumsum, so per-key
     // gates then reuse it: K̃ = k ⊙ exp(−Γ) (factorised path) or the off-diagonal scratch (sub-chunk path).
     __device__ __forceinline__ elem_t* x(int b) const { return GLA_X_PER_GROUP ? xg : stage(b, STAGE_X); }
@@ -1289,9 +1291,13 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // else the intra-chunk part is computed here, exactly, by running products of α (every factor <= 1, no exponential
 // of a span; one column a thread), and the consumers add it:
 //   P_ie = Σ_{j<=i} A_ij v_je Π_{j<m<=i} α_me,                      O_ie = 2^Γ_ie (Sᵀ Qᵀ)_ei + P_ie
+// GLA_REVERSE (a per-key gate's dk pass: chunks last to first, S' the later tokens' sum relative to the chunk's end)
+// is the mirror image: Ṽ = V ⊙ 2^Γ for S'ᵀ ← diag(2^Γ_L) S'ᵀ + Ṽᵀ Q, and
+//   mild:   O_se = 2^(−Γ_se) · [(diag(2^Γ_L) S'ᵀ) Kᵀ + Ṽᵀ A]_es          (2^(−Γ_se) <= 2^SPAN_MAX)
+//   strong: O_se = 2^(Γ_Le − Γ_se) (S'ᵀ Kᵀ)_es + P_se,   P_se = Σ_{t>=s} A_ts v_te Π_{s<m<=t} α_me
 // Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote. Writes Γ_L, 2^Γ_L and the chunk's
-// mild flag (s.GL[2 BV]) for the consumers, V̂ over v in place, P on strong chunks; ends on the vote's barrier
-// plus this thread's own stores (the FULL barrier publishes them).
+// mild flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
+// chunks; ends on the vote's barrier plus this thread's own stores (the FULL barrier publishes them).
 template <class G>
 __device__ __forceinline__ void value_operands(const Tiles& s, int b) {
     const int tid = G::tid();
@@ -1302,9 +1308,33 @@ __device__ __forceinline__ void value_operands(const Tiles& s, int b) {
     for (int e = tid; e < BV; e += G::NT) {
         const float gl = s.G[(C - 1) * LDG + e];
         if (!mild) {
-            float vr[C], w[C];  // column e of V (raw), and Π α over rows j + 1 .. i
+            float vr[C], w[C];  // column e of V (raw), and the running products of α
 #pragma unroll
             for (int j = 0; j < C; ++j) vr[j] = to_f32(v[VO(j, e)]);
+            auto a_at = [&](int i, int j) {  // A_ij, both halves
+                float aij = to_f32(s.A[AO(i, j)]);
+#if SPLIT_A
+                aij += to_f32(s.A_lo[AO(i, j)]);
+#endif
+                return aij;
+            };
+#if GLA_REVERSE
+            // w_t = Π α over rows s + 1 .. t, for s from the last row up
+#pragma unroll
+            for (int s_ = C - 1; s_ >= 0; --s_) {
+                if (s_ < C - 1) {
+                    const float al = exp_nonpos(s.G[(s_ + 1) * LDG + e] - s.G[s_ * LDG + e]);  // α_(s+1)e
+#pragma unroll
+                    for (int t = s_ + 1; t < C; ++t) w[t] *= al;
+                }
+                w[s_] = 1.f;
+                float acc = 0.f;
+#pragma unroll
+                for (int t = s_; t < C; ++t) acc = fmaf(a_at(t, s_) * w[t], vr[t], acc);
+                s.P[s_ * BV + e] = acc;
+            }
+#else
+            // w_j = Π α over rows j + 1 .. i, for i from the first row down
             float gprev = 0.f;
 #pragma unroll
             for (int i = 0; i < C; ++i) {
@@ -1318,20 +1348,20 @@ __device__ __forceinline__ void value_operands(const Tiles& s, int b) {
                 gprev = gi;
                 float acc = 0.f;
 #pragma unroll
-                for (int j = 0; j <= i; ++j) {
-                    float aij = to_f32(s.A[AO(i, j)]);
-#if SPLIT_A
-                    aij += to_f32(s.A_lo[AO(i, j)]);
-#endif
-                    acc = fmaf(aij * w[j], vr[j], acc);
-                }
+                for (int j = 0; j <= i; ++j) acc = fmaf(a_at(i, j) * w[j], vr[j], acc);
                 s.P[i * BV + e] = acc;
             }
+#endif
         }
 #pragma unroll 4
-        for (int i = 0; i < C; ++i) {  // V̂ = V ⊙ 2^(Γ_L − Γ)
+        for (int i = 0; i < C; ++i) {  // V̂ = V ⊙ 2^(Γ_L − Γ)   (GLA_REVERSE: Ṽ = V ⊙ 2^Γ)
             const int o = VO(i, e);
-            v[o] = to_elem(to_f32(v[o]) * exp_nonpos(gl - s.G[i * LDG + e]));
+            const float x = to_f32(v[o]) * exp_nonpos(GLA_REVERSE ? s.G[i * LDG + e] : gl - s.G[i * LDG + e]);
+            const elem_t hi = to_elem(x);
+            v[o] = hi;
+#if GLA_SPLIT_OPS
+            s.v_lo(b)[o] = to_elem(x - to_f32(hi));
+#endif
         }
         s.GL[e] = gl;
         s.EGL[e] = exp_nonpos(gl);
