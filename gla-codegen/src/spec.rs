@@ -179,6 +179,18 @@ impl KernelSpec {
         }
     }
 
+    /// f32 elements the store of a dq / dk pass ([`Pass::row_sums`]) writes for `tokens` tokens, `h` heads and the
+    /// kernel's d_v `dv` (the output's columns): a scalar gate's row sums `[⌈d_v / 64⌉, tokens, H]`; a per-key
+    /// gate's (per-value kernels) gradient by key column `[tokens, H, d_v]` — the dq pass's q ⊙ dq, which the dk
+    /// pass turns into d log α. None where the count overflows.
+    pub fn row_sum_elems(&self, tokens: usize, h: usize, dv: usize) -> Option<usize> {
+        if self.shape() == GateShape::PerValue {
+            tokens.checked_mul(h)?.checked_mul(dv)
+        } else {
+            dv.div_ceil(64).checked_mul(tokens)?.checked_mul(h)
+        }
+    }
+
     /// The largest d_k the variant serves: `key_split · dk`.
     pub fn key_dim(&self) -> u32 {
         self.key_split * self.dk

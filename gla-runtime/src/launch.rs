@@ -435,14 +435,14 @@ pub(crate) fn launch_backward_set(
             .map_or(0, |off| b.states.device_ptr(stream).0 + 4 * off as u64),
     };
     if b.dq_dk_by_pass
-        && (spec.gate.shape() == GateShape::PerKey
+        && (spec.gate.shape() == GateShape::PerValue
             || !b.dv_by_pass
             || b.dht.is_some()
             || b.h0.is_some())
     {
         return Err(GlaError::invalid(
             "backward",
-            "dq / dk passes are for scalar gates with the dv pass, no initial state and no final-state gradient",
+            "dq / dk passes are for per-key and scalar gates with the dv pass, no initial state and no final-state gradient",
         ));
     }
     for ((name, func), grid) in kernels.iter().zip(funcs).zip(gla_codegen::backward_grids(
@@ -463,8 +463,10 @@ pub(crate) fn launch_backward_set(
                 | "gla_bwd_walk_dq"
                 | "gla_bwd_walk_dk"
         );
-        // (after the passes the gate's kernel runs only where its gradients are asked for)
-        let gate_skipped = *name == "gla_bwd_gate" && !gate_grads_out;
+        // (after the passes the gate's kernel runs only where its gradients are asked for; a per-key gate's only
+        // after the passes — the dk walk finishes it otherwise)
+        let gate_skipped = *name == "gla_bwd_gate"
+            && (!gate_grads_out || (spec.gate.shape() == GateShape::PerKey && !b.dq_dk_by_pass));
         if (b.dq_dk_by_pass && walked_by_passes) || gate_skipped {
             continue; // (dq, dk from their passes)
         }
@@ -992,12 +994,16 @@ impl<'a> Bound<'a> {
                 .transpose()?
                 .unwrap_or(0);
         let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, dt)?;
-        // (the backward's dq / dk passes: the gate's row sums, [⌈d_v / 64⌉, tokens, H] f32 in a workspace)
+        // (the backward's dq / dk passes: the gate's row sums, [⌈d_v / 64⌉, tokens, H] f32 in a workspace; a
+        // per-key gate's: by key column, [tokens, H, d_v])
         let (rs_w, rs_out) = match (spec.pass.row_sums(), &b.row_sums) {
             (false, None) => (0, 0),
             (true, Some(r)) => {
                 let w = need("row sums' q / k", r.w, gpu, prod(&[tokens, hv, dv])?, dt)?;
-                let bytes = prod(&[dv.div_ceil(64), tokens, hv, 4])?;
+                let bytes = spec
+                    .row_sum_elems(tokens, hv, dv)
+                    .and_then(|e| e.checked_mul(4))
+                    .ok_or_else(|| GlaError::invalid("problem size", "the row sums overflow"))?;
                 if r.out.len() < r.offset.saturating_add(bytes) || r.offset % 4 != 0 {
                     return Err(GlaError::invalid(
                         "row sums",

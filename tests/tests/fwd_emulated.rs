@@ -773,7 +773,7 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
 /// v ← k and the gate on the value side; dk its time-reversed twin with v ← q) against the f64 reference backward,
 /// without an initial state or a final-state gradient: dq, dk (rounded to the dtype) and the gate's gradient by key
 /// column that their stores leave — the dq pass writes E = q ⊙ dq, the dk pass turns it into d log α_t = Σ_{s≥t}
-/// (q ⊙ dq − k ⊙ dk)_s, f32 — at weak and strong decays (RWKV-6's −exp(x), GLA's log σ shifted −12 / alternating
+/// (q ⊙ dq − k ⊙ dk)_s, f32 — and the d logits and d params `gla_bwd_gate` makes of it, at weak and strong decays (RWKV-6's −exp(x), GLA's log σ shifted −12 / alternating
 /// ±12 by chunk), varlen with empty and one-token sequences, and a long sequence (T = 1024, where the nearly
 /// cancelling sums add up), d = 64 and 128, bf16 and f16. Tolerance: 5e-3 relative RMS (the backward's).
 #[test]
@@ -847,10 +847,14 @@ fn the_per_key_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
                 }
             }
             let got_dlog: Vec<f64> = dlog.iter().map(|&x| x as f64).collect();
+            let (dg, dparams) = run_gate_after_passes(g, &case, &dlog)?;
+            let (e_dl, e_dp) = tests::gate_grad_errors(g, &case, &want, (&dg, &dparams));
             let errs = [
                 ("dq", rel_rms(&got[0], &want.dq)),
                 ("dk", rel_rms(&got[1], &want.dk)),
                 ("d log α", rel_rms(&got_dlog, &want_dlog)),
+                ("dlogits", e_dl),
+                ("dparams", e_dp),
             ];
             let tol = 5e-3;
             let line = format!(
@@ -865,6 +869,88 @@ fn the_per_key_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
         })
         .collect();
     tests::report_cases(results);
+}
+
+/// A per-key gate's `gla_bwd_gate` as `Gla::backward` launches it after the dq / dk passes (the walk form's kernel
+/// set, that kernel alone): d log α `dlog` (`[tokens, H, d_k]` f32) after Z = 0 in workspace 1; (d logits, d params).
+fn run_gate_after_passes(
+    g: &'static dyn Gate,
+    case: &Case,
+    dlog: &[f32],
+) -> Result<(Vec<f64>, Vec<f64>), String> {
+    use gla_codegen::{
+        backward_grids, generate_backward, walk_segments, BackwardArgs, BackwardForm, BackwardSpec,
+        BWD_THREADS,
+    };
+    let (d, dt) = (case.dims, case.dtype);
+    let spec = BackwardSpec::for_problem(g, dt, d.dk, d.dv)
+        .and_then(|s| s.with_form(BackwardForm::Walks))
+        .map_err(|e| e.to_string())?;
+    let source = generate_backward(&spec).map_err(|e| e.to_string())?;
+    let kernels = match Emulated::compile(&source, &["gla_bwd_gate"]) {
+        Ok(k) => k,
+        Err(EmuError::NoCompiler(m)) => return Err(format!("SKIP {m}")),
+        Err(e) => return Err(format!("{}: {e}", spec.id())),
+    };
+    let seqs = d.sequences(case.cu_seqlens.as_deref()).unwrap();
+    let (mut cu, mut co, mut ci) = seq_arrays(&seqs, spec.chunk());
+    let per_seq: Vec<usize> = seqs
+        .iter()
+        .map(|&(_, l)| l.div_ceil(spec.chunk() as usize))
+        .collect();
+    let (mut so, mut si) = walk_segments(&per_seq, 0);
+    let (n, segments) = (seqs.len(), si.len() / 2);
+    let mut dstates = vec![0f32; segments * d.h * d.dk];
+    dstates.extend_from_slice(dlog);
+    let mut lg = Elems::of(&case.logits, dt);
+    let mut dg = Elems::nan(case.logits.len(), dt);
+    let mut params = case.params.clone();
+    let mut dparams = vec![0f32; params.len()];
+    let p = |v: &mut Vec<f32>| {
+        if v.is_empty() {
+            0
+        } else {
+            v.as_mut_ptr() as u64
+        }
+    };
+    let args = BackwardArgs {
+        g: lg.ptr(),
+        dg: dg.ptr(),
+        params: p(&mut params),
+        dparams: p(&mut dparams),
+        dstates: dstates.as_mut_ptr() as u64,
+        cu_seqlens: cu.as_mut_ptr() as u64,
+        chunk_offsets: co.as_mut_ptr() as u64,
+        chunk_index: ci.as_mut_ptr() as u64,
+        seg_offsets: so.as_mut_ptr() as u64,
+        seg_index: si.as_mut_ptr() as u64,
+        n_seqs: n as i32,
+        h: d.h as i32,
+        d_k: d.dk as i32,
+        d_v: d.dv as i32,
+        ..BackwardArgs::default()
+    };
+    let i = spec
+        .kernels()
+        .iter()
+        .position(|&k| k == "gla_bwd_gate")
+        .unwrap();
+    let grid = backward_grids(&spec, d.dk, d.dv, d.h, n, ci.len() / 2, segments)[i];
+    // SAFETY: the kernel reads the logits, parameters, sequence and segment arrays and workspace 1 (Z, then d log α:
+    // segments · H · d_k + tokens · H · d_k elements) and writes d logits and d params, all live buffers above.
+    #[allow(unsafe_code)]
+    unsafe {
+        kernels.launch(
+            "gla_bwd_gate",
+            grid,
+            BWD_THREADS,
+            spec.smem_bytes("gla_bwd_gate"),
+            &args,
+        )
+    }
+    .map_err(|e| e.to_string())?;
+    let f = |x: &[f32]| x.iter().map(|&y| y as f64).collect::<Vec<f64>>();
+    Ok((dg.to_f64(dt), f(&dparams)))
 }
 
 /// Runs a gate's dq pass then its dk pass on the emulator as `Gla::backward` does (q ← dO, k ← v, v ← k for dq or q

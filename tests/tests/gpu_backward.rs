@@ -123,7 +123,7 @@ fn backward_matches_the_f64_reference() {
         cu: Option<Vec<usize>>,
         state: bool,
         shift: f32,
-        /// Long: the walk form alone, bf16 / f16 (a scalar gate's dq / dk passes and the gate's gradient over them).
+        /// Long: the walk form alone, bf16 / f16 (the dq / dk passes and the gate's gradient over them).
         long: bool,
     }
     let shapes = [
@@ -177,7 +177,7 @@ fn backward_matches_the_f64_reference() {
             shift: f32::NAN,
             long: false,
         },
-        // Long sequences without states: a scalar gate's dq and dk come from their passes, and the gate's gradient
+        // Long sequences without states: a per-key or scalar gate's dq and dk come from their passes, and the gate's gradient
         // sums q ⊙ dq − k ⊙ dk (which nearly cancel) over them
         Shape {
             name: "T=2048 D=64 (long)",
@@ -200,13 +200,14 @@ fn backward_matches_the_f64_reference() {
     println!("| gate | dtype | form | shape | dq | dk | dv | d logits | d params | d h0 |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16),
-    // and for a scalar gate without the gate's gradients (`skip_gate_gradients`: the gate's kernel left out after
+    // and for a per-key or scalar gate without the gate's gradients (`skip_gate_gradients`: the gate's kernel left out after
     // the dq / dk passes, which run where the problem has no states). The long shapes: the walk form, bf16 / f16.
     let forms = |gate: &'static dyn Gate,
                  dt: DType,
                  sh: &Shape|
      -> Vec<(BackwardForm, Option<u32>, bool)> {
-        let scalar = gate.shape() != GateShape::PerKey;
+        // (dq / dk passes: per-key and scalar gates)
+        let passes = gate.shape() != GateShape::PerValue;
         [
             (BackwardForm::Chunks, None, false),
             (BackwardForm::Walks, None, false),
@@ -216,7 +217,7 @@ fn backward_matches_the_f64_reference() {
         .into_iter()
         .filter(|&(f, cut, skip)| {
             (cut.is_none() || dt == DType::BF16)
-                && (!skip || scalar)
+                && (!skip || passes)
                 && (!sh.long
                     || (f == BackwardForm::Walks && cut.is_none() && !skip && dt != DType::F32))
                 && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
@@ -243,10 +244,23 @@ fn backward_matches_the_f64_reference() {
             }
         }
     }
+    // (and the forward kernels of the dv / dq / dk passes the calls run: bf16 / f16, d_k = d_v ≤ 128)
+    let passes: Vec<gla_codegen::KernelSpec> = gates()
+        .into_iter()
+        .flat_map(|g| {
+            let mut v = gla_codegen::dq_dk_pass_variants(g);
+            v.extend(gla_codegen::dv_pass_variants(g));
+            v
+        })
+        .collect();
     let t0 = std::time::Instant::now();
     sets.par_iter().for_each(|(key, s)| {
         gla.compile_backward(s)
             .unwrap_or_else(|e| panic!("{key}: {e}"));
+    });
+    passes.par_iter().for_each(|s| {
+        gla.compile_spec(s)
+            .unwrap_or_else(|e| panic!("{}: {e}", s.id()));
     });
     println!(
         "compiled {} backward kernel sets in {:.1} s",

@@ -33,8 +33,8 @@ pub struct BackwardOptions<'a> {
     /// as `BackwardSpec::walk_segment_chunks` says. Ignored by the chunk form.
     pub walk_segment_chunks: Option<u32>,
     /// Skip the gate's gradients (a frozen gate: [`Gradients::d_logits`] and [`Gradients::d_params`] are then
-    /// `None`), as autograd skips an input that needs no gradient. Where a per-head or fixed gate's dq and dk come
-    /// from passes of the forward kernel (walk form, no initial state and no final-state gradient)
+    /// `None`), as autograd skips an input that needs no gradient. Where a per-key (d_k = d_v), per-head or fixed gate's dq
+    /// and dk come from passes of the forward kernel (walk form, no initial state and no final-state gradient)
     /// this leaves out the gate's kernel; elsewhere the walks compute them anyway and they are dropped. Default false.
     pub skip_gate_gradients: bool,
 }
@@ -192,16 +192,21 @@ impl Gla {
                 None,
             )?;
         }
-        // A scalar gate's dq and dk as passes too, where the dv pass ran, without h0 or dht (whole sequences, even
+        // A scalar or per-key gate's dq and dk as passes too, where the dv pass ran, without h0 or dht (whole sequences, even
         // where the walks would cut them into segments: a pass walks 512 chunks faster than the walks' segments): dq =
         // scale · S_t dO_t is the forward with q ← dO, k ← v, v ← k (`Pass::Dq`), dk the dv pass with v ← q
         // (`Pass::Dk`), straight into dq and dk; their stores take the gate's row sums Σ_d (q ⊙ dq − k ⊙ dk) from
         // the unrounded accumulators into the workspace where `gla_bwd_gate` reads them (`launch::RowSums`). Those
         // nearly cancel over the sequence, so the passes carry Sᵀ, Q̃ and K̂ as hi + lo halves
         // (`Features::split_operands`; with bf16 products d log α was 0.9–2.6e-2 off at T = 2048).
+        // A per-key gate's the same way, as per-value kernels (`KernelSpec::shape`: the decay on dq's and dk's
+        // columns), d_k = d_v: the dq pass's store leaves q ⊙ dq by key column, the dk pass's turns it into d log α_t
+        // = Σ_{s≥t} (q ⊙ dq − k ⊙ dk)_s (reverse-summed in the store: the chunks come last to first), and
+        // `gla_bwd_gate` makes the d logits and d params of it.
         let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
+        let per_key = gate.shape() == GateShape::PerKey && dk == dv;
         let passes = if dv_pass.is_some()
-            && scalar
+            && (scalar || per_key)
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
         {
@@ -361,9 +366,7 @@ impl Gla {
                 ),
             }
         }
-        let Ok(spec) =
-            KernelSpec::default_for(gate, dtype, kdk, kdv).and_then(|s| s.with_pass(pass))
-        else {
+        let Ok(spec) = KernelSpec::pass_default(gate, dtype, kdk, kdv, pass) else {
             return Ok(None);
         };
         match self.compile_spec(&spec) {
