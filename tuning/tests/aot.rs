@@ -39,12 +39,14 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     let spec = KernelSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
     let bwd = BackwardSpec::default_for(gate, DType::BF16, 64, 64).unwrap();
     let dv = spec.with_pass(gla_codegen::Pass::Dv).unwrap();
+    let pass = |p| KernelSpec::pass_default(gate, DType::BF16, 64, 64, p).unwrap();
+    let (dq, dk) = (pass(gla_codegen::Pass::Dq), pass(gla_codegen::Pass::Dk));
 
-    // First run: four compiles (the forward variant, the backward kernel set, its dv pass, the decode step), four
-    // entries.
+    // First run: six compiles (the forward variant, the backward kernel set, its dv, dq and dk passes, the decode
+    // step), six entries.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok(), "{:?}", r.rows);
-    assert_eq!((r.rows.len(), r.entries), (4, 4));
+    assert_eq!((r.rows.len(), r.entries), (6, 6));
     let mut ids: Vec<String> = r.rows.iter().map(|r| r.variant.clone()).collect();
     ids.sort();
     let mut want = vec![
@@ -52,6 +54,8 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         gla_codegen::decode_id(gate, DType::BF16),
         spec.id(),
         dv.id(),
+        dq.id(),
+        dk.id(),
     ];
     want.sort();
     assert_eq!(ids, want);
@@ -60,7 +64,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         "the first run compiles"
     );
     let cache = TuningCache::open(&out).unwrap();
-    assert_eq!(cache.entries().len(), 4);
+    assert_eq!(cache.entries().len(), 6);
     let e = cache
         .entries()
         .iter()
@@ -139,7 +143,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
     // Second run, same selection: the entries are up to date (no compile) and not duplicated.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!((r.rows.len(), r.entries), (4, 4));
+    assert_eq!((r.rows.len(), r.entries), (6, 6));
     assert!(
         r.rows.iter().all(|r| r.compile_s.is_none()),
         "an up-to-date entry is not recompiled"
@@ -156,20 +160,20 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
         r.ok() && fwd_row.compile_s.is_some(),
         "a cubin that fails its hash is recompiled"
     );
-    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 4);
+    assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 6);
     std::fs::write(&path, good).unwrap();
 
     // A wider selection adds to the cache: bf16 kept (up to date), f16 added.
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16,f16", &out)).unwrap();
     assert!(r.ok());
-    assert_eq!(r.entries, 8);
+    assert_eq!(r.entries, 12);
     let both = TuningCache::open(&out).unwrap();
     let dtypes: Vec<&str> = both
         .entries()
         .iter()
         .map(|e| e.key.dtype.as_str())
         .collect();
-    assert_eq!(dtypes.len(), 8);
+    assert_eq!(dtypes.len(), 12);
     assert!(
         dtypes.contains(&"bf16") && dtypes.contains(&"f16"),
         "{dtypes:?}"
@@ -199,7 +203,7 @@ fn aot_writes_untimed_entries_and_merges_on_rerun() {
             "{stdout}"
         );
         assert!(stdout.contains(&spec.id()), "{stdout}");
-        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 8);
+        assert_eq!(TuningCache::open(&out).unwrap().entries().len(), 12);
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -256,7 +260,7 @@ fn restamp_keeps_entries_whose_cubin_is_unchanged_and_lists_the_others() {
     let dir = temp_dir("restamp");
     let out = dir.join("cache");
     let r = aot::run(&gates(), &options("--dims 64 --dtypes bf16", &out)).unwrap();
-    assert!(r.ok() && r.entries == 4, "{:?}", r.rows);
+    assert!(r.ok() && r.entries == 6, "{:?}", r.rows);
     let gate: &'static dyn Gate = &gla::gates::Gla;
     let fwd_key = CacheKey::new(gate, DType::BF16, 64, 64);
     let dec_key = CacheKey::decode(gate, DType::BF16);
@@ -285,7 +289,7 @@ fn restamp_keeps_entries_whose_cubin_is_unchanged_and_lists_the_others() {
     cache.save().unwrap();
 
     let rep = tuning::restamp::restamp(&out).unwrap();
-    assert_eq!((rep.current, rep.restamped), (2, 1), "{rep:?}");
+    assert_eq!((rep.current, rep.restamped), (4, 1), "{rep:?}");
     assert_eq!(rep.stale.len(), 1, "{rep:?}");
     assert!(
         rep.stale[0].contains(&dec.variant) && rep.stale[0].contains("kernel changed"),
@@ -297,11 +301,11 @@ fn restamp_keeps_entries_whose_cubin_is_unchanged_and_lists_the_others() {
     assert_eq!(e.cubin_sha256, sha256_hex(&fwd_cubin));
     let e = cache.entries().iter().find(|e| e.key == dec_key).unwrap();
     assert_eq!(e.validators.source_sha256, "0".repeat(64));
-    // A second run: three current, the changed one still stale.
+    // A second run: five current, the changed one still stale.
     let rep = tuning::restamp::restamp(&out).unwrap();
     assert_eq!(
         (rep.current, rep.restamped, rep.stale.len()),
-        (3, 0, 1),
+        (5, 0, 1),
         "{rep:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
