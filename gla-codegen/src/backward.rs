@@ -42,8 +42,6 @@ pub const BWD_WALK_KERNELS: [&str; 8] = [
     "gla_bwd_walk_dv",
     "gla_bwd_gate",
 ];
-/// A per-key gate's `gla_bwd_gate` after the dq / dk passes: CTAs a (head, sequence), each a slice of its tokens.
-pub const GATE_COL_SLICES: u32 = 64;
 /// Columns of a state slice a walk CTA carries (`WT` of `cuda/bwd_walk_tc.cuh`).
 const WALK_TILE: usize = 64;
 
@@ -193,7 +191,7 @@ impl BackwardSpec {
     /// The two f32 workspaces (elements) of a call with `tokens` tokens in `n_seqs` sequences of `chunks` chunks
     /// in all (`segments` walk segments, [`walk_segments`]), `h` heads, head dims `dk` × `dv`: the chunk form's `S_[c]`
     /// and `dS_[c]` ((chunks + N) · H · d_k · d_v each); the walk form's q ⊙ dq (tokens · H · d_k) and Z (segments · H
-    /// · d_k) with the dq / dk passes' row sums (a scalar gate's ⌈d_k / 64⌉ · tokens · H, a per-key gate's d log α,
+    /// · d_k) with the dq / dk passes' row sums (a scalar gate's ⌈d_k / 64⌉ · tokens · H, a per-key gate's q ⊙ dq,
     /// tokens · H · d_k). The segments' own three are
     /// [`BackwardSpec::segment_elems`]. None where the sizes overflow.
     #[allow(clippy::too_many_arguments)]
@@ -217,7 +215,7 @@ impl BackwardSpec {
             }
             BackwardForm::Walks => {
                 let pq = tokens.checked_mul(h)?.checked_mul(dk)?;
-                // (the dq / dk passes' row sums: by key column for a per-key gate, the dk pass's d log α)
+                // (the dq / dk passes' row sums: a per-key gate's q ⊙ dq by key column, which the dk pass reads)
                 let rows = if self.gate.shape() == GateShape::PerKey {
                     pq
                 } else {
@@ -382,10 +380,8 @@ pub fn backward_grids(
             let segs = segments as u32;
             let keys = (dk.div_ceil(WALK_TILE) as u32, h32, segs);
             let values = (dv.div_ceil(WALK_TILE) as u32, h32, segs);
-            // (a per-key gate's: elementwise over d log α — a CTA per (head, sequence, 1/64 of its tokens); the
-            // runtime launches it only after the dq / dk passes, the dk walk finishes the gate otherwise)
             let gate = if spec.gate.shape() == GateShape::PerKey {
-                (h32, n32, GATE_COL_SLICES)
+                (0, 0, 0)
             } else {
                 (h32, n32, 1)
             };
@@ -766,7 +762,7 @@ mod tests {
                 (2, 3, 2),
                 (2, 3, 2),
                 (3, 3, 2),
-                (3, 2, GATE_COL_SLICES)
+                none
             ]
         );
         // Five segments for two sequences: the first pass and the combine run; the walks a CTA per segment.
@@ -780,11 +776,11 @@ mod tests {
                 (2, 3, 5),
                 (2, 3, 5),
                 (3, 3, 5),
-                (3, 2, GATE_COL_SLICES)
+                none
             ]
         );
         // Workspace 0: q ⊙ dq, then Γ (a per-key gate's); workspace 1: Z, then the dq / dk passes' row sums (a
-        // per-key gate's by key column).
+        // per-key gate's q ⊙ dq by key column).
         assert_eq!(
             key.workspace_elems(50, 2, 9, 5, 3, 100, 130),
             Some([2 * 50 * 3 * 100, 5 * 3 * 100 + 50 * 3 * 100])

@@ -252,8 +252,14 @@ pub struct ForwardArgs {
     /// f32 `[⌈d_v / 64⌉, tokens, H]`: per 64 columns and token, Σ_e rs_w ⊙ o (the dq pass writes it, the dk pass
     /// subtracts its own: the gate's row sums Σ (q ⊙ dq − k ⊙ dk)); else 0.
     pub rs_out: u64,
+    /// A per-key gate's dk pass (per-value kernel, [`crate::Pass::Dk`]): its store turns the dq pass's q ⊙ dq by key
+    /// column (`rs_out`, f32 `[tokens, H, d_v]`) into d log α and writes d logits `[B,T,H,d_v]` (the spec's dtype)
+    /// here; 0: no gate gradients.
+    pub dg: u64,
+    /// The same pass's d params, f32 `[H, P]`, added to (zeroed by the host); 0 when the gate has none.
+    pub dparams: u64,
     /// Explicit tail padding to the struct's 64-byte alignment (no implicit padding bytes: 704 in all).
-    pub _pad: [u64; 6],
+    pub _pad: [u64; 4],
 }
 
 /// One encoded CUtensorMap: 128 opaque bytes, 64-byte aligned (as the driver and the kernel's parameter require).

@@ -400,6 +400,22 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
             "__device__ __forceinline__ float gate_log2_acc(float x, const float* p, float acc) {{ return fmaf(gate_log_alpha(x, p), 1.4426950408889634f, acc); }}"
         );
     }
+    if f.row_sums && f.value_rows && f.reverse {
+        // A per-key gate's dk pass makes the d logits at its store: the gate's derivatives in IEEE f32 whatever the
+        // dtype, as the backward's kernels (`backward::generate_backward`), 0 below the log α floor.
+        let _ = writeln!(
+            w,
+            "namespace gate_ieee {{  // the gate again, in IEEE f32 math (its derivatives)"
+        );
+        w.push_str(gate_math_section(DType::F32));
+        w.push_str(gate.cuda_source());
+        let _ = writeln!(w, "\n}}  // namespace gate_ieee");
+        let _ = writeln!(
+            w,
+            "__device__ __forceinline__ float gate_grads(float x, const float* p, float* dp) {{ if ({id}(x, p) < LOG_ALPHA_FLOOR) {{ for (int i = 0; i < NPARAM; ++i) dp[i] = 0.f; return 0.f; }} gate_ieee::{id}_dp(x, p, dp); return gate_ieee::{id}_dx(x, p); }}",
+            id = gate.cuda_ident()
+        );
+    }
     let _ = writeln!(w);
     w.push_str(PRELUDE);
     let _ = writeln!(w);

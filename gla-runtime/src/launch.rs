@@ -463,10 +463,8 @@ pub(crate) fn launch_backward_set(
                 | "gla_bwd_walk_dq"
                 | "gla_bwd_walk_dk"
         );
-        // (after the passes the gate's kernel runs only where its gradients are asked for; a per-key gate's only
-        // after the passes — the dk walk finishes it otherwise)
-        let gate_skipped = *name == "gla_bwd_gate"
-            && (!gate_grads_out || (spec.gate.shape() == GateShape::PerKey && !b.dq_dk_by_pass));
+        // (after the passes the gate's kernel runs only where its gradients are asked for)
+        let gate_skipped = *name == "gla_bwd_gate" && !gate_grads_out;
         if (b.dq_dk_by_pass && walked_by_passes) || gate_skipped {
             continue; // (dq, dk from their passes)
         }
@@ -826,9 +824,13 @@ pub struct RowSums<'a> {
     /// The original q (dq pass) or k (dk pass): `[B, T, H, d_v]` of the pass (its o's shape), the inputs' dtype.
     pub w: &'a DeviceTensor,
     /// A workspace holding f32 `[⌈d_v / 64⌉, tokens, H]` at byte `offset` (the backward's, where `gla_bwd_gate`
-    /// reads them).
+    /// reads them); a per-key gate's passes: `[tokens, H, d_v]`, q ⊙ dq by key column (`KernelSpec::row_sum_elems`).
     pub out: &'a CudaSlice<u8>,
     pub offset: usize,
+    /// A per-key gate's dk pass: its d logits (`[B, T, H, d_v]` of the pass, the inputs' dtype) and d params (f32
+    /// `[H, P]`, added to), which its store makes; None where the gate's gradients are not asked for.
+    pub dg: Option<&'a DeviceTensor>,
+    pub dparams: Option<&'a DeviceTensor>,
 }
 
 /// Launch arguments checked against the variant and the buffers; borrows the buffers while it lives.
@@ -996,8 +998,8 @@ impl<'a> Bound<'a> {
         let o = need("o", b.o, gpu, prod(&[tokens, hv, dv])?, dt)?;
         // (the backward's dq / dk passes: the gate's row sums, [⌈d_v / 64⌉, tokens, H] f32 in a workspace; a
         // per-key gate's: by key column, [tokens, H, d_v])
-        let (rs_w, rs_out) = match (spec.pass.row_sums(), &b.row_sums) {
-            (false, None) => (0, 0),
+        let (rs_w, rs_out, dg, dparams) = match (spec.pass.row_sums(), &b.row_sums) {
+            (false, None) => (0, 0, 0, 0),
             (true, Some(r)) => {
                 let w = need("row sums' q / k", r.w, gpu, prod(&[tokens, hv, dv])?, dt)?;
                 let bytes = spec
@@ -1014,7 +1016,39 @@ impl<'a> Bound<'a> {
                         ),
                     ));
                 }
-                (w, r.out.device_ptr(gpu.stream()).0 + r.offset as u64)
+                // (the gate's gradients: a per-key gate's dk pass only — a per-value kernel walking in reverse)
+                let makes_grads = spec.shape() == GateShape::PerValue && spec.pass.reverse();
+                if (r.dg.is_some() || r.dparams.is_some()) && !makes_grads {
+                    return Err(GlaError::invalid(
+                        "row sums",
+                        format!(
+                            "{} makes no gate gradients (a per-key gate's dk pass does)",
+                            spec.id()
+                        ),
+                    ));
+                }
+                let np = spec.gate.params().len();
+                if r.dparams.is_some() != (r.dg.is_some() && np > 0) {
+                    return Err(GlaError::invalid(
+                        "d_params",
+                        "a gate with parameters takes their gradient with the d logits (none without)",
+                    ));
+                }
+                let dg =
+                    r.dg.map(|t| need("d_logits", t, gpu, prod(&[tokens, hv, dv])?, dt))
+                        .transpose()?
+                        .unwrap_or(0);
+                let dparams = r
+                    .dparams
+                    .map(|t| need("d_params", t, gpu, prod(&[hv, np])?, DType::F32))
+                    .transpose()?
+                    .unwrap_or(0);
+                (
+                    w,
+                    r.out.device_ptr(gpu.stream()).0 + r.offset as u64,
+                    dg,
+                    dparams,
+                )
             }
             (true, None) => {
                 return Err(GlaError::invalid(
@@ -1100,6 +1134,8 @@ impl<'a> Bound<'a> {
             lead: variant.plan.lead_permille,
             rs_w,
             rs_out,
+            dg,
+            dparams,
             ..Default::default()
         };
         if variant.plan.tma && dk == spec.dk as usize && tokens > 0 {
@@ -1457,6 +1493,8 @@ mod tests {
         assert_eq!(&a.tm_q as *const _ as usize - base, 128);
         assert_eq!(&a.tm_g as *const _ as usize - base, 128 + 3 * 128);
         assert_eq!(&a.rs_w as *const u64 as usize - base, 640);
+        assert_eq!(&a.dg as *const u64 as usize - base, 656);
+        assert_eq!(&a.dparams as *const u64 as usize - base, 664);
         assert_eq!(std::mem::size_of::<ArgsRepr>(), 704);
     }
 }

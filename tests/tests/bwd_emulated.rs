@@ -125,10 +125,7 @@ fn emulate(
         .iter()
         .zip(backward_grids(spec, dk, dv, h, n, chunks, segments))
     {
-        // (a per-key gate's gla_bwd_gate runs only after the dq / dk passes: the dk walk finishes the gate here)
-        if grid.0 * grid.1 * grid.2 == 0
-            || (*name == "gla_bwd_gate" && gate.shape() == GateShape::PerKey)
-        {
+        if grid.0 * grid.1 * grid.2 == 0 {
             continue;
         }
         // SAFETY: every address in `args` is a live host buffer above of the extent the runtime's launch checks

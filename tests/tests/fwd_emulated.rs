@@ -17,15 +17,23 @@ use gla_runtime::launch::{plan_segments, resolve_axis, seq_arrays, GridSizes};
 use tests::emu::{Elems, EmuError, Emulated};
 use tests::{rel_rms, Case};
 
+/// The dq / dk passes' row sums: their weights (`[tokens, H, d_v]`, as o), their f32 output (`[⌈d_v / 64⌉, tokens,
+/// H]`, a per-key gate's `[tokens, H, d_v]`), which the dq pass writes and the dk pass updates, and a per-key gate's
+/// d logits (`[tokens, H, d_v]` in the dtype, NaN first) and d params (zeroed), which its dk pass makes.
+struct Rows<'a> {
+    w: &'a [f32],
+    out: &'a mut Vec<f32>,
+    grads: Option<(&'a mut Elems, &'a mut Vec<f32>)>,
+}
+
 /// Runs `spec`'s plan on `case` with `segments` segments a sequence where the plan is segmented (the two-level scan:
-/// state pass, combine, fused pass; `launch::plan_segments`, 1: none); returns (o, final state). `rows`: the dq /
-/// dk passes' row-sum weights (`[tokens, H, d_v]`, as o) and their f32 `[⌈d_v / 64⌉, tokens, H]` output, which the
-/// dq pass writes and the dk pass updates.
+/// state pass, combine, fused pass; `launch::plan_segments`, 1: none); returns (o, final state). `rows`: a dq / dk
+/// pass's row sums ([`Rows`]).
 fn emulate(
     spec: &KernelSpec,
     case: &Case,
     segments: usize,
-    rows: Option<(&[f32], &mut Vec<f32>)>,
+    rows: Option<Rows>,
 ) -> Result<(Vec<f64>, Vec<f64>), String> {
     let g = generate(spec).map_err(|e| e.to_string())?;
     let names: Vec<&str> = g.plan.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -53,9 +61,22 @@ fn emulate(
     let mut h0 = case.initial_state.clone().expect("an initial state");
     let mut ht = vec![f32::NAN; n * h * dk * dv];
     let mut o = Elems::nan(tokens * h * dv, dt);
-    let (mut rs_w, rs_out) = match rows {
-        Some((w, out)) => (Elems::of(w, dt), out.as_mut_ptr() as u64),
-        None => (Elems::of(&[], dt), 0),
+    let (mut rs_w, rs_out, dg, dparams) = match rows {
+        Some(r) => {
+            let (dg, dp) = match r.grads {
+                Some((dg, dp)) => (
+                    dg.ptr(),
+                    if dp.is_empty() {
+                        0
+                    } else {
+                        dp.as_mut_ptr() as u64
+                    },
+                ),
+                None => (0, 0),
+            };
+            (Elems::of(r.w, dt), r.out.as_mut_ptr() as u64, dg, dp)
+        }
+        None => (Elems::of(&[], dt), 0, 0, 0),
     };
     let lens: Vec<usize> = seqs.iter().map(|&(_, l)| l).collect();
     let segs = plan_segments(&g.plan, spec, &lens, kh, dv, Some(segments));
@@ -111,6 +132,8 @@ fn emulate(
         },
         rs_w: if rs_out == 0 { 0 } else { rs_w.ptr() },
         rs_out,
+        dg,
+        dparams,
         ..Default::default()
     };
     let sizes = GridSizes {
@@ -728,7 +751,7 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
             let mut rng = rand::rngs::SmallRng::seed_from_u64(1700 + i as u64);
             let d_o = tests::uniform(&mut rng, dims.b * dims.t * dims.h * dims.dv, *dt);
             let want = case.reference_backward(g, &d_o, None);
-            let (got, rows) = run_scalar_passes(g, &case, &d_o)?;
+            let (got, rows) = run_scalar_passes(g, &case, &d_o, None)?;
             let (h, d) = (dims.h, dims.dk);
             let tokens = rows.len() / (h * d.div_ceil(64));
             // (the reference's row sums Σ_d q ⊙ dq − k ⊙ dk, a (token, head), in f64)
@@ -773,7 +796,7 @@ fn the_scalar_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
 /// v ← k and the gate on the value side; dk its time-reversed twin with v ← q) against the f64 reference backward,
 /// without an initial state or a final-state gradient: dq, dk (rounded to the dtype) and the gate's gradient by key
 /// column that their stores leave — the dq pass writes E = q ⊙ dq, the dk pass turns it into d log α_t = Σ_{s≥t}
-/// (q ⊙ dq − k ⊙ dk)_s, f32 — and the d logits and d params `gla_bwd_gate` makes of it, at weak and strong decays (RWKV-6's −exp(x), GLA's log σ shifted −12 / alternating
+/// (q ⊙ dq − k ⊙ dk)_s, and its store the d logits and d params of it (d log α · ∂log α/∂x) — at weak and strong decays (RWKV-6's −exp(x), GLA's log σ shifted −12 / alternating
 /// ±12 by chunk), varlen with empty and one-token sequences, and a long sequence (T = 1024, where the nearly
 /// cancelling sums add up), d = 64 and 128, bf16 and f16. Tolerance: 5e-3 relative RMS (the backward's).
 #[test]
@@ -832,10 +855,15 @@ fn the_per_key_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
             let mut rng = rand::rngs::SmallRng::seed_from_u64(1900 + i as u64);
             let d_o = tests::uniform(&mut rng, dims.b * dims.t * dims.h * dims.dv, *dt);
             let want = case.reference_backward(g, &d_o, None);
-            let (got, dlog) = run_scalar_passes(g, &case, &d_o)?;
-            // (the reference's d log α: the reverse sum of q ⊙ dq − k ⊙ dk down each key column of each sequence)
+            let mut dg = Elems::nan(case.logits.len(), *dt);
+            let mut dparams = vec![0f32; case.params.len()];
+            let (got, _) = run_scalar_passes(g, &case, &d_o, Some((&mut dg, &mut dparams)))?;
+            let dg = dg.to_f64(*dt);
+            let dparams: Vec<f64> = dparams.iter().map(|&x| x as f64).collect();
+            // (the closed form's d log α, in f64: the reverse sum of q ⊙ dq − k ⊙ dk down each key column of each
+            // sequence; the kernels' d logits are this times ∂log α/∂x, rounded)
             let (h, d) = (dims.h, dims.dk);
-            let mut want_dlog = vec![0f64; dlog.len()];
+            let mut want_dlog = vec![0f64; dg.len()];
             for (s0, len) in dims.sequences(case.cu_seqlens.as_deref()).unwrap() {
                 for c in 0..h * d {
                     let mut acc = 0f64;
@@ -846,14 +874,22 @@ fn the_per_key_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
                     }
                 }
             }
-            let got_dlog: Vec<f64> = dlog.iter().map(|&x| x as f64).collect();
-            let (dg, dparams) = run_gate_after_passes(g, &case, &dlog)?;
+            let p = |hh: usize| -> Vec<f64> {
+                let np = g.params().len();
+                case.params[hh * np..(hh + 1) * np]
+                    .iter()
+                    .map(|&x| x as f64)
+                    .collect()
+            };
+            let want_dg: Vec<f64> = (0..dg.len())
+                .map(|x| want_dlog[x] * g.dlog_alpha_dx(case.logits[x] as f64, &p((x / d) % h)))
+                .collect();
             let (e_dl, e_dp) = tests::gate_grad_errors(g, &case, &want, (&dg, &dparams));
             let errs = [
                 ("dq", rel_rms(&got[0], &want.dq)),
                 ("dk", rel_rms(&got[1], &want.dk)),
-                ("d log α", rel_rms(&got_dlog, &want_dlog)),
-                ("dlogits", e_dl),
+                ("d logits", rel_rms(&dg, &want_dg)),
+                ("dlogits (terms)", e_dl),
                 ("dparams", e_dp),
             ];
             let tol = 5e-3;
@@ -871,88 +907,6 @@ fn the_per_key_dq_dk_passes_match_the_f64_gradients_on_the_emulator() {
     tests::report_cases(results);
 }
 
-/// A per-key gate's `gla_bwd_gate` as `Gla::backward` launches it after the dq / dk passes (the walk form's kernel
-/// set, that kernel alone): d log α `dlog` (`[tokens, H, d_k]` f32) after Z = 0 in workspace 1; (d logits, d params).
-fn run_gate_after_passes(
-    g: &'static dyn Gate,
-    case: &Case,
-    dlog: &[f32],
-) -> Result<(Vec<f64>, Vec<f64>), String> {
-    use gla_codegen::{
-        backward_grids, generate_backward, walk_segments, BackwardArgs, BackwardForm, BackwardSpec,
-        BWD_THREADS,
-    };
-    let (d, dt) = (case.dims, case.dtype);
-    let spec = BackwardSpec::for_problem(g, dt, d.dk, d.dv)
-        .and_then(|s| s.with_form(BackwardForm::Walks))
-        .map_err(|e| e.to_string())?;
-    let source = generate_backward(&spec).map_err(|e| e.to_string())?;
-    let kernels = match Emulated::compile(&source, &["gla_bwd_gate"]) {
-        Ok(k) => k,
-        Err(EmuError::NoCompiler(m)) => return Err(format!("SKIP {m}")),
-        Err(e) => return Err(format!("{}: {e}", spec.id())),
-    };
-    let seqs = d.sequences(case.cu_seqlens.as_deref()).unwrap();
-    let (mut cu, mut co, mut ci) = seq_arrays(&seqs, spec.chunk());
-    let per_seq: Vec<usize> = seqs
-        .iter()
-        .map(|&(_, l)| l.div_ceil(spec.chunk() as usize))
-        .collect();
-    let (mut so, mut si) = walk_segments(&per_seq, 0);
-    let (n, segments) = (seqs.len(), si.len() / 2);
-    let mut dstates = vec![0f32; segments * d.h * d.dk];
-    dstates.extend_from_slice(dlog);
-    let mut lg = Elems::of(&case.logits, dt);
-    let mut dg = Elems::nan(case.logits.len(), dt);
-    let mut params = case.params.clone();
-    let mut dparams = vec![0f32; params.len()];
-    let p = |v: &mut Vec<f32>| {
-        if v.is_empty() {
-            0
-        } else {
-            v.as_mut_ptr() as u64
-        }
-    };
-    let args = BackwardArgs {
-        g: lg.ptr(),
-        dg: dg.ptr(),
-        params: p(&mut params),
-        dparams: p(&mut dparams),
-        dstates: dstates.as_mut_ptr() as u64,
-        cu_seqlens: cu.as_mut_ptr() as u64,
-        chunk_offsets: co.as_mut_ptr() as u64,
-        chunk_index: ci.as_mut_ptr() as u64,
-        seg_offsets: so.as_mut_ptr() as u64,
-        seg_index: si.as_mut_ptr() as u64,
-        n_seqs: n as i32,
-        h: d.h as i32,
-        d_k: d.dk as i32,
-        d_v: d.dv as i32,
-        ..BackwardArgs::default()
-    };
-    let i = spec
-        .kernels()
-        .iter()
-        .position(|&k| k == "gla_bwd_gate")
-        .unwrap();
-    let grid = backward_grids(&spec, d.dk, d.dv, d.h, n, ci.len() / 2, segments)[i];
-    // SAFETY: the kernel reads the logits, parameters, sequence and segment arrays and workspace 1 (Z, then d log α:
-    // segments · H · d_k + tokens · H · d_k elements) and writes d logits and d params, all live buffers above.
-    #[allow(unsafe_code)]
-    unsafe {
-        kernels.launch(
-            "gla_bwd_gate",
-            grid,
-            BWD_THREADS,
-            spec.smem_bytes("gla_bwd_gate"),
-            &args,
-        )
-    }
-    .map_err(|e| e.to_string())?;
-    let f = |x: &[f32]| x.iter().map(|&y| y as f64).collect::<Vec<f64>>();
-    Ok((dg.to_f64(dt), f(&dparams)))
-}
-
 /// Runs a gate's dq pass then its dk pass on the emulator as `Gla::backward` does (q ← dO, k ← v, v ← k for dq or q
 /// for dk; no initial state; the row sums' weights q, then k): ([dq, dk], the row sums f32 `[⌈d_k / 64⌉, tokens,
 /// H]` — a per-key gate's: d log α, f32 `[tokens, H, d_k]`).
@@ -960,6 +914,7 @@ fn run_scalar_passes(
     g: &'static dyn Gate,
     case: &Case,
     d_o: &[f32],
+    mut grads: Option<(&mut Elems, &mut Vec<f32>)>,
 ) -> Result<([Vec<f64>; 2], Vec<f32>), String> {
     use gla_codegen::Pass;
     let dims = case.dims;
@@ -994,7 +949,12 @@ fn run_scalar_passes(
             cu_seqlens: case.cu_seqlens.clone(),
         };
         let w = if pass == Pass::Dq { &case.q } else { &case.k };
-        got[n] = emulate(&spec, &permuted, 1, Some((w, &mut rows)))?.0;
+        let rows = Rows {
+            w,
+            out: &mut rows,
+            grads: if pass == Pass::Dk { grads.take() } else { None },
+        };
+        got[n] = emulate(&spec, &permuted, 1, Some(rows))?.0;
     }
     Ok((got, rows))
 }
@@ -1035,7 +995,7 @@ fn the_scalar_passes_keep_the_gates_gradient_over_long_sequences_on_the_emulator
             let mut rng = rand::rngs::SmallRng::seed_from_u64(1500 + i as u64);
             let d_o = tests::uniform(&mut rng, dims.b * dims.t * dims.h * dims.dv, *dt);
             let want = case.reference_backward(g, &d_o, None);
-            let (got, rows) = run_scalar_passes(g, &case, &d_o)?;
+            let (got, rows) = run_scalar_passes(g, &case, &d_o, None)?;
             // (one head: the stores' row sums, summed over the key tiles and reverse-summed in f32 as gla_bwd_gate
             // does; the reference's in f64)
             let (d, tiles) = (dims.dk, dims.dk.div_ceil(64));

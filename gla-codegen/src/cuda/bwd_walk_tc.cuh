@@ -995,27 +995,9 @@ extern "C" __global__ void __launch_bounds__(NT, WALK_CTAS_V) gla_bwd_walk_dv(co
 // ---- gla_bwd_gate: a scalar gate's d logits and d params ----
 // d log α_t = Z + Σ_{s ≥ t} w_s over the sequence, w_s the dk walk's row sums over its tiles, Z = Σ_d Z_N. A CTA per
 // (head, sequence); each thread a run of tokens (its total, a suffix scan of the totals, then its run in reverse).
-// A per-key gate (launched only after the dq / dk passes; the dk walk finishes it otherwise): the dk pass's store
-// left d log α by key column, f32 [tokens, H, d_k] after Z; d logits = d log α · ∂log α/∂x elementwise, d params[h]
-// += d log α · ∂log α/∂p. A CTA per (head, sequence, slice z of gridDim.z): the sequence's (token, column) elements
-// z · NT + i, strided by gridDim.z · NT.
 extern "C" __global__ void __launch_bounds__(NT) gla_bwd_gate(const __grid_constant__ BwdArgs a) {
 #if KEY_GATE == GATE_PER_KEY
-    const int head = blockIdx.x, n = blockIdx.y;
-    const i64 bos = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - bos;
-    const float* W = a.dstates + a.seg_offsets[a.n_seqs] * a.h * a.dk;
-    const float* p = a.params ? a.params + (i64)head * NPARAM : nullptr;
-    float dp[NPARAM > 0 ? NPARAM : 1], t[NPARAM > 0 ? NPARAM : 1];
-    for (int u = 0; u < NPARAM; ++u) dp[u] = 0.f;
-    for (i64 idx = (i64)blockIdx.z * NT + threadIdx.x; idx < len * a.dk; idx += (i64)gridDim.z * NT) {
-        const i64 s = idx / a.dk, off = ((bos + s) * a.h + head) * (i64)a.dk + (idx - s * a.dk);
-        const float r = W[off];
-        a.dg[off] = to_elem(r * gate_grads(to_f32(a.g[off]), p, t));
-        if (NPARAM > 0)
-            for (int u = 0; u < NPARAM; ++u) dp[u] = fmaf(r, t[u], dp[u]);
-    }
-    add_dparams(a, dp, head);
-    (void)t;
+    (void)a;  // (a per-key gate finishes in gla_bwd_walk_dk, or in its dk pass's store: this grid is empty)
 #else
     extern __shared__ __align__(16) float sm[];
     float* T = sm;  // [NT] the runs' totals

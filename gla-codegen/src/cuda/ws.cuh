@@ -199,7 +199,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #pragma unroll
             for (int i = 0; i < DK / 2; ++i) S[i] *= inv;
         }
-        float carry[2] = {0.f, 0.f};                         // (a per-key gate's dk pass: d log α's running sums)
+        GateAcc gacc;                                        // (a per-key gate's dk pass: d log α's running sums, d params)
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
@@ -229,7 +229,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, j, o, smem, s, carry);       // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
+            wg_store(a, sq, i0, j, o, smem, s, gacc);        // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
@@ -238,6 +238,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #pragma unroll
             for (int i = 0; i < DK / 2; ++i) S[i] *= a.scale;
         }
+        if constexpr (GLA_ROW_SUMS && GLA_VALUE_ROWS && GLA_REVERSE) gate_acc_flush(a, sq, gacc);  // d params
         if (float* fin = seg_fin(a, n, p, head)) wg_state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----

@@ -298,8 +298,24 @@ __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, 
 }
 #endif
 
-// carry: a per-key gate's dk pass, the gate gradient's running sums of this thread's two key columns (GLA_ROW_SUMS).
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s, float (&carry)[2]) {
+// A per-key gate's dk pass (GLA_ROW_SUMS, per value, reverse): what a consumer thread carries from chunk to chunk —
+// d log α's running sums of its two key columns and its part of d params.
+struct GateAcc {
+    float carry[2] = {0.f, 0.f};
+    float dp[NPARAM > 0 ? NPARAM : 1] = {};
+};
+// d params[head] += the consumers' parts (a warp's sum, one atomic f32 add a warp), after the sequence's last chunk.
+__device__ __forceinline__ void gate_acc_flush(const FwdArgs& a, const Seq& sq, const GateAcc& acc) {
+    if (NPARAM > 0 && a.dparams)
+        for (int u = 0; u < NPARAM; ++u) {
+            float x = acc.dp[u];
+#pragma unroll
+            for (int m = 16; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+            if ((threadIdx.x & 31) == 0 && x != 0.f) atomicAdd(a.dparams + (i64)vhead(sq) * NPARAM + u, x);
+        }
+}
+
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s, GateAcc& acc) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
     float x[C / 2];
@@ -337,7 +353,8 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     // rounded: the dq pass writes E = q ⊙ dq, the dk pass turns it into d log α_se = Σ_{t>=s} (E − k ⊙ dk)_te
     // (chunks come last to first: the running sum of the later chunks, `carry`, a (row, thread); within the chunk a
     // row's tokens are 8 m + 2 t + u — groups m, the quad's lanes t — so a suffix sum over the quad by shuffles, then
-    // the groups from the last). Element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1).
+    // the groups from the last), then d logits = d log α · ∂log α/∂x from the logits still in the slot, and its part of
+    // d params. Element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1).
     static_assert(KSPLIT == 1, "the dq / dk passes: no key split");
     {
         const int t = lane & 3, r = sq.v0 + 64 * wg + 16 * w + (lane >> 2);
@@ -351,10 +368,11 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
             if (GLA_REVERSE) ev[i] = ok ? a.rs_out[off] - wx : 0.f;
             else if (ok) a.rs_out[off] = wx;
         }
-        if (GLA_REVERSE) {
+#if GLA_REVERSE
+        {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float run = carry[h];
+                float run = acc.carry[h];
 #pragma unroll
                 for (int m = C / 8 - 1; m >= 0; --m) {
                     const float e0 = ev[4 * m + 2 * h], e1 = ev[4 * m + 2 * h + 1], pair = e0 + e1;
@@ -367,14 +385,23 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
                     ev[4 * m + 2 * h] = ev[4 * m + 2 * h + 1] + e0;
                     run += total;
                 }
-                carry[h] = run;
+                acc.carry[h] = run;
             }
+            if (a.dg) {
+                const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
+                const elem_t* xs = s.x(j % STAGES);  // (the raw logits [C][LDV], as gate_cumsum read them)
+                float dp[NPARAM > 0 ? NPARAM : 1];
 #pragma unroll
-            for (int i = 0; i < C / 2; ++i) {
-                const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
-                if (i0 + tok < sq.len && col < a.dv) a.rs_out[((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = ev[i];
+                for (int i = 0; i < C / 2; ++i) {
+                    const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+                    if (i0 + tok >= sq.len || col >= a.dv) continue;
+                    const float dx = gate_grads(to_f32(xs[tok * LDV + col - sq.v0]), p, dp);
+                    a.dg[((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = to_elem(ev[i] * dx);
+                    for (int u = 0; u < NPARAM; ++u) acc.dp[u] = fmaf(ev[i], dp[u], acc.dp[u]);
+                }
             }
         }
+#endif
     }
 #elif GLA_ROW_SUMS
     // (the backward's dq / dk passes) The gate's row sums from the f32 accumulators, before o is rounded: per token

@@ -121,8 +121,11 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
     const elem_t* rs_w;        // GLA_ROW_SUMS: [B*T, H, dv] the original q (dq pass) or k (dk pass), else null
-    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted)
-    unsigned long long pad_[6];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
+    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted);
+                               // per value (a per-key gate's passes): [B*T, H, dv], q ⊙ dq (dq pass, read by the dk pass)
+    elem_t* dg;                // a per-key gate's dk pass: its d logits [B*T, H, dv], or null (no gate gradients)
+    float* dparams;            // a per-key gate's dk pass: d params [H, P], added to (the host zeroed them), or null
+    unsigned long long pad_[4];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
 };
 
 // x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then

@@ -130,8 +130,11 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
     const elem_t* rs_w;        // GLA_ROW_SUMS: [B*T, H, dv] the original q (dq pass) or k (dk pass), else null
-    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted)
-    unsigned long long pad_[6];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
+    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted);
+                               // per value (a per-key gate's passes): [B*T, H, dv], q ⊙ dq (dq pass, read by the dk pass)
+    elem_t* dg;                // a per-key gate's dk pass: its d logits [B*T, H, dv], or null (no gate gradients)
+    float* dparams;            // a per-key gate's dk pass: d params [H, P], added to (the host zeroed them), or null
+    unsigned long long pad_[4];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
 };
 
 // x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then
@@ -2552,7 +2555,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #pragma unroll
             for (int i = 0; i < DK / 2; ++i) S[i] *= inv;
         }
-        float carry[2] = {0.f, 0.f};                         // (a per-key gate's dk pass: d log α's running sums)
+        GateAcc gacc;                                        // (a per-key gate's dk pass: d log α's running sums, d params)
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
@@ -2582,7 +2585,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, j, o, smem, s, carry);       // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
+            wg_store(a, sq, i0, j, o, smem, s, gacc);        // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
@@ -2591,6 +2594,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #pragma unroll
             for (int i = 0; i < DK / 2; ++i) S[i] *= a.scale;
         }
+        if constexpr (GLA_ROW_SUMS && GLA_VALUE_ROWS && GLA_REVERSE) gate_acc_flush(a, sq, gacc);  // d params
         if (float* fin = seg_fin(a, n, p, head)) wg_state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----

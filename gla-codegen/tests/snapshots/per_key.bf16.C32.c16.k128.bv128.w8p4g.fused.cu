@@ -132,8 +132,11 @@ struct FwdArgs {               // mirrors gla_codegen::ForwardArgs (#[repr(C)])
     int lead;                  // the lead segment's length, in thousandths of a later segment's (segs > 1)
     TmaMap tm_q, tm_k, tm_v, tm_g;  // over the [tokens, H, d] views of q, k, v and (per key) the logits; boxes 64 x 1 x C
     const elem_t* rs_w;        // GLA_ROW_SUMS: [B*T, H, dv] the original q (dq pass) or k (dk pass), else null
-    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted)
-    unsigned long long pad_[6];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
+    float* rs_out;             // GLA_ROW_SUMS: [ceil(dv / 64), B*T, H] Σ over 64 columns of rs_w ⊙ o (dk pass: subtracted);
+                               // per value (a per-key gate's passes): [B*T, H, dv], q ⊙ dq (dq pass, read by the dk pass)
+    elem_t* dg;                // a per-key gate's dk pass: its d logits [B*T, H, dv], or null (no gate gradients)
+    float* dparams;            // a per-key gate's dk pass: d params [H, P], added to (the host zeroed them), or null
+    unsigned long long pad_[4];  // (explicit tail padding: 704 bytes, as gla_codegen::ForwardArgs)
 };
 
 // x, opaque to the compiler where registers are tight (16 warps: 128 a thread): what is derived from it is then
@@ -2685,8 +2688,24 @@ __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, 
 }
 #endif
 
-// carry: a per-key gate's dk pass, the gate gradient's running sums of this thread's two key columns (GLA_ROW_SUMS).
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s, float (&carry)[2]) {
+// A per-key gate's dk pass (GLA_ROW_SUMS, per value, reverse): what a consumer thread carries from chunk to chunk —
+// d log α's running sums of its two key columns and its part of d params.
+struct GateAcc {
+    float carry[2] = {0.f, 0.f};
+    float dp[NPARAM > 0 ? NPARAM : 1] = {};
+};
+// d params[head] += the consumers' parts (a warp's sum, one atomic f32 add a warp), after the sequence's last chunk.
+__device__ __forceinline__ void gate_acc_flush(const FwdArgs& a, const Seq& sq, const GateAcc& acc) {
+    if (NPARAM > 0 && a.dparams)
+        for (int u = 0; u < NPARAM; ++u) {
+            float x = acc.dp[u];
+#pragma unroll
+            for (int m = 16; m > 0; m >>= 1) x += __shfl_xor_sync(0xffffffffu, x, m);
+            if ((threadIdx.x & 31) == 0 && x != 0.f) atomicAdd(a.dparams + (i64)vhead(sq) * NPARAM + u, x);
+        }
+}
+
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s, GateAcc& acc) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
     float x[C / 2];
@@ -2724,7 +2743,8 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
     // rounded: the dq pass writes E = q ⊙ dq, the dk pass turns it into d log α_se = Σ_{t>=s} (E − k ⊙ dk)_te
     // (chunks come last to first: the running sum of the later chunks, `carry`, a (row, thread); within the chunk a
     // row's tokens are 8 m + 2 t + u — groups m, the quad's lanes t — so a suffix sum over the quad by shuffles, then
-    // the groups from the last). Element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1).
+    // the groups from the last), then d logits = d log α · ∂log α/∂x from the logits still in the slot, and its part of
+    // d params. Element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1).
     static_assert(KSPLIT == 1, "the dq / dk passes: no key split");
     {
         const int t = lane & 3, r = sq.v0 + 64 * wg + 16 * w + (lane >> 2);
@@ -2738,10 +2758,11 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
             if (GLA_REVERSE) ev[i] = ok ? a.rs_out[off] - wx : 0.f;
             else if (ok) a.rs_out[off] = wx;
         }
-        if (GLA_REVERSE) {
+#if GLA_REVERSE
+        {
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float run = carry[h];
+                float run = acc.carry[h];
 #pragma unroll
                 for (int m = C / 8 - 1; m >= 0; --m) {
                     const float e0 = ev[4 * m + 2 * h], e1 = ev[4 * m + 2 * h + 1], pair = e0 + e1;
@@ -2754,14 +2775,23 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
                     ev[4 * m + 2 * h] = ev[4 * m + 2 * h + 1] + e0;
                     run += total;
                 }
-                carry[h] = run;
+                acc.carry[h] = run;
             }
+            if (a.dg) {
+                const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
+                const elem_t* xs = s.x(j % STAGES);  // (the raw logits [C][LDV], as gate_cumsum read them)
+                float dp[NPARAM > 0 ? NPARAM : 1];
 #pragma unroll
-            for (int i = 0; i < C / 2; ++i) {
-                const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
-                if (i0 + tok < sq.len && col < a.dv) a.rs_out[((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = ev[i];
+                for (int i = 0; i < C / 2; ++i) {
+                    const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+                    if (i0 + tok >= sq.len || col >= a.dv) continue;
+                    const float dx = gate_grads(to_f32(xs[tok * LDV + col - sq.v0]), p, dp);
+                    a.dg[((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = to_elem(ev[i] * dx);
+                    for (int u = 0; u < NPARAM; ++u) acc.dp[u] = fmaf(ev[i], dp[u], acc.dp[u]);
+                }
             }
         }
+#endif
     }
 #elif GLA_ROW_SUMS
     // (the backward's dq / dk passes) The gate's row sums from the f32 accumulators, before o is rounded: per token
@@ -3334,7 +3364,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #pragma unroll
             for (int i = 0; i < DK / 2; ++i) S[i] *= inv;
         }
-        float carry[2] = {0.f, 0.f};                         // (a per-key gate's dk pass: d log α's running sums)
+        GateAcc gacc;                                        // (a per-key gate's dk pass: d log α's running sums, d params)
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
@@ -3364,7 +3394,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, j, o, smem, s, carry);       // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
+            wg_store(a, sq, i0, j, o, smem, s, gacc);        // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
             wg_wait<0>();                                    // the state group is done: slot b is read
             reg_fence(S);
             if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
@@ -3373,6 +3403,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #pragma unroll
             for (int i = 0; i < DK / 2; ++i) S[i] *= a.scale;
         }
+        if constexpr (GLA_ROW_SUMS && GLA_VALUE_ROWS && GLA_REVERSE) gate_acc_flush(a, sq, gacc);  // d params
         if (float* fin = seg_fin(a, n, p, head)) wg_state_global<true>(S, fin, a, sq.v0);  // the final state, or E_0 (the lead)
 #else
         // ---- consumers: S, O = Q̃ S + A V, S ← diag(exp(Γ_L)) S + K̂^T V ----

@@ -201,8 +201,8 @@ impl Gla {
         // (`Features::split_operands`; with bf16 products d log α was 0.9–2.6e-2 off at T = 2048).
         // A per-key gate's the same way, as per-value kernels (`KernelSpec::shape`: the decay on dq's and dk's
         // columns), d_k = d_v: the dq pass's store leaves q ⊙ dq by key column, the dk pass's turns it into d log α_t
-        // = Σ_{s≥t} (q ⊙ dq − k ⊙ dk)_s (reverse-summed in the store: the chunks come last to first), and
-        // `gla_bwd_gate` makes the d logits and d params of it.
+        // = Σ_{s≥t} (q ⊙ dq − k ⊙ dk)_s (reverse-summed in the store: the chunks come last to first) and the d logits
+        // and d params of it (the gate's derivative at the store, the logits still in shared memory).
         let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
         let per_key = gate.shape() == GateShape::PerKey && dk == dv;
         let passes = if dv_pass.is_some()
@@ -238,12 +238,19 @@ impl Gla {
                     op: "cuMemsetD8Async",
                     msg: format!("{e:?}"),
                 })?;
-            // (q ← dO, k ← v, v ← k or q; the row sums' weights: q for dq, k for dk — the dk pass subtracts)
-            for (ps, vin, w, out) in [(dq_spec, k, q, &mut dq), (dk_spec, q, k, &mut dkt)] {
+            // (q ← dO, k ← v, v ← k or q; the row sums' weights: q for dq, k for dk — the dk pass subtracts; a per-key
+            // gate's dk pass also makes the d logits and d params, where they are asked for)
+            let grads = per_key && !opts.skip_gate_gradients;
+            for (ps, vin, w, out, last) in [
+                (dq_spec, k, q, &mut dq, false),
+                (dk_spec, q, k, &mut dkt, true),
+            ] {
                 let rows = launch::RowSums {
                     w,
                     out: &dstates,
                     offset,
+                    dg: d_logits.as_ref().filter(|_| grads && last),
+                    dparams: d_params.as_ref().filter(|_| grads && last),
                 };
                 self.run_pass(
                     gate,
@@ -271,13 +278,14 @@ impl Gla {
             dq: &dq,
             dk: &dkt,
             dv: &dvt,
-            // (the walks write the gate's gradients in any case; after the passes the gate kernel runs only if asked)
+            // (the walks write the gate's gradients in any case; after the passes the gate kernel runs only if asked,
+            // and a per-key gate's came from the dk pass)
             dg: d_logits
                 .as_ref()
-                .filter(|_| passes.is_none() || !opts.skip_gate_gradients),
+                .filter(|_| passes.is_none() || (!opts.skip_gate_gradients && !per_key)),
             dparams: d_params
                 .as_ref()
-                .filter(|_| passes.is_none() || !opts.skip_gate_gradients),
+                .filter(|_| passes.is_none() || (!opts.skip_gate_gradients && !per_key)),
             dh0: d_h0.as_ref(),
             states: &states,
             dstates: &dstates,
