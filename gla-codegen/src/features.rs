@@ -263,13 +263,13 @@ fn register_split(spec: &KernelSpec) -> RegisterSplit {
     let cap = ((file / (nt + pt)) / 8 * 8).min(255);
     let per_key = spec.shape() == GateShape::PerKey;
     // (the dq / dk passes' consumers also hold Sᵀ's low halves: 16 more registers at d = 64, 32 at 128 — without
-    // them in the split their kernels spilled 16 B; a per-key gate's passes, per-value kernels of 8 + 4 warps, give
-    // the producers' running products 152: with 136 they spilled 576 B)
+    // them in the split their kernels spilled 16 B; a per-key gate's passes, per-value kernels of 8 + 4 warps, keep
+    // the even 168 / 168: the producers' running products and register pass spilled 544 B at 152, 576 B at 136)
     let consumer: i64 = if split_operands(spec) {
         if t.ctas_per_sm > 1 {
             120
         } else if spec.shape() == GateShape::PerValue {
-            176
+            168
         } else {
             184
         }

@@ -139,9 +139,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
 #elif GLA_VALUE_ROWS
-        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ over this CTA's value columns (s.G, C x BV)
         intra_scores<P>(s, b);                               // A = (Q Kᵀ) ⊙ M  (no decay: it acts on V's columns)
-        value_operands<P>(s, b);                             // Γ_L, 2^Γ_L, mild?  strong: P;  V̂ = V ⊙ 2^(Γ_L − Γ)
+        value_operands<P>(a, s, sq, i0, b);                  // Γ, Γ_L, 2^Γ_L, mild?  strong: P;  V̂ = V ⊙ 2^(Γ_L − Γ)
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D

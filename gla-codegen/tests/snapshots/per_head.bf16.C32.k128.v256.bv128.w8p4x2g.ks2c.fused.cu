@@ -1313,8 +1313,9 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #endif
 
 #if GLA_VALUE_ROWS
-// Stage value_operands (per value on wgmma consumers, the producer group; Γ in s.G from gate_cumsum, A = (Q Kᵀ) ⊙ M
-// from intra_scores). The decay acts on the value columns e, outside the key contraction:
+// Stage value_operands (per value on wgmma consumers, the producer group, after intra_scores' A = (Q Kᵀ) ⊙ M): the
+// gate, Γ and the value operands of the chunk in one register pass. The decay acts on the value columns e, outside the
+// key contraction:
 //   O_ie = 2^Γ_ie (Sᵀ qᵢ)_e + Σ_{j<=i} A_ij 2^(Γ_ie − Γ_je) v_je,     Sᵀ ← diag(2^Γ_L) Sᵀ + V̂ᵀ K,  V̂ = V ⊙ 2^(Γ_L − Γ)
 // A chunk is mild when every column's span is at most SPAN_MAX (Γ_L >= −SPAN_MAX, the group's vote); its consumers
 // then take one product and one factor at the store,
@@ -1326,19 +1327,67 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // is the mirror image: Ṽ = V ⊙ 2^Γ for S'ᵀ ← diag(2^Γ_L) S'ᵀ + Ṽᵀ Q, and
 //   mild:   O_se = 2^(−Γ_se) · [(diag(2^Γ_L) S'ᵀ) Kᵀ + Ṽᵀ A]_es          (2^(−Γ_se) <= 2^SPAN_MAX)
 //   strong: O_se = 2^(Γ_Le − Γ_se) (S'ᵀ Kᵀ)_es + P_se,   P_se = Σ_{t>=s} A_ts v_te Π_{s<m<=t} α_me
-// Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote. Writes Γ_L, 2^Γ_L and the chunk's
-// mild flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
-// chunks; ends on the vote's barrier plus this thread's own stores (the FULL barrier publishes them).
+// Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote.
+// Thread layout: a thread owns 8 value columns (one 16-byte vector) × SR rows; the SEGS threads of a column vector are
+// consecutive lanes, so Γ's running sum crosses segments by shuffles. Writes Γ (s.G), Γ_L, 2^Γ_L and the chunk's mild
+// flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
+// chunks; ends on the vote's barrier (strong chunks: two more) plus this thread's own stores (the FULL barrier
+// publishes them).
 template <class G>
-__device__ __forceinline__ void value_operands(const Tiles& s, int b) {
-    const int tid = G::tid();
+__device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
+    constexpr int CV = BV / 8, SEGS = G::NT / CV, SR = C / SEGS;
+    static_assert(G::NT % CV == 0 && SEGS <= 32 && 32 % SEGS == 0 && C % SEGS == 0, "8 columns a thread, a column's segments in one warp");
+    const int tid = G::tid(), seg = tid % SEGS, c0 = 8 * (tid / SEGS), r0 = seg * SR;
+    const int rows = min(C, sq.len - i0);
+    const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
+    // Γ of this thread's rows: the gate down its segment, then the segments above it added (shuffles)
+    float g[SR][8], tot[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) tot[c] = 0.f;
+#pragma unroll
+    for (int r = 0; r < SR; ++r) {
+        Vec16 x;
+        x.u = *reinterpret_cast<const uint4*>(s.x(b) + (r0 + r) * LDV + c0);
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            if (r0 + r < rows && sq.v0 + c0 + c < a.dv) tot[c] = gate_log2_acc(to_f32(x.x[c]), p, tot[c]);
+            g[r][c] = tot[c];
+        }
+    }
+    float gl[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+        float incl = tot[c];
+#pragma unroll
+        for (int off = 1; off < SEGS; off <<= 1) {
+            const float y = __shfl_up_sync(0xffffffffu, incl, off, SEGS);
+            if (seg >= off) incl += y;
+        }
+        const float above = incl - tot[c];
+        gl[c] = __shfl_sync(0xffffffffu, incl, SEGS - 1, SEGS);
+#pragma unroll
+        for (int r = 0; r < SR; ++r) g[r][c] += above;
+    }
+#pragma unroll
+    for (int r = 0; r < SR; ++r) {
+        float4* dst = reinterpret_cast<float4*>(s.G + (r0 + r) * LDG + c0);
+        dst[0] = make_float4(g[r][0], g[r][1], g[r][2], g[r][3]);
+        dst[1] = make_float4(g[r][4], g[r][5], g[r][6], g[r][7]);
+    }
     bool mild = true;
-    for (int e = tid; e < BV; e += G::NT) mild = mild && s.G[(C - 1) * LDG + e] >= -SPAN_MAX;  // (NaN: not mild)
-    mild = G::all(mild);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) mild = mild && gl[c] >= -SPAN_MAX;  // (NaN: not mild)
+    if (seg == SEGS - 1)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            s.GL[c0 + c] = gl[c];
+            s.EGL[c0 + c] = exp_nonpos(gl[c]);
+        }
+    mild = G::all(mild);  // (a barrier: Γ is visible to the group)
     elem_t* v = s.v(b);
-    for (int e = tid; e < BV; e += G::NT) {
-        const float gl = s.G[(C - 1) * LDG + e];
-        if (!mild) {
+    if (!mild) {
+        // P by running products of α, a column a thread (reads the raw V and A; Γ from s.G)
+        for (int e = tid; e < BV; e += G::NT) {
             float vr[C], w[C];  // column e of V (raw), and the running products of α
 #pragma unroll
             for (int j = 0; j < C; ++j) vr[j] = to_f32(v[VO(j, e)]);
@@ -1384,18 +1433,37 @@ __device__ __forceinline__ void value_operands(const Tiles& s, int b) {
             }
 #endif
         }
-#pragma unroll 4
-        for (int i = 0; i < C; ++i) {  // V̂ = V ⊙ 2^(Γ_L − Γ)   (GLA_REVERSE: Ṽ = V ⊙ 2^Γ)
-            const int o = VO(i, e);
-            const float x = to_f32(v[o]) * exp_nonpos(GLA_REVERSE ? s.G[i * LDG + e] : gl - s.G[i * LDG + e]);
-            const elem_t hi = to_elem(x);
-            v[o] = hi;
+        G::sync();  // every column's raw V is read
+    }
+    // (Γ and Γ_L read back from shared memory — visible since the vote — rather than kept live across P's loop,
+    // whose running products need the registers)
+    float glr[8];
+    {
+        const float4 l0 = *reinterpret_cast<const float4*>(s.GL + c0), l1 = *reinterpret_cast<const float4*>(s.GL + c0 + 4);
+        glr[0] = l0.x; glr[1] = l0.y; glr[2] = l0.z; glr[3] = l0.w; glr[4] = l1.x; glr[5] = l1.y; glr[6] = l1.z; glr[7] = l1.w;
+    }
+#pragma unroll
+    for (int r = 0; r < SR; ++r) {  // V̂ = V ⊙ 2^(Γ_L − Γ)   (GLA_REVERSE: Ṽ = V ⊙ 2^Γ)
+        const int o = VO(r0 + r, c0);
+        Vec16 in, hi;
+        in.u = *reinterpret_cast<const uint4*>(v + o);
+        const float4 ga = *reinterpret_cast<const float4*>(s.G + (r0 + r) * LDG + c0), gb = *reinterpret_cast<const float4*>(s.G + (r0 + r) * LDG + c0 + 4);
+        const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
 #if GLA_SPLIT_OPS
-            s.v_lo(b)[o] = to_elem(x - to_f32(hi));
+        Vec16 lo;
+#endif
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const float x = to_f32(in.x[c]) * exp_nonpos(GLA_REVERSE ? gr[c] : glr[c] - gr[c]);
+            hi.x[c] = to_elem(x);
+#if GLA_SPLIT_OPS
+            lo.x[c] = to_elem(x - to_f32(hi.x[c]));
 #endif
         }
-        s.GL[e] = gl;
-        s.EGL[e] = exp_nonpos(gl);
+        *reinterpret_cast<uint4*>(v + o) = hi.u;
+#if GLA_SPLIT_OPS
+        *reinterpret_cast<uint4*>(s.v_lo(b) + o) = lo.u;
+#endif
     }
     if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // V̂, to the consumers' tensor cores
@@ -3298,9 +3366,8 @@ __device__ __forceinline__ void produce(const FwdArgs& a, unsigned char* smem, c
             intra_and_operands<P>(s, b, mild);               // A;  Q̃, K̂ (and K̃ on mild chunks)
         }
 #elif GLA_VALUE_ROWS
-        gate_cumsum<P>(a, s, sq, i0, b, fixed_log_alpha);    // Γ over this CTA's value columns (s.G, C x BV)
         intra_scores<P>(s, b);                               // A = (Q Kᵀ) ⊙ M  (no decay: it acts on V's columns)
-        value_operands<P>(s, b);                             // Γ_L, 2^Γ_L, mild?  strong: P;  V̂ = V ⊙ 2^(Γ_L − Γ)
+        value_operands<P>(a, s, sq, i0, b);                  // Γ, Γ_L, 2^Γ_L, mild?  strong: P;  V̂ = V ⊙ 2^(Γ_L − Γ)
 #else
         float gam[GPL];
         gate_scores<P>(a, s, sq, i0, b, fixed_log_alpha, gam, xc);  // Γ = log2e · cumsum(gate(x)) (every warp);  A = (Q K^T) ⊙ D
