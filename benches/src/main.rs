@@ -3,12 +3,13 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
-//!         [--gates gla,mamba2,<any registered gate>] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen]] [--decode] [--lineinfo]
+//!         [--gates gla,mamba2,<any registered gate>] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen,passes]] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
 //!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h200)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
 //!   form of `--forms` (default chunks,walks; `frozen`: the walk form without the gate's gradients,
-//!   `BackwardOptions::skip_gate_gradients`), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
+//!   `BackwardOptions::skip_gate_gradients`; `passes`: the walk form with dq / dk as passes wherever they exist,
+//!   `BackwardOptions::dq_dk_passes`), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
 //!   (`--decode`: also the decode step at N × H × d from 8 × 16 × 128 to 256 × 16 × 128, rows `"pass": "decode"`)
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!
@@ -295,7 +296,7 @@ fn backward_rows(
     gname: &str,
     strength: &str,
     gate: &'static dyn Gate,
-    forms: &[(BackwardForm, bool)],
+    forms: &[(BackwardForm, bool, bool)],
 ) -> Vec<serde_json::Value> {
     let case = Case::random(gate, Dims::new(b, t, h, d, d), DType::BF16, 44, false, None);
     let mut x = upload(gla, gate, &case);
@@ -305,7 +306,7 @@ fn backward_rows(
     let spec = KernelSpec::default_for(gate, DType::BF16, d, d).unwrap();
     let mut rows = Vec::new();
     // Each form the backward has for this problem, side by side in one run.
-    for &(form, frozen) in forms {
+    for &(form, frozen, passes) in forms {
         let Ok(bspec) = gla_codegen::BackwardSpec::for_problem(gate, DType::BF16, d, d)
             .and_then(|s| s.with_form(form))
         else {
@@ -313,13 +314,23 @@ fn backward_rows(
         };
         let fname = if frozen {
             "frozen".to_string()
+        } else if passes {
+            "passes".to_string()
         } else {
             format!("{form:?}").to_lowercase()
         };
-        let bwd_id = bspec.id() + if frozen { " frozen" } else { "" };
+        let bwd_id = bspec.id()
+            + if frozen {
+                " frozen"
+            } else if passes {
+                " dq/dk passes"
+            } else {
+                ""
+            };
         let opts = BackwardOptions {
             form: Some(form),
             skip_gate_gradients: frozen,
+            dq_dk_passes: passes.then_some(true),
             ..BackwardOptions::default()
         };
         for pass in ["fwd_bwd", "bwd"] {
@@ -737,14 +748,15 @@ fn main() {
         }
     }
     if args.iter().any(|a| a == "--backward") {
-        let forms: Vec<(BackwardForm, bool)> = opt("--forms", "chunks,walks")
+        let forms: Vec<(BackwardForm, bool, bool)> = opt("--forms", "chunks,walks")
             .split(',')
             .map(|f| match f {
-                "chunks" => (BackwardForm::Chunks, false),
-                "walks" => (BackwardForm::Walks, false),
-                "frozen" => (BackwardForm::Walks, true),
+                "chunks" => (BackwardForm::Chunks, false, false),
+                "walks" => (BackwardForm::Walks, false, false),
+                "frozen" => (BackwardForm::Walks, true, false),
+                "passes" => (BackwardForm::Walks, false, true),
                 other => {
-                    eprintln!("--forms: `{other}` is not a backward form (chunks, walks, frozen: walks without the gate's gradients)");
+                    eprintln!("--forms: `{other}` is not a backward form (chunks, walks, frozen: walks without the gate's gradients, passes: walks with dq / dk as passes wherever they exist)");
                     std::process::exit(2)
                 }
             })
@@ -778,7 +790,7 @@ fn main() {
             let bwd: Vec<gla_codegen::BackwardSpec> = jobs
                 .iter()
                 .flat_map(|&(g, d)| {
-                    forms.iter().filter_map(move |&(f, _)| {
+                    forms.iter().filter_map(move |&(f, _, _)| {
                         gla_codegen::BackwardSpec::for_problem(g, DType::BF16, d, d)
                             .and_then(|s| s.with_form(f))
                             .ok()

@@ -201,23 +201,27 @@ fn backward_matches_the_f64_reference() {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16),
     // and for a per-key or scalar gate without the gate's gradients (`skip_gate_gradients`: the gate's kernel left out after
-    // the dq / dk passes, which run where the problem has no states). The long shapes: the walk form, bf16 / f16.
+    // the dq / dk passes, which run where the problem has no states). The long shapes: the walk form, bf16 / f16 —
+    // a per-key gate's also with its dq / dk passes (`BackwardOptions::dq_dk_passes`, not its default yet).
     let forms = |gate: &'static dyn Gate,
                  dt: DType,
                  sh: &Shape|
-     -> Vec<(BackwardForm, Option<u32>, bool)> {
+     -> Vec<(BackwardForm, Option<u32>, bool, Option<bool>)> {
         // (dq / dk passes: per-key and scalar gates)
         let passes = gate.shape() != GateShape::PerValue;
+        let per_key = gate.shape() == GateShape::PerKey;
         [
-            (BackwardForm::Chunks, None, false),
-            (BackwardForm::Walks, None, false),
-            (BackwardForm::Walks, Some(1), false),
-            (BackwardForm::Walks, None, true),
+            (BackwardForm::Chunks, None, false, None),
+            (BackwardForm::Walks, None, false, None),
+            (BackwardForm::Walks, Some(1), false, None),
+            (BackwardForm::Walks, None, true, per_key.then_some(true)),
+            (BackwardForm::Walks, None, false, Some(true)),
         ]
         .into_iter()
-        .filter(|&(f, cut, skip)| {
+        .filter(|&(f, cut, skip, forced)| {
             (cut.is_none() || dt == DType::BF16)
                 && (!skip || passes)
+                && (forced.is_none() || (per_key && (sh.long || skip)))
                 && (!sh.long
                     || (f == BackwardForm::Walks && cut.is_none() && !skip && dt != DType::F32))
                 && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
@@ -232,7 +236,7 @@ fn backward_matches_the_f64_reference() {
     for gate in gates() {
         for dt in DType::ALL {
             for sh in &shapes {
-                for (form, _, _) in forms(gate, dt, sh) {
+                for (form, _, _, _) in forms(gate, dt, sh) {
                     let s = BackwardSpec::default_for(gate, dt, sh.dims.dk, sh.dims.dv)
                         .and_then(|s| s.with_form(form))
                         .unwrap();
@@ -271,7 +275,7 @@ fn backward_matches_the_f64_reference() {
         for dt in DType::ALL {
             let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };
             for (i, sh) in shapes.iter().enumerate() {
-                for (form, cut, skip) in forms(gate, dt, sh) {
+                for (form, cut, skip, forced) in forms(gate, dt, sh) {
                     let seed = 7700 + 10 * i as u64;
                     let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
                     let per_token = (case.logits.len() / (sh.dims.b * sh.dims.t)).max(1);
@@ -326,6 +330,7 @@ fn backward_matches_the_f64_reference() {
                         form: Some(form),
                         walk_segment_chunks: cut,
                         skip_gate_gradients: skip,
+                        dq_dk_passes: forced,
                     };
                     let g = gla
                         .backward(
@@ -343,7 +348,12 @@ fn backward_matches_the_f64_reference() {
                                 "{} {dt} {form:?}{} {}: {e}",
                                 gate.name(),
                                 cut.map_or(String::new(), |k| format!(" cut {k}"))
-                                    + if skip { " no gate grads" } else { "" },
+                                    + if skip { " no gate grads" } else { "" }
+                                    + if forced.is_some() {
+                                        " dq/dk passes"
+                                    } else {
+                                        ""
+                                    },
                                 sh.name
                             )
                         });
@@ -371,7 +381,7 @@ fn backward_matches_the_f64_reference() {
                         (None, None) => 0.0,
                         _ => f64::INFINITY,
                     };
-                    println!("| {} | {dt} | {form:?}{} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" }, sh.name);
+                    println!("| {} | {dt} | {form:?}{} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" } + if forced.is_some() { " dq/dk passes" } else { "" }, sh.name);
                     let worst =
                         [e_dq, e_dk, e_dv, e_dl, e_dp, e_h0]
                             .into_iter()
@@ -380,7 +390,7 @@ fn backward_matches_the_f64_reference() {
                                 |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
                             );
                     if !(worst <= tol) {
-                        failures.push(format!("{} {dt} {form:?}{} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" }, sh.name));
+                        failures.push(format!("{} {dt} {form:?}{} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" } + if forced.is_some() { " dq/dk passes" } else { "" }, sh.name));
                     }
                 }
             }
