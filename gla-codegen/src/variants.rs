@@ -297,9 +297,9 @@ impl KernelSpec {
                 return bad("warp specialisation needs a tensor-core dtype (bf16 or f16); use producer_warps = 0 for f32".into());
             }
             if self.shape() == GateShape::PerValue
-                && !(self.tiles.wgmma && self.tiles.producer_groups == 1 && self.key_split == 1)
+                && !(self.tiles.wgmma && self.tiles.producer_warps == 4 && self.key_split == 1)
             {
-                return bad("a per-value gate is warp-specialised on wgmma consumers with one producer group and no key split; use wgmma, or producer_warps = 0".into());
+                return bad("a per-value gate is warp-specialised on wgmma consumers with 4 producer warps (one or two groups) and no key split; use wgmma, or producer_warps = 0".into());
             }
         }
         if self.tiles.wgmma {
@@ -476,7 +476,12 @@ fn worth_keeping(s: &KernelSpec, kept: &[String]) -> bool {
     if t.wgmma {
         return match d {
             64 => t.warps == 4,
-            128 => s.key_split == 1 && t.block_v == 128 && groups == (4, 1),
+            // (a value gate's also in two producer groups: its producers are what limits it)
+            128 => {
+                s.key_split == 1
+                    && t.block_v == 128
+                    && (groups == (4, 1) || (s.shape() == GateShape::PerValue && groups == (4, 2)))
+            }
             256 => s.key_split == 2,
             _ => s.key_split == 4,
         };
@@ -519,8 +524,8 @@ pub fn dq_dk_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
 impl KernelSpec {
     /// The kernel of backward pass `pass` for a call with head dims `dk` × `dv` *of the pass's kernel* (the dq / dk
     /// passes swap them: q ← dO): the default forward variant made that pass — but a per-key gate's dq / dk passes
-    /// are per-value kernels ([`KernelSpec::shape`]): one producer warpgroup and wgmma consumers, 64 value columns a
-    /// consumer warpgroup (d = 64: 4 + 4 warps; d = 128: 8 + 4). Errors where the pass has no kernel.
+    /// are per-value kernels ([`KernelSpec::shape`]): one consumer warpgroup on wgmma (64 value columns a CTA) and
+    /// 4 producer warps in two groups taking alternate chunks, d = 64 or 128. Errors where the pass has no kernel.
     pub fn pass_default(
         gate: &'static dyn Gate,
         dtype: DType,
@@ -530,9 +535,10 @@ impl KernelSpec {
     ) -> Result<Self, GlaError> {
         if gate.shape() == GateShape::PerKey && matches!(pass, Pass::Dq | Pass::Dk) {
             let (kd, vd) = (specialised_dim(dk), specialised_dim(dv));
-            let warps = match (kd, vd) {
-                (Some(64), Some(64)) => 4,
-                (Some(128), Some(128)) => 8,
+            // (two producer groups of two warps on alternate chunks, one consumer warpgroup: at d = 128 two CTAs a
+            // head, 64 columns each — with 8 consumer warps, 168 registers a thread, the f16 passes spilled 32 B)
+            let (warps, producer_groups) = match (kd, vd) {
+                (Some(64), Some(64)) | (Some(128), Some(128)) => (4, 2),
                 _ => {
                     return Err(GlaError::Unsupported {
                         variant: format!("{}.{:?}", gate.name(), pass),
@@ -547,7 +553,7 @@ impl KernelSpec {
                 block_v: 16 * warps,
                 warps,
                 producer_warps: 4,
-                producer_groups: 1,
+                producer_groups,
                 wgmma: true,
                 ctas_per_sm: 1,
             };
@@ -786,19 +792,24 @@ pub fn candidates(gate: &'static dyn Gate) -> Vec<KernelSpec> {
             }
         }
     }
-    // Per-value gates on wgmma consumers (tensor-core dtypes, C 32, one producer warpgroup, no key split: see
-    // `value_operands`): 64 value columns a consumer warpgroup, d = 64 (one warpgroup; one or two CTAs an SM) and
-    // d = 128 (one or two warpgroups).
+    // Per-value gates on wgmma consumers (tensor-core dtypes, C 32, 4 producer warps in one group or in two taking
+    // alternate chunks, no key split: see `value_operands`): 64 value columns a consumer warpgroup, d = 64 (one
+    // warpgroup; one or two CTAs an SM) and d = 128 (one or two warpgroups).
     if gate.shape() == GateShape::PerValue {
         for dtype in [DType::BF16, DType::F16] {
-            for (d, warps, ctas_per_sm) in
-                [(64u32, 4u32, 1u32), (64, 4, 2), (128, 4, 1), (128, 8, 1)]
-            {
+            for (d, warps, ctas_per_sm, producer_groups) in [
+                (64u32, 4u32, 1u32, 1u32),
+                (64, 4, 2, 1),
+                (64, 4, 1, 2),
+                (128, 4, 1, 1),
+                (128, 8, 1, 1),
+                (128, 8, 1, 2),
+            ] {
                 let tiles = Tiles {
                     block_v: 16 * warps,
                     warps,
                     producer_warps: 4,
-                    producer_groups: 1,
+                    producer_groups,
                     wgmma: true,
                     ctas_per_sm,
                 };

@@ -417,7 +417,7 @@ fn dq_dk_pass_variants() {
     let pk = KernelSpec::default_for(&fixtures::PER_KEY, DType::BF16, 128, 128).unwrap();
     match pk.with_pass(Pass::Dq) {
         Err(GlaError::Unsupported { msg, .. }) => {
-            assert!(msg.contains("one producer group"), "{msg}")
+            assert!(msg.contains("4 producer warps"), "{msg}")
         }
         other => panic!("the per-key default (two producer groups) as a dq pass: {other:?}"),
     }
@@ -981,7 +981,8 @@ fn warp_specialised_plan_and_slot_ring() {
         }
     }
     assert!(seen > 50, "{seen} warp-specialised variants");
-    // value gates: on wgmma consumers only, one producer group, never segmented (no segment-state pass)
+    // value gates: on wgmma consumers only, 4 producer warps (one or two groups), never segmented (no segment-state
+    // pass)
     let pv: Vec<_> = all_variants(&fixtures::PER_VALUE)
         .into_iter()
         .filter(|v| v.tiles.specialised())
@@ -989,7 +990,7 @@ fn warp_specialised_plan_and_slot_ring() {
     assert!(!pv.is_empty());
     for v in &pv {
         assert!(
-            v.tiles.wgmma && v.tiles.producer_groups == 1 && v.key_split == 1,
+            v.tiles.wgmma && v.tiles.producer_warps == 4 && v.key_split == 1,
             "{}",
             v.id()
         );

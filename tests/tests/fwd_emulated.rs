@@ -505,20 +505,20 @@ fn the_forward_kernels_match_the_f64_recurrence_on_the_emulator() {
 
 /// Per-value gates on wgmma consumers (`value_operands`: V̂ and, on chunks over SPAN_MAX, the exact intra-chunk
 /// part P by the producers; Sᵀ's rows and O scaled by the consumers) against the f64 recurrence: mild, strong and
-/// alternating chunks, varlen with empty and one-token sequences, d = 64 (one consumer warpgroup) and 128, bf16 and
-/// f16, an initial state. Tolerance 3e-3 relative RMS.
+/// alternating chunks, varlen with empty and one-token sequences, d = 64 (one consumer warpgroup) and 128, one or two
+/// producer groups, bf16 and f16, an initial state. Tolerance 3e-3 relative RMS.
 #[test]
 fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
     let gate = tests::gate_named;
     let cu = Some(vec![0, 0, 1, 41, 75]);
-    let cases: Vec<(&str, DType, Dims, Option<Vec<usize>>, Shift, u32)> = vec![
+    let cases: Vec<(&str, DType, Dims, Option<Vec<usize>>, Shift, (u32, u32))> = vec![
         (
             "value_gla",
             DType::BF16,
             Dims::new(1, 75, 2, 128, 128),
             cu.clone(),
             By(0.0),
-            8,
+            (8, 1),
         ),
         (
             "value_gla",
@@ -526,7 +526,7 @@ fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
             Dims::new(2, 70, 2, 128, 128),
             None,
             By(-12.0),
-            8,
+            (8, 1),
         ),
         (
             "value_gla",
@@ -534,7 +534,7 @@ fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
             Dims::new(1, 170, 2, 128, 128),
             None,
             Alternating,
-            8,
+            (8, 1),
         ),
         (
             "value_gla",
@@ -542,7 +542,7 @@ fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
             Dims::new(1, 75, 2, 64, 64),
             cu.clone(),
             Alternating,
-            4,
+            (4, 1),
         ),
         (
             "value_gla",
@@ -550,20 +550,37 @@ fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
             Dims::new(2, 70, 2, 64, 64),
             None,
             By(0.0),
-            4,
+            (4, 1),
+        ),
+        // two producer groups taking alternate chunks (strong and mild ones in each group; varlen)
+        (
+            "value_gla",
+            DType::BF16,
+            Dims::new(1, 170, 2, 128, 128),
+            None,
+            Alternating,
+            (8, 2),
+        ),
+        (
+            "value_gla",
+            DType::F16,
+            Dims::new(1, 75, 2, 64, 64),
+            cu.clone(),
+            Alternating,
+            (4, 2),
         ),
     ];
     use rayon::prelude::*;
     let results: Vec<Result<String, String>> = cases
         .par_iter()
         .enumerate()
-        .map(|(i, (name, dt, dims, cu, shift, warps))| {
+        .map(|(i, (name, dt, dims, cu, shift, (warps, groups)))| {
             let g = gate(name);
             let tiles = Tiles {
                 block_v: 16 * warps,
                 warps: *warps,
                 producer_warps: 4,
-                producer_groups: 1,
+                producer_groups: *groups,
                 wgmma: true,
                 ctas_per_sm: 1,
             };

@@ -1301,7 +1301,8 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 //   strong: O_se = 2^(Γ_Le − Γ_se) (S'ᵀ Kᵀ)_es + P_se,   P_se = Σ_{t>=s} A_ts v_te Π_{s<m<=t} α_me
 // Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote.
 // Thread layout: a thread owns 8 value columns (one 16-byte vector) × SR rows; the SEGS threads of a column vector are
-// consecutive lanes, so Γ's running sum crosses segments by shuffles. Writes Γ (s.G), Γ_L, 2^Γ_L and the chunk's mild
+// consecutive lanes, so Γ's running sum crosses segments by shuffles (its rows' partial sums go through s.G: SR × 8
+// registers would spill at SR = 8, two producer groups of two warps). Writes Γ (s.G), Γ_L, 2^Γ_L and the chunk's mild
 // flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
 // chunks; ends on the vote's barrier (strong chunks: two more) plus this thread's own stores (the FULL barrier
 // publishes them).
@@ -1312,8 +1313,9 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
     const int tid = G::tid(), seg = tid % SEGS, c0 = 8 * (tid / SEGS), r0 = seg * SR;
     const int rows = min(C, sq.len - i0);
     const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
-    // Γ of this thread's rows: the gate down its segment, then the segments above it added (shuffles)
-    float g[SR][8], tot[8];
+    // Γ of this thread's rows: the gate's running sum down its segment (into s.G), then the segments above it added
+    // (shuffles) to what it stored
+    float tot[8];
 #pragma unroll
     for (int c = 0; c < 8; ++c) tot[c] = 0.f;
 #pragma unroll
@@ -1321,12 +1323,13 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
         Vec16 x;
         x.u = *reinterpret_cast<const uint4*>(s.x(b) + (r0 + r) * LDV + c0);
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
+        for (int c = 0; c < 8; ++c)
             if (r0 + r < rows && sq.v0 + c0 + c < a.dv) tot[c] = gate_log2_acc(to_f32(x.x[c]), p, tot[c]);
-            g[r][c] = tot[c];
-        }
+        float4* dst = reinterpret_cast<float4*>(s.G + (r0 + r) * LDG + c0);
+        dst[0] = make_float4(tot[0], tot[1], tot[2], tot[3]);
+        dst[1] = make_float4(tot[4], tot[5], tot[6], tot[7]);
     }
-    float gl[8];
+    float gl[8], above[8];
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
         float incl = tot[c];
@@ -1335,17 +1338,17 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
             const float y = __shfl_up_sync(0xffffffffu, incl, off, SEGS);
             if (seg >= off) incl += y;
         }
-        const float above = incl - tot[c];
+        above[c] = incl - tot[c];
         gl[c] = __shfl_sync(0xffffffffu, incl, SEGS - 1, SEGS);
-#pragma unroll
-        for (int r = 0; r < SR; ++r) g[r][c] += above;
     }
-#pragma unroll
-    for (int r = 0; r < SR; ++r) {
-        float4* dst = reinterpret_cast<float4*>(s.G + (r0 + r) * LDG + c0);
-        dst[0] = make_float4(g[r][0], g[r][1], g[r][2], g[r][3]);
-        dst[1] = make_float4(g[r][4], g[r][5], g[r][6], g[r][7]);
-    }
+    if (seg > 0)
+#pragma unroll 1
+        for (int r = 0; r < SR; ++r) {
+            float4* dst = reinterpret_cast<float4*>(s.G + (r0 + r) * LDG + c0);
+            const float4 u = dst[0], w = dst[1];
+            dst[0] = make_float4(u.x + above[0], u.y + above[1], u.z + above[2], u.w + above[3]);
+            dst[1] = make_float4(w.x + above[4], w.y + above[5], w.z + above[6], w.w + above[7]);
+        }
     bool mild = true;
 #pragma unroll
     for (int c = 0; c < 8; ++c) mild = mild && gl[c] >= -SPAN_MAX;  // (NaN: not mild)
