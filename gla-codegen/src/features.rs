@@ -191,14 +191,14 @@ impl Features {
             crate::plan::LEAD_AHEAD_SCALAR_PERMILLE
         };
         let combine_rows = (COMBINE_PER * t.warps * 32 / t.block_v).max(1);
+        let value_rows = shape == GateShape::PerValue && t.wgmma;
         Features {
             family,
             shape,
             reverse: spec.pass.reverse(),
             backward_pass: spec.pass != crate::spec::Pass::Forward,
-            segmented: spec.pass == crate::spec::Pass::Forward
-                && !(shape == GateShape::PerValue && t.wgmma),
-            value_rows: shape == GateShape::PerValue && t.wgmma,
+            segmented: spec.pass == crate::spec::Pass::Forward && !value_rows,
+            value_rows,
             row_sums: spec.pass.row_sums(),
             split_operands: split_operands(spec),
             tensor_cores: spec.dtype != DType::F32,
