@@ -223,6 +223,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
 #endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            gate_prefetch(a, sq, i0, gacc);                  // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
+#endif
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
 #if !GLA_WG_SMEM_S

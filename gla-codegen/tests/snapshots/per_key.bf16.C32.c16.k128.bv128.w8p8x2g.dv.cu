@@ -2770,7 +2770,27 @@ __device__ __forceinline__ bool ks_exchange(unsigned char* smem, const Seq& sq, 
 struct GateAcc {
     float carry[2] = {0.f, 0.f};
     float dp[NPARAM > 0 ? NPARAM : 1] = {};
+    // (both passes) this chunk's rs_w (q or k) and, in the dk pass, the dq pass's q ⊙ dq at this thread's elements,
+    // loaded by gate_prefetch while the chunk's wgmma groups run, so that the store does not wait on global memory
+    float w[C / 2], e[C / 2];
 };
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+// Stage gate_prefetch (a per-key gate's passes, the consumers, after issuing the chunk's wgmma groups): rs_w and
+// (dk pass) q ⊙ dq at the elements wg_store will combine — element i is column r + 8·((i >> 1) & 1), token
+// 8·(i >> 2) + 2 t + (i & 1); 0 outside the sequence and d_v.
+__device__ __forceinline__ void gate_prefetch(const FwdArgs& a, const Seq& sq, int i0, GateAcc& acc) {
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, t = lane & 3;
+    const int r = sq.v0 + 64 * wg_index() + 16 * w + (lane >> 2);
+#pragma unroll
+    for (int i = 0; i < C / 2; ++i) {
+        const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+        const bool ok = i0 + tok < sq.len && col < a.dv;
+        const i64 off = ((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col;
+        acc.w[i] = ok ? to_f32(a.rs_w[off]) : 0.f;
+        acc.e[i] = (GLA_REVERSE && ok) ? a.rs_out[off] : 0.f;
+    }
+}
+#endif
 // d params[head] += the consumers' parts (a warp's sum, one atomic f32 add a warp), after the sequence's last chunk.
 __device__ __forceinline__ void gate_acc_flush(const FwdArgs& a, const Seq& sq, const GateAcc& acc) {
     if (NPARAM > 0 && a.dparams)
@@ -2831,8 +2851,8 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
             const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
             const bool ok = i0 + tok < sq.len && col < a.dv;
             const i64 off = ((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col;
-            const float wx = ok ? to_f32(a.rs_w[off]) * x[i] : 0.f;
-            if (GLA_REVERSE) ev[i] = ok ? a.rs_out[off] - wx : 0.f;
+            const float wx = acc.w[i] * x[i];  // (gate_prefetch: 0 where !ok)
+            if (GLA_REVERSE) ev[i] = acc.e[i] - wx;
             else if (ok) a.rs_out[off] = wx;
         }
 #if GLA_REVERSE
@@ -3465,6 +3485,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
 #endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            gate_prefetch(a, sq, i0, gacc);                  // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
+#endif
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
 #if !GLA_WG_SMEM_S
