@@ -579,13 +579,7 @@ pub fn generate_backward(spec: &BackwardSpec) -> Result<String, GlaError> {
     // log α floored as the forward's (writer::LOG2_ALPHA_FLOOR); below the floor its derivatives are 0.
     crate::writer::write_log_alpha_floor(&mut w);
     let _ = writeln!(w, "__device__ __forceinline__ float gate_log_alpha(float x, const float* p) {{ return gla_max_nan({fast}{id}(x, p), LOG_ALPHA_FLOOR); }}");
-    let _ = writeln!(w, "__device__ __forceinline__ bool gate_floored(float x, const float* p) {{ return {fast}{id}(x, p) < LOG_ALPHA_FLOOR; }}");
-    // d log α / dx returned and d log α / d params into dp, both 0 below the floor: the gate evaluated once for the check.
-    let _ = writeln!(
-        w,
-        "__device__ __forceinline__ float gate_grads(float x, const float* p, float* dp) {{ if (gate_floored(x, p)) {{ for (int i = 0; i < {np}; ++i) dp[i] = 0.f; return 0.f; }} {id}_dp(x, p, dp); return {id}_dx(x, p); }}",
-        np = gate.params().len()
-    );
+    crate::writer::write_gate_grads(&mut w, gate, fast, "");
     let _ = writeln!(
         w,
         "__device__ __forceinline__ void gate_dp(float x, const float* p, float* dp) {{ (void)gate_grads(x, p, dp); }}"

@@ -7,7 +7,7 @@
 use crate::features::{Family, Features, Issue, COMBINE_PER};
 use crate::plan::{GridAxis, KernelLaunch, LaunchPlan};
 use crate::spec::KernelSpec;
-use gla_core::{DType, GateShape};
+use gla_core::{DType, Gate, GateShape};
 use std::fmt::Write;
 
 pub(crate) const PRELUDE: &str = include_str!("cuda/prelude.cuh");
@@ -163,6 +163,19 @@ pub const BLOCK_SPAN: f32 = 176.0;
 /// boundary step γ_m < −NEGLIGIBLE, log2 units) is skipped: its scores are written as 0, an absolute error below
 /// 2^−64 · Σ_d |q_id k_jd| per score — far under f32's resolution of the terms that remain (the diagonal's).
 pub const NEGLIGIBLE: f32 = 64.0;
+
+/// `gate_floored(x, p)` (log α below the floor, from the gate in namespace `fast`) and `gate_grads(x, p, dp)`: d log α
+/// / dx returned and d log α / d params into dp (from the gate in namespace `ieee`), both 0 below the floor — the gate
+/// evaluated once for the check. The backward's kernels and a per-key gate's dk pass (its store's d logits).
+pub(crate) fn write_gate_grads(w: &mut String, gate: &dyn Gate, fast: &str, ieee: &str) {
+    let id = gate.cuda_ident();
+    let _ = writeln!(w, "__device__ __forceinline__ bool gate_floored(float x, const float* p) {{ return {fast}{id}(x, p) < LOG_ALPHA_FLOOR; }}");
+    let _ = writeln!(
+        w,
+        "__device__ __forceinline__ float gate_grads(float x, const float* p, float* dp) {{ if (gate_floored(x, p)) {{ for (int i = 0; i < {np}; ++i) dp[i] = 0.f; return 0.f; }} {ieee}{id}_dp(x, p, dp); return {ieee}{id}_dx(x, p); }}",
+        np = gate.params().len()
+    );
+}
 
 /// `LOG2_ALPHA_FLOOR` and `LOG_ALPHA_FLOOR` (nats) as kernel constants, for the gate wrappers.
 pub(crate) fn write_log_alpha_floor(w: &mut String) {
@@ -410,11 +423,7 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         w.push_str(gate_math_section(DType::F32));
         w.push_str(gate.cuda_source());
         let _ = writeln!(w, "\n}}  // namespace gate_ieee");
-        let _ = writeln!(
-            w,
-            "__device__ __forceinline__ float gate_grads(float x, const float* p, float* dp) {{ if ({id}(x, p) < LOG_ALPHA_FLOOR) {{ for (int i = 0; i < NPARAM; ++i) dp[i] = 0.f; return 0.f; }} gate_ieee::{id}_dp(x, p, dp); return gate_ieee::{id}_dx(x, p); }}",
-            id = gate.cuda_ident()
-        );
+        write_gate_grads(w, gate, "", "gate_ieee::");
     }
     let _ = writeln!(w);
     w.push_str(PRELUDE);
