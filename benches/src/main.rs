@@ -297,6 +297,7 @@ fn backward_rows(
     strength: &str,
     gate: &'static dyn Gate,
     forms: &[(BackwardForm, bool, bool)],
+    pass_tiles_all: bool,
 ) -> Vec<serde_json::Value> {
     let case = Case::random(gate, Dims::new(b, t, h, d, d), DType::BF16, 44, false, None);
     let mut x = upload(gla, gate, &case);
@@ -306,31 +307,60 @@ fn backward_rows(
     let spec = KernelSpec::default_for(gate, DType::BF16, d, d).unwrap();
     let mut rows = Vec::new();
     // Each form the backward has for this problem, side by side in one run.
-    for &(form, frozen, passes) in forms {
+    // (`--pass-tiles all`: a per-key gate's passes with each of their tiles, `"form": "passes:<tiles>"`)
+    let runs = forms.iter().flat_map(|&(form, frozen, passes)| {
+        let tiles: Vec<Option<gla_codegen::Tiles>> =
+            if passes && pass_tiles_all && gate.shape() == gla_core::GateShape::PerKey {
+                gla_codegen::per_key_pass_tiles(DType::BF16, d)
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            } else {
+                vec![None]
+            };
+        tiles.into_iter().map(move |t| (form, frozen, passes, t))
+    });
+    for (form, frozen, passes, tiles) in runs {
         let Ok(bspec) = gla_codegen::BackwardSpec::for_problem(gate, DType::BF16, d, d)
             .and_then(|s| s.with_form(form))
         else {
             continue;
         };
+        let tiles_id = tiles.map(|t| {
+            format!(
+                "bv{}.w{}p{}{}g",
+                t.block_v,
+                t.warps,
+                t.producer_warps,
+                if t.producer_groups == 2 { "x2" } else { "" }
+            )
+        });
         let fname = if frozen {
             "frozen".to_string()
         } else if passes {
-            "passes".to_string()
+            match &tiles_id {
+                Some(t) => format!("passes:{t}"),
+                None => "passes".to_string(),
+            }
         } else {
             format!("{form:?}").to_lowercase()
         };
         let bwd_id = bspec.id()
-            + if frozen {
-                " frozen"
+            + &if frozen {
+                " frozen".to_string()
             } else if passes {
-                " dq/dk passes"
+                format!(
+                    " dq/dk passes{}",
+                    tiles_id.map(|t| format!(" {t}")).unwrap_or_default()
+                )
             } else {
-                ""
+                String::new()
             };
         let opts = BackwardOptions {
             form: Some(form),
             skip_gate_gradients: frozen,
             dq_dk_passes: passes.then_some(true),
+            dq_dk_pass_tiles: tiles,
             ..BackwardOptions::default()
         };
         for pass in ["fwd_bwd", "bwd"] {
@@ -761,6 +791,8 @@ fn main() {
                 }
             })
             .collect();
+        let pass_tiles_all = opt("--pass-tiles", "default") == "all";
+        let specialised = |d: usize| gla_codegen::specialised_dim(d).unwrap_or(0) as usize;
         // Every kernel the rows below run, compiled on all cores first (each row's first call then finds it
         // loaded): one NVRTC compile after another was most of a run's device time.
         {
@@ -782,6 +814,15 @@ fn main() {
                 .iter()
                 .filter_map(|&(g, d)| KernelSpec::default_for(g, DType::BF16, d, d).ok())
                 .collect();
+            // (and, with --pass-tiles all, every per-key dq / dk pass the rows run)
+            let mut fwd = fwd;
+            if pass_tiles_all && forms.iter().any(|f| f.2) {
+                for &(g, d) in &jobs {
+                    fwd.extend(gla_codegen::dq_dk_pass_variants(g).into_iter().filter(|s| {
+                        s.dtype == DType::BF16 && s.key_dim() as usize == specialised(d)
+                    }));
+                }
+            }
             fwd.par_iter().for_each(|s| {
                 if let Err(e) = gla.compile_spec(s) {
                     println!("{}: failed to compile: {e}", s.id());
@@ -813,7 +854,15 @@ fn main() {
             for &(gname, gate) in &gates {
                 let strength = if gname == "gla" { "gla/16" } else { gname };
                 records.extend(backward_rows(
-                    &gla, &mut flush, reps, shape, gname, strength, gate, &forms,
+                    &gla,
+                    &mut flush,
+                    reps,
+                    shape,
+                    gname,
+                    strength,
+                    gate,
+                    &forms,
+                    pass_tiles_all,
                 ));
                 std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
             }
@@ -832,6 +881,7 @@ fn main() {
                     st.label,
                     st.gate,
                     &forms,
+                    pass_tiles_all,
                 ));
                 std::fs::write(&out, serde_json::to_string_pretty(&records).unwrap()).unwrap();
             }

@@ -376,6 +376,10 @@ pub struct SmemLayout {
     /// [`Features::x_per_group`] variants: each producer group's logits tile (`xg_stride` bytes apart); 0 otherwise.
     pub xg: u32,
     pub xg_stride: u32,
+    /// Per-value wgmma variants: each producer group's tile of a strong chunk's V' (C x block_v elements, swizzled;
+    /// `strong_values`), `vs_stride` bytes apart; 0 otherwise.
+    pub vs: u32,
+    pub vs_stride: u32,
     /// Cluster key split ([`KernelSpec::cluster`]): the exchange tile that receives the other key slice's f32
     /// partial output of a chunk (one 16-byte vector of each consumer thread's accumulators after another), and
     /// its two mbarriers at `xbar` (XFULL, XEMPTY); 0 otherwise.
@@ -470,6 +474,8 @@ impl SmemLayout {
             ps_stride: 0,
             xg: 0,
             xg_stride: 0,
+            vs: 0,
+            vs_stride: 0,
             mbar: 0,
             xch: 0,
             xbar: 0,
@@ -573,6 +579,11 @@ impl SmemLayout {
             dk * (bv + 8) * e
         };
         let os_bytes = if wg { c * (bv + 8) * e } else { 0 };
+        let vs_stride = if wg && per_value {
+            (c * bv * e).div_ceil(SWIZZLE_ALIGN) * SWIZZLE_ALIGN
+        } else {
+            0
+        };
         let (ro, rest) = carve_aligned(
             &[
                 st_bytes,                          // S (consumers')
@@ -597,6 +608,7 @@ impl SmemLayout {
                 } else {
                     0
                 }, // the passes' per-warp row sums
+                groups * vs_stride, // per value: the groups' V' tiles (strong chunks)
             ],
             if wg { SWIZZLE_ALIGN } else { 128 },
         );
@@ -657,6 +669,8 @@ impl SmemLayout {
             } else {
                 0
             },
+            vs: if vs_stride > 0 { base + ro[10] } else { 0 },
+            vs_stride,
             total: base + rest + slack,
         }
     }

@@ -510,15 +510,51 @@ pub fn dv_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
         .collect()
 }
 
-/// The dq and dk passes ([`Pass::Dq`], [`Pass::Dk`]) of `gate` that `Gla::backward` runs: bf16 / f16, d = 64 and
-/// 128 ([`KernelSpec::pass_default`]); empty for per-value gates. `autotune --plan` compiles them.
+/// The dq and dk passes ([`Pass::Dq`], [`Pass::Dk`]) of `gate` that `Gla::backward` may run: bf16 / f16, d = 64
+/// and 128, the default ([`KernelSpec::pass_default`]) and, for a per-key gate, the other tiles of
+/// [`per_key_pass_tiles`]; empty for per-value gates. `autotune --plan` compiles them.
 pub fn dq_dk_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
-    [DType::BF16, DType::F16]
-        .into_iter()
-        .flat_map(|dt| [64, 128].map(|d| (dt, d)))
-        .flat_map(|(dt, d)| [Pass::Dq, Pass::Dk].map(|p| (dt, d, p)))
-        .filter_map(|(dt, d, p)| KernelSpec::pass_default(gate, dt, d, d, p).ok())
-        .collect()
+    let mut out = Vec::new();
+    for dt in [DType::BF16, DType::F16] {
+        for d in [64, 128] {
+            for p in [Pass::Dq, Pass::Dk] {
+                out.extend(KernelSpec::pass_default(gate, dt, d, d, p).ok());
+                if gate.shape() == GateShape::PerKey {
+                    out.extend(per_key_pass_tiles(dt, d).into_iter().filter_map(|t| {
+                        KernelSpec::new(gate, dt, 32, 16, d as u32, d as u32, false, t)
+                            .and_then(|s| s.with_pass(p))
+                            .ok()
+                    }));
+                }
+            }
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|s| seen.insert(s.id()));
+    out
+}
+
+/// The tiles a per-key gate's dq / dk pass (a per-value kernel on wgmma, 4 producer warps) may run with at
+/// d_k = d_v = `d` in `dtype`, the default's first: one consumer warpgroup (64 value columns a CTA: two CTAs a head at
+/// d = 128) or, at d = 128 in bf16, two (the whole head in one CTA, producers in two groups; in f16 their
+/// consumers spilled 32 B, one group's producers 52 B and were slower); producers in two groups on alternate chunks,
+/// or one. H100, bf16 backward at 8×4096×16×128 (gla/16, RWKV-6): the walks 2.84 /
+/// 3.72 ms, passes `w8p4x2g` 2.37 / 4.22, `w4p4x2g` 2.89 / 4.76 (before strong_values).
+pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
+    let t = |warps: u32, producer_groups: u32| Tiles {
+        block_v: 16 * warps,
+        warps,
+        producer_warps: 4,
+        producer_groups,
+        wgmma: true,
+        ctas_per_sm: 1,
+    };
+    match (d, dtype) {
+        (64, _) => vec![t(4, 2), t(4, 1)],
+        (128, DType::BF16) => vec![t(8, 2), t(4, 2), t(4, 1)],
+        (128, _) => vec![t(4, 2), t(4, 1)],
+        _ => Vec::new(),
+    }
 }
 
 impl KernelSpec {
@@ -535,10 +571,11 @@ impl KernelSpec {
     ) -> Result<Self, GlaError> {
         if gate.shape() == GateShape::PerKey && matches!(pass, Pass::Dq | Pass::Dk) {
             let (kd, vd) = (specialised_dim(dk), specialised_dim(dv));
-            // (two producer groups of two warps on alternate chunks, one consumer warpgroup: at d = 128 two CTAs a
-            // head, 64 columns each — with 8 consumer warps, 168 registers a thread, the f16 passes spilled 32 B)
-            let (warps, producer_groups) = match (kd, vd) {
-                (Some(64), Some(64)) | (Some(128), Some(128)) => (4, 2),
+            // (per_key_pass_tiles' first)
+            let tiles = match (kd, vd) {
+                (Some(a), Some(b)) if a == b && (a == 64 || a == 128) => {
+                    per_key_pass_tiles(dtype, a as usize)[0]
+                }
                 _ => {
                     return Err(GlaError::Unsupported {
                         variant: format!("{}.{:?}", gate.name(), pass),
@@ -549,14 +586,6 @@ impl KernelSpec {
                 }
             };
             let d = kd.unwrap_or(64);
-            let tiles = Tiles {
-                block_v: 16 * warps,
-                warps,
-                producer_warps: 4,
-                producer_groups,
-                wgmma: true,
-                ctas_per_sm: 1,
-            };
             return KernelSpec::new(gate, dtype, 32, 16, d, d, false, tiles)
                 .and_then(|s| s.with_pass(pass));
         }

@@ -381,6 +381,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "constexpr unsigned OFF_XG = {}, XG_STRIDE = {};  // GLA_X_PER_GROUP: the producer groups' logits tiles",
         lay.xg, lay.xg_stride
     );
+    let _ = writeln!(
+        w,
+        "constexpr unsigned OFF_VS = {}, VS_STRIDE = {};  // per value: the producer groups' V' tiles (strong_values)",
+        lay.vs, lay.vs_stride
+    );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);
     w.push_str(elem_section(spec.dtype));

@@ -450,10 +450,19 @@ fn dq_dk_pass_variants() {
     ] {
         assert_eq!(gla_codegen::dq_dk_pass_variants(g).len(), 8);
     }
+    // (per key: the default and the other tiles of per_key_pass_tiles — bf16 4 at d = 64 and 6 at d = 128, f16 4 and 4)
     assert_eq!(
         gla_codegen::dq_dk_pass_variants(&fixtures::PER_KEY).len(),
-        8
+        18
     );
+    for dt in [DType::BF16, DType::F16] {
+        for d in [64, 128] {
+            for pass in [Pass::Dq, Pass::Dk] {
+                let s = KernelSpec::pass_default(&fixtures::PER_KEY, dt, d, d, pass).unwrap();
+                assert_eq!(s.tiles, gla_codegen::per_key_pass_tiles(dt, d)[0]);
+            }
+        }
+    }
     assert!(gla_codegen::dq_dk_pass_variants(&fixtures::PER_VALUE).is_empty());
 }
 

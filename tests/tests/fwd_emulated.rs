@@ -569,6 +569,24 @@ fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
             Alternating,
             (4, 2),
         ),
+        // chunks too strong for one factor whose sub-chunks mostly are not (strong_values' tensor-core blocks, a
+        // column now and then pairwise)
+        (
+            "value_gla",
+            DType::BF16,
+            Dims::new(1, 170, 2, 128, 128),
+            None,
+            By(-3.0),
+            (8, 2),
+        ),
+        (
+            "value_gla",
+            DType::F16,
+            Dims::new(2, 70, 2, 64, 64),
+            None,
+            By(-3.0),
+            (4, 1),
+        ),
     ];
     use rayon::prelude::*;
     let results: Vec<Result<String, String>> = cases

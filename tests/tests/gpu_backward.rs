@@ -7,7 +7,7 @@
 //! of the terms their closed form sums (`tests::gate_grad_errors`): under strong decays the true gradient is tiny and
 //! any f32 evaluation of the closed form leaves a residue of the terms' size (the reference module's docs).
 //! `bwd_emulated.rs` runs the same kernels' source on the CPU (the host emulator, `tests::emu`).
-use gla_codegen::{generate_backward, BackwardForm, BackwardSpec};
+use gla_codegen::{generate_backward, BackwardForm, BackwardSpec, Tiles};
 use gla_core::{registered_gates, DType, Dims, Gate, GateShape};
 use gla_runtime::testing::{gpu_or_skip, nvrtc_or_skip};
 use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor};
@@ -206,7 +206,7 @@ fn backward_matches_the_f64_reference() {
     let forms = |gate: &'static dyn Gate,
                  dt: DType,
                  sh: &Shape|
-     -> Vec<(BackwardForm, Option<u32>, bool, Option<bool>)> {
+     -> Vec<(BackwardForm, Option<u32>, bool, Option<bool>, Option<Tiles>)> {
         // (dq / dk passes: per-key and scalar gates)
         let passes = gate.shape() != GateShape::PerValue;
         let per_key = gate.shape() == GateShape::PerKey;
@@ -228,6 +228,18 @@ fn backward_matches_the_f64_reference() {
                     .and_then(|s| s.with_form(f))
                     .is_ok()
         })
+        // (a per-key gate's forced passes on a long shape: with each of their tiles)
+        .flat_map(|(f, cut, skip, forced)| {
+            let tiles: Vec<Option<Tiles>> = if per_key && sh.long && forced.is_some() && !skip {
+                gla_codegen::per_key_pass_tiles(dt, sh.dims.dk)
+                    .into_iter()
+                    .map(Some)
+                    .collect()
+            } else {
+                vec![None]
+            };
+            tiles.into_iter().map(move |t| (f, cut, skip, forced, t))
+        })
         .collect()
     };
     // Every kernel set the loop runs, compiled on all cores first (the loop's calls then find it loaded): one NVRTC
@@ -236,7 +248,7 @@ fn backward_matches_the_f64_reference() {
     for gate in gates() {
         for dt in DType::ALL {
             for sh in &shapes {
-                for (form, _, _, _) in forms(gate, dt, sh) {
+                for (form, _, _, _, _) in forms(gate, dt, sh) {
                     let s = BackwardSpec::default_for(gate, dt, sh.dims.dk, sh.dims.dv)
                         .and_then(|s| s.with_form(form))
                         .unwrap();
@@ -275,7 +287,23 @@ fn backward_matches_the_f64_reference() {
         for dt in DType::ALL {
             let tol = if dt == DType::F32 { 1e-5 } else { 5e-3 };
             for (i, sh) in shapes.iter().enumerate() {
-                for (form, cut, skip, forced) in forms(gate, dt, sh) {
+                for (form, cut, skip, forced, tiles) in forms(gate, dt, sh) {
+                    let label = format!("{form:?}")
+                        + &cut.map_or(String::new(), |k| format!(" cut {k}"))
+                        + if skip { " no gate grads" } else { "" }
+                        + if forced.is_some() {
+                            " dq/dk passes"
+                        } else {
+                            ""
+                        }
+                        + &tiles.map_or(String::new(), |t| {
+                            format!(
+                                " w{}p{}{}g",
+                                t.warps,
+                                t.producer_warps,
+                                if t.producer_groups == 2 { "x2" } else { "" }
+                            )
+                        });
                     let seed = 7700 + 10 * i as u64;
                     let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
                     let per_token = (case.logits.len() / (sh.dims.b * sh.dims.t)).max(1);
@@ -331,6 +359,7 @@ fn backward_matches_the_f64_reference() {
                         walk_segment_chunks: cut,
                         skip_gate_gradients: skip,
                         dq_dk_passes: forced,
+                        dq_dk_pass_tiles: tiles,
                     };
                     let g = gla
                         .backward(
@@ -344,18 +373,7 @@ fn backward_matches_the_f64_reference() {
                             &opts,
                         )
                         .unwrap_or_else(|e| {
-                            panic!(
-                                "{} {dt} {form:?}{} {}: {e}",
-                                gate.name(),
-                                cut.map_or(String::new(), |k| format!(" cut {k}"))
-                                    + if skip { " no gate grads" } else { "" }
-                                    + if forced.is_some() {
-                                        " dq/dk passes"
-                                    } else {
-                                        ""
-                                    },
-                                sh.name
-                            )
+                            panic!("{} {dt} {label} {}: {e}", gate.name(), sh.name)
                         });
                     let get = |t: &DeviceTensor| {
                         t.to_f32()
@@ -381,7 +399,7 @@ fn backward_matches_the_f64_reference() {
                         (None, None) => 0.0,
                         _ => f64::INFINITY,
                     };
-                    println!("| {} | {dt} | {form:?}{} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" } + if forced.is_some() { " dq/dk passes" } else { "" }, sh.name);
+                    println!("| {} | {dt} | {label} | {} | {e_dq:.2e} | {e_dk:.2e} | {e_dv:.2e} | {e_dl:.2e} | {e_dp:.2e} | {e_h0:.2e} |", gate.name(), sh.name);
                     let worst =
                         [e_dq, e_dk, e_dv, e_dl, e_dp, e_h0]
                             .into_iter()
@@ -390,7 +408,7 @@ fn backward_matches_the_f64_reference() {
                                 |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
                             );
                     if !(worst <= tol) {
-                        failures.push(format!("{} {dt} {form:?}{} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), cut.map_or(String::new(), |k| format!(" cut {k}")) + if skip { " no gate grads" } else { "" } + if forced.is_some() { " dq/dk passes" } else { "" }, sh.name));
+                        failures.push(format!("{} {dt} {label} {}: dq {e_dq:.2e} dk {e_dk:.2e} dv {e_dv:.2e} dlogits {e_dl:.2e} dparams {e_dp:.2e} dh0 {e_h0:.2e} (tolerance {tol:.0e})", gate.name(), sh.name));
                     }
                 }
             }
@@ -458,4 +476,21 @@ fn backward_bad_input_is_a_typed_error() {
         .backward(vg, &q, &k, &v, Some(&lg), Some(&pv), &v, &walks)
         .unwrap_err();
     assert!(err.to_string().contains("chunk form"), "{err}");
+    // Pass tiles the per-key dq / dk passes have no kernel for (three producer warps) name what they need.
+    let odd = BackwardOptions {
+        dq_dk_passes: Some(true),
+        dq_dk_pass_tiles: Some(Tiles {
+            block_v: 64,
+            warps: 4,
+            producer_warps: 3,
+            producer_groups: 1,
+            wgmma: true,
+            ctas_per_sm: 1,
+        }),
+        ..BackwardOptions::default()
+    };
+    let err = gla
+        .backward(gate, &q, &k, &v, Some(&lg), None, &v, &odd)
+        .unwrap_err();
+    assert!(err.to_string().contains("producer_warps"), "{err}");
 }

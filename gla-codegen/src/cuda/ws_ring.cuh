@@ -50,6 +50,7 @@ __device__ __forceinline__ Tiles carve_slot(unsigned char* smem, int b, int g = 
     s.qk = reinterpret_cast<float*>(smem + OFF_PS + g * PS_STRIDE);
 #endif
     s.xg = reinterpret_cast<elem_t*>(smem + OFF_XG + g * XG_STRIDE);
+    s.vs = reinterpret_cast<elem_t*>(smem + OFF_VS + g * VS_STRIDE);
     return s;
 }
 // Producer -> consumer hand-off on named barrier `id` (the NT consumers and one producer group take part): the

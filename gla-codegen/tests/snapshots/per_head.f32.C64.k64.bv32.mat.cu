@@ -63,6 +63,7 @@ constexpr unsigned OFF_PS = 0, PS_STRIDE = 0;  // wg_scores: the producer groups
 constexpr unsigned OFF_MBAR = 0;  // TMA: the slots' mbarriers
 constexpr unsigned OFF_XCH = 0, OFF_XBAR = 0;  // KS_CLUSTER: the exchange tile and its mbarriers
 constexpr unsigned OFF_XG = 0, XG_STRIDE = 0;  // GLA_X_PER_GROUP: the producer groups' logits tiles
+constexpr unsigned OFF_VS = 0, VS_STRIDE = 0;  // per value: the producer groups' V' tiles (strong_values)
 
 // ---- element type (f32) ----
 typedef float elem_t;  // exact f32: CUDA-core FMAs, no tf32
@@ -590,6 +591,7 @@ struct Tiles {
                       // warp-specialised kernel, whose producer must not touch the consumers' st)
     float* qk;        // GLA_WG_SCORES: [Q̃; K̃] in tf32, 2C x DK f32, swizzled (swz32_rows<2C>; the producer group's own)
     elem_t* xg;       // GLA_X_PER_GROUP: the producer group's logits tile (x(b) of every slot the group fills)
+    elem_t* vs;       // per value (wgmma): the producer group's [C][BV] swizzled tile of a strong chunk's V' (strong_values)
     float* P;         // [C][BV] GLA_VALUE_ROWS: a strong chunk's intra-chunk output (value_operands)
     // Stage buffer b holds one chunk's inputs:
     __device__ __forceinline__ elem_t* stage(int b, unsigned off) const {
@@ -620,6 +622,7 @@ __device__ __forceinline__ Tiles carve_smem(unsigned char* smem) {
     s.vt = reinterpret_cast<elem_t*>(smem + OFF_VT);
     s.tot = reinterpret_cast<float*>(smem + OFF_TOT);
     s.xg = reinterpret_cast<elem_t*>(smem + OFF_XG);
+    s.vs = reinterpret_cast<elem_t*>(smem + OFF_VS);
     return s;
 }
 
@@ -1283,13 +1286,13 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // A chunk is mild when every column's span is at most SPAN_MAX (Γ_L >= −SPAN_MAX, the group's vote); its consumers
 // then take one product and one factor at the store,
 //   O_ie = 2^(Γ_ie − Γ_Le) · [(diag(2^Γ_L) Sᵀ) Qᵀ + V̂ᵀ Aᵀ]_ei          (2^(Γ_ie − Γ_Le) <= 2^SPAN_MAX)
-// else the intra-chunk part is computed here, exactly, by running products of α (every factor <= 1, no exponential
-// of a span; one column a thread), and the consumers add it:
-//   P_ie = Σ_{j<=i} A_ij v_je Π_{j<m<=i} α_me,                      O_ie = 2^Γ_ie (Sᵀ Qᵀ)_ei + P_ie
+// else the intra-chunk part P is computed here (strong_values: §4.3's sub-chunks on tensor cores, pairwise where a
+// sub-chunk's own span is too large), and the consumers add it:
+//   P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je),                      O_ie = 2^Γ_ie (Sᵀ Qᵀ)_ei + P_ie
 // GLA_REVERSE (a per-key gate's dk pass: chunks last to first, S' the later tokens' sum relative to the chunk's end)
 // is the mirror image: Ṽ = V ⊙ 2^Γ for S'ᵀ ← diag(2^Γ_L) S'ᵀ + Ṽᵀ Q, and
 //   mild:   O_se = 2^(−Γ_se) · [(diag(2^Γ_L) S'ᵀ) Kᵀ + Ṽᵀ A]_es          (2^(−Γ_se) <= 2^SPAN_MAX)
-//   strong: O_se = 2^(Γ_Le − Γ_se) (S'ᵀ Kᵀ)_es + P_se,   P_se = Σ_{t>=s} A_ts v_te Π_{s<m<=t} α_me
+//   strong: O_se = 2^(Γ_Le − Γ_se) (S'ᵀ Kᵀ)_es + P_se,   P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)
 // Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote.
 // Thread layout: a thread owns 8 value columns (one 16-byte vector) × SR rows; the SEGS threads of a column vector are
 // consecutive lanes, so Γ's running sum crosses segments by shuffles (its rows' partial sums go through s.G: SR × 8
@@ -1297,6 +1300,167 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 // flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
 // chunks; ends on the vote's barrier (strong chunks: two more) plus this thread's own stores (the FULL barrier
 // publishes them).
+// Stage strong_values (a strong chunk of value_operands, the producer group): the intra-chunk output of every value
+// column e, P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je) (GLA_REVERSE: P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)), by
+// §4.3's secondary chunking along the tokens. Sub-chunk k (rows 16k .. 16k + 15) has a reference row p_k — its last
+// (its first, reversed) — and its rows enter as V'_j = v_j ⊙ 2^(Γ_p − Γ_j) (reversed 2^(Γ_j − Γ_p)), every exponent <= 0:
+//   rows of sub-chunk 0:  P = 2^(Γ_i − Γ_p0) ⊙ (A_00 V'_0)                              (reversed + 2^(Γ_p1 − Γ_s) ⊙ (A_10ᵀ V'_1))
+//   rows of sub-chunk 1:  P = 2^(Γ_i − Γ_p1) ⊙ (A_11 V'_1) + 2^(Γ_i − Γ_p0) ⊙ (A_10 V'_0)  (reversed: the diagonal block only)
+// The off-diagonal block's factors are <= 1 on both sides (exact at any strength); a diagonal block's row factor is at
+// most 2^span of its sub-chunk — so a column is taken this way while both sub-chunks' spans Γ_first − Γ_last are at
+// most SPAN_MAX (the row factor <= 2^SPAN_MAX, V' >= 2^−SPAN_MAX of v: no overflow, no flush to zero), and any other
+// column (a sub-chunk decaying by more than 2^−SPAN_MAX, or NaN) is redone pairwise, 2^(Γ_i − Γ_j) <= 1 a pair, by the
+// warp that owns it, one row a lane, each row's sum stopping where the factors flush to zero (at log α = −60 a token
+// that is the diagonal pair alone). A and V' are hi + lo halves (GLA_SPLIT_OPS: V' too, three products a block; else
+// two) on mma.sync, V' in the group's own tile (`Tiles::vs`). A warp owns BV / (its group's warps) columns, in
+// blocks of 16.
+struct SwzAt {  // a swizzled tile seen from (dr, dc): rows and columns of a 16-multiple block
+    const elem_t* p;
+    int dr, dc;
+    __device__ __forceinline__ int off(int r, int c) const { return swz(r + dr, c + dc); }
+};
+// strong_values' tensor-core part: V' into the group's tile, the blocks, P's stores (every column; those that do not fit
+// are redone after).
+template <class G>
+__device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
+    constexpr int NWP = G::NT / 32, CW = BV / NWP, NB = CW / 16;
+    constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
+    constexpr int P0 = GLA_REVERSE ? 0 : SC - 1, P1 = GLA_REVERSE ? SC : C - 1;  // the sub-chunks' reference rows
+    const int tid = G::tid(), warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const elem_t* v = s.v(b);
+    // V' in the group's own tile (hi halves) and, GLA_SPLIT_OPS, in v_lo's (low halves; V̂_lo goes there after this
+    // stage)
+    elem_t* vh = s.vs;
+#if GLA_SPLIT_OPS
+    elem_t* vl = s.v_lo(b);
+#endif
+    // V'_j = v_j ⊙ 2^(±(Γ_p − Γ_j)), 8 columns a step
+    for (int idx = tid; idx < C * (BV / 8); idx += G::NT) {
+        const int r = idx / (BV / 8), e = (idx - r * (BV / 8)) * 8, p = r < SC ? P0 : P1;
+        Vec16 in, hi;
+        in.u = *reinterpret_cast<const uint4*>(v + VO(r, e));
+        float gr[8], gp[8];
+        load_g(s.G + r * LDG + e, gr);
+        load_g(s.G + p * LDG + e, gp);
+#if GLA_SPLIT_OPS
+        Vec16 lo;
+#endif
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+            const float x = to_f32(in.x[c]) * exp_nonpos(SIGN * (gp[c] - gr[c]));
+            hi.x[c] = to_elem(x);
+#if GLA_SPLIT_OPS
+            lo.x[c] = to_elem(x - to_f32(hi.x[c]));
+#endif
+        }
+        *reinterpret_cast<uint4*>(vh + VO(r, e)) = hi.u;
+#if GLA_SPLIT_OPS
+        *reinterpret_cast<uint4*>(vl + VO(r, e)) = lo.u;
+#endif
+    }
+    G::sync();
+    // The blocks on tensor cores, 16 of this warp's columns at a time. Block (m, k) reads A's rows 16m, columns 16k
+    // (A_ij, forward) or A's rows 16k, columns 16m (Aᵀ, reversed) and V'_k.
+    const int cw0 = warp * CW;
+    auto block = [&](float (&acc)[1][2][4], int m, int k, int col) {
+        const SwzAt Ah{s.A, GLA_REVERSE ? 16 * k : 0, GLA_REVERSE ? 0 : 16 * k};
+        const SwzAt Bh{vh, 16 * k, 0};
+        warp_mma<1, 2, (bool)GLA_REVERSE, true, 16>(acc, Ah, 16 * m, Bh, col, 16);
+#if SPLIT_A
+        const SwzAt Al{s.A_lo, Ah.dr, Ah.dc};
+        warp_mma<1, 2, (bool)GLA_REVERSE, true, 16>(acc, Al, 16 * m, Bh, col, 16);
+#endif
+#if GLA_SPLIT_OPS
+        const SwzAt Bl{vl, 16 * k, 0};
+        warp_mma<1, 2, (bool)GLA_REVERSE, true, 16>(acc, Ah, 16 * m, Bl, col, 16);
+#endif
+    };
+    // out (rows 16m + g, + 8; columns col + 8 ni + 2t, + 1) = Σ over m's blocks of 2^(±(Γ_i − Γ_p)) · (A V')
+    auto rows_of = [&](float (&out)[2][4], int m, int col) {
+#pragma unroll
+        for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+            for (int h = 0; h < 4; ++h) out[ni][h] = 0.f;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            if (k != m && m != (GLA_REVERSE ? 0 : 1)) continue;     // the off-diagonal block: (1, 0), reversed (0, 1)
+            float acc[1][2][4] = {};
+            block(acc, m, k, col);
+            const int p = k ? P1 : P0;
+#pragma unroll
+            for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+                for (int h = 0; h < 4; ++h) {
+                    const int i = 16 * m + g + 8 * (h >> 1), e = col + 8 * ni + 2 * t + (h & 1);
+                    out[ni][h] += exp_span(SIGN * (s.G[i * LDG + e] - s.G[p * LDG + e])) * acc[0][ni][h];
+                }
+        }
+    };
+    auto store_rows = [&](const float (&out)[2][4], int m, int col) {
+#pragma unroll
+        for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+            for (int h2 = 0; h2 < 2; ++h2) {
+                const int i = 16 * m + g + 8 * h2, e = col + 8 * ni + 2 * t;
+                *reinterpret_cast<float2*>(s.P + i * BV + e) = make_float2(out[ni][2 * h2], out[ni][2 * h2 + 1]);
+            }
+    };
+#pragma unroll 1
+    for (int q = 0; q < NB; ++q)
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            float out[2][4];
+            rows_of(out, m, cw0 + 16 * q);
+            store_rows(out, m, cw0 + 16 * q);
+        }
+    __syncwarp();
+}
+template <class G>
+__device__ __forceinline__ void strong_values(const Tiles& s, int b) {
+    static_assert(C == 2 * SC && SC == 16 && VEC == 8, "two sub-chunks of 16 rows, 8 columns a 16-byte vector");
+    constexpr int NWP = G::NT / 32, CW = BV / NWP;
+    static_assert(G::NT % 32 == 0 && BV % NWP == 0 && CW % 16 == 0, "a warp owns whole 16-column blocks");
+    constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
+    const int tid = G::tid(), warp = tid >> 5, lane = tid & 31;
+    const elem_t* v = s.v(b);
+    // A column's sub-chunks are both within SPAN_MAX (NaN: no)
+    auto fits = [&](int e) {
+        return s.G[0 * LDG + e] - s.G[(SC - 1) * LDG + e] <= SPAN_MAX && s.G[SC * LDG + e] - s.G[(C - 1) * LDG + e] <= SPAN_MAX;
+    };
+    bool none_fit = true;
+    for (int e = tid; e < BV; e += G::NT) none_fit = none_fit && !fits(e);
+    if (!G::all(none_fit)) strong_blocks<G>(s, b);           // (no column fits, e.g. log α = −60: pairwise alone)
+    // Columns whose sub-chunks decay too fast for the factors above: pairwise, lane = row, over the warp's columns.
+    const int cw0 = warp * CW;
+#pragma unroll 1
+    for (int e0 = cw0; e0 < cw0 + CW; e0 += 32) {
+        const int e = e0 + lane;
+        const bool ok = e >= cw0 + CW || fits(e);
+        unsigned redo = __ballot_sync(0xffffffffu, !ok);
+        while (redo) {
+            const int ec = e0 + __ffs(redo) - 1;
+            redo &= redo - 1;
+            const int i = lane;                                   // this lane's row
+            const float gi = s.G[i * LDG + ec];
+            float acc = 0.f;
+            // j from i away from it (forward: down to 0; reversed: up to C − 1); once 2^(±(Γ_i − Γ_j)) < 2^−128 the
+            // term flushes to zero, and so does every later one (Γ is monotone): stop (a NaN goes on and shows)
+#pragma unroll 1
+            for (int j = i; GLA_REVERSE ? j < C : j >= 0; j += GLA_REVERSE ? 1 : -1) {
+                const float x = SIGN * (gi - s.G[j * LDG + ec]);
+                if (x < -128.f) break;
+                const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;  // A_ij, or A_ts with t = j >= s = i
+                float aij = to_f32(s.A[AO(r, c)]);
+#if SPLIT_A
+                aij += to_f32(s.A_lo[AO(r, c)]);
+#endif
+                acc = fmaf(aij * exp_nonpos(x), to_f32(v[VO(j, ec)]), acc);
+            }
+            s.P[i * BV + ec] = acc;
+        }
+    }
+}
+
 template <class G>
 __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     constexpr int CV = BV / 8, SEGS = G::NT / CV, SR = C / SEGS;
@@ -1352,54 +1516,8 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
     mild = G::all(mild);  // (a barrier: Γ is visible to the group)
     elem_t* v = s.v(b);
     if (!mild) {
-        // P by running products of α, a column a thread (reads the raw V and A; Γ from s.G)
-        for (int e = tid; e < BV; e += G::NT) {
-            float vr[C], w[C];  // column e of V (raw), and the running products of α
-#pragma unroll
-            for (int j = 0; j < C; ++j) vr[j] = to_f32(v[VO(j, e)]);
-            auto a_at = [&](int i, int j) {  // A_ij, both halves
-                float aij = to_f32(s.A[AO(i, j)]);
-#if SPLIT_A
-                aij += to_f32(s.A_lo[AO(i, j)]);
-#endif
-                return aij;
-            };
-#if GLA_REVERSE
-            // w_t = Π α over rows s + 1 .. t, for s from the last row up
-#pragma unroll
-            for (int s_ = C - 1; s_ >= 0; --s_) {
-                if (s_ < C - 1) {
-                    const float al = exp_nonpos(s.G[(s_ + 1) * LDG + e] - s.G[s_ * LDG + e]);  // α_(s+1)e
-#pragma unroll
-                    for (int t = s_ + 1; t < C; ++t) w[t] *= al;
-                }
-                w[s_] = 1.f;
-                float acc = 0.f;
-#pragma unroll
-                for (int t = s_; t < C; ++t) acc = fmaf(a_at(t, s_) * w[t], vr[t], acc);
-                s.P[s_ * BV + e] = acc;
-            }
-#else
-            // w_j = Π α over rows j + 1 .. i, for i from the first row down
-            float gprev = 0.f;
-#pragma unroll
-            for (int i = 0; i < C; ++i) {
-                const float gi = s.G[i * LDG + e];
-                if (i > 0) {
-                    const float al = exp_nonpos(gi - gprev);  // α_ie
-#pragma unroll
-                    for (int j = 0; j < i; ++j) w[j] *= al;
-                }
-                w[i] = 1.f;
-                gprev = gi;
-                float acc = 0.f;
-#pragma unroll
-                for (int j = 0; j <= i; ++j) acc = fmaf(a_at(i, j) * w[j], vr[j], acc);
-                s.P[i * BV + e] = acc;
-            }
-#endif
-        }
-        G::sync();  // every column's raw V is read
+        strong_values<G>(s, b);                          // P (reads the raw V and A; Γ from s.G)
+        G::sync();                                       // every column's raw V is read
     }
     // (Γ and Γ_L read back from shared memory — visible since the vote — rather than kept live across P's loop,
     // whose running products need the registers)

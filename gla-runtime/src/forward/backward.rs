@@ -40,9 +40,14 @@ pub struct BackwardOptions<'a> {
     /// Whether dq and dk run as passes of the forward kernel (the walk form, no initial state, no final-state
     /// gradient; a per-key gate at d_k = d_v ≤ 128) instead of the dq / dk walks. Default: yes for per-head and
     /// fixed gates (Mamba-2 8×4096×16×128 on an H100: backward 2.63 → 1.33 ms), no for per-key gates — their passes
-    /// (per-value kernels) are correct but still slower than the walks (H100, 8×4096×16×128 gla/16: 3.11 vs 2.82
-    /// ms). `Some(true)` takes them wherever they exist, `Some(false)` never.
+    /// (per-value kernels) win only at weak decays (H100, bf16 backward at 8×4096×16×128, walks / passes: gla/16
+    /// 2.85 / 2.34 ms, log σ(x) 2.82 / 2.36, RWKV-6 3.73 / 4.15, log α = −60 3.54 / 4.14; at 8×4096×32×64 the walks
+    /// win at every strength). `Some(true)` takes them wherever they exist, `Some(false)` never.
     pub dq_dk_passes: Option<bool>,
+    /// The tiles of a per-key gate's dq / dk passes where they run (one of `gla_codegen::per_key_pass_tiles`, as
+    /// the benchmark times them); default: a tuning cache's, else `KernelSpec::pass_default`'s. Tiles the pass
+    /// has no kernel for are a typed error.
+    pub dq_dk_pass_tiles: Option<gla_codegen::Tiles>,
 }
 
 /// What [`Gla::backward`] returns.
@@ -218,8 +223,15 @@ impl Gla {
             && opts.d_final_state.is_none()
         {
             // (d_k and d_v swapped: q ← dO)
-            let pass =
-                |ps| self.backward_pass(gate, p.dtype, ps, dv, dk, q.shape(), opts.cu_seqlens);
+            let pass = |ps| match opts.dq_dk_pass_tiles.filter(|_| per_key) {
+                Some(tiles) => {
+                    let d = |x| gla_codegen::specialised_dim(x).unwrap_or(x as u32);
+                    let spec = KernelSpec::new(gate, p.dtype, 32, 16, d(dv), d(dk), false, tiles)
+                        .and_then(|s| s.with_pass(ps))?;
+                    self.compile_spec(&spec).map(|_| Some(spec))
+                }
+                None => self.backward_pass(gate, p.dtype, ps, dv, dk, q.shape(), opts.cu_seqlens),
+            };
             match (pass(Pass::Dq)?, pass(Pass::Dk)?) {
                 (Some(a), Some(b)) => Some((a, b)),
                 _ => None,
