@@ -1288,41 +1288,27 @@ __device__ __forceinline__ void intra_scores(const Tiles& s, int b) {
 #endif
 
 #if GLA_VALUE_ROWS
-// Stage value_operands (per value on wgmma consumers, the producer group, after intra_scores' A = (Q Kᵀ) ⊙ M): the
-// gate, Γ and the value operands of the chunk in one register pass. The decay acts on the value columns e, outside the
-// key contraction:
-//   O_ie = 2^Γ_ie (Sᵀ qᵢ)_e + Σ_{j<=i} A_ij 2^(Γ_ie − Γ_je) v_je,     Sᵀ ← diag(2^Γ_L) Sᵀ + V̂ᵀ K,  V̂ = V ⊙ 2^(Γ_L − Γ)
-// A chunk is mild when every column's span is at most SPAN_MAX (Γ_L >= −SPAN_MAX, the group's vote); its consumers
-// then take one product and one factor at the store,
-//   O_ie = 2^(Γ_ie − Γ_Le) · [(diag(2^Γ_L) Sᵀ) Qᵀ + V̂ᵀ Aᵀ]_ei          (2^(Γ_ie − Γ_Le) <= 2^SPAN_MAX)
-// else the intra-chunk part P is computed here (strong_values: §4.3's sub-chunks on tensor cores, pairwise where a
-// sub-chunk's own span is too large), and the consumers add it:
-//   P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je),                      O_ie = 2^Γ_ie (Sᵀ Qᵀ)_ei + P_ie
-// GLA_REVERSE (a per-key gate's dk pass: chunks last to first, S' the later tokens' sum relative to the chunk's end)
-// is the mirror image: Ṽ = V ⊙ 2^Γ for S'ᵀ ← diag(2^Γ_L) S'ᵀ + Ṽᵀ Q, and
-//   mild:   O_se = 2^(−Γ_se) · [(diag(2^Γ_L) S'ᵀ) Kᵀ + Ṽᵀ A]_es          (2^(−Γ_se) <= 2^SPAN_MAX)
-//   strong: O_se = 2^(Γ_Le − Γ_se) (S'ᵀ Kᵀ)_es + P_se,   P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)
-// Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote.
-// Thread layout: a thread owns 8 value columns (one 16-byte vector) × SR rows; the SEGS threads of a column vector are
-// consecutive lanes, so Γ's running sum crosses segments by shuffles (its rows' partial sums go through s.G: SR × 8
-// registers would spill at SR = 8, two producer groups of two warps). Writes Γ (s.G), Γ_L, 2^Γ_L and the chunk's mild
-// flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
-// chunks; ends on the vote's barrier (strong chunks: two more) plus this thread's own stores (the FULL barrier
-// publishes them).
-// Stage strong_values (a strong chunk of value_operands, the producer group): the intra-chunk output of every value
-// column e, P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je) (GLA_REVERSE: P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)), by
-// §4.3's secondary chunking along the tokens. Sub-chunk k (rows 16k .. 16k + 15) has a reference row p_k — its last
-// (its first, reversed) — and its rows enter as V'_j = v_j ⊙ 2^(Γ_p − Γ_j) (reversed 2^(Γ_j − Γ_p)), every exponent <= 0:
-//   rows of sub-chunk 0:  P = 2^(Γ_i − Γ_p0) ⊙ (A_00 V'_0)                              (reversed + 2^(Γ_p1 − Γ_s) ⊙ (A_10ᵀ V'_1))
-//   rows of sub-chunk 1:  P = 2^(Γ_i − Γ_p1) ⊙ (A_11 V'_1) + 2^(Γ_i − Γ_p0) ⊙ (A_10 V'_0)  (reversed: the diagonal block only)
-// The off-diagonal block's factors are <= 1 on both sides (exact at any strength); a diagonal block's row factor is at
-// most 2^span of its sub-chunk — so a column is taken this way while both sub-chunks' spans Γ_first − Γ_last are at
-// most SPAN_MAX (the row factor <= 2^SPAN_MAX, V' >= 2^−SPAN_MAX of v: no overflow, no flush to zero), and any other
-// column (a sub-chunk decaying by more than 2^−SPAN_MAX, or NaN) is redone pairwise, 2^(Γ_i − Γ_j) <= 1 a pair, by the
-// warp that owns it, one row a lane, each row's sum stopping where the factors flush to zero (at log α = −60 a token
-// that is the diagonal pair alone). A and V' are hi + lo halves (GLA_SPLIT_OPS: V' too, three products a block; else
-// two) on mma.sync, V' in the group's own tile (`Tiles::vs`). A warp owns BV / (its group's warps) columns, in
-// blocks of 16.
+// The 8 elements of `in` times 2^x[c] (x[c] <= 0) rounded into hi (GLA_SPLIT_OPS: their low halves into lo, so that
+// hi + lo carries the product to ~16 mantissa bits): V' and V̂ of value_operands.
+__device__ __forceinline__ void scale_store8(const Vec16& in, const float (&x)[8], elem_t* hi, [[maybe_unused]] elem_t* lo) {
+    Vec16 h;
+#if GLA_SPLIT_OPS
+    Vec16 l;
+#endif
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+        const float y = to_f32(in.x[c]) * exp_nonpos(x[c]);
+        h.x[c] = to_elem(y);
+#if GLA_SPLIT_OPS
+        l.x[c] = to_elem(y - to_f32(h.x[c]));
+#endif
+    }
+    *reinterpret_cast<uint4*>(hi) = h.u;
+#if GLA_SPLIT_OPS
+    *reinterpret_cast<uint4*>(lo) = l.u;
+#endif
+}
+
 struct SwzAt {  // a swizzled tile seen from (dr, dc): rows and columns of a 16-multiple block
     const elem_t* p;
     int dr, dc;
@@ -1340,32 +1326,18 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
     // V' in the group's own tile (hi halves) and, GLA_SPLIT_OPS, in v_lo's (low halves; V̂_lo goes there after this
     // stage)
     elem_t* vh = s.vs;
-#if GLA_SPLIT_OPS
     elem_t* vl = s.v_lo(b);
-#endif
     // V'_j = v_j ⊙ 2^(±(Γ_p − Γ_j)), 8 columns a step
     for (int idx = tid; idx < C * (BV / 8); idx += G::NT) {
         const int r = idx / (BV / 8), e = (idx - r * (BV / 8)) * 8, p = r < SC ? P0 : P1;
-        Vec16 in, hi;
+        Vec16 in;
         in.u = *reinterpret_cast<const uint4*>(v + VO(r, e));
-        float gr[8], gp[8];
+        float gr[8], gp[8], x[8];
         load_g(s.G + r * LDG + e, gr);
         load_g(s.G + p * LDG + e, gp);
-#if GLA_SPLIT_OPS
-        Vec16 lo;
-#endif
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            const float x = to_f32(in.x[c]) * exp_nonpos(SIGN * (gp[c] - gr[c]));
-            hi.x[c] = to_elem(x);
-#if GLA_SPLIT_OPS
-            lo.x[c] = to_elem(x - to_f32(hi.x[c]));
-#endif
-        }
-        *reinterpret_cast<uint4*>(vh + VO(r, e)) = hi.u;
-#if GLA_SPLIT_OPS
-        *reinterpret_cast<uint4*>(vl + VO(r, e)) = lo.u;
-#endif
+        for (int c = 0; c < 8; ++c) x[c] = SIGN * (gp[c] - gr[c]);
+        scale_store8(in, x, vh + VO(r, e), vl + VO(r, e));
     }
     G::sync();
     // The blocks on tensor cores, 16 of this warp's columns at a time. Block (m, k) reads A's rows 16m, columns 16k
@@ -1424,6 +1396,20 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
         }
     __syncwarp();
 }
+// Stage strong_values (a strong chunk of value_operands, the producer group): the intra-chunk output of every value
+// column e, P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je) (GLA_REVERSE: P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)), by
+// §4.3's secondary chunking along the tokens. Sub-chunk k (rows 16k .. 16k + 15) has a reference row p_k — its last
+// (its first, reversed) — and its rows enter as V'_j = v_j ⊙ 2^(Γ_p − Γ_j) (reversed 2^(Γ_j − Γ_p)), every exponent <= 0:
+//   rows of sub-chunk 0:  P = 2^(Γ_i − Γ_p0) ⊙ (A_00 V'_0)                              (reversed + 2^(Γ_p1 − Γ_s) ⊙ (A_10ᵀ V'_1))
+//   rows of sub-chunk 1:  P = 2^(Γ_i − Γ_p1) ⊙ (A_11 V'_1) + 2^(Γ_i − Γ_p0) ⊙ (A_10 V'_0)  (reversed: the diagonal block only)
+// The off-diagonal block's factors are <= 1 on both sides (exact at any strength); a diagonal block's row factor is at
+// most 2^span of its sub-chunk — so a column is taken this way while both sub-chunks' spans Γ_first − Γ_last are at
+// most SPAN_MAX (the row factor <= 2^SPAN_MAX, V' >= 2^−SPAN_MAX of v: no overflow, no flush to zero), and any other
+// column (a sub-chunk decaying by more than 2^−SPAN_MAX, or NaN) is redone pairwise, 2^(Γ_i − Γ_j) <= 1 a pair, by the
+// warp that owns it, one row a lane, each row's sum stopping where the factors flush to zero (at log α = −60 a token
+// that is the diagonal pair alone). A and V' are hi + lo halves (GLA_SPLIT_OPS: V' too, three products a block; else
+// two) on mma.sync, V' in the group's own tile (`Tiles::vs`). A warp owns BV / (its group's warps) columns, in
+// blocks of 16.
 template <class G>
 __device__ __forceinline__ void strong_values(const Tiles& s, int b) {
     static_assert(C == 2 * SC && SC == 16 && VEC == 8, "two sub-chunks of 16 rows, 8 columns a 16-byte vector");
@@ -1470,6 +1456,27 @@ __device__ __forceinline__ void strong_values(const Tiles& s, int b) {
     }
 }
 
+// Stage value_operands (per value on wgmma consumers, the producer group, after intra_scores' A = (Q Kᵀ) ⊙ M): the
+// gate, Γ and the value operands of the chunk in one register pass. The decay acts on the value columns e, outside the
+// key contraction:
+//   O_ie = 2^Γ_ie (Sᵀ qᵢ)_e + Σ_{j<=i} A_ij 2^(Γ_ie − Γ_je) v_je,     Sᵀ ← diag(2^Γ_L) Sᵀ + V̂ᵀ K,  V̂ = V ⊙ 2^(Γ_L − Γ)
+// A chunk is mild when every column's span is at most SPAN_MAX (Γ_L >= −SPAN_MAX, the group's vote); its consumers
+// then take one product and one factor at the store,
+//   O_ie = 2^(Γ_ie − Γ_Le) · [(diag(2^Γ_L) Sᵀ) Qᵀ + V̂ᵀ Aᵀ]_ei          (2^(Γ_ie − Γ_Le) <= 2^SPAN_MAX)
+// else the intra-chunk part P is computed here (strong_values: §4.3's sub-chunks on tensor cores, pairwise where a
+// sub-chunk's own span is too large), and the consumers add it:
+//   P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je),                      O_ie = 2^Γ_ie (Sᵀ Qᵀ)_ei + P_ie
+// GLA_REVERSE (a per-key gate's dk pass: chunks last to first, S' the later tokens' sum relative to the chunk's end)
+// is the mirror image: Ṽ = V ⊙ 2^Γ for S'ᵀ ← diag(2^Γ_L) S'ᵀ + Ṽᵀ Q, and
+//   mild:   O_se = 2^(−Γ_se) · [(diag(2^Γ_L) S'ᵀ) Kᵀ + Ṽᵀ A]_es          (2^(−Γ_se) <= 2^SPAN_MAX)
+//   strong: O_se = 2^(Γ_Le − Γ_se) (S'ᵀ Kᵀ)_es + P_se,   P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)
+// Every exponent evaluated is <= 0 but the mild factor's, bounded by the vote.
+// Thread layout: a thread owns 8 value columns (one 16-byte vector) × SR rows; the SEGS threads of a column vector are
+// consecutive lanes, so Γ's running sum crosses segments by shuffles (its rows' partial sums go through s.G: SR × 8
+// registers would spill at SR = 8, two producer groups of two warps). Writes Γ (s.G), Γ_L, 2^Γ_L and the chunk's mild
+// flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
+// chunks; ends on the vote's barrier (strong chunks: two more) plus this thread's own stores (the FULL barrier
+// publishes them).
 template <class G>
 __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     constexpr int CV = BV / 8, SEGS = G::NT / CV, SR = C / SEGS;
@@ -1538,25 +1545,14 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
 #pragma unroll
     for (int r = 0; r < SR; ++r) {  // V̂ = V ⊙ 2^(Γ_L − Γ)   (GLA_REVERSE: Ṽ = V ⊙ 2^Γ)
         const int o = VO(r0 + r, c0);
-        Vec16 in, hi;
+        Vec16 in;
         in.u = *reinterpret_cast<const uint4*>(v + o);
         const float4 ga = *reinterpret_cast<const float4*>(s.G + (r0 + r) * LDG + c0), gb = *reinterpret_cast<const float4*>(s.G + (r0 + r) * LDG + c0 + 4);
         const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-#if GLA_SPLIT_OPS
-        Vec16 lo;
-#endif
+        float x[8];
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            const float x = to_f32(in.x[c]) * exp_nonpos(GLA_REVERSE ? gr[c] : glr[c] - gr[c]);
-            hi.x[c] = to_elem(x);
-#if GLA_SPLIT_OPS
-            lo.x[c] = to_elem(x - to_f32(hi.x[c]));
-#endif
-        }
-        *reinterpret_cast<uint4*>(v + o) = hi.u;
-#if GLA_SPLIT_OPS
-        *reinterpret_cast<uint4*>(s.v_lo(b) + o) = lo.u;
-#endif
+        for (int c = 0; c < 8; ++c) x[c] = GLA_REVERSE ? gr[c] : glr[c] - gr[c];
+        scale_store8(in, x, v + o, s.v_lo(b) + o);
     }
     if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // V̂, to the consumers' tensor cores
