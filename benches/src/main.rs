@@ -326,15 +326,7 @@ fn backward_rows(
         else {
             continue;
         };
-        let tiles_id = tiles.map(|t| {
-            format!(
-                "bv{}.w{}p{}{}g",
-                t.block_v,
-                t.warps,
-                t.producer_warps,
-                if t.producer_groups == 2 { "x2" } else { "" }
-            )
-        });
+        let tiles_id = tiles.map(|t| t.id());
         let fname = if frozen {
             "frozen".to_string()
         } else if passes {

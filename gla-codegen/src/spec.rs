@@ -69,6 +69,26 @@ pub struct Tiles {
 }
 
 impl Tiles {
+    /// The tiles' part of a variant id, e.g. `bv128.w8p4x2g` (`.o2` with two CTAs an SM).
+    pub fn id(&self) -> String {
+        format!(
+            "bv{}.w{}{}{}{}",
+            self.block_v,
+            self.warps,
+            match (self.producer_warps, self.producer_groups) {
+                (0, _) => String::new(),
+                (p, 1) => format!("p{p}"),
+                (p, g) => format!("p{p}x{g}"),
+            },
+            if self.wgmma { "g" } else { "" },
+            if self.ctas_per_sm > 1 {
+                format!(".o{}", self.ctas_per_sm)
+            } else {
+                String::new()
+            },
+        )
+    }
+
     /// Whether the variant is warp-specialised (producer and consumer warps).
     pub fn specialised(&self) -> bool {
         self.producer_warps > 0
@@ -130,7 +150,7 @@ impl KernelSpec {
     /// Stable identifier, e.g. `gla.fwd.bf16.C64.c16.k128.v128.bv64.w4.fused`.
     pub fn id(&self) -> String {
         format!(
-            "{}.{}.{}.C{}.c{}.k{}.v{}.bv{}.w{}{}{}{}{}.{}",
+            "{}.{}.{}.C{}.c{}.k{}.v{}.{}{}.{}",
             self.gate.name(),
             match self.pass {
                 Pass::Forward => "fwd",
@@ -143,19 +163,7 @@ impl KernelSpec {
             self.sub_chunk,
             self.dk,
             self.dv,
-            self.tiles.block_v,
-            self.tiles.warps,
-            match (self.tiles.producer_warps, self.tiles.producer_groups) {
-                (0, _) => String::new(),
-                (p, 1) => format!("p{p}"),
-                (p, g) => format!("p{p}x{g}"),
-            },
-            if self.tiles.wgmma { "g" } else { "" },
-            if self.tiles.ctas_per_sm > 1 {
-                format!(".o{}", self.tiles.ctas_per_sm)
-            } else {
-                String::new()
-            },
+            self.tiles.id(),
             if self.key_split > 1 {
                 format!(
                     ".ks{}{}",

@@ -518,19 +518,18 @@ pub fn dq_dk_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
     for dt in [DType::BF16, DType::F16] {
         for d in [64, 128] {
             for p in [Pass::Dq, Pass::Dk] {
-                out.extend(KernelSpec::pass_default(gate, dt, d, d, p).ok());
                 if gate.shape() == GateShape::PerKey {
-                    out.extend(per_key_pass_tiles(dt, d).into_iter().filter_map(|t| {
-                        KernelSpec::new(gate, dt, 32, 16, d as u32, d as u32, false, t)
-                            .and_then(|s| s.with_pass(p))
-                            .ok()
-                    }));
+                    out.extend(
+                        per_key_pass_tiles(dt, d)
+                            .into_iter()
+                            .filter_map(|t| KernelSpec::per_key_pass(gate, dt, d, t, p).ok()),
+                    );
+                } else {
+                    out.extend(KernelSpec::pass_default(gate, dt, d, d, p).ok());
                 }
             }
         }
     }
-    let mut seen = std::collections::BTreeSet::new();
-    out.retain(|s| seen.insert(s.id()));
     out
 }
 
@@ -560,8 +559,8 @@ pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
 impl KernelSpec {
     /// The kernel of backward pass `pass` for a call with head dims `dk` × `dv` *of the pass's kernel* (the dq / dk
     /// passes swap them: q ← dO): the default forward variant made that pass — but a per-key gate's dq / dk passes
-    /// are per-value kernels ([`KernelSpec::shape`]): one consumer warpgroup on wgmma (64 value columns a CTA) and
-    /// 4 producer warps in two groups taking alternate chunks, d = 64 or 128. Errors where the pass has no kernel.
+    /// are per-value kernels ([`KernelSpec::shape`]) with the first of [`per_key_pass_tiles`], d_k = d_v = 64 or
+    /// 128. Errors where the pass has no kernel.
     pub fn pass_default(
         gate: &'static dyn Gate,
         dtype: DType,
@@ -570,26 +569,31 @@ impl KernelSpec {
         pass: Pass,
     ) -> Result<Self, GlaError> {
         if gate.shape() == GateShape::PerKey && matches!(pass, Pass::Dq | Pass::Dk) {
-            let (kd, vd) = (specialised_dim(dk), specialised_dim(dv));
-            // (per_key_pass_tiles' first)
-            let tiles = match (kd, vd) {
-                (Some(a), Some(b)) if a == b && (a == 64 || a == 128) => {
-                    per_key_pass_tiles(dtype, a as usize)[0]
-                }
-                _ => {
-                    return Err(GlaError::Unsupported {
-                        variant: format!("{}.{:?}", gate.name(), pass),
-                        msg: format!(
-                            "a per-key gate's dq / dk passes run d_k = d_v = 64 or 128, got {dk} x {dv}"
-                        ),
-                    })
-                }
+            let d = specialised_dim(dk).filter(|&d| Some(d) == specialised_dim(dv));
+            return match d.and_then(|d| per_key_pass_tiles(dtype, d as usize).first().copied()) {
+                Some(tiles) => KernelSpec::per_key_pass(gate, dtype, dk, tiles, pass),
+                None => Err(GlaError::Unsupported {
+                    variant: format!("{}.{:?}", gate.name(), pass),
+                    msg: format!(
+                        "a per-key gate's dq / dk passes run d_k = d_v = 64 or 128, got {dk} x {dv}"
+                    ),
+                }),
             };
-            let d = kd.unwrap_or(64);
-            return KernelSpec::new(gate, dtype, 32, 16, d, d, false, tiles)
-                .and_then(|s| s.with_pass(pass));
         }
         KernelSpec::default_for(gate, dtype, dk, dv).and_then(|s| s.with_pass(pass))
+    }
+
+    /// A per-key gate's dq or dk pass (`pass`) for head dim `d` (d_k = d_v) on `tiles` (one of
+    /// [`per_key_pass_tiles`]; others are validated like any variant and may be refused).
+    pub fn per_key_pass(
+        gate: &'static dyn Gate,
+        dtype: DType,
+        d: usize,
+        tiles: Tiles,
+        pass: Pass,
+    ) -> Result<Self, GlaError> {
+        let d = specialised_dim(d).unwrap_or(d as u32);
+        KernelSpec::new(gate, dtype, 32, 16, d, d, false, tiles).and_then(|s| s.with_pass(pass))
     }
 }
 

@@ -450,7 +450,7 @@ fn dq_dk_pass_variants() {
     ] {
         assert_eq!(gla_codegen::dq_dk_pass_variants(g).len(), 8);
     }
-    // (per key: the default and the other tiles of per_key_pass_tiles — bf16 4 at d = 64 and 6 at d = 128, f16 4 and 4)
+    // (per key: every tile of per_key_pass_tiles, the default first — bf16 4 at d = 64 and 6 at d = 128, f16 4 and 4)
     assert_eq!(
         gla_codegen::dq_dk_pass_variants(&fixtures::PER_KEY).len(),
         18

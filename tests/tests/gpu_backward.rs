@@ -296,14 +296,7 @@ fn backward_matches_the_f64_reference() {
                         } else {
                             ""
                         }
-                        + &tiles.map_or(String::new(), |t| {
-                            format!(
-                                " w{}p{}{}g",
-                                t.warps,
-                                t.producer_warps,
-                                if t.producer_groups == 2 { "x2" } else { "" }
-                            )
-                        });
+                        + &tiles.map_or(String::new(), |t| format!(" {}", t.id()));
                     let seed = 7700 + 10 * i as u64;
                     let mut case = Case::random(gate, sh.dims, dt, seed, sh.state, sh.cu.clone());
                     let per_token = (case.logits.len() / (sh.dims.b * sh.dims.t)).max(1);

@@ -46,7 +46,7 @@ pub struct BackwardOptions<'a> {
     pub dq_dk_passes: Option<bool>,
     /// The tiles of a per-key gate's dq / dk passes where they run (one of `gla_codegen::per_key_pass_tiles`, as
     /// the benchmark times them); default: a tuning cache's, else `KernelSpec::pass_default`'s. Tiles the pass
-    /// has no kernel for are a typed error.
+    /// has no kernel for are a typed error; other gates' passes (one kernel each) do not read it.
     pub dq_dk_pass_tiles: Option<gla_codegen::Tiles>,
 }
 
@@ -225,9 +225,7 @@ impl Gla {
             // (d_k and d_v swapped: q ← dO)
             let pass = |ps| match opts.dq_dk_pass_tiles.filter(|_| per_key) {
                 Some(tiles) => {
-                    let d = |x| gla_codegen::specialised_dim(x).unwrap_or(x as u32);
-                    let spec = KernelSpec::new(gate, p.dtype, 32, 16, d(dv), d(dk), false, tiles)
-                        .and_then(|s| s.with_pass(ps))?;
+                    let spec = KernelSpec::per_key_pass(gate, p.dtype, dk, tiles, ps)?;
                     self.compile_spec(&spec).map(|_| Some(spec))
                 }
                 None => self.backward_pass(gate, p.dtype, ps, dv, dk, q.shape(), opts.cu_seqlens),
