@@ -1424,6 +1424,47 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
         }
     __syncwarp();
 }
+// strong_values' pairwise part: P_ie of each of this warp's columns e that `fits` rejects, lane = row i, j from i away
+// from it (forward: down to 0; reversed: up to C − 1), U pairs a step; once 2^(±(Γ_i − Γ_j)) < 2^−128 the term flushes
+// to zero, and so does every later one (Γ is monotone): the row stops after that step (a NaN goes on and shows).
+template <class G, int U, class Fits>
+__device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v, int warp, int lane, Fits fits) {
+    constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1;
+    constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
+    const int cw0 = warp * CW;
+#pragma unroll 1
+    for (int e0 = cw0; e0 < cw0 + CW; e0 += 32) {
+        const int e = e0 + lane;
+        const bool ok = e >= cw0 + CW || fits(e);
+        unsigned redo = __ballot_sync(0xffffffffu, !ok);
+        while (redo) {
+            const int ec = e0 + __ffs(redo) - 1;
+            redo &= redo - 1;
+            const int i = lane;
+            const float gi = s.G[i * LDG + ec];
+            float acc = 0.f;
+#pragma unroll 1
+            for (int j0 = i; GLA_REVERSE ? j0 < C : j0 >= 0; j0 += U * STEP) {
+                float last = 0.f;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int j = j0 + u * STEP;
+                    if (GLA_REVERSE ? j >= C : j < 0) break;
+                    const float x = SIGN * (gi - s.G[j * LDG + ec]);
+                    const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;  // A_ij, or A_ts with t = j >= s = i
+                    float aij = to_f32(s.A[AO(r, c)]);
+#if SPLIT_A
+                    aij += to_f32(s.A_lo[AO(r, c)]);
+#endif
+                    acc = fmaf(aij * exp_nonpos(x), to_f32(v[VO(j, ec)]), acc);
+                    last = x;
+                }
+                if (last < -128.f) break;
+            }
+            s.P[i * BV + ec] = acc;
+        }
+    }
+}
 // Stage strong_values (a strong chunk of value_operands, the producer group): the intra-chunk output of every value
 // column e, P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je) (GLA_REVERSE: P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)), by
 // §4.3's secondary chunking along the tokens. Sub-chunk k (rows 16k .. 16k + 15) has a reference row p_k — its last
@@ -1443,7 +1484,6 @@ __device__ __forceinline__ void strong_values(const Tiles& s, int b) {
     static_assert(C == 2 * SC && SC == 16 && VEC == 8, "two sub-chunks of 16 rows, 8 columns a 16-byte vector");
     constexpr int NWP = G::NT / 32, CW = BV / NWP;
     static_assert(G::NT % 32 == 0 && BV % NWP == 0 && CW % 16 == 0, "a warp owns whole 16-column blocks");
-    constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
     const int tid = G::tid(), warp = tid >> 5, lane = tid & 31;
     const elem_t* v = s.v(b);
     // A column's sub-chunks are both within SPAN_MAX (NaN: no)
@@ -1452,36 +1492,15 @@ __device__ __forceinline__ void strong_values(const Tiles& s, int b) {
     };
     bool none_fit = true;
     for (int e = tid; e < BV; e += G::NT) none_fit = none_fit && !fits(e);
-    if (!G::all(none_fit)) strong_blocks<G>(s, b);           // (no column fits, e.g. log α = −60: pairwise alone)
-    // Columns whose sub-chunks decay too fast for the factors above: pairwise, lane = row, over the warp's columns.
-    const int cw0 = warp * CW;
-#pragma unroll 1
-    for (int e0 = cw0; e0 < cw0 + CW; e0 += 32) {
-        const int e = e0 + lane;
-        const bool ok = e >= cw0 + CW || fits(e);
-        unsigned redo = __ballot_sync(0xffffffffu, !ok);
-        while (redo) {
-            const int ec = e0 + __ffs(redo) - 1;
-            redo &= redo - 1;
-            const int i = lane;                                   // this lane's row
-            const float gi = s.G[i * LDG + ec];
-            float acc = 0.f;
-            // j from i away from it (forward: down to 0; reversed: up to C − 1); once 2^(±(Γ_i − Γ_j)) < 2^−128 the
-            // term flushes to zero, and so does every later one (Γ is monotone): stop (a NaN goes on and shows)
-#pragma unroll 1
-            for (int j = i; GLA_REVERSE ? j < C : j >= 0; j += GLA_REVERSE ? 1 : -1) {
-                const float x = SIGN * (gi - s.G[j * LDG + ec]);
-                if (x < -128.f) break;
-                const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;  // A_ij, or A_ts with t = j >= s = i
-                float aij = to_f32(s.A[AO(r, c)]);
-#if SPLIT_A
-                aij += to_f32(s.A_lo[AO(r, c)]);
-#endif
-                acc = fmaf(aij * exp_nonpos(x), to_f32(v[VO(j, ec)]), acc);
-            }
-            s.P[i * BV + ec] = acc;
-        }
-    }
+    none_fit = G::all(none_fit);
+    if (!none_fit) strong_blocks<G>(s, b);               // (no column fits, e.g. log α = −60: pairwise alone)
+    // Columns whose sub-chunks decay too fast for the factors above: pairwise, lane = row, over the warp's columns,
+    // U pairs a step (their loads in flight together): 4 where some column fits (RWKV-6: most rows sum far), 1 where
+    // none does (−60: a row's sum ends at its third pair)
+    if (none_fit)
+        pairwise_columns<G, 1>(s, v, warp, lane, fits);
+    else
+        pairwise_columns<G, 4>(s, v, warp, lane, fits);
 }
 
 // Stage value_operands (per value on wgmma consumers, the producer group, after intra_scores' A = (Q Kᵀ) ⊙ M): the
