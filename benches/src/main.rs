@@ -3,13 +3,14 @@
 //! `benches/python/report.py` (which merges it with fla's numbers into `benches/results/`).
 //!
 //!   bench [--out ours.json] [--reps 50] [--shapes all|quick|B,T,H,D;...] [--variants all|default|none|<id part>]
-//!         [--gates gla,mamba2,<any registered gate>] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen,passes]] [--decode] [--lineinfo]
+//!         [--gates gla,mamba2,<any registered gate>] [--strengths all|none|<label>,...] [--backward [--forms chunks,walks,frozen,passes,dqdk-walks]] [--decode] [--lineinfo]
 //!   bench --cold-start [--out cold.json]   (Gla::new → the first forward's output, with the tuning caches; where
 //!   the repository is not where it was built, name the shipped one: GLA_TUNING_CACHE=$PWD/tuning/caches/h200)
 //!   (`--backward`: also the forward + backward and the backward alone at the benchmark shapes, in each backward
 //!   form of `--forms` (default chunks,walks; `frozen`: the walk form without the gate's gradients,
-//!   `BackwardOptions::skip_gate_gradients`; `passes`: the walk form with dq / dk as passes wherever they exist,
-//!   `BackwardOptions::dq_dk_passes`), rows with `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
+//!   `BackwardOptions::skip_gate_gradients`; `walks`: dq / dk as `Gla::backward` chooses by default; `passes`: dq / dk
+//!   as passes wherever they exist, `dqdk-walks`: from the walks, `BackwardOptions::dq_dk_passes`), rows with
+//!   `"pass": "fwd_bwd"` / `"bwd"` and `"form"`)
 //!   (`--decode`: also the decode step at N × H × d from 8 × 16 × 128 to 256 × 16 × 128, rows `"pass": "decode"`)
 //!   (`--lineinfo`: kernels compiled with -lineinfo, for ncu's source view)
 //!
@@ -296,7 +297,7 @@ fn backward_rows(
     gname: &str,
     strength: &str,
     gate: &'static dyn Gate,
-    forms: &[(BackwardForm, bool, bool)],
+    forms: &[(BackwardForm, bool, Option<bool>)],
     pass_tiles_all: bool,
 ) -> Vec<serde_json::Value> {
     let case = Case::random(gate, Dims::new(b, t, h, d, d), DType::BF16, 44, false, None);
@@ -309,15 +310,17 @@ fn backward_rows(
     // Each form the backward has for this problem, side by side in one run.
     // (`--pass-tiles all`: a per-key gate's passes with each of their tiles, `"form": "passes:<tiles>"`)
     let runs = forms.iter().flat_map(|&(form, frozen, passes)| {
-        let tiles: Vec<Option<gla_codegen::Tiles>> =
-            if passes && pass_tiles_all && gate.shape() == gla_core::GateShape::PerKey {
-                gla_codegen::per_key_pass_tiles(DType::BF16, d)
-                    .into_iter()
-                    .map(Some)
-                    .collect()
-            } else {
-                vec![None]
-            };
+        let tiles: Vec<Option<gla_codegen::Tiles>> = if passes == Some(true)
+            && pass_tiles_all
+            && gate.shape() == gla_core::GateShape::PerKey
+        {
+            gla_codegen::per_key_pass_tiles(DType::BF16, d)
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None]
+        };
         tiles.into_iter().map(move |t| (form, frozen, passes, t))
     });
     for (form, frozen, passes, tiles) in runs {
@@ -329,29 +332,33 @@ fn backward_rows(
         let tiles_id = tiles.map(|t| t.id());
         let fname = if frozen {
             "frozen".to_string()
-        } else if passes {
+        } else if passes == Some(true) {
             match &tiles_id {
                 Some(t) => format!("passes:{t}"),
                 None => "passes".to_string(),
             }
+        } else if passes == Some(false) {
+            "dqdk-walks".to_string()
         } else {
             format!("{form:?}").to_lowercase()
         };
         let bwd_id = bspec.id()
             + &if frozen {
                 " frozen".to_string()
-            } else if passes {
+            } else if passes == Some(true) {
                 format!(
                     " dq/dk passes{}",
                     tiles_id.map(|t| format!(" {t}")).unwrap_or_default()
                 )
+            } else if passes == Some(false) {
+                " dq/dk walks".to_string()
             } else {
                 String::new()
             };
         let opts = BackwardOptions {
             form: Some(form),
             skip_gate_gradients: frozen,
-            dq_dk_passes: passes.then_some(true),
+            dq_dk_passes: passes,
             dq_dk_pass_tiles: tiles,
             ..BackwardOptions::default()
         };
@@ -770,15 +777,17 @@ fn main() {
         }
     }
     if args.iter().any(|a| a == "--backward") {
-        let forms: Vec<(BackwardForm, bool, bool)> = opt("--forms", "chunks,walks")
+        // (form, frozen, dq / dk passes: None as `Gla::backward` decides, else forced)
+        let forms: Vec<(BackwardForm, bool, Option<bool>)> = opt("--forms", "chunks,walks")
             .split(',')
             .map(|f| match f {
-                "chunks" => (BackwardForm::Chunks, false, false),
-                "walks" => (BackwardForm::Walks, false, false),
-                "frozen" => (BackwardForm::Walks, true, false),
-                "passes" => (BackwardForm::Walks, false, true),
+                "chunks" => (BackwardForm::Chunks, false, None),
+                "walks" => (BackwardForm::Walks, false, None),
+                "frozen" => (BackwardForm::Walks, true, None),
+                "passes" => (BackwardForm::Walks, false, Some(true)),
+                "dqdk-walks" => (BackwardForm::Walks, false, Some(false)),
                 other => {
-                    eprintln!("--forms: `{other}` is not a backward form (chunks, walks, frozen: walks without the gate's gradients, passes: walks with dq / dk as passes wherever they exist)");
+                    eprintln!("--forms: `{other}` is not a backward form (chunks, walks: the walk form with dq / dk as the runtime chooses, frozen: walks without the gate's gradients, passes: dq / dk as passes wherever they exist, dqdk-walks: dq / dk from the walks)");
                     std::process::exit(2)
                 }
             })
@@ -808,7 +817,7 @@ fn main() {
                 .collect();
             // (and, with --pass-tiles all, every per-key dq / dk pass the rows run)
             let mut fwd = fwd;
-            if pass_tiles_all && forms.iter().any(|f| f.2) {
+            if pass_tiles_all && forms.iter().any(|f| f.2 == Some(true)) {
                 for &(g, d) in &jobs {
                     fwd.extend(gla_codegen::dq_dk_pass_variants(g).into_iter().filter(|s| {
                         s.dtype == DType::BF16 && s.key_dim() as usize == specialised(d)

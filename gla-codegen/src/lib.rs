@@ -34,7 +34,9 @@ pub use spec::{
     specialised_dim, KernelSpec, Pass, Tiles, MAX_HEAD_DIM, MAX_SMEM_BYTES, SMEM_PER_SM,
     SMEM_RESERVED_PER_CTA,
 };
-pub use variants::{all_variants, dq_dk_pass_variants, dv_pass_variants, per_key_pass_tiles};
+pub use variants::{
+    all_variants, dq_dk_pass_variants, dv_pass_variants, per_key_pass_tiles, per_key_passes_default,
+};
 pub use writer::Generated;
 
 /// Generate the CUDA source and launch plan of `spec` (validated first).

@@ -556,6 +556,16 @@ pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
     }
 }
 
+/// Whether a per-key gate's backward takes its dq / dk passes (rather than the dq / dk walks) by default at
+/// d_k = d_v = `d` in `dtype`, where the problem allows them (no initial state, no final-state gradient). Chosen by
+/// the worst gate strength, as the tuner chooses: H100, bf16 backward at 8×4096×16×128, walks / passes `w8p4x2g`
+/// (one run): gla/16 2.82 / 2.33 ms, RWKV-6 3.69 / 3.71, log α = −60 3.51 / 3.52 — the same worst case, 17 % faster
+/// at weak decays. At d = 64 the walks win at every strength (gla/16 2.51 vs 2.87, RWKV-6 3.46 vs 4.21); f16 d = 128
+/// (no two-group tile) was not timed.
+pub fn per_key_passes_default(dtype: DType, d: usize) -> bool {
+    dtype == DType::BF16 && d == 128
+}
+
 impl KernelSpec {
     /// The kernel of backward pass `pass` for a call with head dims `dk` × `dv` *of the pass's kernel* (the dq / dk
     /// passes swap them: q ← dO): the default forward variant made that pass — but a per-key gate's dq / dk passes

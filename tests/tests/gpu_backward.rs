@@ -202,7 +202,8 @@ fn backward_matches_the_f64_reference() {
     // Each form the problem has kernels in; the walk form also with sequences cut into segments of one chunk (bf16),
     // and for a per-key or scalar gate without the gate's gradients (`skip_gate_gradients`: the gate's kernel left out after
     // the dq / dk passes, which run where the problem has no states). The long shapes: the walk form, bf16 / f16 —
-    // a per-key gate's also with its dq / dk passes (`BackwardOptions::dq_dk_passes`, not its default yet).
+    // a per-key gate's also with its dq / dk passes forced on (`BackwardOptions::dq_dk_passes`) and, where they are its
+    // default (`gla_codegen::per_key_passes_default`), forced off.
     let forms = |gate: &'static dyn Gate,
                  dt: DType,
                  sh: &Shape|
@@ -216,12 +217,14 @@ fn backward_matches_the_f64_reference() {
             (BackwardForm::Walks, Some(1), false, None),
             (BackwardForm::Walks, None, true, per_key.then_some(true)),
             (BackwardForm::Walks, None, false, Some(true)),
+            (BackwardForm::Walks, None, false, Some(false)),
         ]
         .into_iter()
         .filter(|&(f, cut, skip, forced)| {
             (cut.is_none() || dt == DType::BF16)
                 && (!skip || passes)
                 && (forced.is_none() || (per_key && (sh.long || skip)))
+                && (forced != Some(false) || gla_codegen::per_key_passes_default(dt, sh.dims.dk))
                 && (!sh.long
                     || (f == BackwardForm::Walks && cut.is_none() && !skip && dt != DType::F32))
                 && BackwardSpec::for_problem(gate, dt, sh.dims.dk, sh.dims.dv)
@@ -230,7 +233,7 @@ fn backward_matches_the_f64_reference() {
         })
         // (a per-key gate's forced passes on a long shape: with each of their tiles)
         .flat_map(|(f, cut, skip, forced)| {
-            let tiles: Vec<Option<Tiles>> = if per_key && sh.long && forced.is_some() && !skip {
+            let tiles: Vec<Option<Tiles>> = if per_key && sh.long && forced == Some(true) && !skip {
                 gla_codegen::per_key_pass_tiles(dt, sh.dims.dk)
                     .into_iter()
                     .map(Some)
@@ -291,10 +294,10 @@ fn backward_matches_the_f64_reference() {
                     let label = format!("{form:?}")
                         + &cut.map_or(String::new(), |k| format!(" cut {k}"))
                         + if skip { " no gate grads" } else { "" }
-                        + if forced.is_some() {
-                            " dq/dk passes"
-                        } else {
-                            ""
+                        + match forced {
+                            Some(true) => " dq/dk passes",
+                            Some(false) => " dq/dk walks",
+                            None => "",
                         }
                         + &tiles.map_or(String::new(), |t| format!(" {}", t.id()));
                     let seed = 7700 + 10 * i as u64;

@@ -854,12 +854,14 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
         }
     __syncwarp();
 }
-// strong_values' pairwise part: P_ie of each of this warp's columns e that `fits` rejects, lane = row i, j from i away
-// from it (forward: down to 0; reversed: up to C − 1), U pairs a step; once 2^(±(Γ_i − Γ_j)) < 2^−128 the term flushes
-// to zero, and so does every later one (Γ is monotone): the row stops after that step (a NaN goes on and shows).
-template <class G, int U, class Fits>
+// strong_values' pairwise part where some column fits: P_ie of each of this warp's columns e that `fits` rejects,
+// lane = row i, j from i away from it (forward: down to 0; reversed: up to C − 1), four pairs a step (their loads in
+// flight together; RWKV-6: most rows sum far — one pair a step took 4.18 ms for its backward at 8×4096×16×128 on an
+// H100, four 3.71); once 2^(±(Γ_i − Γ_j)) < 2^−128 the term flushes to zero, and so does every later one (Γ is
+// monotone): the row stops after that step (a NaN goes on and shows).
+template <class G, class Fits>
 __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v, int warp, int lane, Fits fits) {
-    constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1;
+    constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1, U = 4;
     constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
     const int cw0 = warp * CW;
 #pragma unroll 1
@@ -895,6 +897,37 @@ __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v
         }
     }
 }
+// strong_values' pairwise part where no column of the group fits (e.g. log α = −60): every column of this warp,
+// lane = column (32 at a time), P_ie for the rows i in turn, j from i away from it until 2^(±(Γ_i − Γ_j)) < 2^−128
+// (as pairwise_columns: a NaN goes on and shows) — A_ij is the same for every lane (a broadcast), Γ and v are
+// consecutive columns of a row (−60's backward at 8×4096×16×128 on an H100: lane = row 3.80 ms, lane = column 3.52).
+template <class G>
+__device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_t* v, int warp, int lane) {
+    constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1;
+    constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
+#pragma unroll 1
+    for (int e0 = warp * CW; e0 < (warp + 1) * CW; e0 += 32) {
+        const int e = e0 + lane;
+        if (e >= (warp + 1) * CW) break;
+#pragma unroll 1
+        for (int i = 0; i < C; ++i) {
+            const float gi = s.G[i * LDG + e];
+            float acc = 0.f;
+#pragma unroll 1
+            for (int j = i; GLA_REVERSE ? j < C : j >= 0; j += STEP) {
+                const float x = SIGN * (gi - s.G[j * LDG + e]);
+                if (x < -128.f) break;
+                const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;  // A_ij, or A_ts with t = j >= s = i
+                float aij = to_f32(s.A[AO(r, c)]);
+#if SPLIT_A
+                aij += to_f32(s.A_lo[AO(r, c)]);
+#endif
+                acc = fmaf(aij * exp_nonpos(x), to_f32(v[VO(j, e)]), acc);
+            }
+            s.P[i * BV + e] = acc;
+        }
+    }
+}
 // Stage strong_values (a strong chunk of value_operands, the producer group): the intra-chunk output of every value
 // column e, P_ie = Σ_{j<=i} A_ij v_je 2^(Γ_ie − Γ_je) (GLA_REVERSE: P_se = Σ_{t>=s} A_ts v_te 2^(Γ_te − Γ_se)), by
 // §4.3's secondary chunking along the tokens. Sub-chunk k (rows 16k .. 16k + 15) has a reference row p_k — its last
@@ -924,13 +957,13 @@ __device__ __forceinline__ void strong_values(const Tiles& s, int b) {
     for (int e = tid; e < BV; e += G::NT) none_fit = none_fit && !fits(e);
     none_fit = G::all(none_fit);
     if (!none_fit) strong_blocks<G>(s, b);               // (no column fits, e.g. log α = −60: pairwise alone)
-    // Columns whose sub-chunks decay too fast for the factors above: pairwise, lane = row, over the warp's columns,
-    // U pairs a step (their loads in flight together): 4 where some column fits (RWKV-6: most rows sum far), 1 where
-    // none does (−60: a row's sum ends at its third pair)
+    // Columns whose sub-chunks decay too fast for the factors above: pairwise — where none fits (−60: a row's sum
+    // ends at its third pair) every column, lane = column; else the few that do not, lane = row, four pairs a step
+    // (their loads in flight together; RWKV-6: most rows sum far)
     if (none_fit)
-        pairwise_columns<G, 1>(s, v, warp, lane, fits);
+        pairwise_all_columns<G>(s, v, warp, lane);
     else
-        pairwise_columns<G, 4>(s, v, warp, lane, fits);
+        pairwise_columns<G>(s, v, warp, lane, fits);
 }
 
 // Stage value_operands (per value on wgmma consumers, the producer group, after intra_scores' A = (Q Kᵀ) ⊙ M): the

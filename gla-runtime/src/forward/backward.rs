@@ -39,10 +39,11 @@ pub struct BackwardOptions<'a> {
     pub skip_gate_gradients: bool,
     /// Whether dq and dk run as passes of the forward kernel (the walk form, no initial state, no final-state
     /// gradient; a per-key gate at d_k = d_v ≤ 128) instead of the dq / dk walks. Default: yes for per-head and
-    /// fixed gates (Mamba-2 8×4096×16×128 on an H100: backward 2.63 → 1.33 ms), no for per-key gates — their passes
-    /// (per-value kernels) win only at weak decays (H100, bf16 backward at 8×4096×16×128, walks / passes: gla/16
-    /// 2.85 / 2.34 ms, log σ(x) 2.82 / 2.36, RWKV-6 3.73 / 4.15, log α = −60 3.54 / 4.14; at 8×4096×32×64 the walks
-    /// win at every strength). `Some(true)` takes them wherever they exist, `Some(false)` never.
+    /// fixed gates (Mamba-2 8×4096×16×128 on an H100: backward 2.63 → 1.33 ms); for per-key gates where
+    /// `gla_codegen::per_key_passes_default` says so — bf16 at d = 128, where the passes (per-value kernels) tie
+    /// the walks at strong decays and win at weak ones (H100, bf16 backward at 8×4096×16×128, walks / passes: gla/16
+    /// 2.82 / 2.33 ms, RWKV-6 3.69 / 3.71, log α = −60 3.51 / 3.52); at d = 64 the walks win at every strength.
+    /// `Some(true)` takes them wherever they exist, `Some(false)` never.
     pub dq_dk_passes: Option<bool>,
     /// The tiles of a per-key gate's dq / dk passes where they run (one of `gla_codegen::per_key_pass_tiles`, as
     /// the benchmark times them); default: a tuning cache's, else `KernelSpec::pass_default`'s. Tiles the pass
@@ -218,7 +219,10 @@ impl Gla {
         let per_key = gate.shape() == GateShape::PerKey && dk == dv;
         let passes = if dv_pass.is_some()
             && ((scalar && opts.dq_dk_passes != Some(false))
-                || (per_key && opts.dq_dk_passes == Some(true)))
+                || (per_key
+                    && opts
+                        .dq_dk_passes
+                        .unwrap_or_else(|| gla_codegen::per_key_passes_default(p.dtype, dk))))
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
         {
