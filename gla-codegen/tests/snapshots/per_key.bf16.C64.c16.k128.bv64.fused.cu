@@ -1396,6 +1396,17 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
         }
     __syncwarp();
 }
+// A pair's coefficient in P_ie (column e): A_ij 2^(Γ_i − Γ_j), reversed A_ji 2^(Γ_j − Γ_i) (the dk pass: A_ts, t = j >= s
+// = i); x, its exponent (<= 0 on a monotone Γ), for the caller's stop at underflow.
+__device__ __forceinline__ float pair_coef(const Tiles& s, float gi, int i, int j, int e, float& x) {
+    x = (GLA_REVERSE ? -1.f : 1.f) * (gi - s.G[j * LDG + e]);
+    const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;
+    float aij = to_f32(s.A[AO(r, c)]);
+#if SPLIT_A
+    aij += to_f32(s.A_lo[AO(r, c)]);
+#endif
+    return aij * exp_nonpos(x);
+}
 // strong_values' pairwise part where some column fits: P_ie of each of this warp's columns e that `fits` rejects,
 // lane = row i, j from i away from it (forward: down to 0; reversed: up to C − 1), four pairs a step (their loads in
 // flight together; RWKV-6: most rows sum far — one pair a step took 4.18 ms for its backward at 8×4096×16×128 on an
@@ -1404,7 +1415,6 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
 template <class G, class Fits>
 __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v, int warp, int lane, Fits fits) {
     constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1, U = 4;
-    constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
     const int cw0 = warp * CW;
 #pragma unroll 1
     for (int e0 = cw0; e0 < cw0 + CW; e0 += 32) {
@@ -1424,14 +1434,7 @@ __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v
                 for (int u = 0; u < U; ++u) {
                     const int j = j0 + u * STEP;
                     if (GLA_REVERSE ? j >= C : j < 0) break;
-                    const float x = SIGN * (gi - s.G[j * LDG + ec]);
-                    const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;  // A_ij, or A_ts with t = j >= s = i
-                    float aij = to_f32(s.A[AO(r, c)]);
-#if SPLIT_A
-                    aij += to_f32(s.A_lo[AO(r, c)]);
-#endif
-                    acc = fmaf(aij * exp_nonpos(x), to_f32(v[VO(j, ec)]), acc);
-                    last = x;
+                    acc = fmaf(pair_coef(s, gi, i, j, ec, last), to_f32(v[VO(j, ec)]), acc);
                 }
                 if (last < -128.f) break;
             }
@@ -1457,14 +1460,9 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
             float acc = 0.f;
 #pragma unroll 1
             for (int j = i; GLA_REVERSE ? j < C : j >= 0; j += STEP) {
-                const float x = SIGN * (gi - s.G[j * LDG + e]);
-                if (x < -128.f) break;
-                const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;  // A_ij, or A_ts with t = j >= s = i
-                float aij = to_f32(s.A[AO(r, c)]);
-#if SPLIT_A
-                aij += to_f32(s.A_lo[AO(r, c)]);
-#endif
-                acc = fmaf(aij * exp_nonpos(x), to_f32(v[VO(j, e)]), acc);
+                if (SIGN * (gi - s.G[j * LDG + e]) < -128.f) break;
+                float x;
+                acc = fmaf(pair_coef(s, gi, i, j, e, x), to_f32(v[VO(j, e)]), acc);
             }
             s.P[i * BV + e] = acc;
         }
