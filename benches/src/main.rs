@@ -329,32 +329,15 @@ fn backward_rows(
         else {
             continue;
         };
-        let tiles_id = tiles.map(|t| t.id());
-        let fname = if frozen {
-            "frozen".to_string()
-        } else if passes == Some(true) {
-            match &tiles_id {
-                Some(t) => format!("passes:{t}"),
-                None => "passes".to_string(),
-            }
-        } else if passes == Some(false) {
-            "dqdk-walks".to_string()
-        } else {
-            format!("{form:?}").to_lowercase()
+        // (the row's "form" and the suffix of its printed id)
+        let (fname, suffix) = match (frozen, passes, tiles.map(|t| t.id())) {
+            (true, _, _) => ("frozen".to_string(), " frozen".to_string()),
+            (_, Some(true), Some(t)) => (format!("passes:{t}"), format!(" dq/dk passes {t}")),
+            (_, Some(true), None) => ("passes".to_string(), " dq/dk passes".to_string()),
+            (_, Some(false), _) => ("dqdk-walks".to_string(), " dq/dk walks".to_string()),
+            (_, None, _) => (format!("{form:?}").to_lowercase(), String::new()),
         };
-        let bwd_id = bspec.id()
-            + &if frozen {
-                " frozen".to_string()
-            } else if passes == Some(true) {
-                format!(
-                    " dq/dk passes{}",
-                    tiles_id.map(|t| format!(" {t}")).unwrap_or_default()
-                )
-            } else if passes == Some(false) {
-                " dq/dk walks".to_string()
-            } else {
-                String::new()
-            };
+        let bwd_id = bspec.id() + &suffix;
         let opts = BackwardOptions {
             form: Some(form),
             skip_gate_gradients: frozen,
@@ -811,12 +794,11 @@ fn main() {
                 }
             }
             let t0 = std::time::Instant::now();
-            let fwd: Vec<KernelSpec> = jobs
+            let mut fwd: Vec<KernelSpec> = jobs
                 .iter()
                 .filter_map(|&(g, d)| KernelSpec::default_for(g, DType::BF16, d, d).ok())
                 .collect();
             // (and, with --pass-tiles all, every per-key dq / dk pass the rows run)
-            let mut fwd = fwd;
             if pass_tiles_all && forms.iter().any(|f| f.2 == Some(true)) {
                 for &(g, d) in &jobs {
                     fwd.extend(gla_codegen::dq_dk_pass_variants(g).into_iter().filter(|s| {

@@ -1387,10 +1387,12 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
         }
     __syncwarp();
 }
-// A pair's coefficient in P_ie (column e): A_ij 2^(Γ_i − Γ_j), reversed A_ji 2^(Γ_j − Γ_i) (the dk pass: A_ts, t = j >= s
-// = i); x, its exponent (<= 0 on a monotone Γ), for the caller's stop at underflow.
-__device__ __forceinline__ float pair_coef(const Tiles& s, float gi, int i, int j, int e, float& x) {
-    x = (GLA_REVERSE ? -1.f : 1.f) * (gi - s.G[j * LDG + e]);
+// A pair's exponent in P_ie (column e): Γ_i − Γ_j, reversed Γ_j − Γ_i (<= 0 on a monotone Γ; the callers stop a row's
+// sum once it is below −128), and its coefficient A_ij 2^x (reversed A_ji: the dk pass's A_ts, t = j >= s = i).
+__device__ __forceinline__ float pair_exp(const Tiles& s, float gi, int j, int e) {
+    return (GLA_REVERSE ? -1.f : 1.f) * (gi - s.G[j * LDG + e]);
+}
+__device__ __forceinline__ float pair_coef(const Tiles& s, int i, int j, float x) {
     const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;
     float aij = to_f32(s.A[AO(r, c)]);
 #if SPLIT_A
@@ -1425,7 +1427,8 @@ __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v
                 for (int u = 0; u < U; ++u) {
                     const int j = j0 + u * STEP;
                     if (GLA_REVERSE ? j >= C : j < 0) break;
-                    acc = fmaf(pair_coef(s, gi, i, j, ec, last), to_f32(v[VO(j, ec)]), acc);
+                    last = pair_exp(s, gi, j, ec);
+                    acc = fmaf(pair_coef(s, i, j, last), to_f32(v[VO(j, ec)]), acc);
                 }
                 if (last < -128.f) break;
             }
@@ -1440,7 +1443,6 @@ __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v
 template <class G>
 __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_t* v, int warp, int lane) {
     constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1;
-    constexpr float SIGN = GLA_REVERSE ? -1.f : 1.f;
 #pragma unroll 1
     for (int e0 = warp * CW; e0 < (warp + 1) * CW; e0 += 32) {
         const int e = e0 + lane;
@@ -1451,9 +1453,9 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
             float acc = 0.f;
 #pragma unroll 1
             for (int j = i; GLA_REVERSE ? j < C : j >= 0; j += STEP) {
-                if (SIGN * (gi - s.G[j * LDG + e]) < -128.f) break;
-                float x;
-                acc = fmaf(pair_coef(s, gi, i, j, e, x), to_f32(v[VO(j, e)]), acc);
+                const float x = pair_exp(s, gi, j, e);
+                if (x < -128.f) break;
+                acc = fmaf(pair_coef(s, i, j, x), to_f32(v[VO(j, e)]), acc);
             }
             s.P[i * BV + e] = acc;
         }
@@ -1469,8 +1471,8 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
 // most 2^span of its sub-chunk — so a column is taken this way while both sub-chunks' spans Γ_first − Γ_last are at
 // most SPAN_MAX (the row factor <= 2^SPAN_MAX, V' >= 2^−SPAN_MAX of v: no overflow, no flush to zero), and any other
 // column (a sub-chunk decaying by more than 2^−SPAN_MAX, or NaN) is redone pairwise, 2^(Γ_i − Γ_j) <= 1 a pair, by the
-// warp that owns it, one row a lane, each row's sum stopping where the factors flush to zero (at log α = −60 a token
-// that is the diagonal pair alone). A and V' are hi + lo halves (GLA_SPLIT_OPS: V' too, three products a block; else
+// warp that owns it (pairwise_columns: a row a lane; where no column fits, pairwise_all_columns: a column a lane),
+// each row's sum stopping where the factors flush to zero (at log α = −60 after its second pair). A and V' are hi + lo halves (GLA_SPLIT_OPS: V' too, three products a block; else
 // two) on mma.sync, V' in the group's own tile (`Tiles::vs`). A warp owns BV / (its group's warps) columns, in
 // blocks of 16.
 template <class G>
