@@ -387,6 +387,13 @@ pub struct SmemLayout {
     pub xbar: u32,
     /// [`Features::row_sums`]: the consumers' per-warp row sums of a chunk, f32 [warps][C] (0 otherwise).
     pub rs: u32,
+    /// A per-key gate's dq / dk passes ([`Features::row_sums`] per value): each consumer warpgroup's tiles of a chunk's
+    /// row-sum weights (q or k: [C][64 + 8] elements) and, in the dk pass, the dq pass's q ⊙ dq ([C][64 + 4] f32,
+    /// `rw_e` bytes into the region), filled by 16-byte copies at the top of the chunk (`rows_issue`) and read by the
+    /// store; the warpgroups' regions `rw_stride` bytes apart (0 otherwise).
+    pub rw: u32,
+    pub rw_stride: u32,
+    pub rw_e: u32,
     /// Bytes the kernel asks for: the tiles, plus (wgmma) the slack that lets it align its base to 1024 bytes.
     pub total: u32,
 }
@@ -480,6 +487,9 @@ impl SmemLayout {
             xch: 0,
             xbar: 0,
             rs: 0,
+            rw: 0,
+            rw_stride: 0,
+            rw_e: 0,
             total: base + rest,
         }
     }
@@ -584,6 +594,17 @@ impl SmemLayout {
         } else {
             0
         };
+        // (the passes' row-sum weights: padded rows, so that a thread's (column, token) reads are conflict-free)
+        let rw_e = if wg && per_value && spec.pass.row_sums() {
+            (c * (64 + 8) * e).div_ceil(128) * 128
+        } else {
+            0
+        };
+        let rw_stride = if spec.pass.reverse() && rw_e > 0 {
+            rw_e + (c * (64 + 4) * 4).div_ceil(128) * 128
+        } else {
+            rw_e
+        };
         let (ro, rest) = carve_aligned(
             &[
                 st_bytes,                          // S (consumers')
@@ -609,6 +630,7 @@ impl SmemLayout {
                     0
                 }, // the passes' per-warp row sums
                 groups * vs_stride, // per value: the groups' V' tiles (strong chunks)
+                (spec.tiles.warps / 4) * rw_stride, // per-key passes: the warpgroups' row-sum weights
             ],
             if wg { SWIZZLE_ALIGN } else { 128 },
         );
@@ -671,6 +693,9 @@ impl SmemLayout {
             },
             vs: if vs_stride > 0 { base + ro[10] } else { 0 },
             vs_stride,
+            rw: if rw_stride > 0 { base + ro[11] } else { 0 },
+            rw_stride,
+            rw_e,
             total: base + rest + slack,
         }
     }

@@ -386,6 +386,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         "constexpr unsigned OFF_VS = {}, VS_STRIDE = {};  // per value: the producer groups' V' tiles (strong_values)",
         lay.vs, lay.vs_stride
     );
+    let _ = writeln!(
+        w,
+        "constexpr unsigned OFF_RW = {}, RW_STRIDE = {}, RW_E = {};  // per-key passes: the consumer warpgroups' row-sum weights (rows_issue)",
+        lay.rw, lay.rw_stride, lay.rw_e
+    );
     let _ = writeln!(w);
     let _ = writeln!(w, "// ---- element type ({}) ----", spec.dtype);
     w.push_str(elem_section(spec.dtype));

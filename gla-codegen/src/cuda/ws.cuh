@@ -202,6 +202,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            rows_issue(a, sq, i0, smem);                     // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
+#endif
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
@@ -224,7 +227,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
 #if GLA_ROW_SUMS && GLA_VALUE_ROWS
-            gate_prefetch(a, sq, i0, gacc);                  // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
+            gate_prefetch(smem, gacc);                       // (… read while the wgmma groups run)
 #endif
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);

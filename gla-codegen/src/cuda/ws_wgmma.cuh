@@ -304,23 +304,60 @@ struct GateAcc {
     float carry[2] = {0.f, 0.f};
     float dp[NPARAM > 0 ? NPARAM : 1] = {};
     // (both passes) this chunk's rs_w (q or k) and, in the dk pass, the dq pass's q ⊙ dq at this thread's elements,
-    // loaded by gate_prefetch while the chunk's wgmma groups run, so that the store does not wait on global memory
+    // read by gate_prefetch from the warpgroup's tiles (rows_issue) while the chunk's wgmma groups run
     float w[C / 2], e[C / 2];
 };
 #if GLA_ROW_SUMS && GLA_VALUE_ROWS
-// Stage gate_prefetch (a per-key gate's passes, the consumers, after issuing the chunk's wgmma groups): rs_w and
-// (dk pass) q ⊙ dq at the elements wg_store will combine — element i is column r + 8·((i >> 1) & 1), token
-// 8·(i >> 2) + 2 t + (i & 1); 0 outside the sequence and d_v.
-__device__ __forceinline__ void gate_prefetch(const FwdArgs& a, const Seq& sq, int i0, GateAcc& acc) {
-    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, t = lane & 3;
-    const int r = sq.v0 + 64 * wg_index() + 16 * w + (lane >> 2);
+constexpr int LDRW = 64 + 8, LDRE = 64 + 4;  // the tiles' padded rows (RW_E: a thread's (column, token) reads
+                                             // hit distinct banks)
+// Stage rows_issue (a per-key gate's passes, the consumers, at the top of chunk j before FULL): each warpgroup copies
+// its 64 columns of the chunk's rs_w rows (q or k) and, in the dk pass, of the dq pass's q ⊙ dq (rs_out) into its
+// tiles, 16 bytes a copy (cp.async, zero past the sequence; element by element where the tile passes d_v), so that the
+// store reads shared memory rather than waiting on scattered 2-byte loads (those were 16 % of the dq pass's stall
+// samples). The previous chunk's reads ended before its store's two warpgroup barriers.
+__device__ __forceinline__ void rows_issue(const FwdArgs& a, const Seq& sq, int i0, unsigned char* smem) {
+    const int wg = wg_index(), tid = threadIdx.x & 127, c0 = sq.v0 + 64 * wg, rows = min(C, sq.len - i0);
+    elem_t* tw = reinterpret_cast<elem_t*>(smem + OFF_RW + wg * RW_STRIDE);
+    float* te = reinterpret_cast<float*>(smem + OFF_RW + wg * RW_STRIDE + RW_E);
+    const i64 row0 = (sq.bos + i0) * nvh(a) + vhead(sq), rstride = (i64)nvh(a) * a.dv;
+    if (a.dv % VEC == 0 && c0 + 64 <= a.dv) {
+        for (int idx = tid; idx < C * (64 / VEC); idx += 128) {
+            const int r = idx / (64 / VEC), c = (idx % (64 / VEC)) * VEC;
+            const bool ok = r < rows;
+            cp_async16(tw + r * LDRW + c, a.rs_w + (ok ? row0 * a.dv + r * rstride + c0 + c : 0), ok);
+        }
+        if constexpr (GLA_REVERSE)
+            for (int idx = tid; idx < C * 16; idx += 128) {
+                const int r = idx / 16, c = (idx % 16) * 4;
+                const bool ok = r < rows;
+                cp_async16(te + r * LDRE + c, a.rs_out + (ok ? row0 * a.dv + r * rstride + c0 + c : 0), ok);
+            }
+    } else {
+        for (int idx = tid; idx < C * 64; idx += 128) {
+            const int r = idx / 64, c = idx % 64;
+            const bool ok = r < rows && c0 + c < a.dv;
+            const i64 off = ok ? row0 * a.dv + r * rstride + c0 + c : 0;
+            tw[r * LDRW + c] = ok ? a.rs_w[off] : to_elem(0.f);
+            if (GLA_REVERSE) te[r * LDRE + c] = ok ? a.rs_out[off] : 0.f;
+        }
+    }
+    cp_async_commit();
+}
+// Stage gate_prefetch (after issuing the chunk's wgmma groups): this thread's rs_w and (dk pass) q ⊙ dq from the
+// warpgroup's tiles — element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1); 0 outside the
+// sequence and d_v (rows_issue zero-filled them).
+__device__ __forceinline__ void gate_prefetch(unsigned char* smem, GateAcc& acc) {
+    const int wg = wg_index(), lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, t = lane & 3;
+    const int r = 16 * w + (lane >> 2);
+    cp_async_wait<0>();                                               // this thread's copies,
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");  // and the warpgroup's
+    const elem_t* tw = reinterpret_cast<const elem_t*>(smem + OFF_RW + wg * RW_STRIDE);
+    const float* te = reinterpret_cast<const float*>(smem + OFF_RW + wg * RW_STRIDE + RW_E);
 #pragma unroll
     for (int i = 0; i < C / 2; ++i) {
         const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
-        const bool ok = i0 + tok < sq.len && col < a.dv;
-        const i64 off = ((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col;
-        acc.w[i] = ok ? to_f32(a.rs_w[off]) : 0.f;
-        acc.e[i] = (GLA_REVERSE && ok) ? a.rs_out[off] : 0.f;
+        acc.w[i] = to_f32(tw[tok * LDRW + col]);
+        acc.e[i] = GLA_REVERSE ? te[tok * LDRE + col] : 0.f;
     }
 }
 #endif

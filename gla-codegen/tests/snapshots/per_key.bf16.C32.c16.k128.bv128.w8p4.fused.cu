@@ -64,6 +64,7 @@ constexpr unsigned OFF_MBAR = 0;  // TMA: the slots' mbarriers
 constexpr unsigned OFF_XCH = 0, OFF_XBAR = 0;  // KS_CLUSTER: the exchange tile and its mbarriers
 constexpr unsigned OFF_XG = 0, XG_STRIDE = 0;  // GLA_X_PER_GROUP: the producer groups' logits tiles
 constexpr unsigned OFF_VS = 0, VS_STRIDE = 0;  // per value: the producer groups' V' tiles (strong_values)
+constexpr unsigned OFF_RW = 0, RW_STRIDE = 0, RW_E = 0;  // per-key passes: the consumer warpgroups' row-sum weights (rows_issue)
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
@@ -2796,6 +2797,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
         for (int j = 0; j < nchunks; ++j) {
             const int b = j % STAGES, i0 = chunk_token(c0, nchunks, j);
             const Tiles s = carve_slot(smem, b);
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            rows_issue(a, sq, i0, smem);                     // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
+#endif
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
             WgStateA sa;
             WgOut o;
@@ -2818,7 +2822,7 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
 #if GLA_ROW_SUMS && GLA_VALUE_ROWS
-            gate_prefetch(a, sq, i0, gacc);                  // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
+            gate_prefetch(smem, gacc);                       // (… read while the wgmma groups run)
 #endif
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);

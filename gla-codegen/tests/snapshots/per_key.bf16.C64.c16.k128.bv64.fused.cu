@@ -64,6 +64,7 @@ constexpr unsigned OFF_MBAR = 0;  // TMA: the slots' mbarriers
 constexpr unsigned OFF_XCH = 0, OFF_XBAR = 0;  // KS_CLUSTER: the exchange tile and its mbarriers
 constexpr unsigned OFF_XG = 0, XG_STRIDE = 0;  // GLA_X_PER_GROUP: the producer groups' logits tiles
 constexpr unsigned OFF_VS = 0, VS_STRIDE = 0;  // per value: the producer groups' V' tiles (strong_values)
+constexpr unsigned OFF_RW = 0, RW_STRIDE = 0, RW_E = 0;  // per-key passes: the consumer warpgroups' row-sum weights (rows_issue)
 
 // ---- element type (bf16) ----
 typedef unsigned short elem_t;  // bf16 bits
