@@ -2829,10 +2829,13 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, j, o, smem, s, gacc);        // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
-            wg_wait<0>();                                    // the state group is done: slot b is read
-            reg_fence(S);
-            if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
+            auto release = [&] {
+                wg_wait<0>();                                // the state group is done: slot b is read
+                reg_fence(S);
+                if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
+            };
+            wg_store(a, sq, i0, j, o, smem, s, gacc, release);  // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i));
+            if constexpr (!GLA_VALUE_ROWS) release();        // per value, the store released slot b once it read it
         }
         if constexpr (GLA_REVERSE) {                         // dv pass: the final state is dh0 = scale · S'
 #pragma unroll

@@ -3001,7 +3001,13 @@ __device__ __forceinline__ void gate_acc_flush(const FwdArgs& a, const Seq& sq, 
         }
 }
 
-__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s, GateAcc& acc) {
+// Per value (GLA_VALUE_ROWS) the store calls `release` — wait for the state group, free the slot — as soon as it has
+// read what it needs of the slot (Γ, Γ_L, P, the dk pass's logits), before its global writes: the producer group
+// that refills the slot then loads its next chunk while this store writes out (the passes' two slots, one a group,
+// otherwise serialise a group's next load behind the consumers' whole store). Other kernels release after the store.
+template <class Release>
+__device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0, int j, const WgOut& o, unsigned char* smem, const Tiles& s, GateAcc& acc,
+                                         Release&& release) {
     const int wg = wg_index(), w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     elem_t* os = reinterpret_cast<elem_t*>(smem + OFF_OS);
     float x[C / 2];
@@ -3029,6 +3035,9 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
             else x[i] = a.scale * (mild ? exp_span(gam - s.GL[e]) * o[i] : fmaf(exp_nonpos(gam), o[i], s.P[tok * BV + e]));
         }
     }
+#if !(GLA_ROW_SUMS && GLA_REVERSE)
+    release();  // the slot is read (the dk pass: after d logits, which reads the logits from it)
+#endif
 #else
     (void)s;
 #pragma unroll
@@ -3087,6 +3096,7 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
                 }
             }
         }
+        release();  // the slot is read (its logits held in registers from the top of the store spilled 56–136 bytes)
 #endif
     }
 #elif GLA_ROW_SUMS
@@ -3695,10 +3705,13 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
 #endif
-            wg_store(a, sq, i0, j, o, smem, s, gacc);        // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i))
-            wg_wait<0>();                                    // the state group is done: slot b is read
-            reg_fence(S);
-            if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
+            auto release = [&] {
+                wg_wait<0>();                                // the state group is done: slot b is read
+                reg_fence(S);
+                if (j + STAGES < nchunks) bar_arrive_empty(bar_empty(b, (j + STAGES) % PG));
+            };
+            wg_store(a, sq, i0, j, o, smem, s, gacc, release);  // O = scale · (Oᵀ)ᵀ  (row-scaled chunks: · exp(Γ_i));
+            if constexpr (!GLA_VALUE_ROWS) release();        // per value, the store released slot b once it read it
         }
         if constexpr (GLA_REVERSE) {                         // dv pass: the final state is dh0 = scale · S'
 #pragma unroll
