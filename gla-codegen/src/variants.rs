@@ -538,7 +538,8 @@ pub fn dq_dk_pass_variants(gate: &'static dyn Gate) -> Vec<KernelSpec> {
 /// d = 128) or, at d = 128 in bf16, two (the whole head in one CTA, producers in two groups; in f16 their
 /// consumers spilled 32 B, one group's producers 52 B and were slower); producers in two groups on alternate chunks,
 /// or one. H100, bf16 backward at 8×4096×16×128 (gla/16, RWKV-6): the walks 2.84 /
-/// 3.72 ms, passes `w8p4x2g` 2.37 / 4.22, `w4p4x2g` 2.89 / 4.76 (before strong_values).
+/// 3.72 ms, passes `w8p4x2g` 2.37 / 4.22, `w4p4x2g` 2.89 / 4.76 (before strong_values). Eight producer warps in two
+/// groups (`w8p8x2g`, 128 registers a thread) spilled 88–384 B at every consumer / producer split tried.
 pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
     let t = |warps: u32, producer_groups: u32| Tiles {
         block_v: 16 * warps,
@@ -558,10 +559,11 @@ pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
 
 /// Whether a per-key gate's backward takes its dq / dk passes (rather than the dq / dk walks) by default at
 /// d_k = d_v = `d` in `dtype`, where the problem allows them (no initial state, no final-state gradient). Chosen by
-/// the worst gate strength, as the tuner chooses: H100, bf16 backward at 8×4096×16×128, walks / passes `w8p4x2g`
-/// (one run): gla/16 2.82 / 2.33 ms, RWKV-6 3.69 / 3.71, log α = −60 3.51 / 3.52 — the same worst case, 17 % faster
-/// at weak decays. At d = 64 the walks win at every strength (gla/16 2.51 vs 2.87, RWKV-6 3.46 vs 4.21); f16 d = 128
-/// (no two-group tile) was not timed.
+/// the worst gate strength, as the tuner chooses. H100, bf16 backward, walks / passes (one run, the passes with their
+/// row-sum weights staged in shared memory and the slot freed before the store's writes): 8×4096×16×128 (`w8p4x2g`)
+/// gla/16 2.85 / 2.13 ms, RWKV-6 3.73 / 3.54, log α = −60 3.52 / 3.26 — faster at every strength; 8×4096×32×64
+/// (`w4p4x2g`) gla/16 2.53 / 2.37, RWKV-6 3.44 / 3.67, −60 3.19 / 3.35 — the walks keep the worst case, so d = 64
+/// stays on the walks. f16 d = 128 (no two-group tile) was not timed.
 pub fn per_key_passes_default(dtype: DType, d: usize) -> bool {
     // (by the kernel's head dim: a call at d = 100 runs the d = 128 kernels)
     dtype == DType::BF16 && specialised_dim(d) == Some(128)
