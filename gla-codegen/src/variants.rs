@@ -563,7 +563,8 @@ pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
 /// row-sum weights staged in shared memory and the slot freed before the store's writes): 8×4096×16×128 (`w8p4x2g`)
 /// gla/16 2.85 / 2.13 ms, RWKV-6 3.73 / 3.54, log α = −60 3.52 / 3.26 — faster at every strength; 8×4096×32×64
 /// (`w4p4x2g`) gla/16 2.53 / 2.37, RWKV-6 3.44 / 3.67, −60 3.19 / 3.35 — the walks keep the worst case, so d = 64
-/// stays on the walks. f16 d = 128 (no two-group tile) was not timed.
+/// stays on the walks (with the passes' branch-free gate, another run: 2.51 / 2.24, 3.43 / 3.45, 3.20 / 3.31). f16
+/// d = 128 (no two-group tile) was not timed.
 pub fn per_key_passes_default(dtype: DType, d: usize) -> bool {
     // (by the kernel's head dim: a call at d = 100 runs the d = 128 kernels)
     dtype == DType::BF16 && specialised_dim(d) == Some(128)

@@ -10,8 +10,8 @@
 //!    ([`decide::backward_tolerance`]) BEFORE it may be timed: a failing set is reported and never cached;
 //! 3. the candidates are timed at each bucket's problem (CUDA events, warm-ups, L2 flushed, median; screening and
 //!    final runs as the forward's), forward not included, at logits ~ N(0, 1) only — though the cost depends on the
-//!    gate's values (strong chunks take the exact intra-chunk paths: H100, bf16 8×4096×16×128, gla/16 2.13 ms vs
-//!    RWKV-6 3.54, `benches/NOTES.md`), so a choice by the worst strength, as the forward's, is still to come; the
+//!    gate's values (strong chunks take the exact intra-chunk paths: H100, bf16 8×4096×16×128, gla/16 1.96 ms vs
+//!    RWKV-6 3.47, `benches/NOTES.md`), so a choice by the worst strength, as the forward's, is still to come; the
 //!    dq / dk as passes or walks is the runtime's default (`gla_codegen::per_key_passes_default`), not tuned;
 //! 4. the winner goes into the cache as a timed entry of key pass `"bwd"` (its kernel set, its segments, its cubin).
 
