@@ -1755,3 +1755,54 @@ fn register_split_fills_the_register_file() {
         }
     }
 }
+
+#[test]
+fn the_per_key_passes_row_weight_tiles_lie_beside_every_other_region() {
+    // rows_issue copies each consumer warpgroup's row-sum weights (C rows of 64 + 8 elements) and, in the dk pass, the
+    // dq pass's q ⊙ dq (C rows of 64 + 4 f32) by 16-byte cp.async: 16-byte aligned, outside the slots (the producers
+    // refill those while the store reads the tiles) and apart from the output staging, row-sum and V' regions.
+    let mut seen = 0;
+    for s in gla_codegen::dq_dk_pass_variants(&fixtures::PER_KEY) {
+        seen += 1;
+        let l = Features::of(&s).smem;
+        let (c, e, id) = (s.chunk, s.dtype.size_bytes() as u32, s.id());
+        let (nwg, groups) = (s.tiles.warps / 4, s.tiles.producer_groups);
+        assert!(
+            l.rw > 0 && l.rw % 16 == 0 && l.rw_e % 16 == 0 && l.rw_stride % 16 == 0,
+            "{id}: {l:?}"
+        );
+        assert!(l.rw_e >= c * (64 + 8) * e, "{id}");
+        if s.pass == Pass::Dk {
+            assert!(l.rw_stride - l.rw_e >= c * (64 + 4) * 4, "{id}");
+        } else {
+            assert_eq!(l.rw_stride, l.rw_e, "{id}");
+        }
+        let rw = (l.rw, l.rw + nwg * l.rw_stride);
+        assert!(
+            rw.0 >= l.stages * l.stage_bytes && rw.1 <= l.total,
+            "{id}: {rw:?} in {l:?}"
+        );
+        for (name, other) in [
+            (
+                "output staging",
+                (l.os, l.os + c * (s.tiles.block_v + 8) * e),
+            ),
+            ("row sums", (l.rs, l.rs + s.tiles.warps * c * 4)),
+            ("V'", (l.vs, l.vs + groups * l.vs_stride)),
+        ] {
+            assert!(
+                other.1 <= rw.0 || rw.1 <= other.0,
+                "{id}: the weights {rw:?} overlap the {name} {other:?}"
+            );
+        }
+    }
+    assert_eq!(seen, 18);
+    // (every other kernel has no such tiles: the forward and a scalar gate's passes)
+    for s in all_variants(&fixtures::PER_KEY)
+        .into_iter()
+        .chain(gla_codegen::dq_dk_pass_variants(&fixtures::PER_HEAD))
+    {
+        let l = Features::of(&s).smem;
+        assert_eq!((l.rw, l.rw_stride, l.rw_e), (0, 0, 0), "{}", s.id());
+    }
+}
