@@ -97,7 +97,8 @@ impl SpecRecord {
 
 /// A backward kernel set's choices as plain data (the gate and dtype left out, as in [`SpecRecord`]): its form, its
 /// specialised head dims and, for the walk form, the chunks a segment it was chosen with (`None`: the runtime's
-/// [`BackwardSpec::walk_segment_chunks`]).
+/// [`BackwardSpec::walk_segment_chunks`]) and whether dq and dk run as passes of the forward kernel (`None`: the
+/// runtime's default, [`crate::per_key_passes_default`] for per-key gates).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct BackwardRecord {
     pub form: BackwardForm,
@@ -108,16 +109,25 @@ pub struct BackwardRecord {
     /// Chunks a walk segment (`Some(0)`: sequences walk whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seg_chunks: Option<u32>,
+    /// dq and dk as passes of the forward kernel (`Some(true)`), from the walks (`Some(false)`), or as the runtime
+    /// decides (`None`; entries written before the tuner chose it have none). The chunk form has no passes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dq_dk_passes: Option<bool>,
 }
 
 impl BackwardRecord {
-    /// The record of `s` with walk segments of `seg_chunks`.
-    pub fn of(s: &BackwardSpec, seg_chunks: Option<u32>) -> BackwardRecord {
+    /// The record of `s` with walk segments of `seg_chunks` and dq / dk passes as `dq_dk_passes` says.
+    pub fn of(
+        s: &BackwardSpec,
+        seg_chunks: Option<u32>,
+        dq_dk_passes: Option<bool>,
+    ) -> BackwardRecord {
         BackwardRecord {
             form: s.form,
             dk: s.dk,
             dv: s.dv,
             seg_chunks,
+            dq_dk_passes,
         }
     }
 
@@ -137,6 +147,12 @@ impl BackwardRecord {
             return Err(GlaError::invalid(
                 "backward record",
                 "walk segments on the chunk form",
+            ));
+        }
+        if self.form == BackwardForm::Chunks && self.dq_dk_passes == Some(true) {
+            return Err(GlaError::invalid(
+                "backward record",
+                "dq / dk passes on the chunk form (they run beside the walk form's dv pass)",
             ));
         }
         BackwardSpec::for_problem(gate, dtype, self.dk as usize, self.dv as usize)?
@@ -198,11 +214,18 @@ mod tests {
                     .unwrap()
                     .with_form(form)
                     .unwrap();
-                let r = BackwardRecord::of(&s, (form == BackwardForm::Walks).then_some(16));
-                let back = r.spec(&PER_KEY, DType::BF16).unwrap();
-                assert_eq!(back.id(), s.id());
-                let json = serde_json::to_string(&r).unwrap();
-                assert_eq!(serde_json::from_str::<BackwardRecord>(&json).unwrap(), r);
+                let walks = form == BackwardForm::Walks;
+                for passes in [None, Some(false)]
+                    .into_iter()
+                    .chain(walks.then_some(Some(true)))
+                {
+                    let r = BackwardRecord::of(&s, walks.then_some(16), passes);
+                    let back = r.spec(&PER_KEY, DType::BF16).unwrap();
+                    assert_eq!(back.id(), s.id());
+                    let json = serde_json::to_string(&r).unwrap();
+                    assert_eq!(json.contains("dq_dk_passes"), passes.is_some(), "{json}");
+                    assert_eq!(serde_json::from_str::<BackwardRecord>(&json).unwrap(), r);
+                }
             }
         }
         let r = BackwardRecord {
@@ -210,7 +233,17 @@ mod tests {
             dk: 128,
             dv: 128,
             seg_chunks: None,
+            dq_dk_passes: None,
         };
+        // (a record written before the tuner chose dq / dk passes reads as the runtime's default)
+        let old = r#"{"form":"walks","dk":128,"dv":128,"seg_chunks":8}"#;
+        assert_eq!(
+            serde_json::from_str::<BackwardRecord>(old).unwrap(),
+            BackwardRecord {
+                seg_chunks: Some(8),
+                ..r
+            }
+        );
         assert!(BackwardRecord { dk: 100, ..r }
             .spec(&PER_KEY, DType::BF16)
             .is_err());
@@ -226,5 +259,13 @@ mod tests {
         }
         .spec(&PER_KEY, DType::BF16)
         .is_err());
+        let e = BackwardRecord {
+            form: BackwardForm::Chunks,
+            dq_dk_passes: Some(true),
+            ..r
+        }
+        .spec(&PER_KEY, DType::BF16)
+        .unwrap_err();
+        assert!(e.to_string().contains("passes on the chunk form"), "{e}");
     }
 }

@@ -39,6 +39,8 @@ pub struct BackwardPick {
     pub spec: BackwardSpec,
     /// The walk form's chunks a segment it was chosen with (`None`: the runtime's heuristic).
     pub seg_chunks: Option<u32>,
+    /// Whether dq and dk run as passes, as chosen (`None`: the runtime's default).
+    pub dq_dk_passes: Option<bool>,
     pub cubin: Arc<Vec<u8>>,
     /// Whether the entry was timed on a GPU like this one.
     pub timed: bool,
@@ -277,7 +279,7 @@ impl Tuned {
         dtype: DType,
         dir: &Path,
         e: &Entry,
-    ) -> Option<(BackwardSpec, Option<u32>)> {
+    ) -> Option<(BackwardSpec, gla_codegen::BackwardRecord)> {
         self.usable_with(dir, e, || {
             let rec = e
                 .backward
@@ -288,7 +290,7 @@ impl Tuned {
             let sha = self.source_sha(spec.id(), gate, || {
                 gla_codegen::generate_backward(&spec).ok()
             });
-            Ok(((spec, rec.seg_chunks), spec.id(), sha))
+            Ok(((spec, rec), spec.id(), sha))
         })
     }
 
@@ -373,13 +375,14 @@ impl Tuned {
             key,
             Bucket::of(rows, tokens),
             |key, bucket| {
-                let ((spec, seg_chunks), cubin, timed, cache, bucket) =
+                let ((spec, rec), cubin, timed, cache, bucket) =
                     self.decide_with(key, bucket, |dir, e| {
                         self.usable_backward(gate, dtype, dir, e)
                     })?;
                 Some(BackwardPick {
                     spec,
-                    seg_chunks,
+                    seg_chunks: rec.seg_chunks,
+                    dq_dk_passes: rec.dq_dk_passes,
                     cubin,
                     timed,
                     cache,
@@ -743,7 +746,12 @@ mod tests {
             bucket,
             variant: s.id(),
             spec: None,
-            backward: Some(gla_codegen::BackwardRecord::of(s, seg)),
+            // (a walk entry records a dq / dk choice: the tuner's, explicit)
+            backward: Some(gla_codegen::BackwardRecord::of(
+                s,
+                seg,
+                seg.map(|k| k % 16 == 0),
+            )),
             cubin: String::new(),
             cubin_sha256: String::new(),
             validators: Validators {
@@ -763,7 +771,7 @@ mod tests {
     }
 
     #[test]
-    fn backward_entries_are_their_own_key_and_carry_form_and_segments() {
+    fn backward_entries_are_their_own_key_and_carry_form_segments_and_dq_dk_choice() {
         use gla_codegen::BackwardForm;
         let d = dir("backward");
         let chunks = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 128, 128).unwrap();
@@ -798,8 +806,8 @@ mod tests {
             .pick_backward(&PER_KEY, DType::BF16, 128, 128, 32, 16384)
             .unwrap();
         assert_eq!(
-            (p.spec.id(), p.seg_chunks, p.timed),
-            (walks.id(), Some(16), true)
+            (p.spec.id(), p.seg_chunks, p.dq_dk_passes, p.timed),
+            (walks.id(), Some(16), Some(true), true)
         );
         // Nearest usable bucket for 128 rows × 4096 tokens: the timed walk entry (distance 4) beats the untimed
         // chunk entry (distance 19) once the stale one at distance 0 is skipped.

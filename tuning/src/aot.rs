@@ -264,7 +264,7 @@ pub fn run(gates: &[&'static dyn Gate], o: &Options) -> Result<AotReport, String
                 row.compile_s = Some(c.compile_ms / 1e3);
                 let (spec, backward) = match job.kernel {
                     Kernel::Fwd(s) | Kernel::Pass(s) => (Some(SpecRecord::of(&s)), None),
-                    Kernel::Bwd(s) => (None, Some(BackwardRecord::of(&s, None))),
+                    Kernel::Bwd(s) => (None, Some(BackwardRecord::of(&s, None, None))),
                     Kernel::Dec(..) => (None, None),
                 };
                 let entry = Entry {

@@ -40,8 +40,9 @@ gate x dtype — into the cache at --out, as untimed entries; a GPU run later re
   --devices D       the GPUs that share the search, one worker each taking the next gate x dtype x head dim:
                     `all` (default: every device of the host) or ordinals 0,1,...
   --backward        with a GPU, also tune the backward where it has a choice (bf16/f16 key gates, d <= 256): its form
-                    (chunks or walks) and the walks' segments, checked against the f64 reference gradients first, timed
-                    per bucket on the first device at logits ~ N(0,1) (its cost does not depend on the gate's values)
+                    (chunks or walks), the walks' segments and, for per-key gates at d = 64, 128, dq / dk as passes
+                    of the forward kernel or as walks; checked against the f64 reference gradients first, timed per
+                    bucket on the first device at the gate's strengths (as the forward) and chosen by the worse
   --regret P        with a GPU, tune nothing: measure the cache at --out against an exhaustive search (every
                     candidate timed in full, no early elimination) at the problems P — `default`: five problems that
                     are not grid points (tuning::regret::PROBLEMS) — and print the regret of the cache's pick

@@ -1,27 +1,33 @@
 //! `autotune --backward`, with a GPU, after the forward search: the backward's choice per (gate, dtype, d) and
-//! bucket — its form (every chunk's state through HBM, or the walks that keep none) and, for the walks, whether and
-//! where to cut the sequences into segments ([`decide::backward_candidates`]). On the first device:
+//! bucket — its form (every chunk's state through HBM, or the walks that keep none), for the walks whether and where
+//! to cut the sequences into segments, and for a per-key gate whose dq / dk passes have kernels whether dq and dk run
+//! as those passes or as walks ([`decide::backward_candidates`], [`decide::dq_dk_passes_choice`]). On the first
+//! device:
 //!
 //! 1. each kernel set of the key (both forms, where the walk form has kernels) is compiled once with NVRTC and its
 //!    cubin loaded (`Gla::load_backward_cubin`: the runtime then runs exactly that cubin);
 //! 2. each set runs a small random problem with an initial state and a final-state gradient at every strength of
-//!    the gate ([`decide::strengths`]; the walk form whole and cut into segments of one chunk) and dq, dk, dv, dh0 —
-//!    and d logits at logits ~ N(0, 1) — are compared with the f64 reference gradients
-//!    ([`decide::backward_tolerance`]) BEFORE it may be timed: a failing set is reported and never cached;
+//!    the gate ([`decide::strengths`]; the walk form whole and cut into segments of one chunk, and — where dq / dk
+//!    may run as passes, which take neither — without them, passes forced) and dq, dk, dv, dh0 — and d logits at
+//!    logits ~ N(0, 1) — are compared with the f64 reference gradients ([`decide::backward_tolerance`]) BEFORE it may
+//!    be timed: a failing set is reported and never cached;
 //! 3. the candidates are timed at each bucket's problem (CUDA events, warm-ups, L2 flushed, median; screening and
-//!    final runs as the forward's), forward not included, at logits ~ N(0, 1) only — though the cost depends on the
-//!    gate's values (strong chunks take the exact intra-chunk paths: H100, bf16 8×4096×16×128, gla/16 1.96 ms vs
-//!    RWKV-6 3.47, `benches/NOTES.md`), so a choice by the worst strength, as the forward's, is still to come; the
-//!    dq / dk as passes or walks is the runtime's default (`gla_codegen::per_key_passes_default`), not tuned;
-//! 4. the winner goes into the cache as a timed entry of key pass `"bwd"` (its kernel set, its segments, its cubin).
+//!    final runs as the forward's), forward not included, at every strength of the gate, and scored by the worst
+//!    ([`decide::worst_case`], as the forward): the cost depends on the gate's values (strong chunks take the exact
+//!    intra-chunk paths — H100, bf16 8×4096×16×128 passes: gla/16 1.96 ms vs RWKV-6 3.47, `benches/NOTES.md`) and
+//!    the walks' and the passes' costs depend on them differently;
+//! 4. the winner goes into the cache as a timed entry of key pass `"bwd"` (its kernel set, its segments, its dq / dk
+//!    choice — explicit where the key has one — and its cubin).
 
 use crate::args::Options;
-use crate::decide::{self, Target};
+use crate::decide::{self, BwdCandidate, Target};
 use crate::inputs::{rel_rms, shifted, HostInputs, Pool};
 use crate::progress::{bar, say};
 use crate::search::{print_rows, screen_then_time, upload, upload_pool, Failure, Row};
-use gla_codegen::{generate_backward, BackwardForm, BackwardRecord, BackwardSpec};
-use gla_core::{DType, Dims, Gate};
+use gla_codegen::{
+    generate_backward, BackwardForm, BackwardRecord, BackwardSpec, KernelSpec, Pass,
+};
+use gla_core::{DType, Dims, Gate, GateShape};
 use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache};
 use gla_runtime::timing::{bench, L2Flush};
 use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor, Gla};
@@ -43,12 +49,18 @@ pub struct BackwardReport {
     pub wall_s: f64,
 }
 
-/// A candidate's name: the kernel set's id, and `whole` / `seg<k>` for the walk form.
-pub fn candidate_label(spec: &BackwardSpec, seg: Option<u32>) -> String {
-    match seg {
-        None => spec.id(),
-        Some(0) => format!("{} whole", spec.id()),
-        Some(k) => format!("{} seg{k}", spec.id()),
+/// A candidate's name: the kernel set's id, `whole` / `seg<k>` for the walk form, and `dq/dk passes` /
+/// `dq/dk walks` where it forces the choice.
+pub fn candidate_label(c: &BwdCandidate) -> String {
+    let form = match c.cut {
+        None => c.spec.id(),
+        Some(0) => format!("{} whole", c.spec.id()),
+        Some(k) => format!("{} seg{k}", c.spec.id()),
+    };
+    match c.passes {
+        None => form,
+        Some(true) => format!("{form} dq/dk passes"),
+        Some(false) => format!("{form} dq/dk walks"),
     }
 }
 
@@ -84,42 +96,66 @@ fn randn(rng: &mut SmallRng, n: usize, dt: DType) -> Vec<f32> {
 }
 
 /// Step 2 for one kernel set: `None` if it matches the f64 reference gradients at every strength (and, for the walk
-/// form, cut into segments of one chunk too), else what was wrong.
+/// form, cut into segments of one chunk too, and with dq / dk as passes where `passes` says they exist), else what
+/// was wrong.
 fn check(
     gla: &Gla,
     gate: &'static dyn Gate,
     dtype: DType,
     d: usize,
     spec: &BackwardSpec,
+    passes: bool,
 ) -> Res<Option<String>> {
     let (b, t, h) = decide::CHECK_PROBLEM;
     let dims = Dims::new(b, t, h, d, d);
     let strengths = decide::strengths(gate.shape());
     let x = HostInputs::random(gate, dims, dtype, 17 + d as u64);
+    // (the passes take no initial state and no final-state gradient: their reference has neither)
+    let x0 = HostInputs {
+        initial_state: None,
+        ..x.clone()
+    };
     let mut rng = SmallRng::seed_from_u64(23 + d as u64);
     let d_o = randn(&mut rng, b * t * h * d, dtype);
     let dht = randn(&mut rng, b * h * d * d, DType::F32);
+    let no_dht = vec![0.0f32; dht.len()];
     let dev = upload(gla, gate, &x, &strengths)?;
     let d_o_dev = gla.upload(&crate::inputs::host_tensor(dtype, &dims.v_shape(), &d_o)?)?;
     let dht_dev = DeviceTensor::from_f32(gla.gpu(), &[b, h, d, d], &dht)?;
-    let cuts: &[Option<u32>] = if spec.form == BackwardForm::Walks {
-        &[Some(0), Some(1)]
+    // (segments: `Some(0)` whole, `Some(1)` one chunk each; dq / dk passes forced, no h0 / dht)
+    let mut runs: Vec<(Option<u32>, bool)> = if spec.form == BackwardForm::Walks {
+        vec![(Some(0), false), (Some(1), false)]
     } else {
-        &[None]
+        vec![(None, false)]
     };
+    if passes && spec.form == BackwardForm::Walks {
+        runs.push((Some(0), true));
+    }
     let tol = decide::backward_tolerance(dtype);
     let get = |t: &DeviceTensor| -> Res<Vec<f64>> {
         Ok(t.to_f32()?.into_iter().map(f64::from).collect())
     };
     for (si, s) in strengths.iter().enumerate() {
-        let want = x.reference_backward(gate, &shifted(&x.logits, s.shift, dtype), &d_o, &dht)?;
-        for &cut in cuts {
+        let logits = shifted(&x.logits, s.shift, dtype);
+        let want = x.reference_backward(gate, &logits, &d_o, &dht)?;
+        let want0 = if passes {
+            Some(x0.reference_backward(gate, &logits, &d_o, &no_dht)?)
+        } else {
+            None
+        };
+        for &(cut, forced) in &runs {
             let opts = BackwardOptions {
-                initial_state: dev.h0.as_ref(),
-                d_final_state: Some(&dht_dev),
+                initial_state: dev.h0.as_ref().filter(|_| !forced),
+                d_final_state: Some(&dht_dev).filter(|_| !forced),
                 form: Some(spec.form),
                 walk_segment_chunks: cut,
+                dq_dk_passes: forced.then_some(true),
                 ..BackwardOptions::default()
+            };
+            let want = if forced {
+                want0.as_ref().expect("a reference without h0 / dht")
+            } else {
+                &want
             };
             let g = gla.backward(
                 gate,
@@ -148,10 +184,10 @@ fn check(
                 return Ok(Some(format!(
                     "wrong at {}{}: rel RMS {what} {e:.2e} (tolerance {tol:.0e})",
                     s.name,
-                    if cut == Some(1) {
-                        ", segments of one chunk"
-                    } else {
-                        ""
+                    match (cut, forced) {
+                        (_, true) => ", dq / dk passes (no h0, no dht)",
+                        (Some(1), _) => ", segments of one chunk",
+                        _ => "",
                     }
                 )));
             }
@@ -160,69 +196,70 @@ fn check(
     Ok(None)
 }
 
-/// Step 3 at one target: (index of the winner, its median, the default's median).
+/// Step 3 at one target: (index of the winner, its score, the default's score), a score being the worst over the
+/// gate's strengths of the candidate's median.
 fn time_target(
     gla: &Gla,
     gate: &'static dyn Gate,
     dtype: DType,
     d: usize,
-    cands: &[(BackwardSpec, Option<u32>)],
+    cands: &[BwdCandidate],
     target: &Target,
     flush: &mut L2Flush,
 ) -> Res<Option<(usize, f64, Option<f64>)>> {
     let (b, t, h) = target.problem;
     let dims = Dims::new(b, t, h, d, d);
-    let strengths = &decide::strengths(gate.shape())[..1];
-    let dev = upload_pool(gla, gate, &Pool::new(gate, dims, dtype, 42), strengths)?;
-    // (dO: the values tensor, random like it; d_v = d_k here)
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); cands.len()];
+    let strengths = decide::strengths(gate.shape());
+    let dev = upload_pool(gla, gate, &Pool::new(gate, dims, dtype, 42), &strengths)?;
+    // (dO: the values tensor, random like it; d_v = d_k here.) samples[candidate][strength]
+    let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); strengths.len()]; cands.len()];
     let mut failed = vec![false; cands.len()];
     let mut measure = |i: usize,
                        warmups: usize,
                        runs: usize,
-                       samples: &mut Vec<f64>,
+                       samples: &mut Vec<Vec<f64>>,
                        failed: &mut bool|
      -> Res<()> {
-        let (spec, cut) = cands[i];
+        let c = cands[i];
         let opts = BackwardOptions {
-            form: Some(spec.form),
-            walk_segment_chunks: cut,
+            form: Some(c.spec.form),
+            walk_segment_chunks: c.cut,
+            dq_dk_passes: c.passes,
             ..BackwardOptions::default()
         };
-        let st = bench(gla.gpu(), warmups, runs, Some(&mut *flush), || {
-            gla.backward(
-                gate,
-                &dev.q,
-                &dev.k,
-                &dev.v,
-                dev.logits[0].as_ref(),
-                dev.params.as_ref(),
-                &dev.v,
-                &opts,
-            )
-            .map(|_| ())
-        });
-        match st {
-            Ok(st) => samples.extend(st.samples_ms.iter().map(|&s| s as f64)),
-            Err(e) => {
-                // A broken context ends the run; a refused launch (e.g. the chunk form's workspace out of memory)
-                // drops the candidate.
-                gla.synchronize()?;
-                *failed = true;
-                eprintln!(
-                    "  {} at {:?}: {e}",
-                    candidate_label(&spec, cut),
-                    target.problem
-                );
+        for (j, logits) in dev.logits.iter().enumerate() {
+            let st = bench(gla.gpu(), warmups, runs, Some(&mut *flush), || {
+                gla.backward(
+                    gate,
+                    &dev.q,
+                    &dev.k,
+                    &dev.v,
+                    logits.as_ref(),
+                    dev.params.as_ref(),
+                    &dev.v,
+                    &opts,
+                )
+                .map(|_| ())
+            });
+            match st {
+                Ok(st) => samples[j].extend(st.samples_ms.iter().map(|&s| s as f64)),
+                Err(e) => {
+                    // A broken context ends the run; a refused launch (e.g. the chunk form's workspace out of
+                    // memory) drops the candidate.
+                    gla.synchronize()?;
+                    *failed = true;
+                    eprintln!("  {} at {:?}: {e}", candidate_label(&c), target.problem);
+                    break;
+                }
             }
         }
         Ok(())
     };
-    let score = |s: &Vec<f64>, failed: bool| {
+    let score = |s: &Vec<Vec<f64>>, failed: bool| {
         if failed {
             f64::INFINITY
         } else {
-            decide::median(s)
+            decide::worst_case(&s.iter().map(|s| decide::median(s)).collect::<Vec<_>>())
         }
     };
     let finals = screen_then_time(
@@ -282,18 +319,23 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
     let pb = bar(keys.len() * (2 + targets.len()), "backward");
     for (gate, dtype, d, sets) in keys {
         let label = format!("{} {} d{}", gate.name(), dtype, d);
+        // (dq / dk as passes: a per-key gate's a choice, a scalar gate's always taken where they have kernels)
+        let choice = decide::dq_dk_passes_choice(gate, dtype, d);
+        let passes_exist = gate.shape() != GateShape::PerValue
+            && KernelSpec::pass_default(gate, dtype, d, d, Pass::Dq).is_ok();
         // 1–2. Compile, load and check each set; only sets that pass may be timed.
         let mut passing = Vec::new();
         for s in &sets {
             pb.set_message(format!("{label}: {}", s.id()));
-            let r = compile(gla, s).and_then(|c| match check(gla, gate, dtype, d, s) {
-                Ok(None) => Ok(c),
-                Ok(Some(what)) => Err(what),
-                Err(e) => {
-                    gla.synchronize().map_err(|e| e.to_string())?; // a broken context ends the run
-                    Err(format!("failed: {e}"))
-                }
-            });
+            let r =
+                compile(gla, s).and_then(|c| match check(gla, gate, dtype, d, s, passes_exist) {
+                    Ok(None) => Ok(c),
+                    Ok(Some(what)) => Err(what),
+                    Err(e) => {
+                        gla.synchronize().map_err(|e| e.to_string())?; // a broken context ends the run
+                        Err(format!("failed: {e}"))
+                    }
+                });
             match r {
                 Ok(c) => passing.push(c),
                 Err(what) => {
@@ -322,6 +364,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 t.div_ceil(specs[0].chunk() as usize),
                 d,
                 sms,
+                choice,
             );
             pb.set_message(format!("{label} {:?}", target.problem));
             pb.inc(1);
@@ -346,7 +389,8 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 );
                 continue;
             };
-            let (spec, cut) = cands[w];
+            let win = cands[w];
+            let spec = win.spec;
             let c = passing
                 .iter()
                 .find(|c| c.spec.id() == spec.id())
@@ -355,11 +399,19 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 median_ms: ms,
                 default_ms,
                 candidates: cands.len() as u32,
-                strengths: vec!["N(0,1)".to_string()],
+                strengths: decide::strengths(gate.shape())
+                    .iter()
+                    .map(|s| s.name.to_string())
+                    .collect(),
                 all_ms: Default::default(),
             };
+            // (a key with a dq / dk choice records it explicitly, the default's included: the entry says what was
+            // timed even if the runtime's default changes)
+            let passes = win
+                .passes
+                .or(choice.filter(|_| spec.form == BackwardForm::Walks));
             let entry = Entry {
-                backward: Some(BackwardRecord::of(&spec, cut)),
+                backward: Some(BackwardRecord::of(&spec, win.cut, passes)),
                 ..Entry::compiled(
                     CacheKey::backward(gate, dtype, d, d),
                     target.bucket,
@@ -369,7 +421,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                     Some((facts.clone(), timing)),
                 )
             };
-            let winner = candidate_label(&spec, cut);
+            let winner = candidate_label(&win);
             say(
                 &pb,
                 format!(
@@ -425,14 +477,19 @@ mod tests {
         let _ = &gla::gates::Gla;
         let s = BackwardSpec::for_problem(&gla::gates::Gla, DType::BF16, 128, 128).unwrap();
         let w = s.with_form(BackwardForm::Walks).unwrap();
-        assert_eq!(candidate_label(&s, None), "gla.bwd.bf16.k128.v128");
+        let c = |spec, cut, passes| BwdCandidate { spec, cut, passes };
+        assert_eq!(candidate_label(&c(s, None, None)), "gla.bwd.bf16.k128.v128");
         assert_eq!(
-            candidate_label(&w, Some(0)),
+            candidate_label(&c(w, Some(0), None)),
             "gla.bwd.bf16.k128.v128.walk whole"
         );
         assert_eq!(
-            candidate_label(&w, Some(103)),
-            "gla.bwd.bf16.k128.v128.walk seg103"
+            candidate_label(&c(w, Some(103), Some(false))),
+            "gla.bwd.bf16.k128.v128.walk seg103 dq/dk walks"
+        );
+        assert_eq!(
+            candidate_label(&c(w, Some(0), Some(true))),
+            "gla.bwd.bf16.k128.v128.walk whole dq/dk passes"
         );
     }
 }

@@ -75,31 +75,59 @@ pub fn backward_tolerance(dtype: DType) -> f64 {
     }
 }
 
+/// One backward candidate: a kernel set, the walk form's chunks a segment (`Some(0)`: whole sequences; `None` for
+/// the chunk form) and whether dq and dk run as passes of the forward kernel (`Some(true)`), from the walks
+/// (`Some(false)`) or as the runtime decides (`None`).
+#[derive(Clone, Copy, Debug)]
+pub struct BwdCandidate {
+    pub spec: BackwardSpec,
+    pub cut: Option<u32>,
+    pub passes: Option<bool>,
+}
+
+/// Whether the tuner chooses a key's dq / dk between passes and walks: `Some(the runtime's default)` for a per-key
+/// gate whose passes have kernels at (dtype, d) (bf16 / f16, d = 64 or 128: `gla_codegen::per_key_pass_tiles`),
+/// else `None` — no passes, or a scalar gate's, which the runtime always takes (Mamba-2 on an H100: 2.63 → 1.33
+/// ms).
+pub fn dq_dk_passes_choice(gate: &'static dyn Gate, dtype: DType, d: usize) -> Option<bool> {
+    (gate.shape() == GateShape::PerKey
+        && KernelSpec::pass_default(gate, dtype, d, d, gla_codegen::Pass::Dq).is_ok())
+    .then(|| gla_codegen::per_key_passes_default(dtype, d))
+}
+
 /// The backward's candidates for a key whose kernel sets are `sets` (the default first) at a problem of
 /// `rows` = sequences × heads and sequences of `chunks` chunks, d_k `dk`, on `sms` multiprocessors: each chunk-form
-/// set as it is (`None`), each walk-form set walking whole sequences (`Some(0)`) and, where the runtime's heuristic
-/// cuts them ([`BackwardSpec::walk_segment_chunks`], k chunks a segment), cut at k and at 2k (where 2k still cuts).
-/// Empty where there is nothing to choose (one set, no cut).
+/// set as it is, each walk-form set walking whole sequences and, where the runtime's heuristic cuts them
+/// ([`BackwardSpec::walk_segment_chunks`], k chunks a segment), cut at k and at 2k (where 2k still cuts). With a
+/// dq / dk choice (`passes` = `Some(default)`, [`dq_dk_passes_choice`]) the walk form is also timed with the other
+/// choice on whole sequences, and its cut candidates take dq / dk from the walks (the passes run whole sequences
+/// whatever the cut). The default first (no choice forced). Empty where there is nothing to choose.
 pub fn backward_candidates(
     sets: &[BackwardSpec],
     rows: usize,
     chunks: usize,
     dk: usize,
     sms: u32,
-) -> Vec<(BackwardSpec, Option<u32>)> {
+    passes: Option<bool>,
+) -> Vec<BwdCandidate> {
     let mut out = Vec::new();
+    let c = |spec, cut, passes| BwdCandidate { spec, cut, passes };
     for &s in sets {
         if s.form == BackwardForm::Chunks {
-            out.push((s, None));
+            out.push(c(s, None, None));
             continue;
         }
-        out.push((s, Some(0)));
+        out.push(c(s, Some(0), None));
+        if let Some(default) = passes {
+            out.push(c(s, Some(0), Some(!default)));
+        }
         // (the heuristic's rows: one head a sequence here; its CTAs count key tiles × rows)
         let k = s.walk_segment_chunks(chunks, rows, 1, dk, sms);
+        let walks = passes.map(|_| false);
         if k > 0 {
-            out.push((s, Some(k)));
+            out.push(c(s, Some(k), walks));
             if (2 * k as usize) < chunks {
-                out.push((s, Some(2 * k)));
+                out.push(c(s, Some(2 * k), walks));
             }
         }
     }
@@ -415,26 +443,94 @@ mod tests {
         let gate: &'static dyn Gate = &gla::gates::Gla;
         let chunks = BackwardSpec::for_problem(gate, DType::BF16, 128, 128).unwrap();
         let walks = chunks.with_form(BackwardForm::Walks).unwrap();
-        let ids = |c: Vec<(BackwardSpec, Option<u32>)>| -> Vec<(String, Option<u32>)> {
-            c.into_iter().map(|(s, k)| (s.id(), k)).collect()
+        let ids = |c: Vec<BwdCandidate>| -> Vec<(String, Option<u32>, Option<bool>)> {
+            c.into_iter()
+                .map(|c| (c.spec.id(), c.cut, c.passes))
+                .collect()
         };
         // 8 × 16 rows of 128 chunks: the walks fill 132 SMs whole: chunks, walks.
         assert_eq!(
-            ids(backward_candidates(&[chunks, walks], 128, 128, 128, 132)),
-            vec![(chunks.id(), None), (walks.id(), Some(0))]
+            ids(backward_candidates(
+                &[chunks, walks],
+                128,
+                128,
+                128,
+                132,
+                None
+            )),
+            vec![(chunks.id(), None, None), (walks.id(), Some(0), None)]
         );
         // 32 rows of 512 chunks: cut at the heuristic's 103 chunks and at 206.
         assert_eq!(
-            ids(backward_candidates(&[chunks, walks], 32, 512, 128, 132)),
+            ids(backward_candidates(
+                &[chunks, walks],
+                32,
+                512,
+                128,
+                132,
+                None
+            )),
             vec![
-                (chunks.id(), None),
-                (walks.id(), Some(0)),
-                (walks.id(), Some(103)),
-                (walks.id(), Some(206))
+                (chunks.id(), None, None),
+                (walks.id(), Some(0), None),
+                (walks.id(), Some(103), None),
+                (walks.id(), Some(206), None)
             ]
         );
-        // One set and nothing to cut: nothing to choose.
-        assert!(backward_candidates(&[chunks], 32, 512, 128, 132).is_empty());
+        // With a dq / dk choice (default: passes), the other choice whole, the cuts with dq / dk from the walks.
+        assert_eq!(
+            ids(backward_candidates(
+                &[walks, chunks],
+                32,
+                512,
+                128,
+                132,
+                Some(true)
+            )),
+            vec![
+                (walks.id(), Some(0), None),
+                (walks.id(), Some(0), Some(false)),
+                (walks.id(), Some(103), Some(false)),
+                (walks.id(), Some(206), Some(false)),
+                (chunks.id(), None, None),
+            ]
+        );
+        // One set and nothing to cut: nothing to choose — but a dq / dk choice is one.
+        assert!(backward_candidates(&[chunks], 32, 512, 128, 132, None).is_empty());
+        assert!(backward_candidates(&[walks], 128, 128, 128, 132, None).is_empty());
+        assert_eq!(
+            ids(backward_candidates(
+                &[walks],
+                128,
+                128,
+                128,
+                132,
+                Some(false)
+            )),
+            vec![
+                (walks.id(), Some(0), None),
+                (walks.id(), Some(0), Some(true))
+            ]
+        );
+        // Which keys choose: per-key gates where the passes have kernels; the default as the runtime's.
+        assert_eq!(dq_dk_passes_choice(gate, DType::BF16, 128), Some(true));
+        assert_eq!(dq_dk_passes_choice(gate, DType::BF16, 64), Some(false));
+        assert_eq!(dq_dk_passes_choice(gate, DType::F16, 128), Some(false));
+        assert_eq!(
+            dq_dk_passes_choice(gate, DType::BF16, 256),
+            None,
+            "no pass kernels"
+        );
+        assert_eq!(
+            dq_dk_passes_choice(gate, DType::F32, 128),
+            None,
+            "no pass kernels"
+        );
+        assert_eq!(
+            dq_dk_passes_choice(&gla::gates::Mamba2, DType::BF16, 128),
+            None,
+            "a scalar gate always takes its passes"
+        );
         assert_eq!(backward_tolerance(DType::BF16), 5e-3);
     }
 }

@@ -40,10 +40,12 @@ pub struct BackwardOptions<'a> {
     /// Whether dq and dk run as passes of the forward kernel (the walk form, no initial state, no final-state
     /// gradient; a per-key gate at d_k = d_v ≤ 128) instead of the dq / dk walks. Default: yes for per-head and
     /// fixed gates (Mamba-2 8×4096×16×128 on an H100: backward 2.63 → 1.33 ms); for per-key gates where
-    /// `gla_codegen::per_key_passes_default` says so — bf16 at d = 128, where the passes (per-value kernels) tie
-    /// the walks at strong decays and win at weak ones (H100, bf16 backward at 8×4096×16×128, walks / passes: gla/16
-    /// 2.82 / 2.33 ms, RWKV-6 3.69 / 3.71, log α = −60 3.51 / 3.52); at d = 64 the walks win at every strength.
-    /// `Some(true)` takes them wherever they exist, `Some(false)` never.
+    /// `gla_codegen::per_key_passes_default` says so — bf16 at d = 128, where the passes (per-value kernels) win
+    /// at every strength (H100, bf16 backward at 8×4096×16×128, walks / passes in one run: gla/16 2.85 / 2.13 ms,
+    /// RWKV-6 3.73 / 3.54, log α = −60 3.52 / 3.26); at d = 64 the walks keep the worst strength (RWKV-6 3.43 /
+    /// 3.45 at 8×4096×32×64) though the passes win at weak decays.
+    /// `Some(true)` takes them wherever they exist, `Some(false)` never; `None`: a tuning cache's pick where it
+    /// chose (`autotune --backward`: by the worst gate strength), else the default above.
     pub dq_dk_passes: Option<bool>,
     /// The tiles of a per-key gate's dq / dk passes where they run (one of `gla_codegen::per_key_pass_tiles`, as
     /// the benchmark times them); default: a tuning cache's, else `KernelSpec::pass_default`'s. Tiles the pass
@@ -215,13 +217,16 @@ impl Gla {
         // columns), d_k = d_v: the dq pass's store leaves q ⊙ dq by key column, the dk pass's turns it into d log α_t
         // = Σ_{s≥t} (q ⊙ dq − k ⊙ dk)_s (reverse-summed in the store: the chunks come last to first) and the d logits
         // and d params of it (the gate's derivative at the store, the logits still in shared memory).
+        // (asked for, else as a tuning cache's pick chose, else the default)
         let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
         let per_key = gate.shape() == GateShape::PerKey && dk == dv;
+        let want_passes = opts
+            .dq_dk_passes
+            .or(pick.as_ref().and_then(|pk| pk.dq_dk_passes));
         let passes = if dv_pass.is_some()
-            && ((scalar && opts.dq_dk_passes != Some(false))
+            && ((scalar && want_passes != Some(false))
                 || (per_key
-                    && opts
-                        .dq_dk_passes
+                    && want_passes
                         .unwrap_or_else(|| gla_codegen::per_key_passes_default(p.dtype, dk))))
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
