@@ -17,8 +17,9 @@
 //! * `--report` ([`report`]): the cache at `--out` as Markdown (`report.md` beside its index).
 //! * `--regret` ([`regret`], a GPU): the cache's pick vs an exhaustive search at problems off the grid.
 //! * a GPU ([`search`]): compile, check against the f64 reference, and time every candidate per gate × dtype × head
-//!   dim × shape bucket, and write the winners into the cache as timed entries. The decisions are the plain
-//!   functions of [`decide`].
+//!   dim × shape bucket, and write the winners into the cache as timed entries; `--backward` ([`backward`]) then the
+//!   backward's form, walk segments and a per-key gate's dq / dk passes or walks, by the worst gate strength. The
+//!   decisions are the plain functions of [`decide`].
 //!
 //! The library names no gate: gla does not depend on it, and it depends on gla only for the `autotune` binary.
 
