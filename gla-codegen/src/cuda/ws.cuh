@@ -206,6 +206,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             rows_issue(a, sq, i0, smem);                     // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
 #endif
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            wg_scale_values(s, b);                           // V̂ = V ⊙ 2^(Γ_L − Γ)  (dk pass: Ṽ = V ⊙ 2^Γ), this warpgroup's columns
+#endif
             WgStateA sa;
             WgOut o;
 #if GLA_VALUE_ROWS

@@ -343,6 +343,37 @@ __device__ __forceinline__ void rows_issue(const FwdArgs& a, const Seq& sq, int 
     }
     cp_async_commit();
 }
+// Stage wg_scale_values (a per-key gate's passes, the consumers, once slot b is full; value_operands' last step moved
+// from the producers, which bound the passes — their FULL wait was a third of the consumers' time): the warpgroup's
+// 64 value columns of V̂ = V ⊙ 2^(Γ_L − Γ) (the dk pass: Ṽ = V ⊙ 2^Γ; every exponent <= 0) over v in place, the low
+// halves in v_lo (GLA_SPLIT_OPS), 8 columns a 16-byte vector, two a thread; then the async proxy fence and the
+// warpgroup's barrier — its wgmma groups read every thread's rows. Γ, Γ_L: the producers' (s.G, s.GL).
+__device__ __forceinline__ void wg_scale_values(const Tiles& s, int b) {
+    const int wg = wg_index(), tid = threadIdx.x & 127;
+    elem_t* v = s.v(b);
+    static_assert(C * 8 % 128 == 0, "whole vectors a thread");
+#pragma unroll
+    for (int idx = tid; idx < C * 8; idx += 128) {
+        const int r = idx >> 3, e = 64 * wg + 8 * (idx & 7), o = VO(r, e);
+        Vec16 in;
+        in.u = *reinterpret_cast<const uint4*>(v + o);
+        const float4 ga = *reinterpret_cast<const float4*>(s.G + r * LDG + e), gb = *reinterpret_cast<const float4*>(s.G + r * LDG + e + 4);
+        const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+        float x[8];
+        if constexpr (GLA_REVERSE) {
+#pragma unroll
+            for (int c = 0; c < 8; ++c) x[c] = gr[c];
+        } else {
+            const float4 la = *reinterpret_cast<const float4*>(s.GL + e), lb = *reinterpret_cast<const float4*>(s.GL + e + 4);
+            const float gl[8] = {la.x, la.y, la.z, la.w, lb.x, lb.y, lb.z, lb.w};
+#pragma unroll
+            for (int c = 0; c < 8; ++c) x[c] = gl[c] - gr[c];
+        }
+        scale_store8(in, x, v + o, s.v_lo(b) + o);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // V̂, to the warpgroup's tensor cores
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+}
 // Stage gate_prefetch (after issuing the chunk's wgmma groups): this thread's rs_w and (dk pass) q ⊙ dq from the
 // warpgroup's tiles — element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1); 0 outside the
 // sequence and d_v (rows_issue zero-filled them).

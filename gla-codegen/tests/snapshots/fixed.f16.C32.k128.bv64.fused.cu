@@ -1528,7 +1528,8 @@ __device__ __forceinline__ void strong_values(const Tiles& s, int b) {
 // registers would spill at SR = 8, two producer groups of two warps). Writes Γ (s.G), Γ_L, 2^Γ_L and the chunk's mild
 // flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
 // chunks; ends on the vote's barrier (strong chunks: two more) plus this thread's own stores (the FULL barrier
-// publishes them).
+// publishes them). A per-key gate's passes (GLA_ROW_SUMS) leave V̂ to their consumers (wg_scale_values: the producers
+// bound the passes, the consumers waited on FULL a third of their time).
 template <class G>
 __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     constexpr int CV = BV / 8, SEGS = G::NT / CV, SR = C / SEGS;
@@ -1591,13 +1592,15 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
             s.EGL[c0 + c] = exp_nonpos(gl[c]);
         }
     mild = G::all(mild);  // (a barrier: Γ is visible to the group)
-    elem_t* v = s.v(b);
+    if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
     if (!mild) {
         strong_values<G>(s, b);                          // P (reads the raw V and A; Γ from s.G)
-        G::sync();                                       // every column's raw V is read
+        if constexpr (!GLA_ROW_SUMS) G::sync();          // every column's raw V is read
     }
+    if constexpr (GLA_ROW_SUMS) return;                  // (the passes: the consumers scale V — wg_scale_values)
     // (Γ and Γ_L read back from shared memory — visible since the vote — rather than kept live across P's loop,
     // whose running products need the registers)
+    elem_t* v = s.v(b);
     float glr[8];
     {
         const float4 l0 = *reinterpret_cast<const float4*>(s.GL + c0), l1 = *reinterpret_cast<const float4*>(s.GL + c0 + 4);
@@ -1615,7 +1618,6 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
         for (int c = 0; c < 8; ++c) x[c] = GLA_REVERSE ? gr[c] : glr[c] - gr[c];
         scale_store8(in, x, v + o, s.v_lo(b) + o);
     }
-    if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // V̂, to the consumers' tensor cores
 }
 // The consumers' view of the chunk in slot s: whether value_operands found it mild.

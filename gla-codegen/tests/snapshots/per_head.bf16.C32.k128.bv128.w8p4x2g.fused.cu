@@ -1557,7 +1557,8 @@ __device__ __forceinline__ void strong_values(const Tiles& s, int b) {
 // registers would spill at SR = 8, two producer groups of two warps). Writes Γ (s.G), Γ_L, 2^Γ_L and the chunk's mild
 // flag (s.GL[2 BV]) for the consumers, V̂ (Ṽ) over v in place (GLA_SPLIT_OPS: its low half in v_lo), P on strong
 // chunks; ends on the vote's barrier (strong chunks: two more) plus this thread's own stores (the FULL barrier
-// publishes them).
+// publishes them). A per-key gate's passes (GLA_ROW_SUMS) leave V̂ to their consumers (wg_scale_values: the producers
+// bound the passes, the consumers waited on FULL a third of their time).
 template <class G>
 __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s, const Seq& sq, int i0, int b) {
     constexpr int CV = BV / 8, SEGS = G::NT / CV, SR = C / SEGS;
@@ -1620,13 +1621,15 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
             s.EGL[c0 + c] = exp_nonpos(gl[c]);
         }
     mild = G::all(mild);  // (a barrier: Γ is visible to the group)
-    elem_t* v = s.v(b);
+    if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
     if (!mild) {
         strong_values<G>(s, b);                          // P (reads the raw V and A; Γ from s.G)
-        G::sync();                                       // every column's raw V is read
+        if constexpr (!GLA_ROW_SUMS) G::sync();          // every column's raw V is read
     }
+    if constexpr (GLA_ROW_SUMS) return;                  // (the passes: the consumers scale V — wg_scale_values)
     // (Γ and Γ_L read back from shared memory — visible since the vote — rather than kept live across P's loop,
     // whose running products need the registers)
+    elem_t* v = s.v(b);
     float glr[8];
     {
         const float4 l0 = *reinterpret_cast<const float4*>(s.GL + c0), l1 = *reinterpret_cast<const float4*>(s.GL + c0 + 4);
@@ -1644,7 +1647,6 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
         for (int c = 0; c < 8; ++c) x[c] = GLA_REVERSE ? gr[c] : glr[c] - gr[c];
         scale_store8(in, x, v + o, s.v_lo(b) + o);
     }
-    if (tid == 0) s.GL[2 * BV] = mild ? 1.f : 0.f;
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // V̂, to the consumers' tensor cores
 }
 // The consumers' view of the chunk in slot s: whether value_operands found it mild.
@@ -2975,6 +2977,37 @@ __device__ __forceinline__ void rows_issue(const FwdArgs& a, const Seq& sq, int 
     }
     cp_async_commit();
 }
+// Stage wg_scale_values (a per-key gate's passes, the consumers, once slot b is full; value_operands' last step moved
+// from the producers, which bound the passes — their FULL wait was a third of the consumers' time): the warpgroup's
+// 64 value columns of V̂ = V ⊙ 2^(Γ_L − Γ) (the dk pass: Ṽ = V ⊙ 2^Γ; every exponent <= 0) over v in place, the low
+// halves in v_lo (GLA_SPLIT_OPS), 8 columns a 16-byte vector, two a thread; then the async proxy fence and the
+// warpgroup's barrier — its wgmma groups read every thread's rows. Γ, Γ_L: the producers' (s.G, s.GL).
+__device__ __forceinline__ void wg_scale_values(const Tiles& s, int b) {
+    const int wg = wg_index(), tid = threadIdx.x & 127;
+    elem_t* v = s.v(b);
+    static_assert(C * 8 % 128 == 0, "whole vectors a thread");
+#pragma unroll
+    for (int idx = tid; idx < C * 8; idx += 128) {
+        const int r = idx >> 3, e = 64 * wg + 8 * (idx & 7), o = VO(r, e);
+        Vec16 in;
+        in.u = *reinterpret_cast<const uint4*>(v + o);
+        const float4 ga = *reinterpret_cast<const float4*>(s.G + r * LDG + e), gb = *reinterpret_cast<const float4*>(s.G + r * LDG + e + 4);
+        const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+        float x[8];
+        if constexpr (GLA_REVERSE) {
+#pragma unroll
+            for (int c = 0; c < 8; ++c) x[c] = gr[c];
+        } else {
+            const float4 la = *reinterpret_cast<const float4*>(s.GL + e), lb = *reinterpret_cast<const float4*>(s.GL + e + 4);
+            const float gl[8] = {la.x, la.y, la.z, la.w, lb.x, lb.y, lb.z, lb.w};
+#pragma unroll
+            for (int c = 0; c < 8; ++c) x[c] = gl[c] - gr[c];
+        }
+        scale_store8(in, x, v + o, s.v_lo(b) + o);
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // V̂, to the warpgroup's tensor cores
+    asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
+}
 // Stage gate_prefetch (after issuing the chunk's wgmma groups): this thread's rs_w and (dk pass) q ⊙ dq from the
 // warpgroup's tiles — element i is column r + 8·((i >> 1) & 1), token 8·(i >> 2) + 2 t + (i & 1); 0 outside the
 // sequence and d_v (rows_issue zero-filled them).
@@ -3680,6 +3713,9 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             rows_issue(a, sq, i0, smem);                     // (a per-key gate's passes: the store's rs_w, q ⊙ dq)
 #endif
             bar_wait(BAR_FULL + b);                          // a producer group filled slot b
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            wg_scale_values(s, b);                           // V̂ = V ⊙ 2^(Γ_L − Γ)  (dk pass: Ṽ = V ⊙ 2^Γ), this warpgroup's columns
+#endif
             WgStateA sa;
             WgOut o;
 #if GLA_VALUE_ROWS
