@@ -35,7 +35,8 @@ pub use spec::{
     SMEM_RESERVED_PER_CTA,
 };
 pub use variants::{
-    all_variants, dq_dk_pass_variants, dv_pass_variants, per_key_pass_tiles, per_key_passes_default,
+    all_variants, dq_dk_pass_variants, dv_pass_variants, per_key_pass_tiles,
+    per_key_passes_default, per_key_passes_default_at,
 };
 pub use writer::Generated;
 

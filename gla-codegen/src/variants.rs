@@ -558,16 +558,24 @@ pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
 }
 
 /// Whether a per-key gate's backward takes its dq / dk passes (rather than the dq / dk walks) by default at
-/// d_k = d_v = `d` in `dtype`, where the problem allows them (no initial state, no final-state gradient). Chosen by
-/// the worst gate strength, as the tuner chooses. H100, bf16 backward, walks / passes (one run, the passes with their
-/// row-sum weights staged in shared memory and the slot freed before the store's writes): 8×4096×16×128 (`w8p4x2g`)
-/// gla/16 2.85 / 2.13 ms, RWKV-6 3.73 / 3.54, log α = −60 3.52 / 3.26 — faster at every strength; 8×4096×32×64
-/// (`w4p4x2g`) gla/16 2.53 / 2.37, RWKV-6 3.44 / 3.67, −60 3.19 / 3.35 — the walks keep the worst case, so d = 64
-/// stays on the walks (with the passes' branch-free gate, another run: 2.51 / 2.24, 3.43 / 3.45, 3.20 / 3.31). f16
-/// d = 128 (no two-group tile) was not timed.
+/// d_k = d_v = `d` in `dtype`, where the problem allows them (no initial state, no final-state gradient) — and, the
+/// runtime adds, where the walks would walk whole sequences: the passes never cut a sequence, and where the GPU
+/// needs cut sequences to fill (H100, 2×16384×16, `autotune --backward` by the worst strength) the cut walks won,
+/// RWKV-6 8.20 vs 14.81 ms at d = 128, every gate at d = 64. Chosen by the worst gate strength, as the tuner chooses. H100, bf16
+/// backward, walks / passes in one run, after the passes' consumers took V's scaling (session am): 8×4096×16×128
+/// (`w8p4x2g`) gla/16 2.85 / 2.13 ms (al), RWKV-6 3.73 / 3.54 (al; the passes 3.38 since), log α = −60 3.52 / 3.26
+/// (3.19 since); 8×4096×32×64 (`w4p4x2g`) gla/16 2.51 / 2.29, RWKV-6 3.43 / 3.31, −60 3.18 / 3.06 — faster at every
+/// strength at both head dims. f16 (no two-group tile at d = 128) was not timed: the walks.
 pub fn per_key_passes_default(dtype: DType, d: usize) -> bool {
     // (by the kernel's head dim: a call at d = 100 runs the d = 128 kernels)
-    dtype == DType::BF16 && specialised_dim(d) == Some(128)
+    dtype == DType::BF16 && matches!(specialised_dim(d), Some(64 | 128))
+}
+
+/// [`per_key_passes_default`] at a call whose walks would cut sequences into segments of `walk_seg_chunks` chunks
+/// (0: whole): the passes only where the walks walk whole sequences — what `Gla::backward` takes with no choice made
+/// and the tuner's baseline.
+pub fn per_key_passes_default_at(dtype: DType, d: usize, walk_seg_chunks: u32) -> bool {
+    per_key_passes_default(dtype, d) && walk_seg_chunks == 0
 }
 
 impl KernelSpec {

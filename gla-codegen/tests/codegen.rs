@@ -464,11 +464,14 @@ fn dq_dk_pass_variants() {
         }
     }
     assert!(gla_codegen::dq_dk_pass_variants(&fixtures::PER_VALUE).is_empty());
-    // (the per-key passes are the default on the bf16 d = 128 kernels, a call at d = 100 included; else the walks)
+    // (the per-key passes are the default on the bf16 d = 64 and 128 kernels, a call at d = 100 included; else the
+    // walks)
     assert!(gla_codegen::per_key_passes_default(DType::BF16, 128));
     assert!(gla_codegen::per_key_passes_default(DType::BF16, 100));
-    assert!(!gla_codegen::per_key_passes_default(DType::BF16, 64));
+    assert!(gla_codegen::per_key_passes_default(DType::BF16, 64));
+    assert!(!gla_codegen::per_key_passes_default(DType::BF16, 256));
     assert!(!gla_codegen::per_key_passes_default(DType::F16, 128));
+    assert!(!gla_codegen::per_key_passes_default(DType::F16, 64));
 }
 
 #[test]

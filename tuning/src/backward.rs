@@ -405,13 +405,10 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                     .collect(),
                 all_ms: Default::default(),
             };
-            // (a key with a dq / dk choice records it explicitly, the default's included: the entry says what was
-            // timed even if the runtime's default changes)
-            let passes = win
-                .passes
-                .or(choice.filter(|_| spec.form == BackwardForm::Walks));
+            // (every choice explicit, the default's included: the entry says what was timed even if the
+            // runtime's default changes)
             let entry = Entry {
-                backward: Some(BackwardRecord::of(&spec, win.cut, passes)),
+                backward: Some(BackwardRecord::of(&spec, win.cut, win.passes)),
                 ..Entry::compiled(
                     CacheKey::backward(gate, dtype, d, d),
                     target.bucket,

@@ -96,12 +96,13 @@ pub fn dq_dk_passes_choice(gate: &'static dyn Gate, dtype: DType, d: usize) -> O
 }
 
 /// The backward's candidates for a key whose kernel sets are `sets` (the default first) at a problem of
-/// `rows` = sequences × heads and sequences of `chunks` chunks, d_k `dk`, on `sms` multiprocessors: each chunk-form
-/// set as it is, each walk-form set walking whole sequences and, where the runtime's heuristic cuts them
-/// ([`BackwardSpec::walk_segment_chunks`], k chunks a segment), cut at k and at 2k (where 2k still cuts). With a
-/// dq / dk choice (`passes` = `Some(default)`, [`dq_dk_passes_choice`]) the walk form is also timed with the other
-/// choice on whole sequences, and its cut candidates take dq / dk from the walks (the passes run whole sequences
-/// whatever the cut). The default first (no choice forced). Empty where there is nothing to choose.
+/// `rows` = sequences × heads and sequences of `chunks` chunks, d_k `dk`, on `sms` multiprocessors, every choice
+/// explicit: each chunk-form set as it is; each walk-form set first as the runtime runs it with no choice made (its
+/// heuristic's k chunks a segment, [`BackwardSpec::walk_segment_chunks`], 0 = whole, and with a dq / dk choice —
+/// `passes` = `Some(default)`, [`dq_dk_passes_choice`] — the passes where `per_key_passes_default_at` takes them),
+/// then the other dq / dk choice (passes on whole sequences: they never cut one; or the walks cut as the default),
+/// then, where the heuristic cuts (k > 0), the walks on whole sequences and cut at 2k (where 2k still cuts). The
+/// key's first set's first candidate is the runtime's default. Empty where there is nothing to choose.
 pub fn backward_candidates(
     sets: &[BackwardSpec],
     rows: usize,
@@ -117,15 +118,20 @@ pub fn backward_candidates(
             out.push(c(s, None, None));
             continue;
         }
-        out.push(c(s, Some(0), None));
-        if let Some(default) = passes {
-            out.push(c(s, Some(0), Some(!default)));
-        }
         // (the heuristic's rows: one head a sequence here; its CTAs count key tiles × rows)
         let k = s.walk_segment_chunks(chunks, rows, 1, dk, sms);
+        let default = passes.map(|d| d && k == 0);
+        out.push(c(s, Some(k), default));
+        if let Some(d) = default {
+            out.push(if d {
+                c(s, Some(0), Some(false))
+            } else {
+                c(s, Some(0), Some(true))
+            });
+        }
         let walks = passes.map(|_| false);
         if k > 0 {
-            out.push(c(s, Some(k), walks));
+            out.push(c(s, Some(0), walks));
             if (2 * k as usize) < chunks {
                 out.push(c(s, Some(2 * k), walks));
             }
@@ -460,7 +466,7 @@ mod tests {
             )),
             vec![(chunks.id(), None, None), (walks.id(), Some(0), None)]
         );
-        // 32 rows of 512 chunks: cut at the heuristic's 103 chunks and at 206.
+        // 32 rows of 512 chunks: the heuristic's 103 chunks first (the default), then whole and 206.
         assert_eq!(
             ids(backward_candidates(
                 &[chunks, walks],
@@ -472,12 +478,13 @@ mod tests {
             )),
             vec![
                 (chunks.id(), None, None),
-                (walks.id(), Some(0), None),
                 (walks.id(), Some(103), None),
+                (walks.id(), Some(0), None),
                 (walks.id(), Some(206), None)
             ]
         );
-        // With a dq / dk choice (default: passes), the other choice whole, the cuts with dq / dk from the walks.
+        // With a dq / dk choice (default: passes) where the walks would cut: the default is the cut walks (the
+        // passes cut nothing), then the passes, the walks whole and at 2k.
         assert_eq!(
             ids(backward_candidates(
                 &[walks, chunks],
@@ -488,13 +495,38 @@ mod tests {
                 Some(true)
             )),
             vec![
-                (walks.id(), Some(0), None),
-                (walks.id(), Some(0), Some(false)),
                 (walks.id(), Some(103), Some(false)),
+                (walks.id(), Some(0), Some(true)),
+                (walks.id(), Some(0), Some(false)),
                 (walks.id(), Some(206), Some(false)),
                 (chunks.id(), None, None),
             ]
         );
+        // … where they walk whole: the passes, then the walks.
+        assert_eq!(
+            ids(backward_candidates(
+                &[walks],
+                128,
+                128,
+                128,
+                132,
+                Some(true)
+            )),
+            vec![
+                (walks.id(), Some(0), Some(true)),
+                (walks.id(), Some(0), Some(false))
+            ]
+        );
+        // The first candidate is what `Gla::backward` runs with no choice made.
+        for (rows, n) in [(32, 512), (128, 128), (512, 32)] {
+            let first = backward_candidates(&[walks], rows, n, 128, 132, Some(true))[0];
+            let k = walks.walk_segment_chunks(n, rows, 1, 128, 132);
+            assert_eq!(first.cut, Some(k));
+            assert_eq!(
+                first.passes,
+                Some(gla_codegen::per_key_passes_default_at(DType::BF16, 128, k))
+            );
+        }
         // One set and nothing to cut: nothing to choose — but a dq / dk choice is one.
         assert!(backward_candidates(&[chunks], 32, 512, 128, 132, None).is_empty());
         assert!(backward_candidates(&[walks], 128, 128, 128, 132, None).is_empty());
@@ -508,13 +540,13 @@ mod tests {
                 Some(false)
             )),
             vec![
-                (walks.id(), Some(0), None),
+                (walks.id(), Some(0), Some(false)),
                 (walks.id(), Some(0), Some(true))
             ]
         );
         // Which keys choose: per-key gates where the passes have kernels; the default as the runtime's.
         assert_eq!(dq_dk_passes_choice(gate, DType::BF16, 128), Some(true));
-        assert_eq!(dq_dk_passes_choice(gate, DType::BF16, 64), Some(false));
+        assert_eq!(dq_dk_passes_choice(gate, DType::BF16, 64), Some(true));
         assert_eq!(dq_dk_passes_choice(gate, DType::F16, 128), Some(false));
         assert_eq!(
             dq_dk_passes_choice(gate, DType::BF16, 256),
