@@ -424,16 +424,11 @@ pub(crate) fn write_forward(spec: &KernelSpec) -> Generated {
         );
     }
     if f.row_sums && f.value_rows && f.reverse {
-        // A per-key gate's dk pass makes the d logits at its store: the gate's derivatives in IEEE f32 whatever the
-        // dtype, as the backward's kernels (`backward::generate_backward`), 0 below the log α floor.
-        let _ = writeln!(
-            w,
-            "namespace gate_ieee {{  // the gate again, in IEEE f32 math (its derivatives)"
-        );
-        w.push_str(gate_math_section(DType::F32));
-        w.push_str(gate.cuda_source());
-        let _ = writeln!(w, "\n}}  // namespace gate_ieee");
-        write_gate_grads(w, gate, "", "gate_ieee::");
+        // A per-key gate's dk pass makes the d logits at its store, 0 below the log α floor: the gate's derivatives
+        // in the dtype's math (bf16 / f16: ex2 / rcp / lg2 approximations, ~2^-21 relative — the d logits are rounded
+        // to 2^-9 / 2^-11), not IEEE f32 as the backward's kernels: IEEE expf and division were most of the store's
+        // instructions, the consumers' part that bounds the dk pass.
+        write_gate_grads(w, gate, "", "");
     }
     let _ = writeln!(w);
     w.push_str(PRELUDE);
