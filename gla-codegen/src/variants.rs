@@ -558,24 +558,32 @@ pub fn per_key_pass_tiles(dtype: DType, d: usize) -> Vec<Tiles> {
 }
 
 /// Whether a per-key gate's backward takes its dq / dk passes (rather than the dq / dk walks) by default at
-/// d_k = d_v = `d` in `dtype`, where the problem allows them (no initial state, no final-state gradient) — and, the
-/// runtime adds, where the walks would walk whole sequences: the passes never cut a sequence, and where the GPU
-/// needs cut sequences to fill (H100, 2×16384×16, `autotune --backward` by the worst strength) the cut walks won,
-/// RWKV-6 8.20 vs 14.81 ms at d = 128, every gate at d = 64. Chosen by the worst gate strength, as the tuner chooses. H100, bf16
-/// backward, walks / passes in one run, after the passes' consumers took V's scaling (session am): 8×4096×16×128
-/// (`w8p4x2g`) gla/16 2.85 / 2.13 ms (al), RWKV-6 3.73 / 3.54 (al; the passes 3.38 since), log α = −60 3.52 / 3.26
-/// (3.19 since); 8×4096×32×64 (`w4p4x2g`) gla/16 2.51 / 2.29, RWKV-6 3.43 / 3.31, −60 3.18 / 3.06 — faster at every
-/// strength at both head dims. f16 (no two-group tile at d = 128) was not timed: the walks.
+/// d_k = d_v = `d` in `dtype`, where the problem allows them (no initial state, no final-state gradient) and their
+/// CTAs fill the GPU ([`per_key_passes_default_at`]). Chosen by the worst gate strength, as the tuner chooses. H100,
+/// bf16 backward, walks / passes in one run, after the passes' consumers took V's scaling (session am):
+/// 8×4096×16×128 (`w8p4x2g`) gla/16 2.85 / 2.13 ms (al), RWKV-6 3.73 / 3.54 (al; the passes 3.38 since), log α =
+/// −60 3.52 / 3.26 (3.19 since); 8×4096×32×64 (`w4p4x2g`) gla/16 2.51 / 2.29, RWKV-6 3.43 / 3.31, −60 3.18 / 3.06 —
+/// faster at every strength at both head dims. f16 (no two-group tile at d = 128) was not timed: the walks.
 pub fn per_key_passes_default(dtype: DType, d: usize) -> bool {
     // (by the kernel's head dim: a call at d = 100 runs the d = 128 kernels)
     dtype == DType::BF16 && matches!(specialised_dim(d), Some(64 | 128))
 }
 
-/// [`per_key_passes_default`] at a call whose walks would cut sequences into segments of `walk_seg_chunks` chunks
-/// (0: whole): the passes only where the walks walk whole sequences — what `Gla::backward` takes with no choice made
-/// and the tuner's baseline.
-pub fn per_key_passes_default_at(dtype: DType, d: usize, walk_seg_chunks: u32) -> bool {
-    per_key_passes_default(dtype, d) && walk_seg_chunks == 0
+/// [`per_key_passes_default`] at a call of `rows` = sequences × heads on `sms` multiprocessors: the passes only where
+/// their CTAs (a row's value tiles of the default tiles, [`per_key_pass_tiles`]) fill more than half the GPU, as the
+/// forward's two-level scan starts below half — a pass walks each sequence whole, and with too few sequences the walks'
+/// segments win. H100 (132 SMs), bf16, walks (cut as `BackwardSpec::walk_segment_chunks` says) / passes: 2×16384×16
+/// (32 CTAs) d = 128 gla/16 7.43 / 7.05 ms, RWKV-6 8.11 / 12.92, −60 7.91 / 12.42; d = 64 3.34 / 4.75, 4.23 / 6.96,
+/// 3.76 / 6.46; at 8×4096×16 (128 CTAs) `autotune --backward`'s worst strength, d = 64: passes 1.21 vs cut walks 2.18
+/// (gla), 1.90 vs 2.63 (RWKV-6). What `Gla::backward` takes with no choice made, and the tuner's baseline.
+pub fn per_key_passes_default_at(dtype: DType, d: usize, rows: usize, sms: u32) -> bool {
+    let Some(k) = specialised_dim(d) else {
+        return false;
+    };
+    per_key_passes_default(dtype, d)
+        && per_key_pass_tiles(dtype, k as usize)
+            .first()
+            .is_some_and(|t| 2 * rows * (k as usize).div_ceil(t.block_v as usize) > sms as usize)
 }
 
 impl KernelSpec {

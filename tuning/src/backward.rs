@@ -364,7 +364,7 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 t.div_ceil(specs[0].chunk() as usize),
                 d,
                 sms,
-                choice,
+                choice.then(|| gla_codegen::per_key_passes_default_at(dtype, d, b * h, sms)),
             );
             pb.set_message(format!("{label} {:?}", target.problem));
             pb.inc(1);

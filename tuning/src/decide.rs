@@ -85,24 +85,23 @@ pub struct BwdCandidate {
     pub passes: Option<bool>,
 }
 
-/// Whether the tuner chooses a key's dq / dk between passes and walks: `Some(the runtime's default)` for a per-key
-/// gate whose passes have kernels at (dtype, d) (bf16 / f16, d = 64 or 128: `gla_codegen::per_key_pass_tiles`),
-/// else `None` — no passes, or a scalar gate's, which the runtime always takes (Mamba-2 on an H100: 2.63 → 1.33
-/// ms).
-pub fn dq_dk_passes_choice(gate: &'static dyn Gate, dtype: DType, d: usize) -> Option<bool> {
-    (gate.shape() == GateShape::PerKey
-        && KernelSpec::pass_default(gate, dtype, d, d, gla_codegen::Pass::Dq).is_ok())
-    .then(|| gla_codegen::per_key_passes_default(dtype, d))
+/// Whether the tuner chooses a key's dq / dk between passes and walks: a per-key gate whose passes have kernels at
+/// (dtype, d) (bf16 / f16, d = 64 or 128: `gla_codegen::per_key_pass_tiles`) — not where there are none, nor a scalar
+/// gate's, which the runtime always takes (Mamba-2 on an H100: 2.63 → 1.33 ms).
+pub fn dq_dk_passes_choice(gate: &'static dyn Gate, dtype: DType, d: usize) -> bool {
+    gate.shape() == GateShape::PerKey
+        && KernelSpec::pass_default(gate, dtype, d, d, gla_codegen::Pass::Dq).is_ok()
 }
 
 /// The backward's candidates for a key whose kernel sets are `sets` (the default first) at a problem of
 /// `rows` = sequences × heads and sequences of `chunks` chunks, d_k `dk`, on `sms` multiprocessors, every choice
 /// explicit: each chunk-form set as it is; each walk-form set first as the runtime runs it with no choice made (its
-/// heuristic's k chunks a segment, [`BackwardSpec::walk_segment_chunks`], 0 = whole, and with a dq / dk choice —
-/// `passes` = `Some(default)`, [`dq_dk_passes_choice`] — the passes where `per_key_passes_default_at` takes them),
-/// then the other dq / dk choice (passes on whole sequences: they never cut one; or the walks cut as the default),
-/// then, where the heuristic cuts (k > 0), the walks on whole sequences and cut at 2k (where 2k still cuts). The
-/// key's first set's first candidate is the runtime's default. Empty where there is nothing to choose.
+/// heuristic's k chunks a segment, [`BackwardSpec::walk_segment_chunks`], 0 = whole, and, where the key has a dq /
+/// dk choice ([`dq_dk_passes_choice`]), `passes` = `Some(the runtime's default here)` —
+/// `gla_codegen::per_key_passes_default_at`), then the other dq / dk choice (passes on whole sequences: they never
+/// cut one; or the walks cut as the default), then, where the heuristic cuts (k > 0), the walks on whole sequences
+/// and cut at 2k (where 2k still cuts). The key's first set's first candidate is the runtime's default. Empty where
+/// there is nothing to choose.
 pub fn backward_candidates(
     sets: &[BackwardSpec],
     rows: usize,
@@ -120,11 +119,10 @@ pub fn backward_candidates(
         }
         // (the heuristic's rows: one head a sequence here; its CTAs count key tiles × rows)
         let k = s.walk_segment_chunks(chunks, rows, 1, dk, sms);
-        let default = passes.map(|d| d && k == 0);
-        out.push(c(s, Some(k), default));
-        if let Some(d) = default {
+        out.push(c(s, Some(k), passes));
+        if let Some(d) = passes {
             out.push(if d {
-                c(s, Some(0), Some(false))
+                c(s, Some(k), Some(false))
             } else {
                 c(s, Some(0), Some(true))
             });
@@ -483,8 +481,8 @@ mod tests {
                 (walks.id(), Some(206), None)
             ]
         );
-        // With a dq / dk choice (default: passes) where the walks would cut: the default is the cut walks (the
-        // passes cut nothing), then the passes, the walks whole and at 2k.
+        // With a dq / dk choice, default passes (their CTAs fill the GPU) where the walks would cut: the passes
+        // first, then the walks cut at k, whole and at 2k.
         assert_eq!(
             ids(backward_candidates(
                 &[walks, chunks],
@@ -495,14 +493,31 @@ mod tests {
                 Some(true)
             )),
             vec![
+                (walks.id(), Some(103), Some(true)),
                 (walks.id(), Some(103), Some(false)),
-                (walks.id(), Some(0), Some(true)),
                 (walks.id(), Some(0), Some(false)),
                 (walks.id(), Some(206), Some(false)),
                 (chunks.id(), None, None),
             ]
         );
-        // … where they walk whole: the passes, then the walks.
+        // … default walks (too few CTAs for the passes): the cut walks, the passes, the walks whole and at 2k.
+        assert_eq!(
+            ids(backward_candidates(
+                &[walks],
+                32,
+                512,
+                128,
+                132,
+                Some(false)
+            )),
+            vec![
+                (walks.id(), Some(103), Some(false)),
+                (walks.id(), Some(0), Some(true)),
+                (walks.id(), Some(0), Some(false)),
+                (walks.id(), Some(206), Some(false)),
+            ]
+        );
+        // … where the walks walk whole: the default, then the other choice.
         assert_eq!(
             ids(backward_candidates(
                 &[walks],
@@ -517,16 +532,54 @@ mod tests {
                 (walks.id(), Some(0), Some(false))
             ]
         );
-        // The first candidate is what `Gla::backward` runs with no choice made.
+        // The first candidate is what `Gla::backward` runs with no choice made: the heuristic's cut, and the passes
+        // where `per_key_passes_default_at` takes them (given by the caller).
         for (rows, n) in [(32, 512), (128, 128), (512, 32)] {
-            let first = backward_candidates(&[walks], rows, n, 128, 132, Some(true))[0];
-            let k = walks.walk_segment_chunks(n, rows, 1, 128, 132);
-            assert_eq!(first.cut, Some(k));
+            let def = gla_codegen::per_key_passes_default_at(DType::BF16, 128, rows, 132);
+            let first = backward_candidates(&[walks], rows, n, 128, 132, Some(def))[0];
             assert_eq!(
-                first.passes,
-                Some(gla_codegen::per_key_passes_default_at(DType::BF16, 128, k))
+                first.cut,
+                Some(walks.walk_segment_chunks(n, rows, 1, 128, 132))
             );
+            assert_eq!(first.passes, Some(def));
         }
+        // The default passes' rule: more than half the SMs' worth of CTAs (a row's value tiles: one at d = 64, 128).
+        assert!(!gla_codegen::per_key_passes_default_at(
+            DType::BF16,
+            128,
+            32,
+            132
+        ));
+        assert!(!gla_codegen::per_key_passes_default_at(
+            DType::BF16,
+            64,
+            66,
+            132
+        ));
+        assert!(gla_codegen::per_key_passes_default_at(
+            DType::BF16,
+            64,
+            67,
+            132
+        ));
+        assert!(gla_codegen::per_key_passes_default_at(
+            DType::BF16,
+            128,
+            128,
+            132
+        ));
+        assert!(!gla_codegen::per_key_passes_default_at(
+            DType::F16,
+            128,
+            512,
+            132
+        ));
+        assert!(!gla_codegen::per_key_passes_default_at(
+            DType::BF16,
+            256,
+            512,
+            132
+        ));
         // One set and nothing to cut: nothing to choose — but a dq / dk choice is one.
         assert!(backward_candidates(&[chunks], 32, 512, 128, 132, None).is_empty());
         assert!(backward_candidates(&[walks], 128, 128, 128, 132, None).is_empty());
@@ -544,23 +597,20 @@ mod tests {
                 (walks.id(), Some(0), Some(true))
             ]
         );
-        // Which keys choose: per-key gates where the passes have kernels; the default as the runtime's.
-        assert_eq!(dq_dk_passes_choice(gate, DType::BF16, 128), Some(true));
-        assert_eq!(dq_dk_passes_choice(gate, DType::BF16, 64), Some(true));
-        assert_eq!(dq_dk_passes_choice(gate, DType::F16, 128), Some(false));
-        assert_eq!(
-            dq_dk_passes_choice(gate, DType::BF16, 256),
-            None,
+        // Which keys choose: per-key gates where the passes have kernels.
+        assert!(dq_dk_passes_choice(gate, DType::BF16, 128));
+        assert!(dq_dk_passes_choice(gate, DType::BF16, 64));
+        assert!(dq_dk_passes_choice(gate, DType::F16, 128));
+        assert!(
+            !dq_dk_passes_choice(gate, DType::BF16, 256),
             "no pass kernels"
         );
-        assert_eq!(
-            dq_dk_passes_choice(gate, DType::F32, 128),
-            None,
+        assert!(
+            !dq_dk_passes_choice(gate, DType::F32, 128),
             "no pass kernels"
         );
-        assert_eq!(
-            dq_dk_passes_choice(&gla::gates::Mamba2, DType::BF16, 128),
-            None,
+        assert!(
+            !dq_dk_passes_choice(&gla::gates::Mamba2, DType::BF16, 128),
             "a scalar gate always takes its passes"
         );
         assert_eq!(backward_tolerance(DType::BF16), 5e-3);

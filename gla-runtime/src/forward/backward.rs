@@ -42,9 +42,9 @@ pub struct BackwardOptions<'a> {
     /// fixed gates (Mamba-2 8×4096×16×128 on an H100: backward 2.63 → 1.33 ms); for per-key gates where
     /// `gla_codegen::per_key_passes_default` says so — bf16 at d = 64 and 128, where the passes (per-value kernels)
     /// win at every strength (H100, bf16 backward, walks / passes in one run: 8×4096×16×128 gla/16 2.85 / 2.13 ms,
-    /// RWKV-6 3.73 / 3.54, log α = −60 3.52 / 3.26; 8×4096×32×64 2.51 / 2.29, 3.43 / 3.31, 3.18 / 3.06) — and the
-    /// walks would walk whole sequences (where they cut them to fill the GPU, the cut walks won: 2×16384×16×128
-    /// RWKV-6 8.20 vs 14.81 ms).
+    /// RWKV-6 3.73 / 3.54, log α = −60 3.52 / 3.26; 8×4096×32×64 2.51 / 2.29, 3.43 / 3.31, 3.18 / 3.06) — and their
+    /// CTAs fill more than half the GPU (with fewer sequences × heads the walks' segments won: 2×16384×16×128
+    /// RWKV-6 8.11 vs 12.92 ms; `gla_codegen::per_key_passes_default_at`).
     /// `Some(true)` takes them wherever they exist, `Some(false)` never; `None`: a tuning cache's pick where it
     /// chose (`autotune --backward`: by the worst gate strength), else the default above.
     pub dq_dk_passes: Option<bool>,
@@ -228,9 +228,14 @@ impl Gla {
             && ((scalar && want_passes != Some(false))
                 || (per_key
                     && want_passes.unwrap_or_else(|| {
-                        // (by default where the walks would walk whole sequences: the passes cut none, and where
-                        // the GPU needs cut sequences the cut walks won — `per_key_passes_default`)
-                        gla_codegen::per_key_passes_default_at(p.dtype, dk, seg_chunks)
+                        // (by default where the passes' CTAs fill the GPU: they walk sequences whole, and with too
+                        // few the walks' segments won — `per_key_passes_default_at`)
+                        gla_codegen::per_key_passes_default_at(
+                            p.dtype,
+                            dk,
+                            n * h,
+                            gpu.info().sm_count,
+                        )
                     })))
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
