@@ -14,7 +14,7 @@
 //! 3. the candidates are timed at each bucket's problem (CUDA events, warm-ups, L2 flushed, median; screening and
 //!    final runs as the forward's), forward not included, at every strength of the gate, and scored by the worst
 //!    ([`decide::worst_case`], as the forward): the cost depends on the gate's values (strong chunks take the exact
-//!    intra-chunk paths — H100, bf16 8×4096×16×128 passes: gla/16 1.96 ms vs RWKV-6 3.47, `benches/NOTES.md`) and
+//!    intra-chunk paths — H100, bf16 8×4096×16×128 passes: gla/16 1.77 ms vs RWKV-6 3.35, `benches/NOTES.md`) and
 //!    the walks' and the passes' costs depend on them differently;
 //! 4. the winner goes into the cache as a timed entry of key pass `"bwd"` (its kernel set, its segments, its dq / dk
 //!    choice — explicit where the key has one — and its cubin).

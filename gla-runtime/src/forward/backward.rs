@@ -71,6 +71,32 @@ pub struct Gradients {
     pub d_initial_state: Option<DeviceTensor>,
 }
 
+/// Whether dq and dk run as passes of the forward kernel, where the problem allows them (the dv pass ran, no h0, no
+/// dht): as asked (`BackwardOptions::dq_dk_passes`), else as a tuning cache's pick chose, else by default — a scalar
+/// gate's always, a per-key gate's (d_k = d_v) where `gla_codegen::per_key_passes_default_at` takes them at `rows` =
+/// sequences × heads on `sms` multiprocessors (the passes walk whole sequences: with too few the walks' segments
+/// win); other gates have none.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn dq_dk_by_passes(
+    shape: GateShape,
+    dtype: DType,
+    dk: usize,
+    dv: usize,
+    asked: Option<bool>,
+    picked: Option<bool>,
+    rows: usize,
+    sms: u32,
+) -> bool {
+    let choice = asked.or(picked);
+    match shape {
+        GateShape::PerHead | GateShape::Fixed => choice != Some(false),
+        GateShape::PerKey if dk == dv => {
+            choice.unwrap_or_else(|| gla_codegen::per_key_passes_default_at(dtype, dk, rows, sms))
+        }
+        _ => false,
+    }
+}
+
 impl Gla {
     /// Gradients of the chunkwise forward ([`Gla::forward`] with the same gate, inputs and options) for the output
     /// gradient `d_o` (`[B, T, H, d_v]`, the dtype of v). Per-value gates have no backward kernels yet (a typed
@@ -218,28 +244,20 @@ impl Gla {
         // columns), d_k = d_v: the dq pass's store leaves q ⊙ dq by key column, the dk pass's turns it into d log α_t
         // = Σ_{s≥t} (q ⊙ dq − k ⊙ dk)_s (reverse-summed in the store: the chunks come last to first) and the d logits
         // and d params of it (the gate's derivative at the store, the logits still in shared memory).
-        // (asked for, else as a tuning cache's pick chose, else the default)
-        let scalar = matches!(gate.shape(), GateShape::PerHead | GateShape::Fixed);
         let per_key = gate.shape() == GateShape::PerKey && dk == dv;
-        let want_passes = opts
-            .dq_dk_passes
-            .or(pick.as_ref().and_then(|pk| pk.dq_dk_passes));
         let passes = if dv_pass.is_some()
-            && ((scalar && want_passes != Some(false))
-                || (per_key
-                    && want_passes.unwrap_or_else(|| {
-                        // (by default where the passes' CTAs fill the GPU: they walk sequences whole, and with too
-                        // few the walks' segments won — `per_key_passes_default_at`)
-                        gla_codegen::per_key_passes_default_at(
-                            p.dtype,
-                            dk,
-                            n * h,
-                            gpu.info().sm_count,
-                        )
-                    })))
             && opts.initial_state.is_none()
             && opts.d_final_state.is_none()
-        {
+            && dq_dk_by_passes(
+                gate.shape(),
+                p.dtype,
+                dk,
+                dv,
+                opts.dq_dk_passes,
+                pick.as_ref().and_then(|pk| pk.dq_dk_passes),
+                n * h,
+                gpu.info().sm_count,
+            ) {
             // (d_k and d_v swapped: q ← dO)
             let pass = |ps| match opts.dq_dk_pass_tiles.filter(|_| per_key) {
                 Some(tiles) => {
@@ -457,5 +475,108 @@ impl Gla {
         )?;
         fp.spec = spec;
         self.run(&fp, q, k, v, logits, params, h0, out, None, row_sums)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dq_dk_passes_as_asked_else_as_picked_else_by_default() {
+        let bf = DType::BF16;
+        let pk = GateShape::PerKey;
+        // Per key, by default: where the passes' CTAs fill more than half the GPU (8×16 rows of 132 SMs: yes;
+        // 2×16: no), in bf16 at d = 64, 128.
+        assert!(dq_dk_by_passes(pk, bf, 128, 128, None, None, 128, 132));
+        assert!(dq_dk_by_passes(pk, bf, 64, 64, None, None, 128, 132));
+        assert!(!dq_dk_by_passes(pk, bf, 128, 128, None, None, 32, 132));
+        assert!(!dq_dk_by_passes(
+            pk,
+            DType::F16,
+            128,
+            128,
+            None,
+            None,
+            512,
+            132
+        ));
+        // A cache's pick over the default, the caller's ask over both.
+        assert!(dq_dk_by_passes(pk, bf, 128, 128, None, Some(true), 32, 132));
+        assert!(!dq_dk_by_passes(
+            pk,
+            bf,
+            128,
+            128,
+            None,
+            Some(false),
+            128,
+            132
+        ));
+        assert!(!dq_dk_by_passes(
+            pk,
+            bf,
+            128,
+            128,
+            Some(false),
+            Some(true),
+            128,
+            132
+        ));
+        assert!(dq_dk_by_passes(
+            pk,
+            bf,
+            128,
+            128,
+            Some(true),
+            Some(false),
+            32,
+            132
+        ));
+        // Per key with d_k ≠ d_v, per value: never.
+        assert!(!dq_dk_by_passes(
+            pk,
+            bf,
+            128,
+            64,
+            Some(true),
+            None,
+            128,
+            132
+        ));
+        assert!(!dq_dk_by_passes(
+            GateShape::PerValue,
+            bf,
+            128,
+            128,
+            Some(true),
+            None,
+            128,
+            132
+        ));
+        // Scalar gates: always, unless asked (or picked) not to.
+        for sh in [GateShape::PerHead, GateShape::Fixed] {
+            assert!(dq_dk_by_passes(sh, bf, 128, 128, None, None, 2, 132));
+            assert!(!dq_dk_by_passes(
+                sh,
+                bf,
+                128,
+                128,
+                Some(false),
+                None,
+                512,
+                132
+            ));
+            assert!(!dq_dk_by_passes(
+                sh,
+                bf,
+                128,
+                128,
+                None,
+                Some(false),
+                512,
+                132
+            ));
+        }
     }
 }
