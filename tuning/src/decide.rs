@@ -447,91 +447,90 @@ mod tests {
         let gate: &'static dyn Gate = &gla::gates::Gla;
         let chunks = BackwardSpec::for_problem(gate, DType::BF16, 128, 128).unwrap();
         let walks = chunks.with_form(BackwardForm::Walks).unwrap();
-        let ids = |c: Vec<BwdCandidate>| -> Vec<(String, Option<u32>, Option<bool>)> {
-            c.into_iter()
+        let (c, w) = (chunks.id(), walks.id());
+        // (sets, rows, chunks a sequence, dq / dk default) → (set, cut, dq / dk passes) in order, on 132 SMs
+        type Want = Vec<(String, Option<u32>, Option<bool>)>;
+        let cases: Vec<(Vec<BackwardSpec>, usize, usize, Option<bool>, Want)> = vec![
+            // 8 × 16 rows of 128 chunks: the walks fill the SMs whole.
+            (
+                vec![chunks, walks],
+                128,
+                128,
+                None,
+                vec![(c.clone(), None, None), (w.clone(), Some(0), None)],
+            ),
+            // 32 rows of 512 chunks: the heuristic's 103 chunks first (the default), then whole and 206.
+            (
+                vec![chunks, walks],
+                32,
+                512,
+                None,
+                vec![
+                    (c.clone(), None, None),
+                    (w.clone(), Some(103), None),
+                    (w.clone(), Some(0), None),
+                    (w.clone(), Some(206), None),
+                ],
+            ),
+            // A dq / dk choice, default passes, where the walks would cut: the passes, then the walks at k, 0, 2k.
+            (
+                vec![walks, chunks],
+                32,
+                512,
+                Some(true),
+                vec![
+                    (w.clone(), Some(103), Some(true)),
+                    (w.clone(), Some(103), Some(false)),
+                    (w.clone(), Some(0), Some(false)),
+                    (w.clone(), Some(206), Some(false)),
+                    (c.clone(), None, None),
+                ],
+            ),
+            // … default walks (too few CTAs for the passes): the cut walks, the passes, the walks whole and at 2k.
+            (
+                vec![walks],
+                32,
+                512,
+                Some(false),
+                vec![
+                    (w.clone(), Some(103), Some(false)),
+                    (w.clone(), Some(0), Some(true)),
+                    (w.clone(), Some(0), Some(false)),
+                    (w.clone(), Some(206), Some(false)),
+                ],
+            ),
+            // … where the walks walk whole: the default, then the other choice — a choice even with one set.
+            (
+                vec![walks],
+                128,
+                128,
+                Some(true),
+                vec![
+                    (w.clone(), Some(0), Some(true)),
+                    (w.clone(), Some(0), Some(false)),
+                ],
+            ),
+            (
+                vec![walks],
+                128,
+                128,
+                Some(false),
+                vec![
+                    (w.clone(), Some(0), Some(false)),
+                    (w.clone(), Some(0), Some(true)),
+                ],
+            ),
+            // One set and nothing to cut: nothing to choose.
+            (vec![chunks], 32, 512, None, vec![]),
+            (vec![walks], 128, 128, None, vec![]),
+        ];
+        for (sets, rows, n, passes, want) in cases {
+            let got: Want = backward_candidates(&sets, rows, n, 128, 132, passes)
+                .into_iter()
                 .map(|c| (c.spec.id(), c.cut, c.passes))
-                .collect()
-        };
-        // 8 × 16 rows of 128 chunks: the walks fill 132 SMs whole: chunks, walks.
-        assert_eq!(
-            ids(backward_candidates(
-                &[chunks, walks],
-                128,
-                128,
-                128,
-                132,
-                None
-            )),
-            vec![(chunks.id(), None, None), (walks.id(), Some(0), None)]
-        );
-        // 32 rows of 512 chunks: the heuristic's 103 chunks first (the default), then whole and 206.
-        assert_eq!(
-            ids(backward_candidates(
-                &[chunks, walks],
-                32,
-                512,
-                128,
-                132,
-                None
-            )),
-            vec![
-                (chunks.id(), None, None),
-                (walks.id(), Some(103), None),
-                (walks.id(), Some(0), None),
-                (walks.id(), Some(206), None)
-            ]
-        );
-        // With a dq / dk choice, default passes (their CTAs fill the GPU) where the walks would cut: the passes
-        // first, then the walks cut at k, whole and at 2k.
-        assert_eq!(
-            ids(backward_candidates(
-                &[walks, chunks],
-                32,
-                512,
-                128,
-                132,
-                Some(true)
-            )),
-            vec![
-                (walks.id(), Some(103), Some(true)),
-                (walks.id(), Some(103), Some(false)),
-                (walks.id(), Some(0), Some(false)),
-                (walks.id(), Some(206), Some(false)),
-                (chunks.id(), None, None),
-            ]
-        );
-        // … default walks (too few CTAs for the passes): the cut walks, the passes, the walks whole and at 2k.
-        assert_eq!(
-            ids(backward_candidates(
-                &[walks],
-                32,
-                512,
-                128,
-                132,
-                Some(false)
-            )),
-            vec![
-                (walks.id(), Some(103), Some(false)),
-                (walks.id(), Some(0), Some(true)),
-                (walks.id(), Some(0), Some(false)),
-                (walks.id(), Some(206), Some(false)),
-            ]
-        );
-        // … where the walks walk whole: the default, then the other choice.
-        assert_eq!(
-            ids(backward_candidates(
-                &[walks],
-                128,
-                128,
-                128,
-                132,
-                Some(true)
-            )),
-            vec![
-                (walks.id(), Some(0), Some(true)),
-                (walks.id(), Some(0), Some(false))
-            ]
-        );
+                .collect();
+            assert_eq!(got, want, "{rows} rows of {n} chunks, passes {passes:?}");
+        }
         // The first candidate is what `Gla::backward` runs with no choice made: the heuristic's cut, and the passes
         // where `per_key_passes_default_at` takes them (given by the caller).
         for (rows, n) in [(32, 512), (128, 128), (512, 32)] {
@@ -544,59 +543,17 @@ mod tests {
             assert_eq!(first.passes, Some(def));
         }
         // The default passes' rule: more than half the SMs' worth of CTAs (a row's value tiles: one at d = 64, 128).
-        assert!(!gla_codegen::per_key_passes_default_at(
-            DType::BF16,
-            128,
-            32,
-            132
-        ));
-        assert!(!gla_codegen::per_key_passes_default_at(
-            DType::BF16,
-            64,
-            66,
-            132
-        ));
-        assert!(gla_codegen::per_key_passes_default_at(
-            DType::BF16,
-            64,
-            67,
-            132
-        ));
-        assert!(gla_codegen::per_key_passes_default_at(
-            DType::BF16,
-            128,
-            128,
-            132
-        ));
-        assert!(!gla_codegen::per_key_passes_default_at(
-            DType::F16,
-            128,
-            512,
-            132
-        ));
-        assert!(!gla_codegen::per_key_passes_default_at(
-            DType::BF16,
-            256,
-            512,
-            132
-        ));
-        // One set and nothing to cut: nothing to choose — but a dq / dk choice is one.
-        assert!(backward_candidates(&[chunks], 32, 512, 128, 132, None).is_empty());
-        assert!(backward_candidates(&[walks], 128, 128, 128, 132, None).is_empty());
-        assert_eq!(
-            ids(backward_candidates(
-                &[walks],
-                128,
-                128,
-                128,
-                132,
-                Some(false)
-            )),
-            vec![
-                (walks.id(), Some(0), Some(false)),
-                (walks.id(), Some(0), Some(true))
-            ]
-        );
+        for (dt, d, rows, want) in [
+            (DType::BF16, 128, 32, false),
+            (DType::BF16, 64, 66, false),
+            (DType::BF16, 64, 67, true),
+            (DType::BF16, 128, 128, true),
+            (DType::F16, 128, 512, false),
+            (DType::BF16, 256, 512, false),
+        ] {
+            let got = gla_codegen::per_key_passes_default_at(dt, d, rows, 132);
+            assert_eq!(got, want, "{dt} d = {d}, {rows} rows");
+        }
         // Which keys choose: per-key gates where the passes have kernels.
         assert!(dq_dk_passes_choice(gate, DType::BF16, 128));
         assert!(dq_dk_passes_choice(gate, DType::BF16, 64));
