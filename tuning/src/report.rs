@@ -2,7 +2,7 @@
 //! chosen (timed on which GPU, or untimed), its time, the default variant's and the gain over the default.
 
 use crate::decide::gain;
-use gla_runtime::cache::TuningCache;
+use gla_runtime::cache::{Entry, TuningCache};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -54,8 +54,9 @@ pub fn markdown(cache: &TuningCache) -> String {
         };
         let _ = writeln!(
             md,
-            "| {} | {r} × {t} | `{}` | {chosen} | {ms} | {def} | {g} |",
-            e.key, e.variant
+            "| {} | {r} × {t} | {} | {chosen} | {ms} | {def} | {g} |",
+            e.key,
+            variant_cell(e)
         );
     }
     let best = gains.iter().copied().fold(f64::NAN, f64::max);
@@ -75,6 +76,25 @@ pub fn markdown(cache: &TuningCache) -> String {
     md
 }
 
+/// The variant's id and, for a backward entry, the choices its record makes: the walks' segments, dq / dk as passes or
+/// walks (where the tuner chose; else the runtime decides at the call).
+fn variant_cell(e: &Entry) -> String {
+    let mut cell = format!("`{}`", e.variant);
+    if let Some(b) = &e.backward {
+        match b.seg_chunks {
+            Some(0) => cell.push_str(", whole sequences"),
+            Some(k) => cell.push_str(&format!(", segments of {k} chunks")),
+            None => {}
+        }
+        match b.dq_dk_passes {
+            Some(true) => cell.push_str(", dq / dk passes"),
+            Some(false) => cell.push_str(", dq / dk walks"),
+            None => {}
+        }
+    }
+    cell
+}
+
 /// Read the cache in `dir` and write its report beside the index. Returns the report's path and text.
 pub fn write(dir: &Path) -> Result<(PathBuf, String), String> {
     let cache = TuningCache::open(dir).map_err(|e| e.to_string())?;
@@ -88,9 +108,10 @@ pub fn write(dir: &Path) -> Result<(PathBuf, String), String> {
 mod tests {
     use super::*;
     use gla_codegen::fixtures::PER_KEY;
+    use gla_codegen::{BackwardForm, BackwardRecord, BackwardSpec};
     use gla_codegen::{KernelSpec, SpecRecord};
     use gla_core::DType;
-    use gla_runtime::cache::{Bucket, CacheKey, Entry, GpuFacts, Timing, Validators};
+    use gla_runtime::cache::{Bucket, CacheKey, GpuFacts, Timing, Validators};
 
     fn entry(bucket: Bucket, timing: Option<Timing>) -> Entry {
         let s = KernelSpec::default_for(&PER_KEY, DType::BF16, 128, 128).unwrap();
@@ -135,6 +156,21 @@ mod tests {
             entry(Bucket::of(128, 4096), Some(tm)),
             b"\x7fELF b".to_vec(),
         );
+        // (a backward entry: its record's choices beside the kernel set)
+        let walks = BackwardSpec::for_problem(&PER_KEY, DType::BF16, 128, 128)
+            .unwrap()
+            .with_form(BackwardForm::Walks)
+            .unwrap();
+        c.insert(
+            Entry {
+                key: CacheKey::backward(&PER_KEY, DType::BF16, 128, 128),
+                variant: walks.id(),
+                spec: None,
+                backward: Some(BackwardRecord::of(&walks, Some(57), Some(false))),
+                ..entry(Bucket::of(32, 16384), None)
+            },
+            b"\x7fELF c".to_vec(),
+        );
         c.save().unwrap();
         let (path, md) = write(&dir).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), md);
@@ -153,7 +189,14 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("2 entries, 1 timed; gain over the default up to 1.20×"),
+            md.contains(&format!(
+                "| `{}`, segments of 57 chunks, dq / dk walks |",
+                walks.id()
+            )),
+            "{md}"
+        );
+        assert!(
+            md.contains("3 entries, 1 timed; gain over the default up to 1.20×"),
             "{md}"
         );
         // A directory that is no cache: an error naming it, no file written.

@@ -484,99 +484,62 @@ mod tests {
 
     #[test]
     fn dq_dk_passes_as_asked_else_as_picked_else_by_default() {
-        let bf = DType::BF16;
-        let pk = GateShape::PerKey;
-        // Per key, by default: where the passes' CTAs fill more than half the GPU (8×16 rows of 132 SMs: yes;
-        // 2×16: no), in bf16 at d = 64, 128.
-        assert!(dq_dk_by_passes(pk, bf, 128, 128, None, None, 128, 132));
-        assert!(dq_dk_by_passes(pk, bf, 64, 64, None, None, 128, 132));
-        assert!(!dq_dk_by_passes(pk, bf, 128, 128, None, None, 32, 132));
-        assert!(!dq_dk_by_passes(
-            pk,
-            DType::F16,
-            128,
-            128,
-            None,
-            None,
-            512,
-            132
-        ));
-        // A cache's pick over the default, the caller's ask over both.
-        assert!(dq_dk_by_passes(pk, bf, 128, 128, None, Some(true), 32, 132));
-        assert!(!dq_dk_by_passes(
-            pk,
-            bf,
-            128,
-            128,
-            None,
-            Some(false),
-            128,
-            132
-        ));
-        assert!(!dq_dk_by_passes(
-            pk,
-            bf,
-            128,
-            128,
-            Some(false),
-            Some(true),
-            128,
-            132
-        ));
-        assert!(dq_dk_by_passes(
-            pk,
-            bf,
-            128,
-            128,
-            Some(true),
-            Some(false),
-            32,
-            132
-        ));
-        // Per key with d_k ≠ d_v, per value: never.
-        assert!(!dq_dk_by_passes(
-            pk,
-            bf,
-            128,
-            64,
-            Some(true),
-            None,
-            128,
-            132
-        ));
-        assert!(!dq_dk_by_passes(
-            GateShape::PerValue,
-            bf,
-            128,
-            128,
-            Some(true),
-            None,
-            128,
-            132
-        ));
-        // Scalar gates: always, unless asked (or picked) not to.
-        for sh in [GateShape::PerHead, GateShape::Fixed] {
-            assert!(dq_dk_by_passes(sh, bf, 128, 128, None, None, 2, 132));
-            assert!(!dq_dk_by_passes(
-                sh,
+        let (bf, f16, pk) = (DType::BF16, DType::F16, GateShape::PerKey);
+        // (shape, dtype, d_k, d_v, asked, picked, rows, want) on 132 SMs
+        let cases = [
+            // Per key, by default: bf16 at d = 64, 128 where the passes' CTAs fill more than half the GPU (8×16
+            // rows: yes; 2×16: no).
+            (pk, bf, 128, 128, None, None, 128, true),
+            (pk, bf, 64, 64, None, None, 128, true),
+            (pk, bf, 128, 128, None, None, 32, false),
+            (pk, f16, 128, 128, None, None, 512, false),
+            // A cache's pick over the default, the caller's ask over both.
+            (pk, bf, 128, 128, None, Some(true), 32, true),
+            (pk, bf, 128, 128, None, Some(false), 128, false),
+            (pk, bf, 128, 128, Some(false), Some(true), 128, false),
+            (pk, bf, 128, 128, Some(true), Some(false), 32, true),
+            // Per key with d_k ≠ d_v, per value: never.
+            (pk, bf, 128, 64, Some(true), None, 128, false),
+            (
+                GateShape::PerValue,
+                bf,
+                128,
+                128,
+                Some(true),
+                None,
+                128,
+                false,
+            ),
+            // Scalar gates: always, unless asked (or picked) not to.
+            (GateShape::PerHead, bf, 128, 128, None, None, 2, true),
+            (GateShape::Fixed, bf, 128, 128, None, None, 2, true),
+            (
+                GateShape::PerHead,
                 bf,
                 128,
                 128,
                 Some(false),
                 None,
                 512,
-                132
-            ));
-            assert!(!dq_dk_by_passes(
-                sh,
+                false,
+            ),
+            (
+                GateShape::Fixed,
                 bf,
                 128,
                 128,
                 None,
                 Some(false),
                 512,
-                132
-            ));
+                false,
+            ),
+        ];
+        for (shape, dt, dk, dv, asked, picked, rows, want) in cases {
+            let got = dq_dk_by_passes(shape, dt, dk, dv, asked, picked, rows, 132);
+            assert_eq!(
+                got, want,
+                "{shape:?} {dt} {dk}×{dv} asked {asked:?} picked {picked:?} {rows} rows"
+            );
         }
     }
 }
