@@ -164,8 +164,9 @@ impl Features {
             Family::WarpSpecialised
         };
         let two = two_tma_groups(spec);
-        let slot_per_group =
-            t.specialised() && t.producer_groups > 1 && smem.stages % t.producer_groups == 0;
+        let slot_per_group = t.specialised()
+            && t.producer_groups > 1
+            && smem.stages.is_multiple_of(t.producer_groups);
         let mid = mid_issue(spec);
         let issue = if !t.specialised() {
             Issue::None
@@ -761,8 +762,8 @@ fn tma(spec: &KernelSpec) -> bool {
     (wg_scores(spec) || scalar_fit)
         && t.specialised()
         && !spec.materialize
-        && spec.dk % 64 == 0
-        && t.block_v % 64 == 0
+        && spec.dk.is_multiple_of(64)
+        && t.block_v.is_multiple_of(64)
 }
 
 /// Whether the dq / dk passes' decayed operands and state copy are hi + lo halves ([`Features::split_operands`]).

@@ -127,7 +127,7 @@ impl KernelSpec {
         // partial outputs over DSMEM (8×4096×8×256: GLA 0.624 ms vs 0.813 for the key split through
         // global memory, which was 0.811 vs 1.572 for the best d = 256 kernel; Mamba-2 0.489 vs 0.634).
         // Per key 4 producer warps in one group, scalar gates 4 in two.
-        if ws && kd == 256 && vd >= 128 && dk % 2 == 0 {
+        if ws && kd == 256 && vd >= 128 && dk.is_multiple_of(2) {
             let groups = if per_key { 1 } else { 2 };
             let tiles = Tiles {
                 block_v: 128,
@@ -145,7 +145,7 @@ impl KernelSpec {
         }
         // d_k = 512: four 128-column key slices on the same d = 128 wgmma kernel, their f32 partial outputs summed
         // by gla_fwd_ksum (a 4-CTA cluster exchange is not built).
-        if ws && kd == 512 && vd >= 128 && dk % 4 == 0 {
+        if ws && kd == 512 && vd >= 128 && dk.is_multiple_of(4) {
             let groups = if per_key { 1 } else { 2 };
             let tiles = Tiles {
                 block_v: 128,
@@ -166,7 +166,7 @@ impl KernelSpec {
         // holds a 512-wide key tile (a plain C 32 kernel needs 432 KB of shared memory in f32).
         if kd == 512 {
             for (ks, kdim) in [(4u32, 128u32), (2, 256)] {
-                if dk % ks as usize != 0 || dk / ks as usize > kdim as usize {
+                if !dk.is_multiple_of(ks as usize) || dk / ks as usize > kdim as usize {
                     continue;
                 }
                 for (chunk, bv, warps) in plain_prefs(per_key, kdim) {
@@ -231,7 +231,7 @@ impl KernelSpec {
                 self.chunk
             ));
         }
-        if ![16, 32].contains(&self.sub_chunk) || self.chunk % self.sub_chunk != 0 {
+        if ![16, 32].contains(&self.sub_chunk) || !self.chunk.is_multiple_of(self.sub_chunk) {
             return bad(format!(
                 "sub-chunk c must be 16 or 32 and divide C = {}, got {}",
                 self.chunk, self.sub_chunk
@@ -274,7 +274,7 @@ impl KernelSpec {
                 ));
             }
             if ![1, 2].contains(&self.tiles.producer_groups)
-                || (p / self.tiles.producer_groups) % 2 != 0
+                || !(p / self.tiles.producer_groups).is_multiple_of(2)
             {
                 return bad(format!(
                     "producer_groups must be 1 or 2 and leave an even number of warps in each group, got {} for {p} producer warps",

@@ -902,7 +902,7 @@ impl<'a> Bound<'a> {
             || h == 0
             || dk > spec.dk as usize
             || dv > spec.dv as usize
-            || h % ks != 0
+            || !h.is_multiple_of(ks)
         {
             return Err(GlaError::invalid(
                 "dims",

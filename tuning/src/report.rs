@@ -12,7 +12,7 @@ pub const REPORT_FILE: &str = "report.md";
 /// The Markdown report of `cache`: one table, rows sorted by key then bucket, and a summary line.
 pub fn markdown(cache: &TuningCache) -> String {
     let mut rows: Vec<_> = cache.entries().iter().collect();
-    rows.sort_by(|a, b| (a.key.to_string(), a.bucket).cmp(&(b.key.to_string(), b.bucket)));
+    rows.sort_by_key(|a| (a.key.to_string(), a.bucket));
     let mut md = String::new();
     let _ = writeln!(md, "# Tuning cache `{}`\n", cache.dir().display());
     let _ = writeln!(
