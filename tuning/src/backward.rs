@@ -128,7 +128,9 @@ fn check(
     } else {
         vec![(None, false)]
     };
-    if passes && spec.form == BackwardForm::Walks {
+    // (the passes run beside the walk form only: its sets alone need their reference)
+    let passes = passes && spec.form == BackwardForm::Walks;
+    if passes {
         runs.push((Some(0), true));
     }
     let tol = decide::backward_tolerance(dtype);
@@ -255,20 +257,13 @@ fn time_target(
         }
         Ok(())
     };
-    let score = |s: &Vec<Vec<f64>>, failed: bool| {
-        if failed {
-            f64::INFINITY
-        } else {
-            decide::worst_case(&s.iter().map(|s| decide::median(s)).collect::<Vec<_>>())
-        }
-    };
     let finals = screen_then_time(
         &mut samples,
         &mut failed,
         Some(0),
         decide::DROP_RATIO,
         &mut measure,
-        score,
+        |s: &Vec<Vec<f64>>, failed| decide::score(s, failed),
     )?;
     let default_ms = Some(finals[0]).filter(|m| m.is_finite());
     Ok(decide::winner(&finals).map(|w| (w, finals[w], default_ms)))

@@ -251,6 +251,15 @@ pub fn worst_case(times_ms: &[f64]) -> f64 {
     times_ms.iter().copied().fold(f64::NEG_INFINITY, f64::max)
 }
 
+/// A candidate's score from its runs at each strength (`samples[strength]`): the worst of their medians; +∞ for a
+/// failed candidate or a strength without runs ([`worst_case`]). The forward's and the backward's searches alike.
+pub fn score(samples: &[Vec<f64>], failed: bool) -> f64 {
+    if failed {
+        return f64::INFINITY;
+    }
+    worst_case(&samples.iter().map(|s| median(s)).collect::<Vec<_>>())
+}
+
 /// The early elimination rule: which candidates keep being timed after the screening runs. A candidate survives
 /// iff its (worst-case) screening time is finite and at most `ratio` × the best one. `keep` (the default variant,
 /// whose time is reported as the baseline) is timed fully whatever its screening time, as long as it is finite.
@@ -339,6 +348,10 @@ mod tests {
         assert_eq!(worst_case(&[0.3]), 0.3);
         assert_eq!(worst_case(&[0.2, f64::NAN]), f64::INFINITY);
         assert_eq!(worst_case(&[]), f64::INFINITY);
+        // (a score: the worst strength's median; failed or unrun: never a winner)
+        assert_eq!(score(&[vec![0.2, 0.3, 0.1], vec![0.5, 0.4]], false), 0.45);
+        assert_eq!(score(&[vec![0.2]], true), f64::INFINITY);
+        assert_eq!(score(&[vec![0.2], vec![]], false), f64::INFINITY);
         // A candidate fast at weak decays but slow at strong ones loses to a steady one.
         let fast_weak = worst_case(&[0.20, 0.90]);
         let steady = worst_case(&[0.30, 0.35]);

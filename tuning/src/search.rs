@@ -473,25 +473,13 @@ pub(crate) fn time_candidates(
         }
         Ok(())
     };
-    let score = |samples: &Vec<Vec<f64>>, failed: bool| -> f64 {
-        if failed {
-            f64::INFINITY
-        } else {
-            decide::worst_case(
-                &samples
-                    .iter()
-                    .map(|s| decide::median(s))
-                    .collect::<Vec<_>>(),
-            )
-        }
-    };
     screen_then_time(
         &mut samples,
         &mut failed,
         default,
         ratio,
         &mut measure,
-        score,
+        |s: &Vec<Vec<f64>>, failed| decide::score(s, failed),
     )
 }
 

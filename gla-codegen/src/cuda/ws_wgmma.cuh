@@ -350,26 +350,16 @@ __device__ __forceinline__ void rows_issue(const FwdArgs& a, const Seq& sq, int 
 // warpgroup's barrier — its wgmma groups read every thread's rows. Γ, Γ_L: the producers' (s.G, s.GL).
 __device__ __forceinline__ void wg_scale_values(const Tiles& s, int b) {
     const int wg = wg_index(), tid = threadIdx.x & 127;
-    elem_t* v = s.v(b);
     static_assert(C * 8 % 128 == 0, "whole vectors a thread");
 #pragma unroll
     for (int idx = tid; idx < C * 8; idx += 128) {
-        const int r = idx >> 3, e = 64 * wg + 8 * (idx & 7), o = VO(r, e);
-        Vec16 in;
-        in.u = *reinterpret_cast<const uint4*>(v + o);
-        const float4 ga = *reinterpret_cast<const float4*>(s.G + r * LDG + e), gb = *reinterpret_cast<const float4*>(s.G + r * LDG + e + 4);
-        const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-        float x[8];
-        if constexpr (GLA_REVERSE) {
-#pragma unroll
-            for (int c = 0; c < 8; ++c) x[c] = gr[c];
-        } else {
+        const int r = idx >> 3, e = 64 * wg + 8 * (idx & 7);
+        float gl[8] = {};
+        if constexpr (!GLA_REVERSE) {
             const float4 la = *reinterpret_cast<const float4*>(s.GL + e), lb = *reinterpret_cast<const float4*>(s.GL + e + 4);
-            const float gl[8] = {la.x, la.y, la.z, la.w, lb.x, lb.y, lb.z, lb.w};
-#pragma unroll
-            for (int c = 0; c < 8; ++c) x[c] = gl[c] - gr[c];
+            gl[0] = la.x; gl[1] = la.y; gl[2] = la.z; gl[3] = la.w; gl[4] = lb.x; gl[5] = lb.y; gl[6] = lb.z; gl[7] = lb.w;
         }
-        scale_store8(in, x, v + o, s.v_lo(b) + o);
+        scale_value8(s, b, r, e, gl);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // V̂, to the warpgroup's tensor cores
     asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");

@@ -1344,6 +1344,22 @@ __device__ __forceinline__ void scale_store8(const Vec16& in, const float (&x)[8
 #endif
 }
 
+// One 16-byte vector of value_operands' V̂: row r, columns e .. e + 7 of slot b's V scaled in place by 2^(Γ_L − Γ)
+// (GLA_REVERSE: Ṽ, by 2^Γ), Γ from s.G, `gl` = Γ_L of those columns; the producers (value gates' forward) and the
+// passes' consumers (wg_scale_values) alike.
+__device__ __forceinline__ void scale_value8(const Tiles& s, int b, int r, int e, const float (&gl)[8]) {
+    elem_t* v = s.v(b);
+    const int o = VO(r, e);
+    Vec16 in;
+    in.u = *reinterpret_cast<const uint4*>(v + o);
+    const float4 ga = *reinterpret_cast<const float4*>(s.G + r * LDG + e), gb = *reinterpret_cast<const float4*>(s.G + r * LDG + e + 4);
+    const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
+    float x[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) x[c] = GLA_REVERSE ? gr[c] : gl[c] - gr[c];
+    scale_store8(in, x, v + o, s.v_lo(b) + o);
+}
+
 struct SwzAt {  // a swizzled tile seen from (dr, dc): rows and columns of a 16-multiple block
     const elem_t* p;
     int dr, dc;
@@ -1635,24 +1651,13 @@ __device__ __forceinline__ void value_operands(const FwdArgs& a, const Tiles& s,
     if constexpr (GLA_ROW_SUMS) return;                  // (the passes: the consumers scale V — wg_scale_values)
     // (Γ and Γ_L read back from shared memory — visible since the vote — rather than kept live across P's loop,
     // whose running products need the registers)
-    elem_t* v = s.v(b);
     float glr[8];
     {
         const float4 l0 = *reinterpret_cast<const float4*>(s.GL + c0), l1 = *reinterpret_cast<const float4*>(s.GL + c0 + 4);
         glr[0] = l0.x; glr[1] = l0.y; glr[2] = l0.z; glr[3] = l0.w; glr[4] = l1.x; glr[5] = l1.y; glr[6] = l1.z; glr[7] = l1.w;
     }
 #pragma unroll
-    for (int r = 0; r < SR; ++r) {  // V̂ = V ⊙ 2^(Γ_L − Γ)   (GLA_REVERSE: Ṽ = V ⊙ 2^Γ)
-        const int o = VO(r0 + r, c0);
-        Vec16 in;
-        in.u = *reinterpret_cast<const uint4*>(v + o);
-        const float4 ga = *reinterpret_cast<const float4*>(s.G + (r0 + r) * LDG + c0), gb = *reinterpret_cast<const float4*>(s.G + (r0 + r) * LDG + c0 + 4);
-        const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-        float x[8];
-#pragma unroll
-        for (int c = 0; c < 8; ++c) x[c] = GLA_REVERSE ? gr[c] : glr[c] - gr[c];
-        scale_store8(in, x, v + o, s.v_lo(b) + o);
-    }
+    for (int r = 0; r < SR; ++r) scale_value8(s, b, r0 + r, c0, glr);  // V̂ = V ⊙ 2^(Γ_L − Γ)   (GLA_REVERSE: Ṽ = V ⊙ 2^Γ)
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // V̂, to the consumers' tensor cores
 }
 // The consumers' view of the chunk in slot s: whether value_operands found it mild.
@@ -2990,26 +2995,16 @@ __device__ __forceinline__ void rows_issue(const FwdArgs& a, const Seq& sq, int 
 // warpgroup's barrier — its wgmma groups read every thread's rows. Γ, Γ_L: the producers' (s.G, s.GL).
 __device__ __forceinline__ void wg_scale_values(const Tiles& s, int b) {
     const int wg = wg_index(), tid = threadIdx.x & 127;
-    elem_t* v = s.v(b);
     static_assert(C * 8 % 128 == 0, "whole vectors a thread");
 #pragma unroll
     for (int idx = tid; idx < C * 8; idx += 128) {
-        const int r = idx >> 3, e = 64 * wg + 8 * (idx & 7), o = VO(r, e);
-        Vec16 in;
-        in.u = *reinterpret_cast<const uint4*>(v + o);
-        const float4 ga = *reinterpret_cast<const float4*>(s.G + r * LDG + e), gb = *reinterpret_cast<const float4*>(s.G + r * LDG + e + 4);
-        const float gr[8] = {ga.x, ga.y, ga.z, ga.w, gb.x, gb.y, gb.z, gb.w};
-        float x[8];
-        if constexpr (GLA_REVERSE) {
-#pragma unroll
-            for (int c = 0; c < 8; ++c) x[c] = gr[c];
-        } else {
+        const int r = idx >> 3, e = 64 * wg + 8 * (idx & 7);
+        float gl[8] = {};
+        if constexpr (!GLA_REVERSE) {
             const float4 la = *reinterpret_cast<const float4*>(s.GL + e), lb = *reinterpret_cast<const float4*>(s.GL + e + 4);
-            const float gl[8] = {la.x, la.y, la.z, la.w, lb.x, lb.y, lb.z, lb.w};
-#pragma unroll
-            for (int c = 0; c < 8; ++c) x[c] = gl[c] - gr[c];
+            gl[0] = la.x; gl[1] = la.y; gl[2] = la.z; gl[3] = la.w; gl[4] = lb.x; gl[5] = lb.y; gl[6] = lb.z; gl[7] = lb.w;
         }
-        scale_store8(in, x, v + o, s.v_lo(b) + o);
+        scale_value8(s, b, r, e, gl);
     }
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // V̂, to the warpgroup's tensor cores
     asm volatile("bar.sync %0, 128;\n" ::"r"(BAR_WG + wg) : "memory");
