@@ -166,13 +166,14 @@ pub const NEGLIGIBLE: f32 = 64.0;
 
 /// `gate_floored(x, p)` (log α below the floor, from the gate in namespace `fast`) and `gate_grads(x, p, dp)`: d log α
 /// / dx returned and d log α / d params into dp (from the gate in namespace `ieee`), both 0 below the floor — the gate
-/// evaluated once for the check. The backward's kernels and a per-key gate's dk pass (its store's d logits).
+/// evaluated once for the check, the derivatives always, then selected (no branch: a caller's elements interleave).
+/// The backward's kernels and a per-key gate's dk pass (its store's d logits).
 pub(crate) fn write_gate_grads(w: &mut String, gate: &dyn Gate, fast: &str, ieee: &str) {
     let id = gate.cuda_ident();
     let _ = writeln!(w, "__device__ __forceinline__ bool gate_floored(float x, const float* p) {{ return {fast}{id}(x, p) < LOG_ALPHA_FLOOR; }}");
     let _ = writeln!(
         w,
-        "__device__ __forceinline__ float gate_grads(float x, const float* p, float* dp) {{ if (gate_floored(x, p)) {{ for (int i = 0; i < {np}; ++i) dp[i] = 0.f; return 0.f; }} {ieee}{id}_dp(x, p, dp); return {ieee}{id}_dx(x, p); }}",
+        "__device__ __forceinline__ float gate_grads(float x, const float* p, float* dp) {{ const bool fl = gate_floored(x, p); {ieee}{id}_dp(x, p, dp); for (int i = 0; i < {np}; ++i) dp[i] = fl ? 0.f : dp[i]; const float dx = {ieee}{id}_dx(x, p); return fl ? 0.f : dx; }}",
         np = gate.params().len()
     );
 }

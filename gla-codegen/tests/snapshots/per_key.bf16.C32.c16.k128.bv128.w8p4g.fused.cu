@@ -3122,14 +3122,24 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
             if (a.dg) {
                 const float* p = a.params ? a.params + (i64)vhead(sq) * NPARAM : nullptr;
                 const elem_t* xs = s.x(j % STAGES);  // (the raw logits [C][LDV], as gate_cumsum read them)
-                float dp[NPARAM > 0 ? NPARAM : 1];
+                // Branch-free, element by element: an element outside the sequence or d_v takes logit 0 (its slot
+                // entry may be anything) and weight 0, and only its store is skipped — no control flow around an
+                // element, so the elements' gate derivatives (MUFU chains) interleave rather than run one by one.
+                float dg[C / 2];
 #pragma unroll
                 for (int i = 0; i < C / 2; ++i) {
                     const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
-                    if (i0 + tok >= sq.len || col >= a.dv) continue;
-                    const float dx = gate_grads(to_f32(xs[tok * LDV + col - sq.v0]), p, dp);
-                    a.dg[((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = to_elem(ev[i] * dx);
-                    for (int u = 0; u < NPARAM; ++u) acc.dp[u] = fmaf(ev[i], dp[u], acc.dp[u]);
+                    const bool ok = i0 + tok < sq.len && col < a.dv;
+                    const float e = ok ? ev[i] : 0.f;
+                    float dp[NPARAM > 0 ? NPARAM : 1];
+                    dg[i] = e * gate_grads(ok ? to_f32(xs[tok * LDV + col - sq.v0]) : 0.f, p, dp);
+#pragma unroll
+                    for (int u = 0; u < NPARAM; ++u) acc.dp[u] = fmaf(e, dp[u], acc.dp[u]);
+                }
+#pragma unroll
+                for (int i = 0; i < C / 2; ++i) {
+                    const int col = r + 8 * ((i >> 1) & 1), tok = 8 * (i >> 2) + 2 * t + (i & 1);
+                    if (i0 + tok < sq.len && col < a.dv) a.dg[((sq.bos + i0 + tok) * nvh(a) + vhead(sq)) * (i64)a.dv + col] = to_elem(dg[i]);
                 }
             }
         }
