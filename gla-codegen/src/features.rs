@@ -270,7 +270,10 @@ fn register_split(spec: &KernelSpec) -> RegisterSplit {
         if t.ctas_per_sm > 1 {
             120
         } else if spec.shape() == GateShape::PerValue {
-            168
+            std::env::var("GLA_XREG")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(184)
         } else {
             184
         }

@@ -109,6 +109,11 @@ pub struct KernelResources {
     pub static_smem_bytes: u32,
     /// Stack per thread: the entry's frame, or the cumulative stack size (with non-inlined callees) if larger.
     pub stack_bytes: u32,
+    /// ptxas serialised the kernel's wgmma instructions (`(C7512) Potential Performance Loss: wgmma.mma_async
+    /// instructions are serialized due to ...`): each waits for the one before, so a warpgroup's asynchronous
+    /// groups run one product at a time. (Absent in caches written before it was reported: false.)
+    #[serde(default)]
+    pub wgmma_serialized: bool,
 }
 
 impl KernelResources {
@@ -116,6 +121,15 @@ impl KernelResources {
     pub fn spills(&self) -> bool {
         self.spill_stores_bytes > 0 || self.spill_loads_bytes > 0
     }
+}
+
+/// The functions that a ptxas report says had their wgmma serialised: `... wgmma.mma_async instructions are
+/// serialized due to <reason> for the function 'NAME'` (message C7512; it comes before the function's block).
+fn wgmma_serialized_functions(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("wgmma.mma_async instructions are serialized"))
+        .filter_map(|l| after(l, "for the function '").and_then(|r| r.split('\'').next()))
+        .collect()
 }
 
 /// A compiled program.
@@ -303,8 +317,9 @@ pub fn is_elf(bytes: &[u8]) -> bool {
 ///
 /// A block starts at `Compiling entry function 'NAME'` (or `Function properties for NAME` when a log has no such
 /// line); `N bytes stack frame, N bytes spill stores, N bytes spill loads` and
-/// `Used N registers, ..., N bytes smem, ...` fill it in. Device functions' property blocks (non-entry functions
-/// that were not inlined) are attributed to no kernel. Unknown lines are ignored.
+/// `Used N registers, ..., N bytes smem, ...` fill it in; a C7512 line naming the kernel sets
+/// [`KernelResources::wgmma_serialized`]. Device functions' property blocks (non-entry functions that were not
+/// inlined) are attributed to no kernel. Unknown lines are ignored.
 pub fn parse_ptxas_report(log: &str) -> Vec<KernelResources> {
     let mut out: Vec<KernelResources> = Vec::new();
     // Index into `out` of the kernel the next lines describe; None inside a non-entry function's block.
@@ -341,6 +356,10 @@ pub fn parse_ptxas_report(log: &str) -> Vec<KernelResources> {
                 }
             }
         }
+    }
+    let serialized = wgmma_serialized_functions(log);
+    for r in &mut out {
+        r.wgmma_serialized = serialized.contains(&r.name.as_str());
     }
     out
 }

@@ -1,7 +1,8 @@
 //! `autotune --plan`: compile EVERY variant of `all_variants` for the selected gates with NVRTC in parallel (no GPU),
 //! print a resource table (variant, kernel, registers, shared memory, spills, compile ms) and fail if any variant
-//! fails to compile, spills registers (`gla_codegen::spills_acceptable`: no kernel may) or needs more than
-//! [`MAX_SMEM`] bytes of shared memory. CI runs it.
+//! fails to compile, spills registers (`gla_codegen::spills_acceptable`: no kernel may), has its wgmma serialised by
+//! ptxas (C7512: each asynchronous product waits for the one before) or needs more than [`MAX_SMEM`] bytes of shared
+//! memory. CI runs it.
 
 use crate::args::Options;
 use gla_codegen::{all_variants, dq_dk_pass_variants, dv_pass_variants, generate, KernelSpec};
@@ -52,15 +53,16 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
             .iter()
             .map(|k| {
                 let r = c.resources.iter().find(|r| r.name == k.name);
-                let (registers, spills, static_smem) = r
+                let (registers, spills, static_smem, serialized) = r
                     .map(|r| {
                         (
                             r.registers,
                             r.spill_stores_bytes + r.spill_loads_bytes,
                             r.static_smem_bytes,
+                            r.wgmma_serialized,
                         )
                     })
-                    .unwrap_or((0, 0, 0));
+                    .unwrap_or((0, 0, 0, false));
                 let smem = k.smem_bytes + static_smem;
                 let problem = if r.is_none() {
                     Some(format!("ptxas reported nothing for kernel {}", k.name))
@@ -68,6 +70,8 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
                     Some(format!("{spills} B of register spills"))
                 } else if smem > MAX_SMEM {
                     Some(format!("{smem} B shared memory > {MAX_SMEM}"))
+                } else if serialized {
+                    Some("wgmma serialised by ptxas (C7512: too few registers for the asynchronous groups)".into())
                 } else {
                     None
                 };

@@ -229,13 +229,13 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
 #endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
-#if GLA_ROW_SUMS && GLA_VALUE_ROWS
-            gate_prefetch(smem, gacc);                       // (… read while the wgmma groups run)
-#endif
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
+#endif
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            gate_prefetch(smem, gacc);                       // (… read while the state group runs)
 #endif
             auto release = [&] {
                 wg_wait<0>();                                // the state group is done: slot b is read

@@ -372,7 +372,12 @@ struct Swz {
 //   B_KN = true:  B row-major [k][n], read with ldmatrix.trans;   false: B stored n-major [n][k].
 template <int MI, int NI, bool A_T, bool B_KN, int K, class LA, class LB>
 __device__ __forceinline__ void warp_mma(float (&acc)[MI][NI][4], const LA A, int r0, const LB B, int c0, int kend) {
-    const int lane = threadIdx.x & 31;
+    int lane = threadIdx.x & 31;
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+    // (a per-key gate's passes: the lane's swizzled offsets are recomputed at each call rather than hoisted out of
+    // the producers' chunk loop — kept live there, 7 of them spilled at the producers' 136 registers)
+    asm volatile("" : "+r"(lane));
+#endif
 #if GLA_TENSOR_CORES
     static_assert(NI == 1 || NI % 2 == 0, "B fragments are loaded for pairs of n-tiles");
     const unsigned a_base = smem_u32(A.p), b_base = smem_u32(B.p);
@@ -3741,13 +3746,13 @@ __device__ __forceinline__ void ws_fused_segment(const FwdArgs& a, unsigned char
             wg_output(sa, o, s, b);                          // Oᵀ = Sᵀ Q̃ᵀ + Vᵀ Aᵀ   (async)
 #endif
             wg_state_update(S, s, b);                        // Sᵀ += Vᵀ K̂           (async)
-#if GLA_ROW_SUMS && GLA_VALUE_ROWS
-            gate_prefetch(smem, gacc);                       // (… read while the wgmma groups run)
-#endif
             wg_wait<1>();                                    // the output group is done
             reg_fence(o);
 #if !GLA_WG_SMEM_S
             reg_fence(sa);
+#endif
+#if GLA_ROW_SUMS && GLA_VALUE_ROWS
+            gate_prefetch(smem, gacc);                       // (… read while the state group runs)
 #endif
             auto release = [&] {
                 wg_wait<0>();                                // the state group is done: slot b is read

@@ -36,6 +36,39 @@ ptxas info    : Used 10 registers, used 1 barriers, 128 bytes smem
 ptxas info    : Compile time = 4.063 ms
 ";
 
+/// NVRTC 13.0.88 on a per-key dq pass (`gla.dq.bf16.C32.c16.k128.v128.bv128.w8p4x2g`, consumers at 168 registers):
+/// ptxas serialised its wgmma (C7512, before the function's block), beside a second kernel it did not.
+const LOG_SERIALIZED: &str = "\
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 3246 by compiler to allow use of registers in GMMA in function 'gla_fwd_ws'
+ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to insufficient register resources for the function 'gla_fwd_ws'
+ptxas info    : 401 bytes gmem
+ptxas info    : Compiling entry function 'gla_fwd_ws' for 'sm_90a'
+ptxas info    : Function properties for gla_fwd_ws
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 166 registers, used 16 barriers
+ptxas info    : Compile time = 1141.110 ms
+ptxas info    : Compiling entry function 'gla_fwd_ksum' for 'sm_90a'
+ptxas info    : Function properties for gla_fwd_ksum
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 56 registers, used 0 barriers
+";
+
+#[test]
+fn parses_wgmma_serialisation_by_kernel() {
+    let r = parse_ptxas_report(LOG_SERIALIZED);
+    let mut want = vec![
+        res("gla_fwd_ws", 166, 0, 0, 0, 0),
+        res("gla_fwd_ksum", 56, 0, 0, 0, 0),
+    ];
+    want[0].wgmma_serialized = true;
+    assert_eq!(r, want);
+    // (the two logs above report no serialisation)
+    assert!(parse_ptxas_report(LOG_SPILLS)
+        .iter()
+        .chain(&parse_ptxas_report(LOG_PLAIN))
+        .all(|r| !r.wgmma_serialized));
+}
+
 fn res(
     name: &str,
     registers: u32,
@@ -51,6 +84,7 @@ fn res(
         spill_loads_bytes: loads,
         static_smem_bytes: smem,
         stack_bytes: stack,
+        wgmma_serialized: false,
     }
 }
 
