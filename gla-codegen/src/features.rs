@@ -264,16 +264,14 @@ fn register_split(spec: &KernelSpec) -> RegisterSplit {
     let cap = ((file / (nt + pt)) / 8 * 8).min(255);
     let per_key = spec.shape() == GateShape::PerKey;
     // (the dq / dk passes' consumers also hold Sᵀ's low halves: 16 more registers at d = 64, 32 at 128 — without
-    // them in the split their kernels spilled 16 B; a per-key gate's passes, per-value kernels of 8 + 4 warps, keep
-    // the even 168 / 168: the producers' running products and register pass spilled 544 B at 152, 576 B at 136)
+    // them in the split their kernels spilled 16 B. A per-key gate's passes, per-value kernels of 8 + 4 warps, take
+    // the same 184 / 136: at the even 168 / 168 ptxas serialised every wgmma of the six bf16 d = 128 passes (C7512,
+    // insufficient registers: each product waited for the one before); at 176 / 152 the dq passes spilled 160 B; 0
+    // spills at 184 / 136 with gate_prefetch after the output group and the producers' warp_mma offsets not hoisted.
+    // `autotune --plan` fails on C7512 as on a spill.)
     let consumer: i64 = if split_operands(spec) {
         if t.ctas_per_sm > 1 {
             120
-        } else if spec.shape() == GateShape::PerValue {
-            std::env::var("GLA_XREG")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(184)
         } else {
             184
         }

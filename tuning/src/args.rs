@@ -21,7 +21,8 @@ the backward kernel set (BackwardSpec::default_for) for every gate x dtype x hea
 gate x dtype — into the cache at --out, as untimed entries; a GPU run later refines it.
 
   --plan            compile EVERY variant of every registered gate (no GPU needed), print the resource table and
-                    fail on a compile error, a register spill or too much shared memory (what CI runs)
+                    fail on a compile error, a register spill, wgmma serialised by ptxas (C7512) or too much shared
+                    memory (what CI runs)
   --report          write the cache at --out as Markdown (DIR/report.md: per key and bucket the chosen variant, its
                     time, the default's and the gain) and print it; no compile, no GPU (the PNG heatmap of the same:
                     python3 tuning/python/heatmap.py DIR)

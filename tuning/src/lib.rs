@@ -11,7 +11,8 @@
 //!
 //! What it does (`autotune --help` prints the flags, [`args::USAGE`]):
 //! * `--plan` ([`plan`]): compile every variant of `all_variants` for every registered gate (no GPU needed), print
-//!   the resource table, fail on a compile error, a spill or too much shared memory. CI runs it.
+//!   the resource table, fail on a compile error, a spill, wgmma serialised by ptxas or too much shared memory. CI
+//!   runs it.
 //! * no GPU ([`aot`]): compile ahead of time the variant the runtime would use (`KernelSpec::default_for`) for every
 //!   gate × dtype × head dim into the cache at `--out` (default `tuning/caches/local`) as untimed entries; exit 0.
 //! * `--report` ([`report`]): the cache at `--out` as Markdown (`report.md` beside its index).
