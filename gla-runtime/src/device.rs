@@ -274,7 +274,7 @@ impl Gpu {
 
 /// A kernel's resources as the driver reports them for a loaded function (registers, static shared memory, local
 /// memory per thread as `stack_bytes`); spill sizes and wgmma serialisation are not available this way and read 0 /
-/// false. The fallback when the NVRTC log has no ptxas report (a driver compute-cache hit).
+/// None. The fallback when the NVRTC log has no ptxas report (a driver compute-cache hit).
 pub fn function_resources(name: &str, f: &CudaFunction) -> Result<KernelResources> {
     let get = |r: std::result::Result<i32, DriverError>| {
         r.map(|v| v.max(0) as u32)
@@ -287,7 +287,7 @@ pub fn function_resources(name: &str, f: &CudaFunction) -> Result<KernelResource
         spill_loads_bytes: 0,
         static_smem_bytes: get(f.shared_size_bytes())?,
         stack_bytes: get(f.local_size_bytes())?,
-        wgmma_serialized: false,
+        wgmma_serialized: None,
     })
 }
 

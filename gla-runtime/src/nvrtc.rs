@@ -109,11 +109,12 @@ pub struct KernelResources {
     pub static_smem_bytes: u32,
     /// Stack per thread: the entry's frame, or the cumulative stack size (with non-inlined callees) if larger.
     pub stack_bytes: u32,
-    /// ptxas serialised the kernel's wgmma instructions (`(C7512) Potential Performance Loss: wgmma.mma_async
-    /// instructions are serialized due to ...`): each waits for the one before, so a warpgroup's asynchronous
-    /// groups run one product at a time. (Absent in caches written before it was reported: false.)
+    /// Why ptxas serialised the kernel's wgmma instructions, if it did (`(C7512) Potential Performance Loss:
+    /// wgmma.mma_async instructions are serialized due to <reason> for the function ...`, e.g. "insufficient
+    /// register resources"): each then waits for the one before, so a warpgroup's asynchronous groups run one
+    /// product at a time. (Absent in caches written before it was reported: None.)
     #[serde(default)]
-    pub wgmma_serialized: bool,
+    pub wgmma_serialized: Option<String>,
 }
 
 impl KernelResources {
@@ -123,12 +124,16 @@ impl KernelResources {
     }
 }
 
-/// The functions that a ptxas report says had their wgmma serialised: `... wgmma.mma_async instructions are
-/// serialized due to <reason> for the function 'NAME'` (message C7512; it comes before the function's block).
-fn wgmma_serialized_functions(log: &str) -> Vec<&str> {
+/// The functions that a ptxas report says had their wgmma serialised, with the reason: `... wgmma.mma_async
+/// instructions are serialized due to <reason> for the function 'NAME'` (message C7512; it comes before the
+/// function's block).
+fn wgmma_serialized_functions(log: &str) -> Vec<(&str, &str)> {
     log.lines()
-        .filter(|l| l.contains("wgmma.mma_async instructions are serialized"))
-        .filter_map(|l| after(l, "for the function '").and_then(|r| r.split('\'').next()))
+        .filter_map(|l| after(l, "wgmma.mma_async instructions are serialized due to "))
+        .filter_map(|r| {
+            let (reason, rest) = r.split_once(" for the function '")?;
+            Some((rest.split('\'').next()?, reason.trim()))
+        })
         .collect()
 }
 
@@ -359,7 +364,10 @@ pub fn parse_ptxas_report(log: &str) -> Vec<KernelResources> {
     }
     let serialized = wgmma_serialized_functions(log);
     for r in &mut out {
-        r.wgmma_serialized = serialized.contains(&r.name.as_str());
+        r.wgmma_serialized = serialized
+            .iter()
+            .find(|(name, _)| *name == r.name)
+            .map(|(_, reason)| reason.to_string());
     }
     out
 }

@@ -59,10 +59,10 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
                             r.registers,
                             r.spill_stores_bytes + r.spill_loads_bytes,
                             r.static_smem_bytes,
-                            r.wgmma_serialized,
+                            r.wgmma_serialized.clone(),
                         )
                     })
-                    .unwrap_or((0, 0, 0, false));
+                    .unwrap_or((0, 0, 0, None));
                 let smem = k.smem_bytes + static_smem;
                 let problem = if r.is_none() {
                     Some(format!("ptxas reported nothing for kernel {}", k.name))
@@ -70,8 +70,8 @@ pub fn compile_one(spec: &KernelSpec) -> Vec<Row> {
                     Some(format!("{spills} B of register spills"))
                 } else if smem > MAX_SMEM {
                     Some(format!("{smem} B shared memory > {MAX_SMEM}"))
-                } else if serialized {
-                    Some("wgmma serialised by ptxas (C7512: too few registers for the asynchronous groups)".into())
+                } else if let Some(why) = serialized {
+                    Some(format!("wgmma serialised by ptxas (C7512: {why})"))
                 } else {
                     None
                 };

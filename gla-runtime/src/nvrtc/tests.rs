@@ -60,13 +60,13 @@ fn parses_wgmma_serialisation_by_kernel() {
         res("gla_fwd_ws", 166, 0, 0, 0, 0),
         res("gla_fwd_ksum", 56, 0, 0, 0, 0),
     ];
-    want[0].wgmma_serialized = true;
+    want[0].wgmma_serialized = Some("insufficient register resources".into());
     assert_eq!(r, want);
     // (the two logs above report no serialisation)
     assert!(parse_ptxas_report(LOG_SPILLS)
         .iter()
         .chain(&parse_ptxas_report(LOG_PLAIN))
-        .all(|r| !r.wgmma_serialized));
+        .all(|r| r.wgmma_serialized.is_none()));
 }
 
 fn res(
@@ -84,7 +84,7 @@ fn res(
         spill_loads_bytes: loads,
         static_smem_bytes: smem,
         stack_bytes: stack,
-        wgmma_serialized: false,
+        wgmma_serialized: None,
     }
 }
 
