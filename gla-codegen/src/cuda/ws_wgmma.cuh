@@ -479,7 +479,9 @@ __device__ __forceinline__ void wg_store(const FwdArgs& a, const Seq& sq, int i0
                 const elem_t* xs = s.x(j % STAGES);  // (the raw logits [C][LDV], as gate_cumsum read them)
                 // Branch-free, element by element: an element outside the sequence or d_v takes logit 0 (its slot
                 // entry may be anything) and weight 0, and only its store is skipped — no control flow around an
-                // element, so the elements' gate derivatives (MUFU chains) interleave rather than run one by one.
+                // element, so the elements' gate derivatives (MUFU chains) interleave rather than run one by one. The
+                // stores come in a second loop: a global store the compiler cannot prove apart from the slot would
+                // keep each later logit's shared-memory read behind it.
                 float dg[C / 2];
 #pragma unroll
                 for (int i = 0; i < C / 2; ++i) {
