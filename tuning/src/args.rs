@@ -7,7 +7,7 @@ use std::path::PathBuf;
 pub const USAGE: &str = "\
 usage: autotune [--plan | --report | --restamp] [--only <id part>] [--gates a,b] [--dims 64,128,256] [--dtypes bf16,f16,f32]
                 [--out DIR] [--buckets default|B,T,H;...] [--devices all|0,1,...] [--backward]
-                [--regret default|B,T,H;...]
+                [--resume] [--regret default|B,T,H;...]
 
 With a GPU: for every registered gate x dtype x head dim x shape bucket, compile the candidate variants in
 parallel, check each against the f64 reference on a small random problem (a failing candidate is reported and
@@ -44,6 +44,10 @@ gate x dtype — into the cache at --out, as untimed entries; a GPU run later re
                     (chunks or walks), the walks' segments and, for per-key gates at d = 64, 128, dq / dk as passes
                     of the forward kernel or as walks; checked against the f64 reference gradients first, timed per
                     bucket on the first device at the gate's strengths (as the forward) and chosen by the worse
+  --resume          with a GPU, skip every key (gate x dtype x head dim; forward, and with --backward backward) whose
+                    buckets all hold timed entries the runtime would use on this GPU (same GPU, driver and NVRTC, and
+                    the variant's source as this codegen generates it): a run cut short goes on where it stopped (the
+                    cache is saved after every key)
   --regret P        with a GPU, tune nothing: measure the cache at --out against an exhaustive search (every
                     candidate timed in full, no early elimination) at the problems P — `default`: five problems that
                     are not grid points (tuning::regret::PROBLEMS) — and print the regret of the cache's pick
@@ -78,6 +82,8 @@ pub struct Options {
     pub devices: Option<Vec<usize>>,
     /// `--backward`: also tune the backward's form and walk segments (GPU runs).
     pub backward: bool,
+    /// `--resume`: skip the keys this GPU has already tuned with this codegen (`crate::resume`).
+    pub resume: bool,
     /// `--regret`: measure the cache at `--out` against an exhaustive search at these problems (GPU runs) instead of
     /// tuning.
     pub regret: Option<Vec<(usize, usize, usize)>>,
@@ -104,6 +110,7 @@ impl Default for Options {
             buckets: Buckets::Default,
             devices: None,
             backward: false,
+            resume: false,
             regret: None,
         }
     }
@@ -205,6 +212,7 @@ pub fn parse(args: &[String]) -> Result<Options, String> {
             ("--report", _) => o.report = true,
             ("--restamp", _) => o.restamp = true,
             ("--backward", _) => o.backward = true,
+            ("--resume", _) => o.resume = true,
             ("--only", Some(v)) => o.only = Some(v),
             ("--gates", Some(v)) => {
                 let g: Vec<String> = list(&v).map(String::from).collect();
@@ -315,6 +323,8 @@ mod tests {
         let o = p("--plan --only w8p4 --gates gla,mamba2 --dims 64,128 --dtypes bf16,f32 --out /tmp/x --buckets 8,4096,16;2,16384,16").unwrap();
         assert!(o.plan && !o.help && !o.backward);
         assert!(p("--backward").unwrap().backward);
+        assert!(p("--resume").unwrap().resume && !o.resume);
+        assert!(p("--resume=1").is_err());
         assert_eq!(
             p("--regret default").unwrap().regret,
             Some(crate::regret::PROBLEMS.to_vec())

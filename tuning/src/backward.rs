@@ -28,7 +28,7 @@ use gla_codegen::{
     generate_backward, BackwardForm, BackwardRecord, BackwardSpec, KernelSpec, Pass,
 };
 use gla_core::{DType, Dims, Gate, GateShape};
-use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache};
+use gla_runtime::cache::{sha256_hex, CacheKey, Entry, Environment, GpuFacts, Timing, TuningCache};
 use gla_runtime::timing::{bench, L2Flush};
 use gla_runtime::{nvrtc, BackwardOptions, CompileOptions, DeviceTensor, Gla};
 use rand::rngs::SmallRng;
@@ -302,6 +302,33 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
                 }
             }
         }
+    }
+    if o.resume {
+        // (`--resume`: keys whose every bucket this GPU already timed with this codegen are skipped)
+        let env = Environment {
+            nvrtc_version: Some(nvrtc_version),
+            gpu: Some(facts.clone()),
+        };
+        let before = keys.len();
+        keys.retain(|(gate, dtype, d, sets)| {
+            let source = |id: &str| {
+                let s = sets.iter().find(|s| s.id() == id)?;
+                generate_backward(s)
+                    .ok()
+                    .map(|src| sha256_hex(src.as_bytes()))
+            };
+            !crate::resume::tuned(
+                &cache,
+                &CacheKey::backward(*gate, *dtype, *d, *d),
+                &targets,
+                &env,
+                source,
+            )
+        });
+        println!(
+            "--resume: {} of {before} backward keys already tuned on this GPU with this codegen; skipped",
+            before - keys.len()
+        );
     }
     println!(
         "autotune --backward on {}: {} keys (gate x dtype x d) with a choice of form, {} buckets",

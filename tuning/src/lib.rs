@@ -34,6 +34,7 @@ mod progress;
 pub mod regret;
 pub mod report;
 pub mod restamp;
+pub mod resume;
 pub mod search;
 
 use gla_core::{registered_gates, Gate};

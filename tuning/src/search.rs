@@ -29,7 +29,7 @@ use crate::inputs::{host_tensor, rel_rms, shifted, HostInputs, Pool};
 use crate::progress::{bar, say};
 use gla_codegen::{generate, KernelSpec, SpecRecord};
 use gla_core::{DType, Dims, Gate, GateShape};
-use gla_runtime::cache::{sha256_hex, CacheKey, Entry, GpuFacts, Timing, TuningCache};
+use gla_runtime::cache::{sha256_hex, CacheKey, Entry, Environment, GpuFacts, Timing, TuningCache};
 use gla_runtime::timing::{bench, L2Flush};
 use gla_runtime::{nvrtc, CompileOptions, DeviceTensor, ForwardOptions, Gla};
 use rayon::prelude::*;
@@ -495,7 +495,32 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
     let nvrtc_version = nvrtc::probe().map_err(|e| e.to_string())?.version;
     let cache = TuningCache::open_or_empty(&o.out).map_err(|e| e.to_string())?;
     let targets = decide::targets(&o.buckets);
-    let keys = keys(gates, o);
+    let mut keys = keys(gates, o);
+    if o.resume {
+        // (`--resume`: keys whose every bucket this GPU already timed with this codegen are skipped)
+        let env = Environment {
+            nvrtc_version: Some(nvrtc_version),
+            gpu: Some(GpuFacts::from(first.gpu().info())),
+        };
+        let before = keys.len();
+        keys.retain(|k| {
+            let source = |id: &str| {
+                let s = k.specs.iter().find(|s| s.id() == id)?;
+                generate(s).ok().map(|g| sha256_hex(g.source.as_bytes()))
+            };
+            !crate::resume::tuned(
+                &cache,
+                &CacheKey::new(k.gate, k.dtype, k.d, k.d),
+                &targets,
+                &env,
+                source,
+            )
+        });
+        println!(
+            "--resume: {} of {before} keys already tuned on this GPU with this codegen; skipped",
+            before - keys.len()
+        );
+    }
     let n_specs: usize = keys.iter().map(|k| k.specs.len()).sum();
     let devices: Vec<String> = glas
         .iter()
