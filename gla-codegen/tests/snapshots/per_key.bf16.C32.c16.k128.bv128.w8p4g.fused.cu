@@ -1457,45 +1457,79 @@ __device__ __forceinline__ void strong_blocks(const Tiles& s, int b) {
 __device__ __forceinline__ float pair_exp(const Tiles& s, float gi, int j, int e) {
     return (GLA_REVERSE ? -1.f : 1.f) * (gi - s.G[j * LDG + e]);
 }
-__device__ __forceinline__ float pair_coef(const Tiles& s, int i, int j, float x) {
+__device__ __forceinline__ float pair_a(const Tiles& s, int i, int j) {
     const int r = GLA_REVERSE ? j : i, c = GLA_REVERSE ? i : j;
     float aij = to_f32(s.A[AO(r, c)]);
 #if SPLIT_A
     aij += to_f32(s.A_lo[AO(r, c)]);
 #endif
-    return aij * exp_nonpos(x);
+    return aij;
+}
+// The pairwise parts' early exit. P_ie's terms from j on have factors 2^(±(Γ_i − Γ_j')) <= w, the factor of the pair
+// just added (Γ is monotone), so once rem · (max |A|) · (max_j |v_je|) · w < 2^−24 |acc| — rem the terms left — all
+// of them together are below one unit in the last place of the f32 sum: the row stops (10·log σ(x): after ~3 pairs
+// rather than the ~11 until the factors flush below 2^−128). A NaN in A or v makes the bound NaN: no early exit, the
+// NaN goes on and shows. amax: a_bound's, vmax: the column's max |v_je| (NaN-propagating).
+__device__ __forceinline__ bool pair_done(float rem, float amax, float vmax, float w, float acc) {
+    return rem * amax * vmax * w < 0x1p-24f * fabsf(acc);
+}
+// max |A_ij| over the chunk (hi + lo halves: |A_hi| + |A_lo| bounds their sum), every lane of the calling warp the
+// same (NaN-propagating).
+__device__ __forceinline__ float a_bound(const Tiles& s, int lane) {
+    float m = 0.f;
+    for (int idx = lane; idx < C * C; idx += 32) {
+        const int r = idx / C, c = idx - (idx / C) * C;
+        float a = fabsf(to_f32(s.A[AO(r, c)]));
+#if SPLIT_A
+        a += fabsf(to_f32(s.A_lo[AO(r, c)]));
+#endif
+        m = gla_max_nan(m, a);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = gla_max_nan(m, __shfl_xor_sync(0xffffffffu, m, o));
+    return m;
 }
 // strong_values' pairwise part where some column fits: P_ie of each of this warp's columns e that `fits` rejects,
 // lane = row i, j from i away from it (forward: down to 0; reversed: up to C − 1), four pairs a step (their loads in
 // flight together; RWKV-6: most rows sum far — one pair a step took 4.18 ms for its backward at 8×4096×16×128 on an
-// H100, four 3.71); once 2^(±(Γ_i − Γ_j)) < 2^−128 the term flushes to zero, and so does every later one (Γ is
-// monotone): the row stops after that step (a NaN goes on and shows).
+// H100, four 3.71); the row stops after the step where 2^(±(Γ_i − Γ_j)) < 2^−128 (the term flushes to zero, and so
+// does every later one: Γ is monotone) or where pair_done finds the terms left below the sum's last place (a NaN goes
+// on and shows).
 template <class G, class Fits>
 __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v, int warp, int lane, Fits fits) {
+    static_assert(C == 32, "a row a lane");
     constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1, U = 4;
     const int cw0 = warp * CW;
+    float amax = -1.f;                                       // (a_bound, once a column needs it)
 #pragma unroll 1
     for (int e0 = cw0; e0 < cw0 + CW; e0 += 32) {
         const int e = e0 + lane;
         const bool ok = e >= cw0 + CW || fits(e);
         unsigned redo = __ballot_sync(0xffffffffu, !ok);
+        if (redo && amax < 0.f) amax = a_bound(s, lane);
         while (redo) {
             const int ec = e0 + __ffs(redo) - 1;
             redo &= redo - 1;
             const int i = lane;
             const float gi = s.G[i * LDG + ec];
+            float vmax = fabsf(to_f32(v[VO(i, ec)]));        // max_j |v_j,ec| (lane = row)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) vmax = gla_max_nan(vmax, __shfl_xor_sync(0xffffffffu, vmax, o));
             float acc = 0.f;
 #pragma unroll 1
             for (int j0 = i; GLA_REVERSE ? j0 < C : j0 >= 0; j0 += U * STEP) {
-                float last = 0.f;
+                float last = 0.f, w = 1.f;
+                int jl = j0;
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
                     const int j = j0 + u * STEP;
                     if (GLA_REVERSE ? j >= C : j < 0) break;
                     last = pair_exp(s, gi, j, ec);
-                    acc = fmaf(pair_coef(s, i, j, last), to_f32(v[VO(j, ec)]), acc);
+                    w = exp_nonpos(last);
+                    jl = j;
+                    acc = fmaf(pair_a(s, i, j) * w, to_f32(v[VO(j, ec)]), acc);
                 }
-                if (last < -128.f) break;
+                if (last < -128.f || pair_done((float)(GLA_REVERSE ? C - 1 - jl : jl), amax, vmax, w, acc)) break;
             }
             s.P[i * BV + ec] = acc;
         }
@@ -1503,15 +1537,19 @@ __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v
 }
 // strong_values' pairwise part where no column of the group fits (e.g. log α = −60): every column of this warp,
 // lane = column (32 at a time), P_ie for the rows i in turn, j from i away from it until 2^(±(Γ_i − Γ_j)) < 2^−128
-// (as pairwise_columns: a NaN goes on and shows) — A_ij is the same for every lane (a broadcast), Γ and v are
+// or pair_done (as pairwise_columns: a NaN goes on and shows) — A_ij is the same for every lane (a broadcast), Γ and v are
 // consecutive columns of a row (−60's backward at 8×4096×16×128 on an H100: lane = row 3.80 ms, lane = column 3.52).
 template <class G>
 __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_t* v, int warp, int lane) {
     constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1;
+    const float amax = a_bound(s, lane);
 #pragma unroll 1
     for (int e0 = warp * CW; e0 < (warp + 1) * CW; e0 += 32) {
         const int e = e0 + lane;
         if (e >= (warp + 1) * CW) break;
+        float vmax = 0.f;                                    // max_j |v_je| (lane = column)
+#pragma unroll 4
+        for (int j = 0; j < C; ++j) vmax = gla_max_nan(vmax, fabsf(to_f32(v[VO(j, e)])));
 #pragma unroll 1
         for (int i = 0; i < C; ++i) {
             const float gi = s.G[i * LDG + e];
@@ -1520,7 +1558,9 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
             for (int j = i; GLA_REVERSE ? j < C : j >= 0; j += STEP) {
                 const float x = pair_exp(s, gi, j, e);
                 if (x < -128.f) break;
-                acc = fmaf(pair_coef(s, i, j, x), to_f32(v[VO(j, e)]), acc);
+                const float w = exp_nonpos(x);
+                acc = fmaf(pair_a(s, i, j) * w, to_f32(v[VO(j, e)]), acc);
+                if (pair_done((float)(GLA_REVERSE ? C - 1 - j : j), amax, vmax, w, acc)) break;
             }
             s.P[i * BV + e] = acc;
         }
