@@ -628,6 +628,69 @@ fn the_value_gate_on_wgmma_matches_the_f64_recurrence_on_the_emulator() {
     tests::report_cases(results);
 }
 
+/// The pairwise sums' early exit (`pair_done`) keeps a far term that is large: one token's values scaled by 2^40
+/// (token 32, the first of its chunk) at a decay of ~2^−5 a token, so that the rows 5–10 tokens later still take
+/// most of their value from it through factors of 2^−25 … 2^−50, far below the exit's threshold for their own
+/// near terms — an exit bounded by the current pair's |v| rather than the column's max would drop it. Every column's sub-chunks too strong for §4.3's
+/// factors (`pairwise_all_columns`), and about half of them (`pairwise_columns` beside the tensor-core blocks);
+/// per-value gate `value_gla` (log α = (0.0625 + w)·log σ(x), w = 1e-3) forward, bf16, d = 64. Tolerance 3e-3
+/// relative RMS, over the whole output and over those rows alone.
+#[test]
+fn the_pairwise_early_exit_keeps_a_far_large_term_on_the_emulator() {
+    let g = tests::gate_named("value_gla");
+    let dims = Dims::new(1, 96, 1, 64, 64);
+    let tiles = Tiles {
+        block_v: 64,
+        warps: 4,
+        producer_warps: 4,
+        producer_groups: 1,
+        wgmma: true,
+        ctas_per_sm: 1,
+    };
+    let spec = KernelSpec::new(g, DType::BF16, 32, 16, 64, 64, false, tiles).unwrap();
+    let (t0, far) = (32usize, 5..11usize);
+    let mut lines = Vec::new();
+    let mut bad = Vec::new();
+    // (shift → log2 α ≈ 0.0635 · (x + shift) · log2 e a token: −4.51 (no 15-token span within 64) and −4.27 (about
+    // half of them))
+    for (i, shift) in [-50.0f32, -46.6].into_iter().enumerate() {
+        let mut case = Case::random(g, dims, DType::BF16, 7100 + i as u64, true, None);
+        case.params.iter_mut().for_each(|w| *w = 1e-3);
+        for x in case.logits.iter_mut() {
+            *x = DType::BF16.round(*x + shift);
+        }
+        for e in 0..dims.dv {
+            case.v[t0 * dims.dv + e] *= 2f32.powi(40);
+        }
+        let (o, _) = emulate(&spec, &case, 1, None).unwrap();
+        let (want, _) = case.reference(g, None);
+        let rows = |x: &[f64]| x[(t0 + far.start) * dims.dv..(t0 + far.end) * dims.dv].to_vec();
+        let (all, near) = (rel_rms(&o, &want), rel_rms(&rows(&o), &rows(&want)));
+        // (the far token's share of those rows in the reference: what a dropped term would cost)
+        case.v[t0 * dims.dv..(t0 + 1) * dims.dv]
+            .iter_mut()
+            .for_each(|v| *v = 0.0);
+        let share = rel_rms(&rows(&case.reference(g, None).0), &rows(&want));
+        let line = format!(
+            "shift {shift}: o {all:.2e}, rows t0+{}..t0+{} {near:.2e} (the far token's share there {share:.2e})",
+            far.start, far.end
+        );
+        assert!(
+            share > 0.05,
+            "{line}: the far token must matter in those rows"
+        );
+        if all <= 3e-3 && near <= 3e-3 {
+            lines.push(line);
+        } else {
+            bad.push(format!("{line} (tolerance 3e-3)"));
+        }
+    }
+    for l in &lines {
+        println!("{l}");
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
 /// The dv pass (`Pass::Dv`: the forward of the time-reversed problem, chunks last to first, the consumers swapping
 /// Q̃ and K̂ and contracting A over its rows) against the f64 recurrence's gradients: o = dv and the final state =
 /// dh0, for v = dO and h0 = ∂ℒ/∂S_T (both random, N(0, 1)-sized), at weak and strong decays (the exact path's
