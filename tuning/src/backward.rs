@@ -304,30 +304,22 @@ pub fn run(gla: &Gla, gates: &[&'static dyn Gate], o: &Options) -> Result<Backwa
         }
     }
     if o.resume {
-        // (`--resume`: keys whose every bucket this GPU already timed with this codegen are skipped)
-        let env = Environment {
-            nvrtc_version: Some(nvrtc_version),
-            gpu: Some(facts.clone()),
-        };
-        let before = keys.len();
-        keys.retain(|(gate, dtype, d, sets)| {
-            let source = |id: &str| {
+        crate::resume::skip_tuned(
+            &mut keys,
+            &cache,
+            &targets,
+            &Environment {
+                nvrtc_version: Some(nvrtc_version),
+                gpu: Some(facts.clone()),
+            },
+            "backward keys",
+            |(gate, dtype, d, _)| CacheKey::backward(*gate, *dtype, *d, *d),
+            |(_, _, _, sets), id| {
                 let s = sets.iter().find(|s| s.id() == id)?;
                 generate_backward(s)
                     .ok()
                     .map(|src| sha256_hex(src.as_bytes()))
-            };
-            !crate::resume::tuned(
-                &cache,
-                &CacheKey::backward(*gate, *dtype, *d, *d),
-                &targets,
-                &env,
-                source,
-            )
-        });
-        println!(
-            "--resume: {} of {before} backward keys already tuned on this GPU with this codegen; skipped",
-            before - keys.len()
+            },
         );
     }
     println!(

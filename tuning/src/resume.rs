@@ -28,6 +28,26 @@ pub fn tuned(
         })
 }
 
+/// `--resume` on a run's keys: drops from `keys` those [`tuned`] in `env` (the run's GPU and NVRTC) — `key` gives a
+/// key's cache key, `source(k, id)` the current source hash of its variant `id` — and says how many (`what`: which
+/// keys, for the message).
+pub fn skip_tuned<K>(
+    keys: &mut Vec<K>,
+    cache: &TuningCache,
+    targets: &[Target],
+    env: &Environment,
+    what: &str,
+    key: impl Fn(&K) -> CacheKey,
+    source: impl Fn(&K, &str) -> Option<String>,
+) {
+    let before = keys.len();
+    keys.retain(|k| !tuned(cache, &key(k), targets, env, |id| source(k, id)));
+    println!(
+        "--resume: {} of {before} {what} already tuned on this GPU with this codegen; skipped",
+        before - keys.len()
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -497,28 +497,20 @@ pub fn run(glas: &[Gla], gates: &[&'static dyn Gate], o: &Options) -> Result<Sea
     let targets = decide::targets(&o.buckets);
     let mut keys = keys(gates, o);
     if o.resume {
-        // (`--resume`: keys whose every bucket this GPU already timed with this codegen are skipped)
-        let env = Environment {
-            nvrtc_version: Some(nvrtc_version),
-            gpu: Some(GpuFacts::from(first.gpu().info())),
-        };
-        let before = keys.len();
-        keys.retain(|k| {
-            let source = |id: &str| {
+        crate::resume::skip_tuned(
+            &mut keys,
+            &cache,
+            &targets,
+            &Environment {
+                nvrtc_version: Some(nvrtc_version),
+                gpu: Some(GpuFacts::from(first.gpu().info())),
+            },
+            "keys",
+            |k| CacheKey::new(k.gate, k.dtype, k.d, k.d),
+            |k, id| {
                 let s = k.specs.iter().find(|s| s.id() == id)?;
                 generate(s).ok().map(|g| sha256_hex(g.source.as_bytes()))
-            };
-            !crate::resume::tuned(
-                &cache,
-                &CacheKey::new(k.gate, k.dtype, k.d, k.d),
-                &targets,
-                &env,
-                source,
-            )
-        });
-        println!(
-            "--resume: {} of {before} keys already tuned on this GPU with this codegen; skipped",
-            before - keys.len()
+            },
         );
     }
     let n_specs: usize = keys.iter().map(|k| k.specs.len()).sum();
