@@ -1535,13 +1535,14 @@ __device__ __forceinline__ void pairwise_columns(const Tiles& s, const elem_t* v
         }
     }
 }
-// strong_values' pairwise part where no column of the group fits (e.g. log α = −60): every column of this warp,
-// lane = column (32 at a time), P_ie for the rows i in turn, j from i away from it until 2^(±(Γ_i − Γ_j)) < 2^−128
-// or pair_done (as pairwise_columns: a NaN goes on and shows) — A_ij is the same for every lane (a broadcast), Γ and v are
-// consecutive columns of a row (−60's backward at 8×4096×16×128 on an H100: lane = row 3.80 ms, lane = column 3.52).
+// strong_values' pairwise part where no column of the group fits (e.g. log α = −60, 10·log σ(x)): every column of
+// this warp, lane = column (32 at a time), P_ie for the rows i in turn, j from i away from it, four pairs a step (their
+// loads and exponentials in flight together, as pairwise_columns), until the step where 2^(±(Γ_i − Γ_j)) < 2^−128 or
+// pair_done (a NaN goes on and shows) — A_ij is the same for every lane (a broadcast), Γ and v are consecutive columns
+// of a row (−60's backward at 8×4096×16×128 on an H100: lane = row 3.80 ms, lane = column 3.52).
 template <class G>
 __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_t* v, int warp, int lane) {
-    constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1;
+    constexpr int CW = BV / (G::NT / 32), STEP = GLA_REVERSE ? 1 : -1, U = 4;
     const float amax = a_bound(s, lane);
 #pragma unroll 1
     for (int e0 = warp * CW; e0 < (warp + 1) * CW; e0 += 32) {
@@ -1550,19 +1551,55 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
         float vmax = 0.f;                                    // max_j |v_je| (lane = column)
 #pragma unroll 4
         for (int j = 0; j < C; ++j) vmax = gla_max_nan(vmax, fabsf(to_f32(v[VO(j, e)])));
+        // Two rows at a time, the lead (forward i + 1, reversed i) and the trail (its neighbour towards the diagonal's
+        // other side): a step's n + 1 tokens j serve both (the lead's pairs are the window's first n, the trail's its
+        // last n), each row keeping its own order of summation and its own exit; the first step takes n = 2 pairs (the
+        // diagonal and its neighbour: all that log α = −60 needs), the later ones U.
 #pragma unroll 1
-        for (int i = 0; i < C; ++i) {
-            const float gi = s.G[i * LDG + e];
-            float acc = 0.f;
+        for (int i = 0; i < C; i += 2) {
+            const int lead = GLA_REVERSE ? i : i + 1, trail = GLA_REVERSE ? i + 1 : i;
+            const float g0 = s.G[lead * LDG + e], g1 = s.G[trail * LDG + e];
+            float acc0 = 0.f, acc1 = 0.f;
+            bool done0 = false, done1 = false;
 #pragma unroll 1
-            for (int j = i; GLA_REVERSE ? j < C : j >= 0; j += STEP) {
-                const float x = pair_exp(s, gi, j, e);
-                if (x < -128.f) break;
-                const float w = exp_nonpos(x);
-                acc = fmaf(pair_a(s, i, j) * w, to_f32(v[VO(j, e)]), acc);
-                if (pair_done((float)(GLA_REVERSE ? C - 1 - j : j), amax, vmax, w, acc)) break;
+            for (int j0 = lead, n = 2; !(done0 && done1); j0 += n * STEP, n = U) {
+                float gj[U + 1], vj[U + 1];
+#pragma unroll
+                for (int u = 0; u <= U; ++u) {
+                    const int j = j0 + u * STEP;
+                    const bool in = u <= n && (GLA_REVERSE ? j < C : j >= 0);
+                    gj[u] = in ? s.G[j * LDG + e] : 0.f;
+                    vj[u] = in ? to_f32(v[VO(j, e)]) : 0.f;
+                }
+                float last0 = 0.f, w0 = 1.f, last1 = 0.f, w1 = 1.f;
+                int jl0 = j0, jl1 = j0 + STEP;
+#pragma unroll
+                for (int u = 0; u < U; ++u) {
+                    const int j = j0 + u * STEP;
+                    if (u >= n || done0 || (GLA_REVERSE ? j >= C : j < 0)) break;
+                    last0 = (GLA_REVERSE ? -1.f : 1.f) * (g0 - gj[u]);
+                    w0 = exp_nonpos(last0);
+                    jl0 = j;
+                    acc0 = fmaf(pair_a(s, lead, j) * w0, vj[u], acc0);
+                }
+#pragma unroll
+                for (int u = 1; u <= U; ++u) {
+                    const int j = j0 + u * STEP;
+                    if (u > n || done1 || (GLA_REVERSE ? j >= C : j < 0)) break;
+                    last1 = (GLA_REVERSE ? -1.f : 1.f) * (g1 - gj[u]);
+                    w1 = exp_nonpos(last1);
+                    jl1 = j;
+                    acc1 = fmaf(pair_a(s, trail, j) * w1, vj[u], acc1);
+                }
+                // a row ends after its last token, or where its factors flushed, or where pair_done says so
+                const int end0 = j0 + (n - 1) * STEP, end1 = j0 + n * STEP;
+                done0 = done0 || (GLA_REVERSE ? end0 >= C - 1 : end0 <= 0) || last0 < -128.f ||
+                        pair_done((float)(GLA_REVERSE ? C - 1 - jl0 : jl0), amax, vmax, w0, acc0);
+                done1 = done1 || (GLA_REVERSE ? end1 >= C - 1 : end1 <= 0) || last1 < -128.f ||
+                        pair_done((float)(GLA_REVERSE ? C - 1 - jl1 : jl1), amax, vmax, w1, acc1);
             }
-            s.P[i * BV + e] = acc;
+            s.P[lead * BV + e] = acc0;
+            s.P[trail * BV + e] = acc1;
         }
     }
 }
