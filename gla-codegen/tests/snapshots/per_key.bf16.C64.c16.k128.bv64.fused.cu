@@ -1518,9 +1518,8 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
 #pragma unroll 4
         for (int j = 0; j < C; ++j) vmax = gla_max_nan(vmax, fabsf(to_f32(v[VO(j, e)])));
         // Two rows at a time, the lead (forward i + 1, reversed i) and the trail (its neighbour towards the diagonal's
-        // other side): a step's n + 1 tokens j serve both (the lead's pairs are the window's first n, the trail's its
-        // last n), each row keeping its own order of summation and its own exit; the first step takes n = 2 pairs (the
-        // diagonal and its neighbour: all that log α = −60 needs), the later ones U.
+        // other side): a step's U + 1 tokens j serve both (the lead's pairs are the window's first U, the trail's its
+        // last U), each row keeping its own order of summation and its own exit.
 #pragma unroll 1
         for (int i = 0; i < C; i += 2) {
             const int lead = GLA_REVERSE ? i : i + 1, trail = GLA_REVERSE ? i + 1 : i;
@@ -1528,12 +1527,12 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
             float acc0 = 0.f, acc1 = 0.f;
             bool done0 = false, done1 = false;
 #pragma unroll 1
-            for (int j0 = lead, n = 2; !(done0 && done1); j0 += n * STEP, n = U) {
+            for (int j0 = lead; !(done0 && done1); j0 += U * STEP) {
                 float gj[U + 1], vj[U + 1];
 #pragma unroll
                 for (int u = 0; u <= U; ++u) {
                     const int j = j0 + u * STEP;
-                    const bool in = u <= n && (GLA_REVERSE ? j < C : j >= 0);
+                    const bool in = GLA_REVERSE ? j < C : j >= 0;
                     gj[u] = in ? s.G[j * LDG + e] : 0.f;
                     vj[u] = in ? to_f32(v[VO(j, e)]) : 0.f;
                 }
@@ -1542,7 +1541,7 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
 #pragma unroll
                 for (int u = 0; u < U; ++u) {
                     const int j = j0 + u * STEP;
-                    if (u >= n || done0 || (GLA_REVERSE ? j >= C : j < 0)) break;
+                    if (done0 || (GLA_REVERSE ? j >= C : j < 0)) break;
                     last0 = (GLA_REVERSE ? -1.f : 1.f) * (g0 - gj[u]);
                     w0 = exp_nonpos(last0);
                     jl0 = j;
@@ -1551,14 +1550,14 @@ __device__ __forceinline__ void pairwise_all_columns(const Tiles& s, const elem_
 #pragma unroll
                 for (int u = 1; u <= U; ++u) {
                     const int j = j0 + u * STEP;
-                    if (u > n || done1 || (GLA_REVERSE ? j >= C : j < 0)) break;
+                    if (done1 || (GLA_REVERSE ? j >= C : j < 0)) break;
                     last1 = (GLA_REVERSE ? -1.f : 1.f) * (g1 - gj[u]);
                     w1 = exp_nonpos(last1);
                     jl1 = j;
                     acc1 = fmaf(pair_a(s, trail, j) * w1, vj[u], acc1);
                 }
                 // a row ends after its last token, or where its factors flushed, or where pair_done says so
-                const int end0 = j0 + (n - 1) * STEP, end1 = j0 + n * STEP;
+                const int end0 = j0 + (U - 1) * STEP, end1 = j0 + U * STEP;
                 done0 = done0 || (GLA_REVERSE ? end0 >= C - 1 : end0 <= 0) || last0 < -128.f ||
                         pair_done((float)(GLA_REVERSE ? C - 1 - jl0 : jl0), amax, vmax, w0, acc0);
                 done1 = done1 || (GLA_REVERSE ? end1 >= C - 1 : end1 <= 0) || last1 < -128.f ||
