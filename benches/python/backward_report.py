@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The backward's benchmark report: benches/results/backward.json and backward.md from one GPU run.
 
-usage: backward_report.py --ours OURS.json [--fla FLA.json ...] [--out-dir benches/results/] [--note TEXT]
+usage: backward_report.py --ours OURS.json [OURS2.json ...] [--fla FLA.json ...] [--device NAME] [--out-dir benches/results/]
+       [--note TEXT]
 
 OURS.json: `bench --backward ... --out OURS.json` (rows {"impl": "ours", "pass": "fwd_bwd" | "bwd", "gate",
 "strength", "form": "chunks" | "walks", "B", "T", "H", "D", "ms", "variant", "distribution"}; forward rows are
-ignored; a row without "form" is the chunk form). FLA.json:
+ignored; a row without "form" is the chunk form; several files: one run's shapes taken by several `bench` calls). FLA.json:
 `fla_bench.py --cases gla_fwdbwd,simple_fwdbwd,acc_bwd` (records with "pass": "fwd_bwd", "accuracy" entries with
-"pass": "bwd", "activation_memory"). Both runs belong on the same machine in the same call.
+"pass": "bwd", "activation_memory"). Both runs belong on the same machine in the same call. --device names the GPU where no fla run
+does (a run of ours alone: `nvidia-smi --query-gpu=name`).
 
 backward.json: {"schema": "gla_backward/1", "device": ..., "rows": [{"impl": "ours" | "fla.chunk_gla" | ...,
 "pass": "fwd+bwd" | "bwd", "gate", "strength", "form"?, "B", "T", "H", "D", "ms", "variant"?, "distribution"}],
@@ -63,12 +65,13 @@ def table(header, rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ours", required=True)
+    ap.add_argument("--ours", required=True, nargs="+")
+    ap.add_argument("--device", default=None)
     ap.add_argument("--fla", nargs="*", default=[])
     ap.add_argument("--out-dir", default="benches/results/")
     ap.add_argument("--note", default=None)
     args = ap.parse_args(argv)
-    ours = ours_rows(load(args.ours))
+    ours = [r for p in args.ours for r in ours_rows(load(p))]
     flas = [load(p) for p in args.fla]
     rows = ours + [r for f in flas for r in fla_rows(f)]
     accuracy = [a for f in flas for a in f.get("accuracy", []) if a.get("pass") == "bwd"]
@@ -76,7 +79,7 @@ def main(argv=None):
     for m in (m for f in flas for m in f.get("activation_memory", [])):
         if not any((n["impl"], n["gate"], n["shape"]) == (m["impl"], m["gate"], m["shape"]) for n in memory):
             memory.append(m)  # (one row per op and shape where several runs measured it)
-    device = next((f["meta"].get("device") for f in flas if f.get("meta")), None)
+    device = next((f["meta"].get("device") for f in flas if f.get("meta")), None) or args.device
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "backward.json"), "w") as f:
         json.dump({"schema": "gla_backward/1", "device": device, "note": args.note, "rows": rows,

@@ -66,6 +66,18 @@ def main():
     check("| fla.chunk_gla | gla | 8,4096,16,128 | 128.0 | — |" in md, "fla's activation memory")
     check("| ours (chunks) | any | 8,4096,16,128 | 0 | 2064 |" in md, "ours: nothing kept, the chunk form's workspace")
     check("| ours (walks) | any | 8,4096,16,128 | 0 | 260 |" in md, "the walk form's workspace")
+    # A run of ours alone over two files (two `bench` calls), the device named on the command line.
+    with tempfile.TemporaryDirectory() as tmp:
+        p1, p2 = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+        json.dump([r for r in ours if r["D"] == 128], open(p1, "w"))
+        json.dump([r for r in ours if r["D"] == 256], open(p2, "w"))
+        backward_report.main(["--ours", p1, p2, "--device", "OTHER GPU", "--out-dir", tmp])
+        out = json.load(open(os.path.join(tmp, "backward.json")))
+        md = open(os.path.join(tmp, "backward.md")).read()
+    check(out["device"] == "OTHER GPU" and "- device: OTHER GPU;" in md, "--device names the GPU of a run without fla")
+    check(sum(r["impl"] == "ours" for r in out["rows"]) == 12 and all(r["impl"] == "ours" for r in out["rows"]),
+          "both files' rows, nothing of fla")
+    check("| 8,4096,8,256 | mamba2 | mamba2 | chunks | 4.500 | 4.000 | — | — |" in md, "the second file's shape")
     print("test_backward_report: all ok")
 
 
